@@ -1,0 +1,68 @@
+package storage
+
+import (
+	"errors"
+	"path/filepath"
+
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/vfs"
+)
+
+// Expected conditions. The protocol layers map each to a Kafka error code
+// (noted beside it); none of them means the log is damaged.
+var (
+	// ErrOffsetOutOfRange: a read below the log start offset or above the
+	// log end offset. OFFSET_OUT_OF_RANGE.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrBatchTooLarge: a batch over max.message.bytes or segment.bytes.
+	// MESSAGE_TOO_LARGE.
+	ErrBatchTooLarge = errors.New("storage: record batch too large")
+	// ErrInvalidBatch: a batch that breaks a produce rule (offsets, control
+	// flag, keyless record in a compacted topic). INVALID_RECORD.
+	ErrInvalidBatch = errors.New("storage: invalid record batch")
+	// ErrNonMonotonicOffset: a follower append whose offsets do not follow
+	// the log end offset. Replication must truncate first.
+	ErrNonMonotonicOffset = errors.New("storage: append offset below log end offset")
+	// ErrLogClosed: the log was closed or deleted.
+	ErrLogClosed = errors.New("storage: log closed")
+	// ErrStorage: an I/O error (a failed fsync above all) left the log in an
+	// unknown state; it refuses writes until the node restarts and recovers
+	// it, as Kafka does after fsyncgate. KAFKA_STORAGE_ERROR.
+	ErrStorage = errors.New("storage: log directory failed")
+	// ErrInvalidConfig: a config value out of its allowed range.
+	ErrInvalidConfig = errors.New("storage: invalid config")
+)
+
+// IsCorruption reports whether err says stored or offered bytes are
+// damaged (bad length, magic, CRC, record structure). Damaged data is never
+// served and never appended.
+func IsCorruption(err error) bool { return record.IsCorruption(err) }
+
+func isNotExist(err error) bool { return vfs.IsNotExist(err) }
+
+// mkdirAllDurable creates dir and its missing parents and syncs each
+// parent whose entries changed, so the new directories survive a crash.
+func mkdirAllDurable(fsys vfs.FS, dir string) error {
+	if info, err := fsys.Stat(dir); err == nil && info.IsDir {
+		return nil
+	}
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

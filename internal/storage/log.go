@@ -1,0 +1,551 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage/leaderepoch"
+	"github.com/fjordmq/fjord/internal/vfs"
+)
+
+// Log is one partition's log: an ordered list of segments, the last of
+// which (the active segment) takes appends.
+//
+// Offsets, in Kafka's words:
+//
+//	LogStartOffset <= HighWatermark <= LogEndOffset
+//	RecoveryPoint <= LogEndOffset: everything below it is fsynced.
+//
+// Threads: one appender at a time (Append, AppendAsFollower, truncation,
+// retention and cleaner swaps serialize on mu); any number of readers
+// (Read, OffsetForTimestamp), which take no lock but segLock shared while
+// they touch files; any number of Flush callers, which serialize on flushMu
+// and share fsyncs. Lock order: mu -> segLock, flushMu -> segLock.
+type Log struct {
+	fs   vfs.FS
+	dir  string
+	name string // "<topic>-<partition>", for errors and log lines
+	now  func() time.Time
+	log  *slog.Logger
+
+	cfg    atomic.Pointer[Config]
+	epochs *leaderepoch.Cache
+
+	// Published state, read without mu. The appender stores leo after the
+	// segment's size, so a reader that loads leo first never finds an
+	// offset below it missing from the segments.
+	segments       atomic.Pointer[[]*segment] // sorted by base offset; last is active
+	leo            atomic.Int64
+	logStartOffset atomic.Int64
+	highWatermark  atomic.Int64
+	recoveryPoint  atomic.Int64
+	failed         atomic.Bool
+	// dirDirty says a segment file was created since the directory was
+	// last synced; the next Flush syncs it, or an acknowledged batch in a
+	// new segment could lose its file name at a crash.
+	dirDirty atomic.Bool
+	// lastFlushMs is when Flush last completed, for flush.ms.
+	lastFlushMs atomic.Int64
+
+	mu      sync.Mutex   // the appender lock
+	segLock sync.RWMutex // exclusive: removing, truncating, closing files
+	flushMu sync.Mutex   // one fsync round at a time; waiters share the next
+	closed  bool         // REQUIRES: mu held
+}
+
+// AppendInfo describes an append.
+type AppendInfo struct {
+	FirstOffset   int64 // offset of the first record appended
+	LastOffset    int64 // offset of the last
+	LogAppendTime int64 // -1 unless the log stamps LogAppendTime
+	MaxTimestamp  int64
+	NumBatches    int
+}
+
+func (l *Log) Config() Config { return *l.cfg.Load() }
+
+// SetConfig replaces the log's config; it applies to the next append,
+// roll, flush and retention pass.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.cfg.Store(&cfg)
+	return nil
+}
+
+func (l *Log) Dir() string                      { return l.dir }
+func (l *Log) LogEndOffset() int64              { return l.leo.Load() }
+func (l *Log) LogStartOffset() int64            { return l.logStartOffset.Load() }
+func (l *Log) HighWatermark() int64             { return l.highWatermark.Load() }
+func (l *Log) RecoveryPoint() int64             { return l.recoveryPoint.Load() }
+func (l *Log) LeaderEpochs() *leaderepoch.Cache { return l.epochs }
+
+// SetHighWatermark moves the high watermark, clamped to
+// [LogStartOffset, LogEndOffset]. The replica layer owns its value.
+func (l *Log) SetHighWatermark(hw int64) {
+	hw = min(max(hw, l.logStartOffset.Load()), l.leo.Load())
+	l.highWatermark.Store(hw)
+}
+
+// Size returns the bytes of all segments.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range *l.segments.Load() {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// NumSegments returns the number of segments.
+func (l *Log) NumSegments() int { return len(*l.segments.Load()) }
+
+func (l *Log) checkWritable() error {
+	if l.closed {
+		return ErrLogClosed
+	}
+	if l.failed.Load() {
+		return fmt.Errorf("%w: %s", ErrStorage, l.name)
+	}
+	return nil
+}
+
+// fail marks the log failed after an I/O error that may have left files
+// in an unknown state; it refuses writes from then on.
+func (l *Log) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if !l.failed.Swap(true) {
+		l.log.Error("log failed; refusing writes until restart", "log", l.name, "op", op, "err", err)
+	}
+	return fmt.Errorf("%w: %s: %s: %v", ErrStorage, l.name, op, err)
+}
+
+// Append appends batches produced by a client: data holds one or more
+// whole v2 batches. Every batch is validated before any is written, so a
+// bad one leaves the log unchanged. The log assigns offsets from the log
+// end offset and stamps leaderEpoch into each batch, rewriting data in
+// place. The batches are not durable until Flush covers them.
+func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
+	cfg := l.cfg.Load()
+	hdrs, err := validateBatches(data, cfg, true)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return AppendInfo{}, err
+	}
+	info := AppendInfo{FirstOffset: l.leo.Load(), LogAppendTime: -1, MaxTimestamp: -1, NumBatches: len(hdrs)}
+	if cfg.LogAppendTime {
+		info.LogAppendTime = l.now().UnixMilli()
+	}
+	next := info.FirstOffset
+	pos := 0
+	for i := range hdrs {
+		b := data[pos : pos+hdrs[i].Size()]
+		record.SetBaseOffset(b, next)
+		record.SetPartitionLeaderEpoch(b, leaderEpoch)
+		if cfg.LogAppendTime {
+			record.SetLogAppendTime(b, info.LogAppendTime)
+			hdrs[i].MaxTimestamp = info.LogAppendTime
+		}
+		hdrs[i].BaseOffset = next
+		hdrs[i].PartitionLeaderEpoch = leaderEpoch
+		info.MaxTimestamp = max(info.MaxTimestamp, hdrs[i].MaxTimestamp)
+		next = hdrs[i].LastOffset() + 1
+		pos += hdrs[i].Size()
+	}
+	info.LastOffset = next - 1
+	if err := l.appendLocked(data, hdrs, cfg); err != nil {
+		return AppendInfo{}, err
+	}
+	if err := l.maybeAssignEpochLocked(leaderEpoch, info.FirstOffset); err != nil {
+		return AppendInfo{}, l.fail("leader epoch checkpoint", err)
+	}
+	return info, nil
+}
+
+// AppendAsFollower appends batches copied from the leader, offsets and
+// leader epochs already set. They must start at or after the log end
+// offset (a gap is allowed: the leader's log may be compacted).
+func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
+	cfg := l.cfg.Load()
+	hdrs, err := validateBatches(data, cfg, false)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return AppendInfo{}, err
+	}
+	next := l.leo.Load()
+	info := AppendInfo{FirstOffset: hdrs[0].BaseOffset, LogAppendTime: -1, MaxTimestamp: -1, NumBatches: len(hdrs)}
+	for _, h := range hdrs {
+		if h.BaseOffset < next {
+			return AppendInfo{}, fmt.Errorf("%w: batch at %d, log end offset %d", ErrNonMonotonicOffset, h.BaseOffset, next)
+		}
+		next = h.LastOffset() + 1
+		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
+	}
+	info.LastOffset = next - 1
+	if err := l.appendLocked(data, hdrs, cfg); err != nil {
+		return AppendInfo{}, err
+	}
+	for _, h := range hdrs {
+		if err := l.maybeAssignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+			return AppendInfo{}, l.fail("leader epoch checkpoint", err)
+		}
+	}
+	return info, nil
+}
+
+// maybeAssignEpochLocked records the start of a new leader epoch.
+// REQUIRES: l.mu held.
+func (l *Log) maybeAssignEpochLocked(epoch int32, start int64) error {
+	if epoch < 0 {
+		return nil
+	}
+	if latest, ok := l.epochs.LatestEpoch(); ok && latest >= epoch {
+		return nil
+	}
+	return l.epochs.Assign(epoch, start)
+}
+
+// validateBatches checks every batch in data and returns their headers.
+func validateBatches(data []byte, cfg *Config, client bool) ([]record.Header, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%w: no record batch", ErrInvalidBatch)
+	}
+	opts := record.ValidateOptions{
+		MaxBatchBytes:           cfg.MaxMessageBytes,
+		Client:                  client,
+		VerifyCompressedRecords: true,
+	}
+	var hdrs []record.Header
+	for pos := 0; pos < len(data); {
+		h, err := record.ParseHeader(data[pos:])
+		if err != nil {
+			return nil, err
+		}
+		if h.Size() > len(data)-pos {
+			return nil, fmt.Errorf("%w: batch length %d, %d bytes left", record.ErrCorruptLength, h.Size(), len(data)-pos)
+		}
+		b := data[pos : pos+h.Size()]
+		if h, err = record.Validate(b, opts); err != nil {
+			if errors.Is(err, record.ErrBatchTooLarge) {
+				return nil, fmt.Errorf("%w: %v", ErrBatchTooLarge, err)
+			}
+			if errors.Is(err, record.ErrInvalidRecordBatch) {
+				return nil, fmt.Errorf("%w: %v", ErrInvalidBatch, err)
+			}
+			return nil, err
+		}
+		if int64(h.Size()) > cfg.SegmentBytes {
+			return nil, fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size(), cfg.SegmentBytes)
+		}
+		if client && cfg.CleanupPolicy.Compact() {
+			if err := requireKeys(b); err != nil {
+				return nil, err
+			}
+		}
+		hdrs = append(hdrs, h)
+		pos += h.Size()
+	}
+	return hdrs, nil
+}
+
+// requireKeys refuses keyless records for a compacted log, as Kafka does:
+// compaction keeps the newest record per key, and a record with no key
+// could never be superseded nor removed.
+func requireKeys(b []byte) error {
+	return record.ForEachRecord(b, func(r *record.Record) error {
+		if r.Key == nil {
+			return fmt.Errorf("%w: compacted topic cannot accept a record without a key (offset delta %d)",
+				ErrInvalidBatch, r.Offset)
+		}
+		return nil
+	})
+}
+
+// appendLocked writes validated batches with offsets assigned, rolling
+// first if they do not belong in the active segment.
+// REQUIRES: l.mu held.
+func (l *Log) appendLocked(data []byte, hdrs []record.Header, cfg *Config) error {
+	first, last := hdrs[0], hdrs[len(hdrs)-1]
+	var maxTs int64 = -1
+	for _, h := range hdrs {
+		maxTs = max(maxTs, h.MaxTimestamp)
+	}
+	active := l.activeSegment()
+	if l.shouldRoll(active, cfg, int64(len(data)), first.BaseOffset, last.LastOffset(), maxTs) {
+		var err error
+		if active, err = l.rollLocked(first.BaseOffset); err != nil {
+			return l.fail("roll", err)
+		}
+	}
+	if err := active.append(data, hdrs, cfg.IndexIntervalBytes); err != nil {
+		return l.fail("append", err)
+	}
+	l.leo.Store(last.LastOffset() + 1)
+	return nil
+}
+
+func (l *Log) activeSegment() *segment {
+	segs := *l.segments.Load()
+	return segs[len(segs)-1]
+}
+
+// shouldRoll applies Kafka's roll rules: the segment would pass
+// segment.bytes, it is older than segment.ms (measured between the first
+// batch's timestamp and the new batches', as Kafka does), or the new offsets
+// do not fit its 32-bit relative offsets.
+func (l *Log) shouldRoll(s *segment, cfg *Config, size, firstOffset, lastOffset, maxTs int64) bool {
+	cur := s.size.Load()
+	if cur == 0 {
+		return firstOffset-s.baseOffset > 1<<32-1 || firstOffset < s.baseOffset
+	}
+	if cur+size > cfg.SegmentBytes || lastOffset-s.baseOffset > 1<<32-1 {
+		return true
+	}
+	if ft := s.firstTimestamp(); ft >= 0 && maxTs-ft > cfg.SegmentMs {
+		return true
+	}
+	return false
+}
+
+// rollLocked seals the active segment and starts a new one at base.
+// REQUIRES: l.mu held.
+func (l *Log) rollLocked(base int64) (*segment, error) {
+	old := l.activeSegment()
+	if old.size.Load() > 0 {
+		if err := old.seal(l.lastBatchBaseLocked(old)); err != nil {
+			return nil, err
+		}
+	}
+	s, err := createSegment(l.fs, l.dir, base)
+	if err != nil {
+		return nil, err
+	}
+	l.dirDirty.Store(true)
+	segs := *l.segments.Load()
+	next := make([]*segment, 0, len(segs)+1)
+	if old.size.Load() == 0 {
+		// An empty active segment is replaced rather than kept, so no
+		// empty segment sits between two others.
+		l.segLock.Lock()
+		old.remove()
+		l.segLock.Unlock()
+		next = append(next, segs[:len(segs)-1]...)
+	} else {
+		next = append(next, segs...)
+	}
+	next = append(next, s)
+	l.segments.Store(&next)
+	return s, nil
+}
+
+// lastBatchBaseLocked finds the base offset of the segment's last batch by
+// scanning from its last index entry.
+// REQUIRES: l.mu held.
+func (l *Log) lastBatchBaseLocked(s *segment) int64 {
+	pos, h, err := s.findBatch(l.leo.Load() - 1)
+	if err != nil || pos < 0 {
+		return -1
+	}
+	return h.BaseOffset
+}
+
+// ReadResult is what Read returns.
+type ReadResult struct {
+	// Records holds whole batches, possibly starting before the requested
+	// offset (the batch that holds it) as Kafka does; clients skip the
+	// records below what they asked for.
+	Records        []byte
+	LogStartOffset int64
+	LogEndOffset   int64
+	HighWatermark  int64
+}
+
+// Read returns batches starting with the one that holds offset: at most
+// maxBytes of them but always the first whole batch when there is one (so
+// a consumer can make progress past a batch larger than its limit), and
+// none whose last offset is at or past maxOffset (the high watermark or the
+// last stable offset; the log end offset for a follower). An offset below
+// the log start offset or above the log end offset is ErrOffsetOutOfRange.
+func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	res := ReadResult{
+		LogEndOffset:   l.leo.Load(),
+		LogStartOffset: l.logStartOffset.Load(),
+		HighWatermark:  l.highWatermark.Load(),
+	}
+	if offset < res.LogStartOffset || offset > res.LogEndOffset {
+		return res, fmt.Errorf("%w: offset %d, log %s has [%d, %d]",
+			ErrOffsetOutOfRange, offset, l.name, res.LogStartOffset, res.LogEndOffset)
+	}
+	maxOffset = min(maxOffset, res.LogEndOffset)
+	if offset >= maxOffset {
+		return res, nil
+	}
+	l.segLock.RLock()
+	defer l.segLock.RUnlock()
+	segs := *l.segments.Load()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].baseOffset > offset }) - 1
+	if i < 0 {
+		i = 0
+	}
+	for ; i < len(segs); i++ {
+		s := segs[i]
+		if s.baseOffset >= maxOffset {
+			break
+		}
+		pos, h, err := s.findBatch(offset)
+		if err != nil {
+			return res, err
+		}
+		if pos < 0 {
+			continue // every batch here is below offset (compaction gap)
+		}
+		data, err := s.read(pos, h, maxBytes, maxOffset, true)
+		res.Records = data
+		return res, err
+	}
+	return res, nil
+}
+
+// Flush makes every offset below upTo durable, and returns once it is.
+// Callers that arrive while an fsync is running wait for it and are then
+// served together by the next one (group commit): the caller that gets
+// flushMu syncs everything appended until then. A failed fsync fails the
+// log: the page cache may have dropped the dirty pages, so retrying could
+// report success for data that is gone.
+func (l *Log) Flush(upTo int64) error {
+	if l.recoveryPoint.Load() >= upTo {
+		return nil
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.recoveryPoint.Load() >= upTo {
+		return nil
+	}
+	if l.failed.Load() {
+		return fmt.Errorf("%w: %s", ErrStorage, l.name)
+	}
+	target := l.leo.Load()
+	from := l.recoveryPoint.Load()
+	l.segLock.RLock()
+	segs := *l.segments.Load()
+	var err error
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].baseOffset <= from {
+			continue // wholly below the recovery point: already durable
+		}
+		var f vfs.File
+		if f, err = s.handle(); err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			break
+		}
+	}
+	l.segLock.RUnlock()
+	if err == nil && l.dirDirty.Swap(false) {
+		if err = l.fs.SyncDir(l.dir); err != nil {
+			l.dirDirty.Store(true)
+		}
+	}
+	if err != nil {
+		return l.fail("fsync", err)
+	}
+	if target > l.recoveryPoint.Load() {
+		l.recoveryPoint.Store(target)
+	}
+	l.lastFlushMs.Store(l.now().UnixMilli())
+	return nil
+}
+
+// OffsetForTimestamp returns the offset and timestamp of the first record
+// whose timestamp is >= ts (ListOffsets by timestamp), or found=false when
+// no record is that new.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
+	start := l.logStartOffset.Load()
+	end := l.leo.Load()
+	l.segLock.RLock()
+	defer l.segLock.RUnlock()
+	for _, s := range *l.segments.Load() {
+		maxTs, err := s.maxTimestamp()
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if maxTs < ts || s.size.Load() == 0 {
+			continue
+		}
+		o, t, ok, err := s.offsetForTimestamp(ts, start, end)
+		if err != nil || ok {
+			return o, t, ok, err
+		}
+	}
+	return 0, 0, false, nil
+}
+
+// MaxTimestamp returns the offset and timestamp of the record with the
+// largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734); found=false for
+// an empty log.
+func (l *Log) MaxTimestamp() (offset, timestamp int64, found bool, err error) {
+	l.segLock.RLock()
+	defer l.segLock.RUnlock()
+	segs := *l.segments.Load()
+	best := -1
+	var bestTs int64 = -1
+	for i, s := range segs {
+		ts, err := s.maxTimestamp()
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if ts > bestTs && s.size.Load() > 0 {
+			best, bestTs = i, ts
+		}
+	}
+	if best < 0 {
+		return 0, 0, false, nil
+	}
+	o, t, ok, err := segs[best].offsetForTimestamp(bestTs, l.logStartOffset.Load(), l.leo.Load())
+	return o, t, ok, err
+}
+
+// Close flushes the log, writes the active segment's indexes and closes
+// every file. It does not write the clean-shutdown marker; the log
+// manager does, once every log is closed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	var err error
+	if !l.failed.Load() {
+		err = l.Flush(l.leo.Load())
+		if err == nil {
+			active := l.activeSegment()
+			err = active.seal(l.lastBatchBaseLocked(active))
+		}
+	}
+	l.closed = true
+	l.segLock.Lock()
+	for _, s := range *l.segments.Load() {
+		if cerr := s.close(); err == nil {
+			err = cerr
+		}
+	}
+	l.segLock.Unlock()
+	return err
+}

@@ -1,0 +1,163 @@
+package storage
+
+import (
+	"fmt"
+)
+
+// TruncateTo removes every batch at or after offset, for a follower whose
+// history diverged from its new leader's (KIP-101, KIP-279). A batch that
+// straddles offset is removed whole, so the log end offset becomes offset
+// or that batch's base offset, whichever is lower. Truncating at or past the
+// log end offset does nothing. The truncation is durable when it returns.
+func (l *Log) TruncateTo(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if offset >= l.leo.Load() {
+		return nil
+	}
+	if offset <= l.logStartOffset.Load() {
+		return l.truncateFullyLocked(offset)
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.segLock.Lock()
+	defer l.segLock.Unlock()
+
+	segs := *l.segments.Load()
+	keep := len(segs)
+	for keep > 1 && segs[keep-1].baseOffset >= offset {
+		keep--
+	}
+	for _, s := range segs[keep:] {
+		if err := s.remove(); err != nil {
+			return l.fail("truncate", err)
+		}
+	}
+	kept := segs[:keep]
+	last := kept[keep-1]
+	newEnd, err := l.truncateSegmentLocked(last, offset)
+	if err != nil {
+		return l.fail("truncate", err)
+	}
+	if keep < len(segs) {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail("truncate", err)
+		}
+	}
+	l.segments.Store(&kept)
+	l.leo.Store(newEnd)
+	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), newEnd))
+	l.highWatermark.Store(min(l.highWatermark.Load(), newEnd))
+	if err := l.epochs.TruncateFromEnd(newEnd); err != nil {
+		return l.fail("truncate", err)
+	}
+	return nil
+}
+
+// truncateSegmentLocked cuts s before the first batch whose last offset is
+// >= offset, rebuilding its indexes, and returns the new log end offset.
+// REQUIRES: l.mu and l.segLock held.
+func (l *Log) truncateSegmentLocked(s *segment, offset int64) (int64, error) {
+	pos, h, err := s.findBatch(offset)
+	if err != nil {
+		return 0, err
+	}
+	if pos < 0 {
+		// Nothing at or after offset in s: the log already ends before
+		// offset here, which only a gap can make.
+		return min(offset, l.leo.Load()), nil
+	}
+	newEnd := min(offset, h.BaseOffset)
+	f, err := s.handle()
+	if err != nil {
+		return 0, err
+	}
+	if err := f.Truncate(pos); err != nil {
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	cfg := l.cfg.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.size.Store(pos)
+	if _, _, err := s.rebuildLocked(cfg.IndexIntervalBytes, false); err != nil {
+		return 0, err
+	}
+	if newEnd < s.baseOffset {
+		panic(fmt.Sprintf("truncation below segment base: end=%d base=%d", newEnd, s.baseOffset))
+	}
+	return newEnd, nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and starts the log empty
+// at offset: for a follower whose leader no longer has the offsets it
+// needs, and for DeleteRecords past the end.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+// REQUIRES: l.mu held.
+func (l *Log) truncateFullyLocked(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: start offset %d", ErrOffsetOutOfRange, offset)
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.segLock.Lock()
+	defer l.segLock.Unlock()
+	for _, s := range *l.segments.Load() {
+		if err := s.remove(); err != nil {
+			return l.fail("truncate fully", err)
+		}
+	}
+	s, err := createSegment(l.fs, l.dir, offset)
+	if err != nil {
+		return l.fail("truncate fully", err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail("truncate fully", err)
+	}
+	segs := []*segment{s}
+	l.segments.Store(&segs)
+	l.leo.Store(offset)
+	l.logStartOffset.Store(offset)
+	l.highWatermark.Store(offset)
+	l.recoveryPoint.Store(offset)
+	if err := l.epochs.Clear(); err != nil {
+		return l.fail("truncate fully", err)
+	}
+	return nil
+}
+
+// DeleteRecordsBefore moves the log start offset to offset (Kafka's
+// DeleteRecords): records below it are no longer served, and segments wholly
+// below it are deleted by the next retention pass. Offsets above the high
+// watermark are refused, as Kafka does.
+func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return 0, err
+	}
+	if offset < 0 || offset > l.highWatermark.Load() {
+		return 0, fmt.Errorf("%w: delete before %d, high watermark %d",
+			ErrOffsetOutOfRange, offset, l.highWatermark.Load())
+	}
+	if offset > l.logStartOffset.Load() {
+		l.logStartOffset.Store(offset)
+		if err := l.epochs.TruncateFromStart(offset); err != nil {
+			return 0, l.fail("delete records", err)
+		}
+	}
+	return l.logStartOffset.Load(), nil
+}
