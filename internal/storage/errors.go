@@ -2,7 +2,6 @@ package storage
 
 import (
 	"errors"
-	"path/filepath"
 
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/vfs"
@@ -39,30 +38,3 @@ var (
 func IsCorruption(err error) bool { return record.IsCorruption(err) }
 
 func isNotExist(err error) bool { return vfs.IsNotExist(err) }
-
-// mkdirAllDurable creates dir and its missing parents and syncs each
-// parent whose entries changed, so the new directories survive a crash.
-func mkdirAllDurable(fsys vfs.FS, dir string) error {
-	if info, err := fsys.Stat(dir); err == nil && info.IsDir {
-		return nil
-	}
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := fsys.MkdirAll(dir); err != nil {
-		return err
-	}
-	for _, d := range missing {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
-}

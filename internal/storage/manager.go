@@ -112,7 +112,7 @@ func OpenManager(fsys vfs.FS, dir string, defaults Config, opts ManagerOptions) 
 	}
 	m := &Manager{fs: fsys, dir: dir, defaults: defaults, opts: opts, log: opts.Logger, stop: make(chan struct{})}
 	m.mu.logs = map[TopicPartition]*Log{}
-	if err := mkdirAllDurable(fsys, dir); err != nil {
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return nil, err
 	}
 	marker := filepath.Join(dir, CleanShutdownFile)

@@ -58,7 +58,7 @@ func Open(fsys vfs.FS, dir string, cfg Config, opts OpenOptions) (*Log, error) {
 		l.log = slog.Default()
 	}
 	l.cfg.Store(&cfg)
-	if err := mkdirAllDurable(fsys, dir); err != nil {
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return nil, err
 	}
 	segs, err := l.loadSegments()
