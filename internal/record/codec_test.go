@@ -118,7 +118,16 @@ func TestDecompressBombCostsAtMostTheLimit(t *testing.T) {
 			if !errors.Is(err, ErrDecompressedTooLarge) {
 				t.Fatalf("err %v, want ErrDecompressedTooLarge", err)
 			}
-			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 6*limit {
+			// The output buffer may grow to about twice the limit while
+			// hitting it. A zstd decoder the GC took from the pool
+			// allocates its window again, up to zstdMinWindow.
+			allowance := uint64(3 * limit)
+			if codec == CodecZstd {
+				allowance += zstdMinWindow + 1<<20
+			}
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d-byte bomb: %d bytes allocated", len(bomb), alloc)
+			if alloc > allowance {
 				t.Fatalf("%d-byte %s bomb cost %d bytes of allocation with a %d limit", len(bomb), name, alloc, limit)
 			}
 		})
@@ -239,5 +248,51 @@ func TestCodecsConcurrently(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// Pooled zstd and lz4 coders can run background workers when configured for
+// concurrency; this package turns that off so that a pooled coder dropped by
+// the GC leaves nothing running.
+func TestCodecsStartNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	src := bytes.Repeat([]byte("goroutine check "), 10_000)
+	for range 3 {
+		for _, c := range allCodecs {
+			enc, err := Compress(c, nil, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Decompress(c, nil, enc, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if after := runtime.NumGoroutine(); after != before {
+		t.Fatalf("%d goroutines before, %d after using every codec", before, after)
+	}
+}
+
+// Regression: a pooled klauspost gzip reader kept Huffman tables from the
+// previous stream, so this corrupt body (found by FuzzValidate, seed
+// 9c89d44f918899dc) failed one way fresh and another after a clean decode
+// of 100000 zeros. Decompress must depend on its input alone.
+func TestGzipDecodeIndependentOfHistory(t *testing.T) {
+	corrupt := []byte("\x1f\x8b\b\x00000000$0\x00\x00\x00!\x1f0000000000\x17\x17\x17\x17\x17\x17\x17\x170000")
+	_, fresh := Decompress(CodecGzip, nil, corrupt, 1<<20)
+	if !errors.Is(fresh, ErrCorruptRecord) {
+		t.Fatalf("corrupt body: %v", fresh)
+	}
+	for _, src := range [][]byte{make([]byte, 100000), []byte("x"), bytes.Repeat([]byte("abc"), 1000)} {
+		enc, err := Compress(CodecGzip, nil, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decompress(CodecGzip, nil, enc, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decompress(CodecGzip, nil, corrupt, 1<<20); err == nil || err.Error() != fresh.Error() {
+			t.Fatalf("after decoding %d bytes: %v, fresh: %v", len(src), err, fresh)
+		}
 	}
 }

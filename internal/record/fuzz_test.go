@@ -15,11 +15,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// FuzzValidate feeds arbitrary bytes to the batch decoders.
+// FuzzValidate feeds arbitrary bytes to the batch decoders, twice per input:
+// as given, and with batchLength and the CRC rewritten to fit the bytes, so
+// that mutations get past the CRC and exercise the record parser (random
+// bytes almost never carry a matching CRC-32C).
 //
-// Invariants:
+// Invariants, for both:
 //  1. Validate, ParseHeader, ForEachRecord, Records and Filter never panic,
-//     whatever the bytes and options.
+//     whatever the bytes and options, and every error carries one of the
+//     package's sentinels.
 //  2. Validating twice gives the same header and the same error.
 //  3. A batch that validates, uncompressed or compressed with
 //     VerifyCompressedRecords, iterates with ForEachRecord without error and
@@ -35,75 +39,94 @@ func FuzzValidate(f *testing.F) {
 		f.Add(s.data)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		verify := ValidateOptions{VerifyCompressedRecords: true, MaxDecompressedBytes: 1 << 20}
-
-		// Never panics on arbitrary input, and repeats itself.
-		h, err := Validate(b, verify)
-		h2, err2 := Validate(b, verify)
-		if h != h2 || fmt.Sprint(err) != fmt.Sprint(err2) {
-			t.Fatalf("Validate not stable: %+v %v then %+v %v", h, err, h2, err2)
-		}
-		_, clientErr := Validate(b, ValidateOptions{Client: true, VerifyCompressedRecords: true, MaxDecompressedBytes: 1 << 20})
-		_, _ = Validate(b, ValidateOptions{MaxBatchBytes: 100})
-		_, _ = ParseHeader(b)
-		_ = ForEachRecord(b, func(*Record) error { return nil })
-		_, _ = Records(b)
-		_, _, _ = Filter(nil, b, func(r *Record) bool { return r.Offset%2 == 0 })
-
-		if clientErr == nil && err != nil {
-			t.Fatalf("valid for a client but not for storage: %v", err)
-		}
-		if err != nil {
-			if !isSentinel(err) {
-				t.Fatalf("error without a sentinel: %v", err)
-			}
-			return
-		}
-
-		// A valid batch iterates completely.
-		n, prev := int32(0), h.BaseOffset-1
-		err = ForEachRecord(b, func(r *Record) error {
-			if r.Offset <= prev || r.Offset > h.LastOffset() {
-				return fmt.Errorf("offset %d after %d, last %d", r.Offset, prev, h.LastOffset())
-			}
-			prev = r.Offset
-			n++
-			return nil
-		})
-		if err != nil || n != h.NumRecords {
-			t.Fatalf("valid batch iterated %d of %d records: %v", n, h.NumRecords, err)
-		}
-		recs, err := Records(b)
-		if err != nil || len(recs) != int(h.NumRecords) {
-			t.Fatalf("Records: %d of %d, %v", len(recs), h.NumRecords, err)
-		}
-
-		// Leader rewrites keep it valid.
-		c := append([]byte(nil), b...)
-		SetBaseOffset(c, h.BaseOffset+12345)
-		SetPartitionLeaderEpoch(c, h.PartitionLeaderEpoch^0x5a5a)
-		hc, err := Validate(c, verify)
-		want := h
-		want.BaseOffset, want.PartitionLeaderEpoch = h.BaseOffset+12345, h.PartitionLeaderEpoch^0x5a5a
-		if err != nil || hc != want {
-			t.Fatalf("after setters: %+v %v, want %+v", hc, err, want)
-		}
-
-		// Compaction.
-		all, kept, err := Filter(nil, b, func(*Record) bool { return true })
-		if err != nil || kept != int(h.NumRecords) || (kept > 0 && !bytes.Equal(all, b)) {
-			t.Fatalf("Filter keeping all: %d %v", kept, err)
-		}
-		half, kept, err := Filter(nil, b, func(r *Record) bool { return r.Offset%2 == 0 })
-		if err != nil {
-			t.Fatalf("Filter: %v", err)
-		}
-		if kept > 0 {
-			if hh, err := Validate(half, ValidateOptions{VerifyCompressedRecords: true}); err != nil || hh.NumRecords != int32(kept) {
-				t.Fatalf("filtered batch: %+v %v", hh, err)
+		checkBatchInvariants(t, b)
+		if len(b) >= HeaderSize {
+			fixed := append([]byte(nil), b...)
+			if finishBatch(fixed) == nil {
+				checkBatchInvariants(t, fixed)
 			}
 		}
 	})
+}
+
+func checkBatchInvariants(t *testing.T, b []byte) {
+	verify := ValidateOptions{VerifyCompressedRecords: true, MaxDecompressedBytes: 1 << 20}
+
+	h, err := Validate(b, verify)
+	h2, err2 := Validate(b, verify)
+	if h != h2 || fmt.Sprint(err) != fmt.Sprint(err2) {
+		t.Fatalf("Validate not stable: %+v %v then %+v %v", h, err, h2, err2)
+	}
+	_, clientErr := Validate(b, ValidateOptions{Client: true, VerifyCompressedRecords: true, MaxDecompressedBytes: 1 << 20})
+	if _, err := Validate(b, ValidateOptions{MaxBatchBytes: 100}); err != nil && !isSentinel(err) {
+		t.Fatalf("error without a sentinel: %v", err)
+	}
+	if _, err := ParseHeader(b); err != nil && !isSentinel(err) {
+		t.Fatalf("error without a sentinel: %v", err)
+	}
+	if err := ForEachRecord(b, func(*Record) error { return nil }); err != nil && !isSentinel(err) {
+		t.Fatalf("error without a sentinel: %v", err)
+	}
+	if _, err := Records(b); err != nil && !isSentinel(err) {
+		t.Fatalf("error without a sentinel: %v", err)
+	}
+	if _, _, err := Filter(nil, b, func(r *Record) bool { return r.Offset%2 == 0 }); err != nil && !isSentinel(err) {
+		t.Fatalf("error without a sentinel: %v", err)
+	}
+
+	if clientErr == nil && err != nil {
+		t.Fatalf("valid for a client but not for storage: %v", err)
+	}
+	if err != nil {
+		if !isSentinel(err) || (clientErr != nil && !isSentinel(clientErr)) {
+			t.Fatalf("error without a sentinel: %v / %v", err, clientErr)
+		}
+		return
+	}
+
+	// A valid batch iterates completely.
+	n, prev := int32(0), h.BaseOffset-1
+	err = ForEachRecord(b, func(r *Record) error {
+		if r.Offset <= prev || r.Offset > h.LastOffset() {
+			return fmt.Errorf("offset %d after %d, last %d", r.Offset, prev, h.LastOffset())
+		}
+		prev = r.Offset
+		n++
+		return nil
+	})
+	if err != nil || n != h.NumRecords {
+		t.Fatalf("valid batch iterated %d of %d records: %v", n, h.NumRecords, err)
+	}
+	recs, err := Records(b)
+	if err != nil || len(recs) != int(h.NumRecords) {
+		t.Fatalf("Records: %d of %d, %v", len(recs), h.NumRecords, err)
+	}
+
+	// Leader rewrites keep it valid.
+	c := append([]byte(nil), b...)
+	SetBaseOffset(c, h.BaseOffset+12345)
+	SetPartitionLeaderEpoch(c, h.PartitionLeaderEpoch^0x5a5a)
+	hc, err := Validate(c, verify)
+	want := h
+	want.BaseOffset, want.PartitionLeaderEpoch = h.BaseOffset+12345, h.PartitionLeaderEpoch^0x5a5a
+	if err != nil || hc != want {
+		t.Fatalf("after setters: %+v %v, want %+v", hc, err, want)
+	}
+
+	// Compaction.
+	all, kept, err := Filter(nil, b, func(*Record) bool { return true })
+	if err != nil || kept != int(h.NumRecords) || (kept > 0 && !bytes.Equal(all, b)) {
+		t.Fatalf("Filter keeping all: %d %v", kept, err)
+	}
+	half, kept, err := Filter(nil, b, func(r *Record) bool { return r.Offset%2 == 0 })
+	if err != nil {
+		t.Fatalf("Filter: %v", err)
+	}
+	if kept > 0 {
+		if hh, err := Validate(half, ValidateOptions{VerifyCompressedRecords: true}); err != nil || hh.NumRecords != int32(kept) {
+			t.Fatalf("filtered batch: %+v %v", hh, err)
+		}
+	}
 }
 
 // FuzzDecompress feeds arbitrary blobs to every codec's decoder.

@@ -246,15 +246,18 @@ func SetPartitionLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[offPartitionLeaderEpoch:offPartitionLeaderEpoch+4], uint32(epoch))
 }
 
-// SetLogAppendTime marks the batch that is all of b as LogAppendTime with
+// SetLogAppendTime marks the batch at the start of b as LogAppendTime with
 // MaxTimestamp ts, for topics with message.timestamp.type=LogAppendTime.
 // Both fields are inside the CRC'd range, so the CRC is recomputed: a pass
 // over the whole batch, unlike the other setters. Record timestamps are left
 // alone; readers of a LogAppendTime batch take MaxTimestamp for every record.
-// b must be exactly one batch.
+// Bytes after the batch are not touched; b must hold at least a header.
 func SetLogAppendTime(b []byte, ts int64) {
 	attrs := binary.BigEndian.Uint16(b[offAttributes:offAttributes+2]) | attrTimestampType
 	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
 	binary.BigEndian.PutUint64(b[offMaxTimestamp:offMaxTimestamp+8], uint64(ts))
+	if size := batchLengthOverhead + int(int32(binary.BigEndian.Uint32(b[offBatchLength:]))); size >= HeaderSize && size <= len(b) {
+		b = b[:size]
+	}
 	setCRC(b)
 }

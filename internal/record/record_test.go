@@ -270,3 +270,40 @@ func TestVarints(t *testing.T) {
 		t.Error("varlong with bits past 64 accepted")
 	}
 }
+
+// The Java client frames snappy with xerial's chunked format; such a batch
+// validates and iterates like any other.
+func TestXerialSnappyBatch(t *testing.T) {
+	recs := sampleKmsgRecords()
+	var raw []byte
+	for _, r := range recs {
+		raw = append(raw, kmsgRecordBytes(r)...)
+	}
+	kh := sampleKmsgHeader(len(recs))
+	kh.Attributes = int16(CodecSnappy)
+	kh.NumRecords = int32(len(recs))
+	// Chunks of at most 4 KiB, so the 12 KiB value spans several.
+	body := xerialFrame()
+	for len(raw) > 0 {
+		n := min(len(raw), 4096)
+		body = append(body[:len(body):len(body)], xerialFrame(raw[:n])[16:]...)
+		raw = raw[n:]
+	}
+	kh.Records = body
+	kh.Magic = 2
+	kh.Length = int32(HeaderSize - 12 + len(body))
+	b := fixCRC(kh.AppendTo(nil))
+
+	if _, err := Validate(b, ValidateOptions{Client: true, VerifyCompressedRecords: true}); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	got, err := Records(b)
+	if err != nil || len(got) != len(recs) {
+		t.Fatalf("Records: %d, %v", len(got), err)
+	}
+	for i, r := range got {
+		if !sameBytes(r.Value, recs[i].Value) || !sameBytes(r.Key, recs[i].Key) {
+			t.Fatalf("record %d differs", i)
+		}
+	}
+}

@@ -234,8 +234,9 @@ func batchBody(b []byte, buf *[]byte, maxSize int) (Header, []byte, error) {
 	return h, *buf, nil
 }
 
-// ForEachRecord decodes b's records (decompressing if needed, bounded by
-// DefaultMaxDecompressedBytes) and calls fn for each in order. Slices handed
+// ForEachRecord decodes the records of the batch at the start of b (bytes
+// after it are ignored), decompressing if needed, bounded by
+// DefaultMaxDecompressedBytes, and calls fn for each in order. Slices handed
 // to fn (the Record itself, keys, values, the headers slice) may alias b or
 // a pooled decompression buffer and are valid only during the call; header
 // keys are strings of their own. An error from fn stops the walk and is

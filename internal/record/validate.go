@@ -33,8 +33,9 @@ type ValidateOptions struct {
 // batches are refused. Never panics on any input.
 //
 // Checks run cheapest first and framing before content, so the error names
-// the outermost thing wrong: length, magic, size limit, CRC, codec, count,
-// client rules, then records. An uncompressed batch is checked without
+// the outermost thing wrong: magic and length, size limit, CRC, codec,
+// count, client rules, then records. The size limit comes before the CRC so
+// an oversized batch is refused without reading it. An uncompressed batch is checked without
 // allocating.
 func Validate(b []byte, opts ValidateOptions) (Header, error) {
 	h, err := ParseHeader(b)

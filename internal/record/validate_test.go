@@ -248,3 +248,18 @@ func TestForEachRecordAllocations(t *testing.T) {
 		t.Fatalf("ForEachRecord allocations: %v for 2 records, %v for 200", a, b)
 	}
 }
+
+// Storage may hold a batch in a buffer with more bytes after it; the setters
+// must not let those bytes into the CRC.
+func TestSetLogAppendTimeIgnoresTrailingBytes(t *testing.T) {
+	b := buildBatch(t, DefaultBatchOptions(), sizedRecords(3, 10))
+	size := len(b)
+	buf := append(b, "next batch bytes"...)
+	SetLogAppendTime(buf, 77)
+	if h, err := Validate(buf[:size], ValidateOptions{Client: true}); err != nil || h.MaxTimestamp != 77 {
+		t.Fatalf("after SetLogAppendTime with trailing bytes: %+v %v", h, err)
+	}
+	if string(buf[size:]) != "next batch bytes" {
+		t.Fatal("trailing bytes changed")
+	}
+}

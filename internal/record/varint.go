@@ -19,6 +19,11 @@ func readVarint(b []byte, pos int) (v int32, next int, ok bool) {
 		u := uint32(b[pos])
 		return int32(u>>1) ^ -int32(u&1), pos + 1, true
 	}
+	// Two bytes: the length of every record between 64 bytes and 8 KiB.
+	if pos+1 < len(b) && b[pos+1] < 0x80 {
+		u := uint32(b[pos]&0x7f) | uint32(b[pos+1])<<7
+		return int32(u>>1) ^ -int32(u&1), pos + 2, true
+	}
 	return readVarintSlow(b, pos)
 }
 

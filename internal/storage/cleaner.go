@@ -55,6 +55,8 @@ type CleanResult struct {
 // reads; it serializes with truncation and retention by checking, at swap
 // time, that the segments it rewrote are unchanged.
 func (l *Log) Compact() (CleanResult, error) {
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
 	if l.failed.Load() {
 		return CleanResult{}, fmt.Errorf("%w: %s", ErrStorage, l.name)
 	}
@@ -72,12 +74,16 @@ func (l *Log) Compact() (CleanResult, error) {
 		abortedBatch = map[int64]bool{}    // base offsets of batches in aborted transactions
 		lastBatch    = map[int64]int64{}   // producer -> base offset of its last batch
 		firstUnstab  = bound
+		// truncations as of the start: loaded before the size, so a
+		// segment cut and refilled to its old size still shows as changed.
+		truncations = map[*segment]int64{}
 	)
 	for i, s := range segs {
 		if i+1 >= len(segs) || segs[i+1].baseOffset > bound {
 			break
 		}
 		cleanable = append(cleanable, s)
+		truncations[s] = s.truncations.Load()
 		sizes = append(sizes, s.size.Load())
 	}
 	scan := func(s *segment, size int64, fn func(h record.Header, b []byte) error) error {
@@ -134,6 +140,9 @@ func (l *Log) Compact() (CleanResult, error) {
 			}
 			return nil
 		})
+		if errors.Is(err, errSegmentRemoved) {
+			return CleanResult{}, nil // retention or truncation won the race
+		}
 		if err != nil {
 			return CleanResult{}, err
 		}
@@ -210,10 +219,13 @@ func (l *Log) Compact() (CleanResult, error) {
 			}
 			return dst, nil
 		})
+		if errors.Is(err, errSegmentRemoved) {
+			return res, nil // retention or truncation won the race
+		}
 		if err != nil {
 			return res, err
 		}
-		ok, err := l.swapSegment(s, before, out)
+		ok, err := l.swapSegment(s, before, truncations[s], out)
 		if err != nil {
 			return res, err
 		}
@@ -305,9 +317,10 @@ func (l *Log) cleanSegment(s *segment, size int64, cfg *Config,
 }
 
 // swapSegment replaces old (which must still be in the log with the size
-// it had when cleaning began) by its cleaned copy, or removes it when the
-// copy is empty. It reports false, and discards the copy, when old changed.
-func (l *Log) swapSegment(old *segment, size int64, cleaned *segment) (bool, error) {
+// and truncation count it had when cleaning began) by its cleaned copy, or
+// removes it when the copy is empty. It reports false, and discards the
+// copy, when old changed.
+func (l *Log) swapSegment(old *segment, size, truncations int64, cleaned *segment) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	discard := func() {
@@ -327,7 +340,7 @@ func (l *Log) swapSegment(old *segment, size int64, cleaned *segment) (bool, err
 			idx = i
 		}
 	}
-	if idx < 0 || old.size.Load() != size {
+	if idx < 0 || old.size.Load() != size || old.truncations.Load() != truncations {
 		discard()
 		return false, nil
 	}

@@ -129,7 +129,8 @@ func (c Config) Validate() error {
 	case c.MaxMessageBytes < 0:
 		return bad("max.message.bytes", c.MaxMessageBytes, ">= 0")
 	case c.FlushPolicy != FlushAck && c.FlushPolicy != FlushInterval:
-		return bad("flush.policy", c.FlushPolicy, "ack, interval")
+		// The number: String() would name an allowed policy.
+		return bad("flush.policy", int(c.FlushPolicy), "ack, interval")
 	case c.FlushMs < 1:
 		return bad("flush.ms", c.FlushMs, ">= 1")
 	case c.RetentionMs < -1:

@@ -56,7 +56,11 @@ type Log struct {
 	mu      sync.Mutex   // the appender lock
 	segLock sync.RWMutex // exclusive: removing, truncating, closing files
 	flushMu sync.Mutex   // one fsync round at a time; waiters share the next
-	closed  bool         // REQUIRES: mu held
+	// cleanMu: one compaction pass at a time. Passes write the same
+	// "<base>.log.cleaned" names, so two at once swapped in each other's
+	// half-written copies. Taken before mu.
+	cleanMu sync.Mutex
+	closed  bool // REQUIRES: mu held
 }
 
 // AppendInfo describes an append.
@@ -250,6 +254,11 @@ func validateBatches(data []byte, cfg *Config, client bool) ([]record.Header, er
 			}
 			return nil, err
 		}
+		if !client && (h.BaseOffset < 0 || h.LastOffset() < h.BaseOffset) {
+			// Offsets from a leader that overflow int64 would make the log
+			// end offset negative.
+			return nil, fmt.Errorf("%w: batch offsets %d..%d", ErrInvalidBatch, h.BaseOffset, h.LastOffset())
+		}
 		if int64(h.Size()) > cfg.SegmentBytes {
 			return nil, fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size(), cfg.SegmentBytes)
 		}
@@ -328,6 +337,20 @@ func (l *Log) shouldRoll(s *segment, cfg *Config, size, firstOffset, lastOffset,
 func (l *Log) rollLocked(base int64) (*segment, error) {
 	old := l.activeSegment()
 	if old.size.Load() > 0 {
+		// The new segment's name can become durable with any later
+		// directory sync (an index write, a compaction swap, retention),
+		// and recovery takes an empty last segment to mean the log ends
+		// at its base. If the old segment's tail were still unsynced then,
+		// a crash would lose it yet keep the offsets above it: a hole that
+		// a replica would count as data. So no segment is ever created
+		// while an earlier one holds unsynced batches.
+		f, err := old.handle()
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			return nil, err
+		}
 		if err := old.seal(l.lastBatchBaseLocked(old)); err != nil {
 			return nil, err
 		}
@@ -383,6 +406,15 @@ type ReadResult struct {
 // last stable offset; the log end offset for a follower). An offset below
 // the log start offset or above the log end offset is ErrOffsetOutOfRange.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	return l.ReadInto(nil, offset, maxBytes, maxOffset)
+}
+
+// ReadInto is Read into buf when buf has the capacity (Records then
+// aliases buf), for a fetch path that recycles its buffers. A fresh buffer
+// per 1 MiB read costs more than the read itself: allocating it, and the
+// page faults on memory the runtime gave back to the kernel, cut a warm
+// sequential scan to about half (BENCHMARKS.md).
+func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
 	res := ReadResult{
 		LogEndOffset:   l.leo.Load(),
 		LogStartOffset: l.logStartOffset.Load(),
@@ -415,7 +447,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 		if pos < 0 {
 			continue // every batch here is below offset (compaction gap)
 		}
-		data, err := s.read(pos, h, maxBytes, maxOffset, true)
+		data, err := s.read(buf, pos, h, maxBytes, maxOffset, true)
 		res.Records = data
 		return res, err
 	}

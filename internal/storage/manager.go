@@ -413,7 +413,14 @@ func (m *Manager) closeLogs() error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := l.Close(); err != nil {
+			err := l.Close()
+			if err == nil && l.failed.Load() {
+				// Close skips the flush of a failed log and says nothing;
+				// its files are in a state nobody knows, so the shutdown
+				// is not clean and the marker must not be written.
+				err = fmt.Errorf("%w: %s failed before close", ErrStorage, l.name)
+			}
+			if err != nil {
 				mu.Lock()
 				firstErr = errors.Join(firstErr, err)
 				mu.Unlock()

@@ -36,9 +36,14 @@ type segment struct {
 
 	// size is the length of the whole batches in the log file.
 	size atomic.Int64
+	// truncations counts the times TruncateTo cut this segment, so that
+	// the cleaner can tell a segment cut and refilled to the same size
+	// from one that never changed while it cleaned it.
+	truncations atomic.Int64
 
-	fileMu sync.Mutex
-	file   vfs.File // opened lazily for segments loaded at startup
+	fileMu  sync.Mutex
+	file    vfs.File // opened lazily for segments loaded at startup
+	removed bool     // REQUIRES: fileMu held. Set by remove: never reopen.
 
 	mu struct {
 		sync.Mutex
@@ -103,6 +108,11 @@ func openSegment(fsys vfs.FS, dir string, base, size int64) *segment {
 func (s *segment) handle() (vfs.File, error) {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
+	if s.removed {
+		// Reopening by name would create an empty file, a stray segment
+		// at the next start.
+		return nil, fmt.Errorf("%w: %s", errSegmentRemoved, s.logPath())
+	}
 	if s.file == nil {
 		f, err := s.fs.OpenReadWrite(s.logPath())
 		if err != nil {
@@ -128,6 +138,9 @@ func (s *segment) close() error {
 // REQUIRES: Log.segLock held exclusively.
 func (s *segment) remove() error {
 	s.close()
+	s.fileMu.Lock()
+	s.removed = true
+	s.fileMu.Unlock()
 	var first error
 	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
 		if err := s.fs.Remove(p); err != nil && !vfs.IsNotExist(err) && first == nil {
@@ -197,8 +210,16 @@ type scanner struct {
 }
 
 func newScanner(f vfs.File, pos, end int64, chunk int) *scanner {
+	// Never more read-ahead than there is to read: recovery and the
+	// cleaner scan many small segments, and a 1 MiB buffer apiece was most
+	// of their cost.
+	chunk = int(min(int64(chunk), max(end-pos, 0)))
 	return &scanner{f: f, pos: pos, end: end, buf: make([]byte, 0, chunk)}
 }
+
+// errSegmentRemoved: the segment was deleted (retention, truncation,
+// compaction) after the caller took it from the log's list.
+var errSegmentRemoved = errors.New("segment removed")
 
 // errTornBatch marks a batch that extends past the end of the segment: the
 // tail of an interrupted write.
@@ -293,9 +314,9 @@ func (s *segment) corrupt(pos int64, err error) error {
 
 // read returns whole batches from pos, at most maxBytes of them (but at
 // least the first batch when minOne), stopping before the first batch whose
-// last offset is >= maxOffset.
+// last offset is >= maxOffset. It reads into buf if buf is large enough.
 // REQUIRES: Log.segLock held (shared suffices).
-func (s *segment) read(pos int64, first record.Header, maxBytes int, maxOffset int64, minOne bool) ([]byte, error) {
+func (s *segment) read(buf []byte, pos int64, first record.Header, maxBytes int, maxOffset int64, minOne bool) ([]byte, error) {
 	if first.LastOffset() >= maxOffset {
 		return nil, nil
 	}
@@ -313,7 +334,11 @@ func (s *segment) read(pos int64, first record.Header, maxBytes int, maxOffset i
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, n)
+	if int64(cap(buf)) >= n {
+		buf = buf[:n]
+	} else {
+		buf = make([]byte, n)
+	}
 	if m, err := f.ReadAt(buf, pos); m < len(buf) {
 		if err == nil || err == io.EOF {
 			err = errTornBatch
@@ -415,12 +440,18 @@ func (s *segment) rebuildLocked(indexInterval int, truncate bool) (nextOffset in
 		if err == nil {
 			_, err = record.Validate(b, record.ValidateOptions{})
 		}
-		if err == nil && (h.BaseOffset < nextOffset || h.LastOffset()-s.baseOffset > 1<<32-1) {
+		// LastOffset < BaseOffset: the offsets overflow int64, which only
+		// a damaged base offset (outside the CRC) makes.
+		if err == nil && (h.BaseOffset < nextOffset || h.LastOffset() < h.BaseOffset || h.LastOffset()-s.baseOffset > 1<<32-1) {
 			err = fmt.Errorf("%w: batch offsets %d..%d out of order (expected >= %d)",
 				record.ErrCorruptLength, h.BaseOffset, h.LastOffset(), nextOffset)
 		}
 		if err != nil {
-			if !truncate || !(record.IsCorruption(err) || errors.Is(err, errTornBatch)) {
+			// An unknown codec under a valid CRC is damage too: no
+			// writer of this log makes one, and refusing to open would
+			// take the whole partition down for one bad batch.
+			damaged := record.IsCorruption(err) || errors.Is(err, errTornBatch) || errors.Is(err, record.ErrUnsupportedCodec)
+			if !truncate || !damaged {
 				return 0, 0, s.corrupt(sc.pos, err)
 			}
 			if err := f.Truncate(sc.pos); err != nil {

@@ -18,7 +18,10 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.leo.Load() {
 		return nil
 	}
-	if offset <= l.logStartOffset.Load() {
+	// Compaction can delete the first segment whole, leaving the log
+	// start offset below the first segment's base: truncating into that
+	// gap keeps nothing either.
+	if offset <= l.logStartOffset.Load() || offset < (*l.segments.Load())[0].baseOffset {
 		return l.truncateFullyLocked(offset)
 	}
 	l.flushMu.Lock()
@@ -36,18 +39,27 @@ func (l *Log) TruncateTo(offset int64) error {
 			return l.fail("truncate", err)
 		}
 	}
+	// The removals must be durable before the last kept segment is cut:
+	// the other order lets a crash bring the later segments back behind a
+	// shortened one, a hole in the log.
+	if keep < len(segs) {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail("truncate", err)
+		}
+	}
 	kept := segs[:keep]
 	last := kept[keep-1]
 	newEnd, err := l.truncateSegmentLocked(last, offset)
 	if err != nil {
 		return l.fail("truncate", err)
 	}
-	if keep < len(segs) {
-		if err := l.fs.SyncDir(l.dir); err != nil {
-			return l.fail("truncate", err)
-		}
-	}
 	l.segments.Store(&kept)
+	if newEnd < l.logStartOffset.Load() {
+		// The batch straddling offset began below the log start offset
+		// (DeleteRecords moved it inside that batch) and went whole: keep
+		// LogStartOffset <= LogEndOffset.
+		l.logStartOffset.Store(newEnd)
+	}
 	l.leo.Store(newEnd)
 	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), newEnd))
 	l.highWatermark.Store(min(l.highWatermark.Load(), newEnd))
@@ -58,23 +70,25 @@ func (l *Log) TruncateTo(offset int64) error {
 }
 
 // truncateSegmentLocked cuts s before the first batch whose last offset is
-// >= offset, rebuilding its indexes, and returns the new log end offset.
+// >= offset, rebuilding its indexes, and returns the new log end offset:
+// where the data left in s ends (its base if none is left). That is below
+// offset when a gap (compaction, or a follower's gapped append) precedes
+// offset, because a reopened log finds its end from its data: ending the
+// log at offset would have a restart move the end back and reuse offsets.
 // REQUIRES: l.mu and l.segLock held.
 func (l *Log) truncateSegmentLocked(s *segment, offset int64) (int64, error) {
-	pos, h, err := s.findBatch(offset)
+	pos, _, err := s.findBatch(offset)
 	if err != nil {
 		return 0, err
 	}
 	if pos < 0 {
-		// Nothing at or after offset in s: the log already ends before
-		// offset here, which only a gap can make.
-		return min(offset, l.leo.Load()), nil
+		pos = s.size.Load() // nothing at or after offset: a gap runs to it
 	}
-	newEnd := min(offset, h.BaseOffset)
 	f, err := s.handle()
 	if err != nil {
 		return 0, err
 	}
+	s.truncations.Add(1)
 	if err := f.Truncate(pos); err != nil {
 		return 0, err
 	}
@@ -85,11 +99,12 @@ func (l *Log) truncateSegmentLocked(s *segment, offset int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.size.Store(pos)
-	if _, _, err := s.rebuildLocked(cfg.IndexIntervalBytes, false); err != nil {
+	newEnd, _, err := s.rebuildLocked(cfg.IndexIntervalBytes, false)
+	if err != nil {
 		return 0, err
 	}
-	if newEnd < s.baseOffset {
-		panic(fmt.Sprintf("truncation below segment base: end=%d base=%d", newEnd, s.baseOffset))
+	if newEnd > offset {
+		panic(fmt.Sprintf("truncation to %d left data up to %d in segment %d", offset, newEnd, s.baseOffset))
 	}
 	return newEnd, nil
 }

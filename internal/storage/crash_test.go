@@ -1,0 +1,768 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage/checkpoint"
+	"github.com/fjordmq/fjord/internal/vfs"
+)
+
+// Crash tests on the strict in-memory file system (acceptance point 2 of
+// the storage issue).
+//
+// A scripted workload drives a Manager through everything that writes:
+// appends across segment rolls, flushes, checkpoints, a truncation, a new
+// leader epoch, DeleteRecords and a retention pass, a compaction pass and a
+// clean close. It is run once to count its mutating file-system operations,
+// and then once for every crash point: MemFS.CrashAfter(n) makes every
+// operation after the n-th fail, the workload stops at its first error, the
+// file system loses what was not durable (Crash, or CrashTorn which also
+// keeps a random torn prefix of unsynced appends) and the data directory is
+// opened again through OpenManager, which finds the checkpoints and the
+// clean-shutdown marker itself.
+//
+// The workload keeps, as it goes, the model of what the log holds after its
+// completed steps (modelBatch, shared with model_test.go) and what the step
+// under way may leave behind if it is cut short (modelSurvival). After
+// recovery:
+//
+//   - everything a completed Flush (or Close) covered is there, byte for
+//     byte, at the same offsets;
+//   - what is there is a run of what was appended, in order, with no holes
+//     but those compaction makes, and the log end offset does not pass a
+//     lost batch;
+//   - a compaction cut short leaves each segment old or new: no newest
+//     value lost, no deleted key back;
+//   - every batch read back passes record.Validate, every offset below the
+//     log end offset reads the batch holding it, and the offsets keep
+//     LogStartOffset <= HighWatermark <= LogEndOffset;
+//   - recovery is idempotent: crashing again straight after it, and then
+//     closing cleanly and opening again, changes nothing.
+
+const crashDataDir = "/data"
+
+var crashTP = TopicPartition{Topic: "orders", Partition: 0}
+
+func crashLogDir() string { return filepath.Join(crashDataDir, logDirName(crashTP)) }
+
+// crashConfig: segments of a few batches, an index entry every batch or
+// two, compaction and deletion both on.
+func crashConfig() Config {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 1500
+	cfg.IndexIntervalBytes = 150
+	cfg.RetentionMs = -1
+	cfg.CleanupPolicy = CleanupCompact | CleanupDelete
+	cfg.DeleteRetentionMs = 60_000
+	return cfg
+}
+
+func crashManagerOptions(clock *fakeClock) ManagerOptions {
+	return ManagerOptions{Now: clock.now, Logger: quietLogger, NoBackground: true}
+}
+
+// crashWorkload runs the script and keeps its model.
+type crashWorkload struct {
+	fs    *vfs.MemFS
+	clock *fakeClock
+	m     *Manager
+	l     *Log
+	epoch int32
+	seq   int // batches built so far: makes every batch different
+
+	// The log as the completed steps left it.
+	ref     []modelBatch
+	leo     int64
+	durable int64 // every record below it must survive a crash
+	maxLSO  int64 // the highest log start offset set
+
+	// spec is what may survive if the step under way is cut short; step
+	// names it, for failure messages.
+	spec modelSurvival
+	step string
+}
+
+func newCrashWorkload(fs *vfs.MemFS) *crashWorkload {
+	return &crashWorkload{fs: fs, clock: &fakeClock{ms: 1_700_000_000_000}}
+}
+
+// begin starts a step that leaves the log as it is if cut short.
+func (w *crashWorkload) begin(step string) {
+	w.step = step
+	w.spec = w.hold()
+}
+
+func (w *crashWorkload) hold() modelSurvival {
+	low := int64(0)
+	if w.l != nil {
+		low = modelSegmentBases(w.l)[0]
+	}
+	return modelSurvival{ref: w.ref, required: w.durable, refLEO: w.leo, lowLEO: low}
+}
+
+// run is the script. It returns the first error, which after CrashAfter is
+// the injected crash.
+func (w *crashWorkload) run() error {
+	w.begin("open the manager")
+	m, err := OpenManager(w.fs, crashDataDir, crashConfig(), crashManagerOptions(w.clock))
+	if err != nil {
+		return err
+	}
+	w.m = m
+	w.begin("create the log")
+	if w.l, err = m.GetOrCreateLog(crashTP, crashConfig()); err != nil {
+		return err
+	}
+	steps := []func() error{
+		// Several segments, flushed and checkpointed.
+		func() error { return w.appendN(6, 1) },
+		w.flush,
+		w.checkpoint,
+		// More, two batches in one append, flushed, then a follower's
+		// truncation that removes the active segment and cuts the one
+		// before it, and a new leader epoch.
+		func() error { return w.appendN(3, 2) },
+		w.flush,
+		func() error {
+			bases := modelSegmentBases(w.l)
+			return w.truncate(bases[len(bases)-2] + 3)
+		},
+		func() error { w.epoch++; return w.appendN(4, 1) },
+		w.flush,
+		w.checkpoint,
+		// DeleteRecords into the second segment, then retention.
+		func() error { return w.deleteRecords(modelSegmentBases(w.l)[1] + 1) },
+		w.retention,
+		// Tombstones, an old one and a fresh one, and a compaction pass.
+		func() error { return w.appendN(4, 1) },
+		w.flush,
+		w.compact,
+		// Appends never flushed until the clean close.
+		func() error { return w.appendN(3, 1) },
+		w.checkpoint,
+		func() error { return w.appendN(2, 2) },
+		w.close,
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// build makes the next client batch: n records over a small key space,
+// every fifth a tombstone, half of the tombstones too old to outlive a
+// compaction. Codecs rotate so that compaction rewrites compressed bodies.
+func (w *crashWorkload) build() []byte {
+	w.seq++
+	opts := record.DefaultBatchOptions()
+	opts.Codec = []record.Codec{record.CodecNone, record.CodecZstd, record.CodecNone, record.CodecLZ4, record.CodecGzip, record.CodecSnappy}[w.seq%6]
+	b := record.NewBuilder(opts)
+	n := 2 + w.seq%4
+	for i := range n {
+		k := (w.seq*7 + i*3) % 9
+		key := []byte(fmt.Sprintf("key-%d", k))
+		ts := w.clock.ms - int64(i)
+		var value []byte
+		if (w.seq+i)%5 != 0 {
+			// Random bytes, so that compression leaves them their size.
+			rng := rand.New(rand.NewPCG(uint64(w.seq), uint64(i)))
+			value = make([]byte, 40+(w.seq*37+i*11)%200)
+			for j := range value {
+				value[j] = byte(rng.Uint32())
+			}
+		} else if (w.seq+i)%2 == 0 {
+			ts -= 600_000 // an expired tombstone at the compaction below
+		}
+		b.Add(key, value, nil, ts)
+	}
+	data, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// appendN appends count times perAppend batches, one Append call each.
+func (w *crashWorkload) appendN(count, perAppend int) error {
+	for range count {
+		var data []byte
+		for range perAppend {
+			data = append(data, w.build()...)
+		}
+		// What the log must write: the same bytes with offsets and the
+		// leader epoch set.
+		want := bytes.Clone(data)
+		var added []modelBatch
+		next := w.leo
+		for pos := 0; pos < len(want); {
+			h, err := record.ParseHeader(want[pos:])
+			if err != nil {
+				return err
+			}
+			b := want[pos : pos+h.Size()]
+			record.SetBaseOffset(b, next)
+			record.SetPartitionLeaderEpoch(b, w.epoch)
+			mb, err := modelParseBatch(b)
+			if err != nil {
+				return err
+			}
+			added = append(added, mb)
+			next = mb.last + 1
+			pos += h.Size()
+		}
+		w.step = fmt.Sprintf("append at %d", w.leo)
+		w.spec = w.hold()
+		w.spec.ref = slices.Concat(w.ref, added)
+		w.spec.refLEO = next
+		w.clock.advance(10)
+		if _, err := w.l.Append(data, w.epoch); err != nil {
+			return err
+		}
+		if !bytes.Equal(data, want) {
+			return fmt.Errorf("append at %d wrote other bytes than expected", w.leo)
+		}
+		w.ref, w.leo = w.spec.ref, next
+	}
+	return nil
+}
+
+func (w *crashWorkload) flush() error {
+	w.begin("flush")
+	if err := w.l.Flush(w.leo); err != nil {
+		return err
+	}
+	w.durable = w.leo
+	return nil
+}
+
+func (w *crashWorkload) checkpoint() error {
+	w.begin("checkpoint")
+	return w.m.Checkpoint()
+}
+
+// truncate: batches at or past offset go (a straddling one whole), and the
+// log ends where the data left in the segment holding offset ends.
+func (w *crashWorkload) truncate(offset int64) error {
+	bases := modelSegmentBases(w.l)
+	j := sort.Search(len(w.ref), func(i int) bool { return w.ref[i].last >= offset })
+	k := sort.Search(len(bases), func(i int) bool { return bases[i] >= offset }) - 1
+	end := bases[max(k, 0)]
+	if j > 0 && w.ref[j-1].base >= end {
+		end = w.ref[j-1].last + 1
+	}
+	w.begin(fmt.Sprintf("truncate to %d", offset))
+	w.spec.required = min(w.durable, end)
+	if err := w.l.TruncateTo(offset); err != nil {
+		return err
+	}
+	if got := w.l.LogEndOffset(); got != end {
+		return fmt.Errorf("truncate to %d: log end offset %d, want %d", offset, got, end)
+	}
+	w.ref, w.leo, w.durable = w.ref[:j], end, min(w.durable, end)
+	return nil
+}
+
+func (w *crashWorkload) deleteRecords(offset int64) error {
+	w.begin(fmt.Sprintf("delete records before %d", offset))
+	w.l.SetHighWatermark(w.leo)
+	if _, err := w.l.DeleteRecordsBefore(offset); err != nil {
+		return err
+	}
+	w.maxLSO = max(w.maxLSO, offset)
+	return nil
+}
+
+func (w *crashWorkload) retention() error {
+	cfg := w.l.Config()
+	cut := modelRetentionCut(w.l, w.ref, cfg, w.clock.ms, w.l.LogStartOffset(), w.leo)
+	bases := modelSegmentBases(w.l)
+	if cut == 0 || cut >= len(bases) {
+		return fmt.Errorf("the script's retention pass would delete %d of %d segments", cut, len(bases))
+	}
+	drop := sort.Search(len(w.ref), func(i int) bool { return w.ref[i].base >= bases[cut] })
+	w.begin("retention")
+	w.spec.dropFront = drop
+	res, err := w.l.ApplyRetention()
+	if err != nil {
+		return err
+	}
+	if res.SegmentsDeleted != cut {
+		return fmt.Errorf("retention deleted %d segments, want %d", res.SegmentsDeleted, cut)
+	}
+	w.ref = w.ref[drop:]
+	return nil
+}
+
+// crashCleaningBound is where a compaction pass stops: the base of the
+// first segment that is not wholly below both the active segment and the
+// high watermark.
+func crashCleaningBound(l *Log) int64 {
+	bases := modelSegmentBases(l)
+	limit := min(bases[len(bases)-1], l.HighWatermark())
+	bound := bases[0]
+	for _, b := range bases {
+		if b <= limit {
+			bound = b
+		}
+	}
+	return bound
+}
+
+func (w *crashWorkload) compact() error {
+	w.l.SetHighWatermark(w.leo)
+	bound := crashCleaningBound(w.l)
+	horizon := w.clock.ms - w.l.Config().DeleteRetentionMs
+	w.begin(fmt.Sprintf("compact below %d", bound))
+	w.spec.removable = modelRemovable(w.ref, bound, horizon)
+	res, err := w.l.Compact()
+	if err != nil {
+		return err
+	}
+	if res.FirstDirtyOffset != bound || res.SegmentsCleaned == 0 {
+		return fmt.Errorf("compaction: %+v, want bound %d and segments cleaned", res, bound)
+	}
+	// The pass is done: the model becomes what it left, once that is
+	// checked to be a whole compaction of what was there.
+	segs, err := modelDumpFiles(w.fs, crashLogDir())
+	if err != nil {
+		return err
+	}
+	got := modelFlatten(segs)
+	done := w.spec
+	done.required = w.leo
+	if err := done.check(got, w.l.LogEndOffset()); err != nil {
+		return fmt.Errorf("after compaction: %w", err)
+	}
+	w.ref = got
+	return nil
+}
+
+func (w *crashWorkload) close() error {
+	w.begin("close the manager")
+	if err := w.m.Close(); err != nil {
+		return err
+	}
+	w.durable = w.leo
+	w.step = "done"
+	w.spec = w.hold()
+	return nil
+}
+
+// crashState is what a reopened log shows; recovery is idempotent when a
+// second recovery shows the same.
+type crashState struct {
+	lso, hw, leo int64
+	files        []modelSegment
+}
+
+func (s crashState) equal(o crashState) bool {
+	if s.lso != o.lso || s.hw != o.hw || s.leo != o.leo || len(s.files) != len(o.files) {
+		return false
+	}
+	for i := range s.files {
+		a, b := s.files[i], o.files[i]
+		if a.base != b.base || a.size != b.size || len(a.batches) != len(b.batches) {
+			return false
+		}
+		for j := range a.batches {
+			if !bytes.Equal(a.batches[j].data, b.batches[j].data) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s crashState) String() string {
+	var segs []string
+	for _, f := range s.files {
+		segs = append(segs, fmt.Sprintf("%d:%dB/%d", f.base, f.size, len(f.batches)))
+	}
+	return fmt.Sprintf("lso=%d hw=%d leo=%d segments [%s]", s.lso, s.hw, s.leo, strings.Join(segs, " "))
+}
+
+// crashReopen opens the data directory and checks the log against spec
+// (nil spec: only the invariants and the reads). It returns the manager,
+// left open, and what the log shows.
+func crashReopen(w *crashWorkload, spec *modelSurvival, rng *rand.Rand) (*Manager, crashState, error) {
+	m, err := OpenManager(w.fs, crashDataDir, crashConfig(), crashManagerOptions(w.clock))
+	if err != nil {
+		return nil, crashState{}, fmt.Errorf("open manager: %w", err)
+	}
+	l, ok := m.Log(crashTP)
+	if !ok {
+		// The log directory never became durable: nothing may have been
+		// required of it.
+		if spec != nil {
+			if err := spec.check(nil, spec.lowLEO); err != nil {
+				return m, crashState{}, fmt.Errorf("log gone: %w", err)
+			}
+		}
+		return m, crashState{leo: -1}, nil
+	}
+	segs, err := modelDumpFiles(w.fs, crashLogDir())
+	if err != nil {
+		return m, crashState{}, fmt.Errorf("segment files: %w", err)
+	}
+	if len(segs) == 0 {
+		return m, crashState{}, errors.New("an open log without segment files")
+	}
+	st := crashState{lso: l.LogStartOffset(), hw: l.HighWatermark(), leo: l.LogEndOffset(), files: segs}
+	got := modelFlatten(segs)
+	if spec != nil {
+		if err := spec.check(got, st.leo); err != nil {
+			return m, st, err
+		}
+	}
+	if !(st.lso <= st.hw && st.hw <= st.leo) || l.RecoveryPoint() != st.leo {
+		return m, st, fmt.Errorf("offsets after recovery: %v, recovery point %d", st, l.RecoveryPoint())
+	}
+	if st.lso < segs[0].base || st.lso > max(w.maxLSO, segs[0].base) {
+		return m, st, fmt.Errorf("log start offset %d: first segment %d, highest start set %d", st.lso, segs[0].base, w.maxLSO)
+	}
+	if err := modelCheckAllReads(l, got, rng); err != nil {
+		return m, st, err
+	}
+	for _, ts := range []int64{0, w.clock.ms - 700_000, w.clock.ms - 5, w.clock.ms + 1} {
+		o, gotTs, found, err := l.OffsetForTimestamp(ts)
+		wo, wts, wfound := modelExpectOffsetForTimestamp(got, st.lso, ts)
+		if err != nil || o != wo || gotTs != wts || found != wfound {
+			return m, st, fmt.Errorf("offsetForTimestamp(%d) = (%d, %d, %v, %v), want (%d, %d, %v)", ts, o, gotTs, found, err, wo, wts, wfound)
+		}
+	}
+	return m, st, nil
+}
+
+// crashCheck recovers after a crash and checks the result, then that a
+// second crash straight after recovery and a clean restart change nothing.
+func crashCheck(w *crashWorkload, rng *rand.Rand) error {
+	spec := w.spec
+	_, first, err := crashReopen(w, &spec, rng)
+	if err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	w.fs.Crash() // the first manager is abandoned with the crash
+	m, second, err := crashReopen(w, nil, rng)
+	if err != nil {
+		return fmt.Errorf("second recovery: %w", err)
+	}
+	if !second.equal(first) {
+		return fmt.Errorf("second recovery differs:\n first  %v\n second %v", first, second)
+	}
+	if err := m.Close(); err != nil {
+		return fmt.Errorf("clean close after recovery: %w", err)
+	}
+	m, third, err := crashReopen(w, nil, rng)
+	if err != nil {
+		return fmt.Errorf("clean restart: %w", err)
+	}
+	defer m.Close()
+	if !m.CleanStart {
+		return errors.New("no clean start after a clean close")
+	}
+	if !third.equal(first) {
+		return fmt.Errorf("clean restart differs:\n recovered %v\n restarted %v", first, third)
+	}
+	return nil
+}
+
+// crashEveryBoundary runs the workload once to count its mutating
+// operations and then crashes it after each of them in turn.
+func crashEveryBoundary(t *testing.T, torn bool) {
+	count := newCrashWorkload(vfs.NewMem())
+	if err := count.run(); err != nil {
+		t.Fatalf("the workload without a crash: %v", err)
+	}
+	total := count.fs.MutatingOps()
+	if _, _, err := crashReopen(count, &count.spec, rand.New(rand.NewPCG(0, 0))); err != nil {
+		t.Fatalf("the workload without a crash, reopened: %v", err)
+	}
+	t.Logf("%d mutating operations, %d batches, log end offset %d, segments %v", total, len(count.ref), count.leo, modelSegmentBases(count.l))
+	for n := range total + 1 {
+		w := newCrashWorkload(vfs.NewMem())
+		w.fs.CrashAfter(n)
+		err := w.run()
+		if (err == nil) != (n >= total) {
+			t.Fatalf("crash after %d of %d operations: the workload ended with %v", n, total, err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(n), 1))
+		if torn {
+			w.fs.CrashTorn(rng)
+		} else {
+			w.fs.Crash()
+		}
+		if err := crashCheck(w, rng); err != nil {
+			t.Fatalf("crash after %d of %d operations, during %q: %v", n, total, w.step, err)
+		}
+	}
+}
+
+// TestCrashAtEveryBoundary crashes the workload after every one of its
+// mutating file-system operations and checks what recovery makes of it.
+func TestCrashAtEveryBoundary(t *testing.T) { crashEveryBoundary(t, false) }
+
+// TestCrashAtEveryBoundaryTorn is the same with torn writes: a random part
+// of every unsynced append survives, its last bytes possibly garbled.
+func TestCrashAtEveryBoundaryTorn(t *testing.T) { crashEveryBoundary(t, true) }
+
+// TestCrashBetweenCheckpointAndCleanShutdownMarker: the manager closed
+// every log and wrote its checkpoints, and the power went before the
+// clean-shutdown marker was written. The next start is unclean, recovers
+// from the checkpointed recovery points (the log end offsets, since the
+// close flushed everything) and loses nothing.
+func TestCrashBetweenCheckpointAndCleanShutdownMarker(t *testing.T) {
+	for _, torn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("torn=%v", torn), func(t *testing.T) {
+			w := newCrashWorkload(vfs.NewMem())
+			marker := filepath.Join(crashDataDir, CleanShutdownFile)
+			w.fs.SetHook(func(op vfs.Op, path string) error {
+				if op == vfs.OpCreate && strings.HasPrefix(path, marker) {
+					return vfs.ErrCrashed
+				}
+				return nil
+			})
+			err := w.run()
+			if !errors.Is(err, vfs.ErrCrashed) || w.step != "close the manager" {
+				t.Fatalf("workload stopped in %q with %v; want the marker write to fail", w.step, err)
+			}
+			w.fs.SetHook(nil)
+			rps, err := checkpoint.ReadOffsets(w.fs, filepath.Join(crashDataDir, RecoveryPointCheckpoint))
+			if err != nil || rps[crashTP] != w.leo {
+				t.Fatalf("recovery-point checkpoint %v (%v), want %d for %v", rps, err, w.leo, crashTP)
+			}
+			rng := rand.New(rand.NewPCG(7, 7))
+			if torn {
+				w.fs.CrashTorn(rng)
+			} else {
+				w.fs.Crash()
+			}
+			if _, err := w.fs.Stat(marker); !vfs.IsNotExist(err) {
+				t.Fatalf("clean-shutdown marker present: %v", err)
+			}
+			// Close flushed everything: all of it must be there.
+			w.spec.required = w.leo
+			m, _, err := crashReopen(w, &w.spec, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.CleanStart {
+				t.Fatal("a start without the marker was taken for clean")
+			}
+			l, _ := m.Log(crashTP)
+			if l.LogEndOffset() != w.leo {
+				t.Fatalf("log end offset %d, want %d", l.LogEndOffset(), w.leo)
+			}
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := crashCheck(w, rng); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCrashDuringRecovery crashes the recovery itself, at every operation
+// of it, for a sample of crash points of the workload (among them every
+// step that renames or deletes segments), and checks that recovering again
+// gives what an uninterrupted recovery must.
+func TestCrashDuringRecovery(t *testing.T) {
+	count := newCrashWorkload(vfs.NewMem())
+	if err := count.run(); err != nil {
+		t.Fatal(err)
+	}
+	total := count.fs.MutatingOps()
+	runs := 0
+	for n := int64(3); n <= total; n += 11 {
+		// The recovery of this crash, uninterrupted, to count its operations.
+		setup := func() *crashWorkload {
+			w := newCrashWorkload(vfs.NewMem())
+			w.fs.CrashAfter(n)
+			w.run()
+			w.fs.CrashTorn(rand.New(rand.NewPCG(uint64(n), 2)))
+			return w
+		}
+		w := setup()
+		before := w.fs.MutatingOps()
+		m, _, err := crashReopen(w, &w.spec, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatalf("crash after %d during %q: %v", n, w.step, err)
+		}
+		recoveryOps := w.fs.MutatingOps() - before
+		m.Close()
+		for k := range recoveryOps {
+			w := setup()
+			w.fs.CrashAfter(k)
+			if m, err := OpenManager(w.fs, crashDataDir, crashConfig(), crashManagerOptions(w.clock)); err == nil {
+				// Recovery may get through before the crash point (the
+				// operations counted above include the clean close).
+				m.Close()
+			}
+			w.fs.Crash()
+			rng := rand.New(rand.NewPCG(uint64(n), uint64(k)))
+			if err := crashCheck(w, rng); err != nil {
+				t.Fatalf("crash after %d (during %q), then after %d of %d recovery operations: %v", n, w.step, k, recoveryOps, err)
+			}
+			runs++
+		}
+	}
+	t.Logf("%d interrupted recoveries", runs)
+}
+
+// TestCrashRegressionRollSyncsOldSegment pins a fix: a segment rolled
+// while the one before it still held unsynced batches could have its name
+// made durable (by the index writes of the next roll) before that data.
+// A crash then lost the old segment's tail but kept the new, empty segment,
+// and recovery ended the log at the new segment's base: offsets the log
+// claimed and did not hold.
+func TestCrashRegressionRollSyncsOldSegment(t *testing.T) {
+	fsys := vfs.NewMem()
+	cfg := crashConfig()
+	dir := "/data/regression-0"
+	l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+	var ref []modelBatch
+	for i := range 12 {
+		data := testBatch(t, 3, 150, int64(i), func(j int) []byte { return []byte{byte(j)} })
+		if _, err := l.Append(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		b, err := modelParseBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref = append(ref, b)
+	}
+	if l.NumSegments() < 3 {
+		t.Fatalf("%d segments; the test needs rolls", l.NumSegments())
+	}
+	fsys.Crash() // nothing was flushed
+	l = openTestLog(t, fsys, dir, cfg, OpenOptions{})
+	defer l.Close()
+	segs, err := modelDumpFiles(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := modelSurvival{ref: ref, refLEO: ref[len(ref)-1].last + 1}
+	if err := spec.check(modelFlatten(segs), l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if err := modelCheckAllReads(l, modelFlatten(segs), rand.New(rand.NewPCG(1, 2))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCrashRegressionTruncateRemovesBeforeCut pins a fix: TruncateTo cut
+// (and synced) the last kept segment before the removal of the later
+// segments was durable, so a crash in between brought them back behind the
+// shortened segment, a hole in the log. Every crash point inside
+// TruncateTo must leave a prefix of the log.
+func TestCrashRegressionTruncateRemovesBeforeCut(t *testing.T) {
+	cfg := crashConfig()
+	dir := "/data/regression-0"
+	setup := func() (*vfs.MemFS, *Log, []modelBatch) {
+		fsys := vfs.NewMem()
+		l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+		var ref []modelBatch
+		for i := range 12 {
+			data := testBatch(t, 3, 150, int64(i), func(j int) []byte { return []byte{byte(j)} })
+			if _, err := l.Append(data, 0); err != nil {
+				t.Fatal(err)
+			}
+			b, err := modelParseBatch(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref = append(ref, b)
+		}
+		if err := l.Flush(l.LogEndOffset()); err != nil {
+			t.Fatal(err)
+		}
+		return fsys, l, ref
+	}
+	fsys, l, _ := setup()
+	bases := modelSegmentBases(l)
+	if len(bases) < 4 {
+		t.Fatalf("segments %v; the test needs four", bases)
+	}
+	to := bases[1] + 4 // removes two or more segments, cuts the second
+	before := fsys.MutatingOps()
+	if err := l.TruncateTo(to); err != nil {
+		t.Fatal(err)
+	}
+	ops := fsys.MutatingOps() - before
+	for k := range ops {
+		fsys, l, ref := setup()
+		rp := l.RecoveryPoint()
+		fsys.CrashAfter(k)
+		if err := l.TruncateTo(to); err == nil {
+			t.Fatalf("truncate with a crash after %d of %d operations succeeded", k, ops)
+		}
+		fsys.Crash()
+		l = openTestLog(t, fsys, dir, cfg, OpenOptions{RecoveryPoint: rp})
+		segs, err := modelDumpFiles(fsys, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := modelSurvival{ref: ref, required: to - 3, refLEO: rp, lowLEO: bases[0]}
+		if err := spec.check(modelFlatten(segs), l.LogEndOffset()); err != nil {
+			t.Fatalf("crash after %d of %d truncation operations: %v", k, ops, err)
+		}
+		l.Close()
+	}
+}
+
+// TestCrashRegressionFailedLogLeavesNoCleanMarker pins a fix: a log that
+// failed (here a refused fsync) closed without an error, so the manager
+// wrote the clean-shutdown marker and the next start trusted files whose
+// state nobody knew.
+func TestCrashRegressionFailedLogLeavesNoCleanMarker(t *testing.T) {
+	fsys := vfs.NewMem()
+	clock := &fakeClock{ms: 1_700_000_000_000}
+	m, err := OpenManager(fsys, crashDataDir, crashConfig(), crashManagerOptions(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.GetOrCreateLog(crashTP, crashConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(testBatch(t, 3, 100, 1, func(i int) []byte { return []byte{byte(i)} }), 0); err != nil {
+		t.Fatal(err)
+	}
+	fsys.SetHook(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.HasSuffix(path, ".log") {
+			return errTest
+		}
+		return nil
+	})
+	if err := l.Flush(l.LogEndOffset()); !errors.Is(err, ErrStorage) {
+		t.Fatalf("flush with a failing fsync: %v", err)
+	}
+	fsys.SetHook(nil)
+	if err := m.Close(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("closing a manager with a failed log: %v, want ErrStorage", err)
+	}
+	if _, err := fsys.Stat(filepath.Join(crashDataDir, CleanShutdownFile)); !vfs.IsNotExist(err) {
+		t.Fatalf("clean-shutdown marker written although a log failed (stat: %v)", err)
+	}
+	fsys.Crash()
+	m, err = OpenManager(fsys, crashDataDir, crashConfig(), crashManagerOptions(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.CleanStart {
+		t.Fatal("clean start after a failed log")
+	}
+}
