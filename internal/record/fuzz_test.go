@@ -139,6 +139,8 @@ func checkBatchInvariants(t *testing.T, b []byte) {
 //  4. Every error is one of this package's sentinels.
 //  5. What decompresses, compressed again with the same codec, decompresses
 //     to the same bytes.
+//  6. The result depends on the input alone: decoding it again, after the
+//     pooled decoders have seen other data, gives the same bytes or error.
 func FuzzDecompress(f *testing.F) {
 	for _, s := range decompressSeeds(f) {
 		f.Add(s.codec, s.data, s.limit)
@@ -148,6 +150,16 @@ func FuzzDecompress(f *testing.F) {
 		maxSize := int(limit%(1<<20)) + 1
 		prefix := []byte("prefix")
 		out, err := Decompress(c, append([]byte(nil), prefix...), data, maxSize)
+		defer func() {
+			// Other data through the same pools, then the same input again.
+			if enc, err := Compress(c, nil, []byte("unrelated data, unrelated data")); err == nil {
+				_, _ = Decompress(c, nil, enc, 0)
+			}
+			out2, err2 := Decompress(c, append([]byte(nil), prefix...), data, maxSize)
+			if fmt.Sprint(err) != fmt.Sprint(err2) || (err == nil && !bytes.Equal(out, out2)) {
+				t.Fatalf("second decode differs: %v then %v", err, err2)
+			}
+		}()
 		if err != nil {
 			if !isSentinel(err) {
 				t.Fatalf("error without a sentinel: %v", err)

@@ -259,7 +259,7 @@ func (l *Log) cleanSegment(s *segment, size int64, cfg *Config,
 	out.mu.maxTimestamp, out.mu.firstTimestamp = -1, -1
 	var pos int64
 	var lastBase int64 = -1
-	buf := make([]byte, 0, 1<<20)
+	buf := make([]byte, 0, min(size, 1<<20)) // most segments are smaller than 1 MiB; filtering only shrinks them
 	flush := func() error {
 		if len(buf) == 0 {
 			return nil

@@ -35,8 +35,8 @@ type compactionKV struct {
 	value []byte
 }
 
-func kv(key, value string) compactionKV { return compactionKV{key, []byte(value)} }
-func tombstone(key string) compactionKV { return compactionKV{key, nil} }
+func compactionPut(key, value string) compactionKV { return compactionKV{key, []byte(value)} }
+func compactionTombstone(key string) compactionKV  { return compactionKV{key, nil} }
 
 // compactionBatch builds a batch at base as the log stores it, with the
 // given producer fields.
@@ -222,7 +222,7 @@ func TestCompactionKeepsNewestPerKey(t *testing.T) {
 		}
 		check := func(l *Log) {
 			t.Helper()
-			if got := compactionContents(t, l); !mapsEqual(got, want) {
+			if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
 				t.Fatalf("log holds %v\nwant %v", got, want)
 			}
 			// A segment compaction emptied is deleted, so after a restart
@@ -276,7 +276,7 @@ func TestCompactionKeepsNewestPerKey(t *testing.T) {
 	})
 }
 
-func mapsEqual(a, b map[int64]string) bool {
+func compactionMapsEqual(a, b map[int64]string) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -296,7 +296,7 @@ func TestCompactionHighWatermarkBounds(t *testing.T) {
 		l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
 		defer logClose(t, l)
 		for i := range 8 {
-			compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), int64(i), 1, kv("a", fmt.Sprint(i))))
+			compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), int64(i), 1, compactionPut("a", fmt.Sprint(i))))
 			compactionRoll(t, l)
 		}
 		l.SetHighWatermark(5)
@@ -308,7 +308,7 @@ func TestCompactionHighWatermarkBounds(t *testing.T) {
 			t.Fatalf("%+v", res)
 		}
 		want := map[int64]string{4: "a=4", 5: "a=5", 6: "a=6", 7: "a=7"}
-		if got := compactionContents(t, l); !mapsEqual(got, want) {
+		if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 	})
@@ -325,13 +325,13 @@ func TestCompactionTombstones(t *testing.T) {
 		defer logClose(t, l)
 		t0 := clock.ms
 		compactionFollow(t, l,
-			compactionBatch(t, record.DefaultBatchOptions(), 0, t0, kv("a", "1"), kv("b", "1")),
-			compactionBatch(t, record.DefaultBatchOptions(), 2, t0, tombstone("a"), kv("c", "1")),
+			compactionBatch(t, record.DefaultBatchOptions(), 0, t0, compactionPut("a", "1"), compactionPut("b", "1")),
+			compactionBatch(t, record.DefaultBatchOptions(), 2, t0, compactionTombstone("a"), compactionPut("c", "1")),
 		)
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 4, t0+500, tombstone("b")))
+		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 4, t0+500, compactionTombstone("b")))
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 5, t0+600, kv("z", "1")))
+		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 5, t0+600, compactionPut("z", "1")))
 		l.SetHighWatermark(l.LogEndOffset())
 
 		for _, step := range []struct {
@@ -347,7 +347,7 @@ func TestCompactionTombstones(t *testing.T) {
 			if _, err := l.Compact(); err != nil {
 				t.Fatal(err)
 			}
-			if got := compactionContents(t, l); !mapsEqual(got, step.want) {
+			if got := compactionContents(t, l); !compactionMapsEqual(got, step.want) {
 				t.Fatalf("at +%d: %v, want %v", step.now-t0, got, step.want)
 			}
 		}
@@ -378,14 +378,14 @@ func TestCompactionKeylessRecords(t *testing.T) {
 		if _, err := l.Append(slices.Clone(keyless), 0); !errors.Is(err, ErrInvalidBatch) {
 			t.Fatalf("keyless append to a compacted log: %v", err)
 		}
-		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 2, 1, kv("k", "v")))
+		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 2, 1, compactionPut("k", "v")))
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 3, 1, kv("z", "v")))
+		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 3, 1, compactionPut("z", "v")))
 		l.SetHighWatermark(l.LogEndOffset())
 		if _, err := l.Compact(); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := compactionContents(t, l), map[int64]string{2: "k=v", 3: "z=v"}; !mapsEqual(got, want) {
+		if got, want := compactionContents(t, l), map[int64]string{2: "k=v", 3: "z=v"}; !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 	})
@@ -404,18 +404,18 @@ func TestCompactionTransactions(t *testing.T) {
 		ts := clock.ms
 		plain := record.DefaultBatchOptions()
 		compactionFollow(t, l,
-			compactionBatch(t, plain, 0, ts, kv("a", "plain-0")),
-			compactionBatch(t, compactionTxn(100), 1, ts, kv("a", "aborted-1"), kv("b", "aborted-2")),
-			compactionBatch(t, compactionTxn(200), 3, ts, kv("c", "committed-3")),
+			compactionBatch(t, plain, 0, ts, compactionPut("a", "plain-0")),
+			compactionBatch(t, compactionTxn(100), 1, ts, compactionPut("a", "aborted-1"), compactionPut("b", "aborted-2")),
+			compactionBatch(t, compactionTxn(200), 3, ts, compactionPut("c", "committed-3")),
 		)
 		compactionRoll(t, l)
 		compactionFollow(t, l,
-			compactionBatch(t, compactionTxn(100), 4, ts, kv("d", "aborted-4")),
+			compactionBatch(t, compactionTxn(100), 4, ts, compactionPut("d", "aborted-4")),
 			compactionMarker(t, 100, 5, ts, record.ControlAbort),
 			compactionMarker(t, 200, 6, ts, record.ControlCommit),
 		)
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, plain, 7, ts, kv("z", "plain-7")))
+		compactionFollow(t, l, compactionBatch(t, plain, 7, ts, compactionPut("z", "plain-7")))
 		l.SetHighWatermark(l.LogEndOffset())
 
 		markers := func() []int64 {
@@ -432,7 +432,7 @@ func TestCompactionTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[int64]string{0: "a=plain-0", 3: "c=committed-3", 7: "z=plain-7"}
-		if got := compactionContents(t, l); !mapsEqual(got, want) {
+		if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 		if got := markers(); !slices.Equal(got, []int64{5, 6}) {
@@ -447,14 +447,14 @@ func TestCompactionTransactions(t *testing.T) {
 		if got := markers(); !slices.Equal(got, []int64{6}) {
 			t.Fatalf("markers at %v, want [6]", got)
 		}
-		if got := compactionContents(t, l); !mapsEqual(got, want) {
+		if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 		// Once a later value supersedes the committed record, its marker
 		// goes too.
-		compactionFollow(t, l, compactionBatch(t, plain, 8, clock.ms, kv("c", "plain-8")))
+		compactionFollow(t, l, compactionBatch(t, plain, 8, clock.ms, compactionPut("c", "plain-8")))
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, plain, 9, clock.ms, kv("y", "plain-9")))
+		compactionFollow(t, l, compactionBatch(t, plain, 9, clock.ms, compactionPut("y", "plain-9")))
 		l.SetHighWatermark(l.LogEndOffset())
 		if _, err := l.Compact(); err != nil {
 			t.Fatal(err)
@@ -463,7 +463,7 @@ func TestCompactionTransactions(t *testing.T) {
 			t.Fatalf("markers at %v, want none", got)
 		}
 		want = map[int64]string{0: "a=plain-0", 7: "z=plain-7", 8: "c=plain-8", 9: "y=plain-9"}
-		if got := compactionContents(t, l); !mapsEqual(got, want) {
+		if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 	})
@@ -479,13 +479,13 @@ func TestCompactionOpenTransactionBounds(t *testing.T) {
 		defer logClose(t, l)
 		plain := record.DefaultBatchOptions()
 		ts := clock.ms
-		compactionFollow(t, l, compactionBatch(t, plain, 0, ts, kv("a", "0")), compactionBatch(t, plain, 1, ts, kv("a", "1")))
+		compactionFollow(t, l, compactionBatch(t, plain, 0, ts, compactionPut("a", "0")), compactionBatch(t, plain, 1, ts, compactionPut("a", "1")))
 		compactionRoll(t, l) // segment 2..
-		compactionFollow(t, l, compactionBatch(t, plain, 2, ts, kv("a", "2")), compactionBatch(t, compactionTxn(300), 3, ts, kv("b", "open-3")))
+		compactionFollow(t, l, compactionBatch(t, plain, 2, ts, compactionPut("a", "2")), compactionBatch(t, compactionTxn(300), 3, ts, compactionPut("b", "open-3")))
 		compactionRoll(t, l) // segment 4..
-		compactionFollow(t, l, compactionBatch(t, plain, 4, ts, kv("a", "4")), compactionBatch(t, plain, 5, ts, kv("b", "5")))
+		compactionFollow(t, l, compactionBatch(t, plain, 4, ts, compactionPut("a", "4")), compactionBatch(t, plain, 5, ts, compactionPut("b", "5")))
 		compactionRoll(t, l) // segment 6.. (active)
-		compactionFollow(t, l, compactionBatch(t, plain, 6, ts, kv("z", "6")))
+		compactionFollow(t, l, compactionBatch(t, plain, 6, ts, compactionPut("z", "6")))
 		l.SetHighWatermark(l.LogEndOffset())
 		res, err := l.Compact()
 		if err != nil {
@@ -495,12 +495,12 @@ func TestCompactionOpenTransactionBounds(t *testing.T) {
 			t.Fatalf("%+v: the open transaction at 3 should bound cleaning at segment 2", res)
 		}
 		want := map[int64]string{1: "a=1", 2: "a=2", 3: "b=open-3", 4: "a=4", 5: "b=5", 6: "z=6"}
-		if got := compactionContents(t, l); !mapsEqual(got, want) {
+		if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 		compactionFollow(t, l, compactionMarker(t, 300, 7, ts, record.ControlAbort))
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, plain, 8, ts, kv("z", "8")))
+		compactionFollow(t, l, compactionBatch(t, plain, 8, ts, compactionPut("z", "8")))
 		l.SetHighWatermark(l.LogEndOffset())
 		if res, err = l.Compact(); err != nil {
 			t.Fatal(err)
@@ -511,7 +511,7 @@ func TestCompactionOpenTransactionBounds(t *testing.T) {
 		// z=6 stays: its successor is in the active segment, which
 		// neither cleans nor supersedes.
 		want = map[int64]string{4: "a=4", 5: "b=5", 6: "z=6", 8: "z=8"}
-		if got := compactionContents(t, l); !mapsEqual(got, want) {
+		if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 	})
@@ -531,18 +531,18 @@ func TestCompactionKeepsProducersLastBatch(t *testing.T) {
 		first, last := idem, idem
 		first.BaseSequence, last.BaseSequence = 0, 2
 		compactionFollow(t, l,
-			compactionBatch(t, first, 0, 1, kv("a", "0"), kv("b", "1")),
-			compactionBatch(t, last, 2, 1, kv("a", "2"), kv("b", "3"), kv("a", "4")),
+			compactionBatch(t, first, 0, 1, compactionPut("a", "0"), compactionPut("b", "1")),
+			compactionBatch(t, last, 2, 1, compactionPut("a", "2"), compactionPut("b", "3"), compactionPut("a", "4")),
 		)
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 5, 1, kv("a", "5"), kv("b", "6")))
+		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 5, 1, compactionPut("a", "5"), compactionPut("b", "6")))
 		compactionRoll(t, l)
-		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 7, 1, kv("z", "7")))
+		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 7, 1, compactionPut("z", "7")))
 		l.SetHighWatermark(l.LogEndOffset())
 		if _, err := l.Compact(); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := compactionContents(t, l), map[int64]string{5: "a=5", 6: "b=6", 7: "z=7"}; !mapsEqual(got, want) {
+		if got, want := compactionContents(t, l), map[int64]string{5: "a=5", 6: "b=6", 7: "z=7"}; !compactionMapsEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 		hs := compactionBatches(t, l)
@@ -594,6 +594,9 @@ func TestCompactionConcurrent(t *testing.T) {
 				}
 			}()
 		}
+		// The cleaner runs a pass whenever poked (every few appends), so
+		// passes overlap appends without spinning on fsyncs.
+		poke := make(chan struct{}, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -601,7 +604,7 @@ func TestCompactionConcurrent(t *testing.T) {
 				select {
 				case <-done:
 					return
-				default:
+				case <-poke:
 				}
 				if _, err := l.Compact(); err != nil {
 					errs <- fmt.Errorf("compact: %w", err)
@@ -610,7 +613,7 @@ func TestCompactionConcurrent(t *testing.T) {
 			}
 		}()
 		newest := map[string]int64{}
-		for i := range 500 {
+		for i := range 250 {
 			o := l.LogEndOffset()
 			key := fmt.Sprintf("k%d", i%13)
 			b := logBatchRecs(t, record.DefaultBatchOptions(), []logRec{{ts: 1, key: key, value: fmt.Sprintf("value-%d", o)}})
@@ -619,6 +622,12 @@ func TestCompactionConcurrent(t *testing.T) {
 			}
 			newest[key] = o
 			l.SetHighWatermark(l.LogEndOffset())
+			if i%5 == 0 {
+				select {
+				case poke <- struct{}{}:
+				default: // a pass is pending already
+				}
+			}
 		}
 		close(done)
 		wg.Wait()
@@ -664,7 +673,7 @@ func TestCompactionSegmentTruncatedAndRefilled(t *testing.T) {
 	l := openTestLog(t, fsys, "/data/t-0", cfg, OpenOptions{})
 	defer logClose(t, l)
 	batch := func(o int64, prefix string) []byte {
-		return compactionBatch(t, record.DefaultBatchOptions(), o, 1, kv("k", fmt.Sprintf("%s-%d", prefix, o)))
+		return compactionBatch(t, record.DefaultBatchOptions(), o, 1, compactionPut("k", fmt.Sprintf("%s-%d", prefix, o)))
 	}
 	for o := range int64(4) {
 		compactionFollow(t, l, batch(o, "old"))
@@ -721,10 +730,10 @@ func TestCompactionSegmentDeletedMidPass(t *testing.T) {
 	cfg.CleanupPolicy = CleanupCompact | CleanupDelete
 	l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
 	for o := range int64(6) {
-		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), o, 1, kv("k", fmt.Sprint(o))))
+		compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), o, 1, compactionPut("k", fmt.Sprint(o))))
 		compactionRoll(t, l)
 	}
-	compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 6, 1, kv("z", "6")))
+	compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), 6, 1, compactionPut("z", "6")))
 	l.SetHighWatermark(l.LogEndOffset())
 
 	var fired bool

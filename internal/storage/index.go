@@ -49,12 +49,16 @@ type offsetIndex struct {
 
 // lookup returns the position of the last indexed batch whose base offset
 // is <= rel, or 0 when none is.
-func (x *offsetIndex) lookup(rel uint32) uint32 {
+func (x *offsetIndex) lookup(rel uint32) uint32 { return x.lookupEntry(rel).pos }
+
+// lookupEntry returns the last entry whose offset is <= rel, or the zero
+// entry (the segment's start) when none is.
+func (x *offsetIndex) lookupEntry(rel uint32) offsetEntry {
 	i := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].rel > rel })
 	if i == 0 {
-		return 0
+		return offsetEntry{}
 	}
-	return x.entries[i-1].pos
+	return x.entries[i-1]
 }
 
 func (x *offsetIndex) append(rel, pos uint32) {

@@ -60,7 +60,9 @@ type Log struct {
 	// "<base>.log.cleaned" names, so two at once swapped in each other's
 	// half-written copies. Taken before mu.
 	cleanMu sync.Mutex
-	closed  bool // REQUIRES: mu held
+	// closed: Close or DeleteLog ran; every call but Close then fails
+	// with ErrLogClosed.
+	closed atomic.Bool
 }
 
 // AppendInfo describes an append.
@@ -111,7 +113,7 @@ func (l *Log) Size() int64 {
 func (l *Log) NumSegments() int { return len(*l.segments.Load()) }
 
 func (l *Log) checkWritable() error {
-	if l.closed {
+	if l.closed.Load() {
 		return ErrLogClosed
 	}
 	if l.failed.Load() {
@@ -415,6 +417,9 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 // page faults on memory the runtime gave back to the kernel, cut a warm
 // sequential scan to about half (BENCHMARKS.md).
 func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	if l.closed.Load() {
+		return ReadResult{}, ErrLogClosed
+	}
 	res := ReadResult{
 		LogEndOffset:   l.leo.Load(),
 		LogStartOffset: l.logStartOffset.Load(),
@@ -471,6 +476,11 @@ func (l *Log) Flush(upTo int64) error {
 	}
 	if l.failed.Load() {
 		return fmt.Errorf("%w: %s", ErrStorage, l.name)
+	}
+	if l.closed.Load() {
+		// Close flushes before it sets closed; after that there are no
+		// files left to sync, and reopening them would leak them.
+		return ErrLogClosed
 	}
 	target := l.leo.Load()
 	from := l.recoveryPoint.Load()
@@ -560,7 +570,7 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64, found bool, err error) {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.closed.Load() {
 		return nil
 	}
 	var err error
@@ -571,10 +581,10 @@ func (l *Log) Close() error {
 			err = active.seal(l.lastBatchBaseLocked(active))
 		}
 	}
-	l.closed = true
+	l.closed.Store(true)
 	l.segLock.Lock()
 	for _, s := range *l.segments.Load() {
-		if cerr := s.close(); err == nil {
+		if cerr := s.shutdown(); err == nil {
 			err = cerr
 		}
 	}

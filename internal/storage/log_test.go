@@ -259,7 +259,7 @@ func logSegmentFiles(t testing.TB, fsys vfs.FS, dir string) map[string]int64 {
 // process dying would.
 func logCloseHandles(l *Log) {
 	l.mu.Lock()
-	l.closed = true
+	l.closed.Store(true)
 	l.segLock.Lock()
 	l.closeFiles()
 	l.segLock.Unlock()
@@ -834,6 +834,10 @@ func TestLogReadersDuringAppends(t *testing.T) {
 					default:
 					}
 					leo := l.LogEndOffset()
+					if leo == 0 {
+						runtime.Gosched() // nothing appended yet
+						continue
+					}
 					start := pos
 					if r%2 == 1 && leo > 0 {
 						start = leo - 1 - (pos % leo) // jump around behind the end
@@ -1010,15 +1014,15 @@ func TestLogTruncateTo(t *testing.T) {
 		to      func(bases []int64) int64
 		wantLEO func(to int64) int64
 	}{
-		{"middle of the active segment", func(b []int64) int64 { return b[len(b)-1] + 2 }, same},
-		{"middle of an older segment", func(b []int64) int64 { return b[3] + 4 }, same},
-		{"segment boundary", func(b []int64) int64 { return b[4] }, same},
-		{"into the first segment", func(b []int64) int64 { return 2 }, same},
+		{"middle of the active segment", func(b []int64) int64 { return b[len(b)-1] + 2 }, logSame},
+		{"middle of an older segment", func(b []int64) int64 { return b[3] + 4 }, logSame},
+		{"segment boundary", func(b []int64) int64 { return b[4] }, logSame},
+		{"into the first segment", func(b []int64) int64 { return 2 }, logSame},
 		{"straddling batch", func(b []int64) int64 { return b[2] + 3 }, func(to int64) int64 { return to - 1 }},
 		{"one before the end", func(b []int64) int64 { return 79 }, func(int64) int64 { return 78 }},
 		{"at the log end offset: no-op", func(b []int64) int64 { return 80 }, func(int64) int64 { return 80 }},
 		{"past the log end offset: no-op", func(b []int64) int64 { return 1000 }, func(int64) int64 { return 80 }},
-		{"to zero", func(b []int64) int64 { return 0 }, same},
+		{"to zero", func(b []int64) int64 { return 0 }, logSame},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1066,7 +1070,7 @@ func TestLogTruncateTo(t *testing.T) {
 	}
 }
 
-func same(o int64) int64 { return o }
+func logSame(o int64) int64 { return o }
 
 // logCheckTruncated checks a truncated log against the model: LEO, every
 // record, reads at every offset (so the rebuilt indexes point at batch
@@ -1424,4 +1428,38 @@ func logVerifyBatches(data []byte) error {
 		data = data[h.Size():]
 	}
 	return nil
+}
+
+// TestLogClosed: after Close (or a manager's DeleteLog) every call fails
+// with ErrLogClosed; none reopens a file by name, which would leak the
+// handle or, after a delete, recreate the file.
+func TestLogClosed(t *testing.T) {
+	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		l := openTestLog(t, fsys, dir, logTestConfig(), OpenOptions{})
+		m := &logModel{}
+		m.appendBatch(t, l, 3, 1000, 0)
+		logClose(t, l)
+		if _, err := l.Read(0, 1<<20, l.LogEndOffset()); !errors.Is(err, ErrLogClosed) {
+			t.Errorf("Read after Close: %v", err)
+		}
+		if _, err := l.Append(testBatch(t, 1, 10, 1, nil), 0); !errors.Is(err, ErrLogClosed) {
+			t.Errorf("Append after Close: %v", err)
+		}
+		// Offsets above the recovery point would need an fsync.
+		l.recoveryPoint.Store(0)
+		if err := l.Flush(l.LogEndOffset()); !errors.Is(err, ErrLogClosed) {
+			t.Errorf("Flush after Close: %v", err)
+		}
+		if l.failed.Load() {
+			t.Error("a closed log was marked failed")
+		}
+		for _, s := range *l.segments.Load() {
+			if s.file != nil {
+				t.Errorf("segment %d reopened its file after Close", s.baseOffset)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+	})
 }

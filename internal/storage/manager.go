@@ -312,9 +312,11 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	}
 	m.cleaner.forget(tp)
 	l.mu.Lock()
-	l.closed = true
+	l.closed.Store(true)
 	l.segLock.Lock()
-	l.closeFiles()
+	for _, s := range *l.segments.Load() {
+		s.shutdown()
+	}
 	l.segLock.Unlock()
 	l.mu.Unlock()
 	aside := filepath.Join(m.dir, fmt.Sprintf("%s.%d%s", logDirName(tp), time.Now().UnixNano(), deletedDirSuffix))

@@ -397,12 +397,13 @@ func modelSegmentBases(l *Log) []int64 {
 }
 
 // modelCheckAllReads reads the log at every batch (at its first offset and
-// at a random one inside it), in every gap, and at the edges of the offset
-// range, and compares each answer with what batches say it must be: the
-// indexes and the log agree exactly when every one of these reads does.
-// It also reads the whole log from its start in one pass of consumer-sized
+// at a random one inside it), in every gap, at the edges of the offset
+// range, and at every offset of a random window of 200 (of the whole log
+// when every is set), and compares each answer with what batches say it
+// must be: the indexes and the log agree exactly when these reads do. It
+// also reads the whole log from its start in one pass of consumer-sized
 // reads and checks the batches come back in order, each exactly once.
-func modelCheckAllReads(l *Log, batches []modelBatch, rng *rand.Rand) error {
+func modelCheckAllReads(l *Log, batches []modelBatch, rng *rand.Rand, every bool) error {
 	lso, leo := l.LogStartOffset(), l.LogEndOffset()
 	bases := modelSegmentBases(l)
 	check := func(offset int64, maxBytes int) error {
@@ -424,6 +425,14 @@ func modelCheckAllReads(l *Log, batches []modelBatch, rng *rand.Rand) error {
 		return nil
 	}
 	probes := []int64{lso - 1, lso, leo - 1, leo, leo + 1}
+	from, to := lso, leo
+	if !every && leo-lso > 200 {
+		from = lso + rng.Int64N(leo-lso-200)
+		to = from + 200
+	}
+	for o := from; o < to; o++ {
+		probes = append(probes, o)
+	}
 	prevEnd := int64(-1)
 	for _, b := range batches {
 		if b.base > prevEnd+1 && prevEnd >= 0 {
@@ -471,6 +480,36 @@ func modelCheckAllReads(l *Log, batches []modelBatch, rng *rand.Rand) error {
 	}
 	if !bytes.Equal(got, want) {
 		return fmt.Errorf("reading the whole log from %d: got %s, want %s", lso, modelDescribe(got), modelDescribe(want))
+	}
+	return nil
+}
+
+// modelCheckEpochs checks the leader-epoch cache against the batches:
+// no epoch starts at or past the log end offset, and the cache names, for
+// every batch from the log start offset on, the epoch stamped in it
+// (KIP-101: a follower finds where it diverged by these answers). Offsets
+// before the first entry have no answer, which is allowed: the log start
+// offset checkpoint may trail the cache after a crash.
+func modelCheckEpochs(l *Log, batches []modelBatch) error {
+	lso, leo := l.LogStartOffset(), l.LogEndOffset()
+	cache := l.LeaderEpochs()
+	for _, e := range cache.Entries() {
+		if e.StartOffset >= leo {
+			return fmt.Errorf("leader epoch %d starts at %d, at or past the log end offset %d", e.Epoch, e.StartOffset, leo)
+		}
+	}
+	for _, b := range batches {
+		if b.last < lso {
+			continue
+		}
+		h, err := record.ParseHeader(b.data)
+		if err != nil {
+			return err
+		}
+		o := max(b.base, lso)
+		if e, ok := cache.EpochForOffset(o); ok && e != h.PartitionLeaderEpoch {
+			return fmt.Errorf("leader epoch cache %v says epoch %d at %d, batch %v has epoch %d", cache.Entries(), e, o, b, h.PartitionLeaderEpoch)
+		}
 	}
 	return nil
 }
@@ -755,7 +794,10 @@ func (r *modelRun) checkFull() {
 			r.fatalf("segment %d: file base %d size %d, log base %d size %d", i, s.base, s.size, bases[i], ls.size.Load())
 		}
 	}
-	if err := modelCheckAllReads(r.log, r.m.batches, r.rng); err != nil {
+	if err := modelCheckAllReads(r.log, r.m.batches, r.rng, false); err != nil {
+		r.fatalf("%v", err)
+	}
+	if err := modelCheckEpochs(r.log, r.m.batches); err != nil {
 		r.fatalf("%v", err)
 	}
 	for range 3 {
@@ -1027,6 +1069,7 @@ func (r *modelRun) opTruncate() {
 		m.rp = min(m.rp, end)
 		m.lso = min(m.lso, end)
 	}
+	r.checkFull()
 }
 
 func (r *modelRun) opDeleteRecords() {
@@ -1128,6 +1171,7 @@ func (r *modelRun) opRetention() {
 	m.batches = m.batches[j:]
 	m.lso = max(m.lso, first)
 	m.hw = max(m.hw, m.lso)
+	r.checkFull()
 }
 
 func (r *modelRun) opCompact() {
@@ -1172,6 +1216,7 @@ func (r *modelRun) opCompact() {
 	}
 	r.note("  compacted below %d: %d -> %d batches, %d segments cleaned", bound, len(m.batches), len(got), res.SegmentsCleaned)
 	m.batches = got
+	r.checkFull()
 }
 
 // reopened checks a log reopened after a crash or kill against spec and

@@ -177,7 +177,9 @@ func (l *Log) loadSegments() ([]*segment, error) {
 				return nil, err
 			}
 			logs[base] = true
-			segs = append(segs, openSegment(l.fs, l.dir, base, info.Size))
+			s := openSegment(l.fs, l.dir, base, info.Size)
+			s.indexInterval = l.cfg.Load().IndexIntervalBytes
+			segs = append(segs, s)
 		}
 	}
 	for _, n := range names {

@@ -498,6 +498,20 @@ func TestRecoveryDamagedIndexes(t *testing.T) {
 		{"active index missing", active, ".index", nil},
 		{"active time index missing", active, ".timeindex", nil},
 		{"active index garbage", active, ".index", func(b []byte) []byte { return slices.Repeat([]byte{0xff}, len(b)+8) }},
+		// Structurally sound (sorted, inside the segment) but pointing
+		// into the middle of a batch: caught at first use and rebuilt.
+		{"index entry points inside a batch", inactive, ".index", func(b []byte) []byte {
+			out := slices.Clone(b)
+			pos := binary.BigEndian.Uint32(out[4:])
+			binary.BigEndian.PutUint32(out[4:], pos+1)
+			return out
+		}},
+		{"index entry names the wrong offset", inactive, ".index", func(b []byte) []byte {
+			out := slices.Clone(b)
+			rel := binary.BigEndian.Uint32(out[8:])
+			binary.BigEndian.PutUint32(out[8:], rel-1)
+			return out
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "orders-3")

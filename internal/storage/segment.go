@@ -33,6 +33,9 @@ type segment struct {
 	fs         vfs.FS
 	dir        string
 	baseOffset int64
+	// indexInterval is index.interval.bytes for an index rebuilt lazily
+	// (zero: the default).
+	indexInterval int
 
 	// size is the length of the whole batches in the log file.
 	size atomic.Int64
@@ -44,6 +47,7 @@ type segment struct {
 	fileMu  sync.Mutex
 	file    vfs.File // opened lazily for segments loaded at startup
 	removed bool     // REQUIRES: fileMu held. Set by remove: never reopen.
+	shut    bool     // REQUIRES: fileMu held. Set when the log closes: never reopen.
 
 	mu struct {
 		sync.Mutex
@@ -108,6 +112,9 @@ func openSegment(fsys vfs.FS, dir string, base, size int64) *segment {
 func (s *segment) handle() (vfs.File, error) {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
+	if s.shut {
+		return nil, ErrLogClosed
+	}
 	if s.removed {
 		// Reopening by name would create an empty file, a stray segment
 		// at the next start.
@@ -131,6 +138,16 @@ func (s *segment) close() error {
 	}
 	err := s.file.Close()
 	s.file = nil
+	return err
+}
+
+// shutdown closes the file for good: later uses fail with ErrLogClosed
+// instead of reopening (and leaking) it.
+func (s *segment) shutdown() error {
+	err := s.close()
+	s.fileMu.Lock()
+	s.shut = true
+	s.fileMu.Unlock()
 	return err
 }
 
@@ -280,31 +297,48 @@ func (s *segment) findBatch(offset int64) (int64, record.Header, error) {
 	if err != nil {
 		return 0, record.Header{}, err
 	}
-	start := int64(0)
-	if offset > s.baseOffset {
-		rel := offset - s.baseOffset
-		if rel > 1<<32-1 {
-			rel = 1<<32 - 1
+	for attempt := 0; ; attempt++ {
+		var entry offsetEntry
+		if offset > s.baseOffset {
+			rel := offset - s.baseOffset
+			if rel > 1<<32-1 {
+				rel = 1<<32 - 1
+			}
+			if entry, err = s.indexLookup(uint32(rel)); err != nil {
+				return 0, record.Header{}, err
+			}
 		}
-		pos, err := s.indexLookup(uint32(rel))
-		if err != nil {
-			return 0, record.Header{}, err
+		sc := newScanner(f, int64(entry.pos), s.size.Load(), 8<<10)
+		for first := true; ; first = false {
+			h, err := sc.header()
+			if err == io.EOF {
+				return -1, record.Header{}, nil
+			}
+			if first && entry.pos > 0 && (err != nil || h.BaseOffset != s.baseOffset+int64(entry.rel)) {
+				// An index entry must point at the batch it names. One
+				// that does not came from a damaged index file that
+				// passed the structural checks: rebuild it from the log
+				// once, rather than fail every read it covers.
+				if attempt > 0 {
+					return 0, record.Header{}, s.corrupt(sc.pos, fmt.Errorf("%w: index entry (%d,%d) does not match the log",
+						record.ErrCorruptLength, entry.rel, entry.pos))
+				}
+				s.mu.Lock()
+				err = s.rebuildIndexesLocked()
+				s.mu.Unlock()
+				if err != nil {
+					return 0, record.Header{}, err
+				}
+				break
+			}
+			if err != nil {
+				return 0, record.Header{}, s.corrupt(sc.pos, err)
+			}
+			if h.LastOffset() >= offset {
+				return sc.pos, h, nil
+			}
+			sc.advance(h)
 		}
-		start = int64(pos)
-	}
-	sc := newScanner(f, start, s.size.Load(), 8<<10)
-	for {
-		h, err := sc.header()
-		if err == io.EOF {
-			return -1, record.Header{}, nil
-		}
-		if err != nil {
-			return 0, record.Header{}, s.corrupt(sc.pos, err)
-		}
-		if h.LastOffset() >= offset {
-			return sc.pos, h, nil
-		}
-		sc.advance(h)
 	}
 }
 
@@ -364,13 +398,13 @@ func (s *segment) read(buf []byte, pos int64, first record.Header, maxBytes int,
 // rebuilding) the index first if the segment was opened lazily. The lookup
 // runs under s.mu: the appender grows the entries slice concurrently, so
 // handing the index out and searching it unlocked would race with it.
-func (s *segment) indexLookup(rel uint32) (uint32, error) {
+func (s *segment) indexLookup(rel uint32) (offsetEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.loadLocked(); err != nil {
-		return 0, err
+		return offsetEntry{}, err
 	}
-	return s.mu.offsets.lookup(rel), nil
+	return s.mu.offsets.lookupEntry(rel), nil
 }
 
 // loadLocked reads the index files of a segment opened at startup. They
@@ -399,7 +433,17 @@ func (s *segment) loadLocked() error {
 		}
 	}
 	// Missing or damaged: rebuild from the log, checking every batch.
-	if _, _, err := s.rebuildLocked(DefaultConfig().IndexIntervalBytes, false); err != nil {
+	return s.rebuildIndexesLocked()
+}
+
+// rebuildIndexesLocked rebuilds the indexes from the log and writes them.
+// REQUIRES: s.mu held.
+func (s *segment) rebuildIndexesLocked() error {
+	interval := s.indexInterval
+	if interval == 0 {
+		interval = DefaultConfig().IndexIntervalBytes
+	}
+	if _, _, err := s.rebuildLocked(interval, false); err != nil {
 		return err
 	}
 	return s.writeIndexesLocked()
@@ -550,16 +594,24 @@ func (s *segment) offsetForTimestamp(ts, start, end int64) (offset, timestamp in
 		s.mu.Unlock()
 		return 0, 0, false, err
 	}
-	var pos uint32
-	if e, ok := s.mu.times.lookupBefore(ts); ok {
-		pos = s.mu.offsets.lookup(e.rel)
-	}
+	e, ok := s.mu.times.lookupBefore(ts)
 	s.mu.Unlock()
+	var pos int64
+	if ok {
+		// findBatch checks the offset index against the log (and
+		// rebuilds it if they disagree) before trusting a position.
+		if pos, _, err = s.findBatch(s.baseOffset + int64(e.rel)); err != nil {
+			return 0, 0, false, err
+		}
+		if pos < 0 {
+			return 0, 0, false, nil
+		}
+	}
 	f, err := s.handle()
 	if err != nil {
 		return 0, 0, false, err
 	}
-	sc := newScanner(f, int64(pos), s.size.Load(), 64<<10)
+	sc := newScanner(f, pos, s.size.Load(), 64<<10)
 	for {
 		h, err := sc.header()
 		if err == io.EOF {
