@@ -181,7 +181,12 @@ func (l *Log) Compact() (CleanResult, error) {
 	retained := map[int64]bool{} // producer -> its open transaction kept a record
 	for i, s := range cleanable {
 		before := sizes[i]
-		out, err := l.cleanSegment(s, sizes[i], cfg, scan, func(h record.Header, b []byte, dst []byte) ([]byte, error) {
+		// The log's first segment stays even when emptied: its base
+		// offset is where the log starts after a restart, and removing it
+		// would move the log start offset past offsets consumers may ask
+		// for (they get the next record instead, as in any gap).
+		keepEmpty := s == segs[0]
+		out, err := l.cleanSegment(s, sizes[i], cfg, keepEmpty, scan, func(h record.Header, b []byte, dst []byte) ([]byte, error) {
 			if h.IsControl() {
 				keep := retained[h.ProducerID] || h.MaxTimestamp >= horizon
 				delete(retained, h.ProducerID)
@@ -244,8 +249,8 @@ func (l *Log) Compact() (CleanResult, error) {
 
 // cleanSegment writes the filtered copy of s as "<base>.log.cleaned" and
 // returns it as a segment (nil when nothing is left), its indexes built
-// and its file synced.
-func (l *Log) cleanSegment(s *segment, size int64, cfg *Config,
+// and its file synced. With keepEmpty an empty copy is kept.
+func (l *Log) cleanSegment(s *segment, size int64, cfg *Config, keepEmpty bool,
 	scan func(*segment, int64, func(record.Header, []byte) error) error,
 	filter func(h record.Header, b []byte, dst []byte) ([]byte, error)) (*segment, error) {
 
@@ -303,7 +308,7 @@ func (l *Log) cleanSegment(s *segment, size int64, cfg *Config,
 		return nil, err
 	}
 	out.size.Store(pos)
-	if pos == 0 {
+	if pos == 0 && !keepEmpty {
 		f.Close()
 		if err := l.fs.Remove(path); err != nil {
 			return nil, err

@@ -826,3 +826,47 @@ func TestCompactionPassesConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestCompactionKeepsLogStartAcrossRestart: when compaction empties the
+// log's first segment, the segment stays (empty), so the log start offset
+// after a restart is where it was, not the next surviving segment's base.
+func TestCompactionKeepsLogStartAcrossRestart(t *testing.T) {
+	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		cfg := compactionConfig()
+		l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+		for i := range 4 {
+			compactionFollow(t, l, compactionBatch(t, record.DefaultBatchOptions(), int64(i), 1, compactionPut("a", fmt.Sprint(i))))
+			compactionRoll(t, l)
+		}
+		l.SetHighWatermark(l.LogEndOffset())
+		if _, err := l.Compact(); err != nil {
+			t.Fatal(err)
+		}
+		want := map[int64]string{3: "a=3"}
+		if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+		segs := *l.segments.Load()
+		if segs[0].baseOffset != 0 || segs[0].size.Load() != 0 {
+			t.Fatalf("first segment: base %d, %d bytes; want the emptied segment at 0", segs[0].baseOffset, segs[0].size.Load())
+		}
+		logClose(t, l)
+		for _, clean := range []bool{true, false} {
+			l = openTestLog(t, fsys, dir, cfg, OpenOptions{Clean: clean})
+			if l.LogStartOffset() != 0 {
+				t.Fatalf("clean=%v: log start %d after restart, want 0", clean, l.LogStartOffset())
+			}
+			if got := compactionContents(t, l); !compactionMapsEqual(got, want) {
+				t.Fatalf("clean=%v: got %v, want %v", clean, got, want)
+			}
+			res, err := l.Read(0, 1<<20, l.LogEndOffset())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hs := logBatches(t, res.Records); len(hs) != 1 || hs[0].BaseOffset != 3 {
+				t.Fatalf("clean=%v: read at 0 gave %v, want the batch at 3", clean, logBases(hs))
+			}
+			logClose(t, l)
+		}
+	})
+}

@@ -25,10 +25,12 @@ import (
 // clean close. It is run once to count its mutating file-system operations,
 // and then once for every crash point: MemFS.CrashAfter(n) makes every
 // operation after the n-th fail, the workload stops at its first error, the
-// file system loses what was not durable (Crash, or CrashTorn which also
-// keeps a random torn prefix of unsynced appends) and the data directory is
-// opened again through OpenManager, which finds the checkpoints and the
-// clean-shutdown marker itself.
+// file system loses what was not durable (Crash; CrashTorn, which also
+// keeps a random torn prefix of unsynced appends; or nothing, when only the
+// process died) and the data directory is opened again through
+// OpenManager, which finds the checkpoints and the clean-shutdown marker
+// itself. TestCrashDuringRecovery then also crashes that recovery, at each
+// of its operations, for a sample of the crash points.
 //
 // The workload keeps, as it goes, the model of what the log holds after its
 // completed steps (modelBatch, shared with model_test.go) and what the step
@@ -532,9 +534,18 @@ func crashCheck(w *crashWorkload, rng *rand.Rand) error {
 	return nil
 }
 
+// crashMode is how a crash point ends the workload.
+type crashMode int
+
+const (
+	crashPower crashMode = iota // MemFS.Crash: only what was synced survives
+	crashTorn                   // MemFS.CrashTorn: plus torn unsynced appends
+	crashKill                   // the process dies, the machine does not: every write survives
+)
+
 // crashEveryBoundary runs the workload once to count its mutating
 // operations and then crashes it after each of them in turn.
-func crashEveryBoundary(t *testing.T, torn bool) {
+func crashEveryBoundary(t *testing.T, mode crashMode) {
 	count := newCrashWorkload(vfs.NewMem())
 	if err := count.run(); err != nil {
 		t.Fatalf("the workload without a crash: %v", err)
@@ -552,10 +563,15 @@ func crashEveryBoundary(t *testing.T, torn bool) {
 			t.Fatalf("crash after %d of %d operations: the workload ended with %v", n, total, err)
 		}
 		rng := rand.New(rand.NewPCG(uint64(n), 1))
-		if torn {
-			w.fs.CrashTorn(rng)
-		} else {
+		switch mode {
+		case crashPower:
 			w.fs.Crash()
+		case crashTorn:
+			w.fs.CrashTorn(rng)
+		case crashKill:
+			// The dead process's handles stay open and are never used;
+			// the file system works on.
+			w.fs.CrashAfter(1 << 62)
 		}
 		if err := crashCheck(w, rng); err != nil {
 			t.Fatalf("crash after %d of %d operations, during %q: %v", n, total, w.step, err)
@@ -567,14 +583,22 @@ func crashEveryBoundary(t *testing.T, torn bool) {
 // mutating file-system operations and checks what recovery makes of it.
 func TestCrashAtEveryBoundary(t *testing.T) {
 	t.Parallel()
-	crashEveryBoundary(t, false)
+	crashEveryBoundary(t, crashPower)
 }
 
 // TestCrashAtEveryBoundaryTorn is the same with torn writes: a random part
 // of every unsynced append survives, its last bytes possibly garbled.
 func TestCrashAtEveryBoundaryTorn(t *testing.T) {
 	t.Parallel()
-	crashEveryBoundary(t, true)
+	crashEveryBoundary(t, crashTorn)
+}
+
+// TestCrashAtEveryBoundaryKill is the same with the process killed at each
+// point instead of the power cut: writes that were not synced survive, the
+// common case after a crash of the broker alone.
+func TestCrashAtEveryBoundaryKill(t *testing.T) {
+	t.Parallel()
+	crashEveryBoundary(t, crashKill)
 }
 
 // TestCrashBetweenCheckpointAndCleanShutdownMarker: the manager closed
@@ -646,7 +670,7 @@ func TestCrashDuringRecovery(t *testing.T) {
 	}
 	total := count.fs.MutatingOps()
 	runs := 0
-	for n := int64(3); n <= total; n += 19 {
+	for n := int64(3); n <= total; n += 29 {
 		// The recovery of this crash, uninterrupted, to count its operations.
 		setup := func() *crashWorkload {
 			w := newCrashWorkload(vfs.NewMem())
@@ -830,5 +854,106 @@ func TestCrashRegressionFailedLogLeavesNoCleanMarker(t *testing.T) {
 	defer m.Close()
 	if m.CleanStart {
 		t.Fatal("clean start after a failed log")
+	}
+}
+
+// TestCrashRegressionEpochBeforeBatches pins a fix: Append wrote the
+// batches before the leader-epoch checkpoint, so when the checkpoint write
+// failed (the process dying there), the batches of the new epoch were in
+// the segment and, once the process restarted, in the log, while the cache
+// still ended with the old epoch: OffsetForLeaderEpoch then gave followers
+// wrong answers. Now the epoch is recorded first.
+func TestCrashRegressionEpochBeforeBatches(t *testing.T) {
+	for _, follower := range []bool{false, true} {
+		t.Run(fmt.Sprintf("follower=%v", follower), func(t *testing.T) {
+			fsys := vfs.NewMem()
+			dir := "/data/regression-0"
+			cfg := crashConfig()
+			l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+			key := func(i int) []byte { return []byte{byte(i)} }
+			if _, err := l.Append(testBatch(t, 3, 50, 1, key), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Flush(l.LogEndOffset()); err != nil {
+				t.Fatal(err)
+			}
+			fsys.SetHook(func(op vfs.Op, path string) error {
+				if strings.Contains(path, LeaderEpochCheckpointFile) {
+					return vfs.ErrCrashed // the process dies here
+				}
+				return nil
+			})
+			var err error
+			if follower {
+				opts := record.DefaultBatchOptions()
+				opts.BaseOffset, opts.PartitionLeaderEpoch = l.LogEndOffset(), 1
+				_, err = l.AppendAsFollower(testBatchOpts(t, opts, 3, 50, 2, key))
+			} else {
+				_, err = l.Append(testBatch(t, 3, 50, 2, key), 1)
+			}
+			if err == nil {
+				t.Fatal("append with a failing leader-epoch checkpoint succeeded")
+			}
+			fsys.SetHook(nil)
+			modelDropHandles(l) // killed: what was written stays
+			l = openTestLog(t, fsys, dir, cfg, OpenOptions{RecoveryPoint: 3})
+			defer l.Close()
+			segs, err := modelDumpFiles(fsys, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := modelCheckEpochs(l, modelFlatten(segs)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCrashRegressionUncleanStartSyncsLogDir pins a fix: a crash between
+// the mkdir of a new log directory and the sync of its parent left a
+// directory that the next start opened as a log without making its entry
+// durable, so everything flushed into it was lost at the next power cut.
+func TestCrashRegressionUncleanStartSyncsLogDir(t *testing.T) {
+	fsys := vfs.NewMem()
+	clock := &fakeClock{ms: 1_700_000_000_000}
+	m, err := OpenManager(fsys, crashDataDir, crashConfig(), crashManagerOptions(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys.SetHook(func(op vfs.Op, path string) error {
+		if op == vfs.OpSyncDir && path == crashDataDir {
+			return vfs.ErrCrashed // the process dies here
+		}
+		return nil
+	})
+	if _, err := m.GetOrCreateLog(crashTP, crashConfig()); err == nil {
+		t.Fatal("creating the log with a failing directory sync succeeded")
+	}
+	fsys.SetHook(nil)
+	// The process restarts and finds the directory.
+	m, err = OpenManager(fsys, crashDataDir, crashConfig(), crashManagerOptions(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := m.Log(crashTP)
+	if !ok {
+		t.Fatal("the log directory left by the crash was not opened")
+	}
+	data := testBatch(t, 3, 50, 1, func(i int) []byte { return []byte{byte(i)} })
+	if _, err := l.Append(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	fsys.Crash()
+	m, err = OpenManager(fsys, crashDataDir, crashConfig(), crashManagerOptions(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, ok = m.Log(crashTP)
+	if !ok || l.LogEndOffset() != 3 {
+		t.Fatalf("flushed log after a power cut: present %v", ok)
 	}
 }

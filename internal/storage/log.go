@@ -171,11 +171,17 @@ func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
 		pos += hdrs[i].Size()
 	}
 	info.LastOffset = next - 1
-	if err := l.appendLocked(data, hdrs, cfg); err != nil {
-		return AppendInfo{}, err
-	}
+	// The epoch goes into the leader-epoch checkpoint before its batches
+	// reach the segment, as Kafka does: the other order lets a crash keep
+	// batches (written, even if not yet synced, they survive a killed
+	// process) whose epoch the cache never learns, and OffsetForLeaderEpoch
+	// then answers wrongly. An entry without its batches is dropped by
+	// TruncateFromEnd when the log reopens.
 	if err := l.maybeAssignEpochLocked(leaderEpoch, info.FirstOffset); err != nil {
 		return AppendInfo{}, l.fail("leader epoch checkpoint", err)
+	}
+	if err := l.appendLocked(data, hdrs, cfg); err != nil {
+		return AppendInfo{}, err
 	}
 	return info, nil
 }
@@ -204,13 +210,13 @@ func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
 	}
 	info.LastOffset = next - 1
-	if err := l.appendLocked(data, hdrs, cfg); err != nil {
-		return AppendInfo{}, err
-	}
-	for _, h := range hdrs {
+	for _, h := range hdrs { // epochs first, as in Append
 		if err := l.maybeAssignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
 			return AppendInfo{}, l.fail("leader epoch checkpoint", err)
 		}
+	}
+	if err := l.appendLocked(data, hdrs, cfg); err != nil {
+		return AppendInfo{}, err
 	}
 	return info, nil
 }

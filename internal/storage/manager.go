@@ -132,6 +132,19 @@ func OpenManager(fsys vfs.FS, dir string, defaults Config, opts ManagerOptions) 
 		m.closeLogs()
 		return nil, err
 	}
+	if !m.CleanStart {
+		// A crash may have cut short the creation of a log directory (or
+		// of the data directory) between its mkdir and the sync of its
+		// parent. It is opened as a log all the same, so its entry must be
+		// made durable now, or it and all that is flushed into it would
+		// vanish at the next power cut.
+		for _, d := range []string{dir, filepath.Dir(dir)} {
+			if err := fsys.SyncDir(d); err != nil {
+				m.closeLogs()
+				return nil, err
+			}
+		}
+	}
 	m.cleaner = newCleaner(m)
 	if !opts.NoBackground {
 		m.wg.Add(2)

@@ -398,7 +398,7 @@ func modelSegmentBases(l *Log) []int64 {
 
 // modelCheckAllReads reads the log at every batch (at its first offset and
 // at a random one inside it), in every gap, at the edges of the offset
-// range, and at every offset of a random window of 200 (of the whole log
+// range, and at every offset of a random window of 64 (of the whole log
 // when every is set), and compares each answer with what batches say it
 // must be: the indexes and the log agree exactly when these reads do. It
 // also reads the whole log from its start in one pass of consumer-sized
@@ -426,9 +426,9 @@ func modelCheckAllReads(l *Log, batches []modelBatch, rng *rand.Rand, every bool
 	}
 	probes := []int64{lso - 1, lso, leo - 1, leo, leo + 1}
 	from, to := lso, leo
-	if !every && leo-lso > 200 {
-		from = lso + rng.Int64N(leo-lso-200)
-		to = from + 200
+	if !every && leo-lso > 64 {
+		from = lso + rng.Int64N(leo-lso-64)
+		to = from + 64
 	}
 	for o := from; o < to; o++ {
 		probes = append(probes, o)
@@ -485,17 +485,18 @@ func modelCheckAllReads(l *Log, batches []modelBatch, rng *rand.Rand, every bool
 }
 
 // modelCheckEpochs checks the leader-epoch cache against the batches:
-// no epoch starts at or past the log end offset, and the cache names, for
-// every batch from the log start offset on, the epoch stamped in it
-// (KIP-101: a follower finds where it diverged by these answers). Offsets
-// before the first entry have no answer, which is allowed: the log start
-// offset checkpoint may trail the cache after a crash.
+// no epoch starts past the log end offset (at it only when the log start
+// offset moved there and took the covering epoch along), and the cache
+// names, for every batch from the log start offset on, the epoch stamped
+// in it (KIP-101: a follower finds where it diverged by these answers).
+// Offsets before the first entry have no answer, which is allowed: the log
+// start offset checkpoint may trail the cache after a crash.
 func modelCheckEpochs(l *Log, batches []modelBatch) error {
 	lso, leo := l.LogStartOffset(), l.LogEndOffset()
 	cache := l.LeaderEpochs()
 	for _, e := range cache.Entries() {
-		if e.StartOffset >= leo {
-			return fmt.Errorf("leader epoch %d starts at %d, at or past the log end offset %d", e.Epoch, e.StartOffset, leo)
+		if e.StartOffset > leo || (e.StartOffset == leo && e.StartOffset != lso) {
+			return fmt.Errorf("leader epoch %d starts at %d, at or past the log end offset %d (log start %d)", e.Epoch, e.StartOffset, leo, lso)
 		}
 	}
 	for _, b := range batches {
@@ -1314,10 +1315,12 @@ func (r *modelRun) opClock() {
 }
 
 // TestModelRegressionTruncateBelowFirstSegment pins a fix found by
-// TestLogModel: compaction can delete the first segment whole, leaving the
-// log start offset below the first segment's base, and TruncateTo into
-// that gap panicked ("truncation below segment base"). Nothing is left
-// below such an offset, so the log starts over there.
+// TestLogModel: when compaction emptied the head of the log (it used to
+// delete the first segment whole, leaving the log start offset below the
+// first segment's base), TruncateTo into that emptied range panicked
+// ("truncation below segment base") or set a log end offset that a restart
+// moved. The truncation must leave LogStartOffset <= LogEndOffset, and the
+// same offsets after a clean and an unclean reopen.
 func TestModelRegressionTruncateBelowFirstSegment(t *testing.T) {
 	fsys := vfs.NewMem()
 	dir := "/data/regression-0"
@@ -1333,24 +1336,34 @@ func TestModelRegressionTruncateBelowFirstSegment(t *testing.T) {
 	if _, err := l.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	first := modelSegmentBases(l)[0]
-	if first <= l.LogStartOffset()+1 {
-		t.Fatalf("compaction left the first segment at %d, log start %d: the test needs it deleted", first, l.LogStartOffset())
+	segs, err := modelDumpFiles(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	to := first - 1
+	batches := modelFlatten(segs)
+	if len(batches) == 0 || batches[0].base < l.LogStartOffset()+2 {
+		t.Fatalf("compaction left data from %v, log start %d: the test needs the head emptied", batches, l.LogStartOffset())
+	}
+	to := batches[0].base - 1
 	if err := l.TruncateTo(to); err != nil {
 		t.Fatal(err)
 	}
-	if l.LogStartOffset() != to || l.LogEndOffset() != to || l.HighWatermark() != to || l.NumSegments() != 1 {
-		t.Fatalf("after truncating to %d: start %d end %d hw %d, %d segments", to, l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(), l.NumSegments())
+	lso, leo := l.LogStartOffset(), l.LogEndOffset()
+	if lso > leo || leo > to || l.HighWatermark() != leo {
+		t.Fatalf("after truncating to %d: start %d end %d hw %d", to, lso, leo, l.HighWatermark())
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l = openTestLog(t, fsys, dir, cfg, OpenOptions{Clean: true, LogStartOffset: to})
+	l = openTestLog(t, fsys, dir, cfg, OpenOptions{Clean: true, LogStartOffset: lso})
+	if l.LogStartOffset() != lso || l.LogEndOffset() != leo {
+		t.Fatalf("clean reopen: start %d end %d, want %d %d", l.LogStartOffset(), l.LogEndOffset(), lso, leo)
+	}
+	modelDropHandles(l)
+	l = openTestLog(t, fsys, dir, cfg, OpenOptions{LogStartOffset: lso})
 	defer l.Close()
-	if l.LogStartOffset() != to || l.LogEndOffset() != to {
-		t.Fatalf("reopened: start %d end %d, want %d", l.LogStartOffset(), l.LogEndOffset(), to)
+	if l.LogStartOffset() != lso || l.LogEndOffset() != leo {
+		t.Fatalf("unclean reopen: start %d end %d, want %d %d", l.LogStartOffset(), l.LogEndOffset(), lso, leo)
 	}
 }
 
