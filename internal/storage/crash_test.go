@@ -318,7 +318,7 @@ func (w *crashWorkload) deleteRecords(offset int64) error {
 
 func (w *crashWorkload) retention() error {
 	cfg := w.l.Config()
-	cut := modelRetentionCut(w.l, w.ref, cfg, w.clock.ms, w.l.LogStartOffset(), w.leo)
+	cut := modelRetentionCut(w.l, w.ref, cfg, w.clock.ms, w.l.LogStartOffset(), w.l.HighWatermark(), w.leo)
 	bases := modelSegmentBases(w.l)
 	if cut == 0 || cut >= len(bases) {
 		return fmt.Errorf("the script's retention pass would delete %d of %d segments", cut, len(bases))

@@ -1103,8 +1103,9 @@ func (r *modelRun) opDeleteRecords() {
 // must delete, by the rules in retention.go: below the log start offset,
 // older than retention.ms (by the segment's largest batch timestamp), or
 // while the rest is still at least retention.bytes; the active segment
-// only when it is not empty.
-func modelRetentionCut(l *Log, batches []modelBatch, cfg Config, nowMs, lso, leo int64) int {
+// only when it is not empty; never a segment that reaches above the high
+// watermark.
+func modelRetentionCut(l *Log, batches []modelBatch, cfg Config, nowMs, lso, hw, leo int64) int {
 	segs := *l.segments.Load()
 	var total int64
 	for _, s := range segs {
@@ -1130,7 +1131,7 @@ func modelRetentionCut(l *Log, batches []modelBatch, cfg Config, nowMs, lso, leo
 			expired = expired || (cfg.RetentionMs >= 0 && maxTs >= 0 && nowMs-maxTs > cfg.RetentionMs)
 			expired = expired || (cfg.RetentionBytes >= 0 && total-size >= cfg.RetentionBytes)
 		}
-		if !expired || (active && size == 0) {
+		if !expired || (active && size == 0) || next > hw {
 			break
 		}
 		total -= size
@@ -1151,8 +1152,14 @@ func (r *modelRun) opRetention() {
 	if r.rng.IntN(3) == 0 {
 		r.clock.advance(time.Duration(r.rng.IntN(600)) * time.Second)
 	}
+	if r.rng.IntN(2) == 0 {
+		// Retention deletes only below the high watermark; let it catch
+		// up first half the time, as replication would.
+		r.log.SetHighWatermark(m.leo)
+		m.hw = m.leo
+	}
 	before := modelSegmentBases(r.log)
-	cut := modelRetentionCut(r.log, m.batches, r.cfg, r.clock.ms, m.lso, m.leo)
+	cut := modelRetentionCut(r.log, m.batches, r.cfg, r.clock.ms, m.lso, m.hw, m.leo)
 	r.note("retention at %d over segments %v: expect %d deleted", r.clock.ms, before, cut)
 	res, err := r.log.ApplyRetention()
 	if err != nil {

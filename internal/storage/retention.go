@@ -1,7 +1,7 @@
 package storage
 
-// Retention deletes whole segments, oldest first, never the active one
-// while it has a reader's data that is still retained:
+// Retention deletes whole segments, oldest first, only segments wholly
+// below the high watermark, and never while a reader is inside one:
 //
 //   - below the log start offset (DeleteRecords moved it past them);
 //   - retention.ms: the segment's largest timestamp is older than it;
@@ -55,7 +55,10 @@ func (l *Log) ApplyRetention() (RetentionResult, error) {
 		if !expired && cfg.CleanupPolicy.Delete() && cfg.RetentionBytes >= 0 && size > 0 {
 			expired = total-size >= cfg.RetentionBytes
 		}
-		if !expired {
+		if !expired || nextBase > l.highWatermark.Load() {
+			// Never delete above the high watermark, as Kafka does: a
+			// record not yet on every in-sync replica could otherwise
+			// vanish from the leader before a consumer may see it.
 			break
 		}
 		if active {

@@ -192,8 +192,8 @@ func TestRetentionRollsExpiredActiveSegment(t *testing.T) {
 				cfg.RetentionMs = 1000
 				l, m := retentionFixture(t, fsys, dir, cfg, clock, 3)
 				m.appendBatch(t, l, 2, clock.ms+200, 0) // rolls: a fourth, active segment
-				l.SetHighWatermark(10)
 				leo := l.LogEndOffset()
+				l.SetHighWatermark(leo)
 				clock.ms += 10_000
 				res, err := l.ApplyRetention()
 				if err != nil {
@@ -400,6 +400,45 @@ func TestRetentionConcurrentReaders(t *testing.T) {
 		// up to six appends follow the last pass.
 		if l.LogStartOffset() == 0 || l.Size() > cfg.RetentionBytes+3*cfg.SegmentBytes {
 			t.Fatalf("retention did not keep up: start %d size %d", l.LogStartOffset(), l.Size())
+		}
+		m.check(t, l)
+	})
+}
+
+// TestRetentionStopsAtHighWatermark: retention deletes only segments wholly
+// below the high watermark, as Kafka does: a record not yet on every
+// in-sync replica must not vanish from the leader, however old it is.
+func TestRetentionStopsAtHighWatermark(t *testing.T) {
+	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		clock := &fakeClock{ms: 1_000_000}
+		cfg := retentionConfig(t)
+		cfg.RetentionMs = 1000
+		l, m := retentionFixture(t, fsys, dir, cfg, clock, 4) // segments at 0, 5, 10, 15
+		defer logClose(t, l)
+		clock.ms += 10_000 // every segment has expired
+		for _, step := range []struct {
+			hw         int64
+			deleted    int
+			logStartAt int64
+		}{
+			{0, 0, 0},
+			{4, 0, 0},   // segment 0 reaches offset 4, above the HW
+			{5, 1, 5},   // now wholly below
+			{12, 1, 10}, // segment 10 reaches above 12
+			{20, 2, 20}, // the rest, the active segment rolled first
+		} {
+			l.SetHighWatermark(step.hw)
+			res, err := l.ApplyRetention()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.SegmentsDeleted != step.deleted || l.LogStartOffset() != step.logStartAt {
+				t.Fatalf("hw %d: %+v, log start %d; want %d deleted, start %d",
+					step.hw, res, l.LogStartOffset(), step.deleted, step.logStartAt)
+			}
+		}
+		if l.LogEndOffset() != 20 || l.Size() != 0 {
+			t.Fatalf("end %d size %d", l.LogEndOffset(), l.Size())
 		}
 		m.check(t, l)
 	})
