@@ -830,8 +830,18 @@ func TestCrashRegressionFailedLogLeavesNoCleanMarker(t *testing.T) {
 	if _, err := l.Append(testBatch(t, 3, 100, 1, func(i int) []byte { return []byte{byte(i)} }), 0); err != nil {
 		t.Fatal(err)
 	}
+	// A healthy neighbour: its recovery point is still checkpointed.
+	healthyTP := TopicPartition{Topic: crashTP.Topic, Partition: crashTP.Partition + 1}
+	healthy, err := m.GetOrCreateLog(healthyTP, crashConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := healthy.Append(testBatch(t, 4, 100, 1, func(i int) []byte { return []byte{byte(i)} }), 0); err != nil {
+		t.Fatal(err)
+	}
+	failingDir := filepath.Join(crashDataDir, logDirName(crashTP))
 	fsys.SetHook(func(op vfs.Op, path string) error {
-		if op == vfs.OpSync && strings.HasSuffix(path, ".log") {
+		if op == vfs.OpSync && strings.HasSuffix(path, ".log") && strings.HasPrefix(path, failingDir+"/") {
 			return errTest
 		}
 		return nil
@@ -845,6 +855,10 @@ func TestCrashRegressionFailedLogLeavesNoCleanMarker(t *testing.T) {
 	}
 	if _, err := fsys.Stat(filepath.Join(crashDataDir, CleanShutdownFile)); !vfs.IsNotExist(err) {
 		t.Fatalf("clean-shutdown marker written although a log failed (stat: %v)", err)
+	}
+	rp, err := checkpoint.ReadOffsets(fsys, filepath.Join(crashDataDir, RecoveryPointCheckpoint))
+	if err != nil || rp[healthyTP] != 4 {
+		t.Fatalf("recovery points %v (%v): want the healthy log's 4 kept", rp, err)
 	}
 	fsys.Crash()
 	m, err = OpenManager(fsys, crashDataDir, crashConfig(), crashManagerOptions(clock))

@@ -47,10 +47,6 @@ type offsetIndex struct {
 	entries []offsetEntry
 }
 
-// lookup returns the position of the last indexed batch whose base offset
-// is <= rel, or 0 when none is.
-func (x *offsetIndex) lookup(rel uint32) uint32 { return x.lookupEntry(rel).pos }
-
 // lookupEntry returns the last entry whose offset is <= rel, or the zero
 // entry (the segment's start) when none is.
 func (x *offsetIndex) lookupEntry(rel uint32) offsetEntry {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage/checkpoint"
 	"github.com/fjordmq/fjord/internal/storage/leaderepoch"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
@@ -36,6 +37,9 @@ type Log struct {
 
 	cfg    atomic.Pointer[Config]
 	epochs *leaderepoch.Cache
+	// recoveredEpochs: the leader epoch starts seen by recovery, applied
+	// to epochs once it is open. Used only during Open.
+	recoveredEpochs []checkpoint.EpochEntry
 
 	// Published state, read without mu. The appender stores leo after the
 	// segment's size, so a reader that loads leo first never finds an

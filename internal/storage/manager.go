@@ -459,11 +459,11 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	close(m.stop)
 	m.wg.Wait()
-	if err := m.closeLogs(); err != nil {
-		return err
-	}
-	if err := m.Checkpoint(); err != nil {
-		return err
+	closeErr := m.closeLogs()
+	// The healthy logs' recovery points are worth keeping even when one
+	// log failed: they spare the next start from scanning them all.
+	if err := m.Checkpoint(); err != nil || closeErr != nil {
+		return errors.Join(closeErr, err)
 	}
 	if err := checkpoint.WriteFileAtomic(m.fs, filepath.Join(m.dir, CleanShutdownFile), nil); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage/checkpoint"
 	"github.com/fjordmq/fjord/internal/storage/leaderepoch"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
@@ -104,6 +105,18 @@ func Open(fsys vfs.FS, dir string, cfg Config, opts OpenOptions) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	// The batches scanned by recovery carry their leader epochs; any the
+	// cache lacks (its checkpoint write lost, or never made) are added
+	// back from them, as Kafka's recovery does.
+	for _, e := range l.recoveredEpochs {
+		if latest, ok := l.epochs.LatestEpoch(); (!ok || e.Epoch > latest) && e.StartOffset < leo {
+			if err := l.epochs.Assign(e.Epoch, e.StartOffset); err != nil {
+				l.closeFiles()
+				return nil, err
+			}
+		}
+	}
+	l.recoveredEpochs = nil
 	if err := l.epochs.TruncateFromStart(start); err != nil {
 		l.closeFiles()
 		return nil, err
@@ -193,6 +206,15 @@ func (l *Log) loadSegments() ([]*segment, error) {
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].baseOffset < segs[j].baseOffset })
 	return segs, nil
+}
+
+// noteRecoveredEpoch records where a batch scanned by recovery starts a
+// higher leader epoch than the batches before it.
+func (l *Log) noteRecoveredEpoch(h record.Header) {
+	n := len(l.recoveredEpochs)
+	if h.PartitionLeaderEpoch >= 0 && (n == 0 || h.PartitionLeaderEpoch > l.recoveredEpochs[n-1].Epoch) {
+		l.recoveredEpochs = append(l.recoveredEpochs, checkpoint.EpochEntry{Epoch: h.PartitionLeaderEpoch, StartOffset: h.BaseOffset})
+	}
 }
 
 func parseSegmentName(name, ext string) (int64, bool) {
@@ -305,7 +327,7 @@ func (l *Log) recoverSegmentsFrom(i int) (int64, error) {
 			break
 		}
 		s.mu.Lock()
-		n, cut, err := s.rebuildLocked(cfg.IndexIntervalBytes, true)
+		n, cut, err := s.rebuildLocked(cfg.IndexIntervalBytes, true, l.noteRecoveredEpoch)
 		if err == nil {
 			err = s.writeIndexesLocked()
 		}

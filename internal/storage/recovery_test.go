@@ -657,3 +657,35 @@ func TestRecoveryLeftoverFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryRebuildsLeaderEpochs: recovery adds back, from the batches it
+// scans, leader epochs that the leader-epoch checkpoint lost (a lost or
+// stale file), as Kafka's recovery does; a clean open trusts the file.
+func TestRecoveryRebuildsLeaderEpochs(t *testing.T) {
+	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		cfg := logTestConfig()
+		cfg.SegmentBytes = 600
+		l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+		m := &logModel{}
+		for i := range 12 {
+			m.appendBatch(t, l, 2, int64(1000+i), int32(i/4)) // epochs 0, 1, 2 from offsets 0, 8, 16
+		}
+		want := l.LeaderEpochs().Entries()
+		if len(want) != 3 || want[1].StartOffset != 8 || want[2].StartOffset != 16 {
+			t.Fatalf("epochs before: %v", want)
+		}
+		if err := l.Flush(l.LogEndOffset()); err != nil {
+			t.Fatal(err)
+		}
+		logCloseHandles(l)
+		if err := fsys.Remove(filepath.Join(dir, LeaderEpochCheckpointFile)); err != nil {
+			t.Fatal(err)
+		}
+		l = openTestLog(t, fsys, dir, cfg, OpenOptions{})
+		defer logClose(t, l)
+		if got := l.LeaderEpochs().Entries(); !slices.Equal(got, want) {
+			t.Fatalf("epochs after recovery %v, want %v", got, want)
+		}
+		m.check(t, l)
+	})
+}

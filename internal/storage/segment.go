@@ -443,7 +443,7 @@ func (s *segment) rebuildIndexesLocked() error {
 	if interval == 0 {
 		interval = DefaultConfig().IndexIntervalBytes
 	}
-	if _, _, err := s.rebuildLocked(interval, false); err != nil {
+	if _, _, err := s.rebuildLocked(interval, false, nil); err != nil {
 		return err
 	}
 	return s.writeIndexesLocked()
@@ -455,7 +455,8 @@ func (s *segment) rebuildIndexesLocked() error {
 // segment below the recovery point must not be damaged).
 // It returns the offset after the last good batch (baseOffset if none).
 // REQUIRES: s.mu held.
-func (s *segment) rebuildLocked(indexInterval int, truncate bool) (nextOffset int64, truncated int64, err error) {
+// onBatch, if not nil, sees each good batch's header in order.
+func (s *segment) rebuildLocked(indexInterval int, truncate bool, onBatch func(record.Header)) (nextOffset int64, truncated int64, err error) {
 	f, err := s.handle()
 	if err != nil {
 		return 0, 0, err
@@ -509,6 +510,9 @@ func (s *segment) rebuildLocked(indexInterval int, truncate bool) (nextOffset in
 		}
 		if h.MaxTimestamp > s.mu.maxTimestamp {
 			lastMaxTsRel = s.relative(h.BaseOffset)
+		}
+		if onBatch != nil {
+			onBatch(h)
 		}
 		s.indexBatchLocked(h, sc.pos, indexInterval)
 		nextOffset = h.LastOffset() + 1

@@ -99,7 +99,7 @@ func (l *Log) truncateSegmentLocked(s *segment, offset int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.size.Store(pos)
-	newEnd, _, err := s.rebuildLocked(cfg.IndexIntervalBytes, false)
+	newEnd, _, err := s.rebuildLocked(cfg.IndexIntervalBytes, false, nil)
 	if err != nil {
 		return 0, err
 	}
