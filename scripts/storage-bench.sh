@@ -5,8 +5,9 @@
 #   1. dd: raw sequential write (2 GiB, 1 MiB blocks, fdatasync at the end)
 #      and page-cache read of the same file; plus 16 KiB writes with O_DSYNC,
 #      how many synced writes per second the disk takes one at a time;
-#   2. go test -bench on internal/storage (append, group commit, read),
-#      -count=3, reported as medians;
+#   2. go test -bench on internal/storage (append, group commit, read, and
+#      a plain pwrite loop as the ceiling for append), -count=3, reported
+#      as medians;
 #   3. storagebench: a 10k-partition manager's clean and unclean start.
 #
 # All data goes to one directory on the disk being measured, removed at the
@@ -61,9 +62,10 @@ echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min; other work on the
 dd_mbps() { awk '/copied/ {for (i = 1; i <= NF; i++) if ($i == "s,") s = $(i-1); printf "%.0f\n", $1 / s / 1e6}'; }
 median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-# The virtual disk's write bandwidth swings widely from one minute to the
-# next (the host caches it), so dd writes run before and after the Go
-# benchmarks and the reference is the median of all six.
+# On the VM this was written on, dd's write bandwidth swings by 3-4x from one
+# run to the next (the first of a series is usually the slowest), so dd
+# writes run before and after the Go benchmarks and the reference is the
+# median of all six.
 f="$work/dd.bin"
 writes=()
 dd_writes() {
@@ -120,27 +122,29 @@ echo
 echo "== medians"
 printf '%s\n' "$medians" | awk '{printf "%-52s %12s %s\n", $1, $3, $2}'
 
-get() { printf '%s\n' "$medians" | awk -v n="BenchmarkAppend/$1" -v u="$2" '$1 == n && $2 == u {print $3}'; }
+get() { printf '%s\n' "$medians" | awk -v n="Benchmark$1" -v u="$2" '$1 == n && $2 == u {print $3}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == 0) print "?"; else printf "%.0f%%", 100 * a / b }'; }
 
 echo
 echo "== against the targets (raw write $dd_write MB/s, page-cache read $dd_read MB/s)"
 for b in 16KiB 1MiB; do
-	v=$(get "flush=interval/batch=$b" MB/s)
-	s=$(get "flush=interval/batch=$b" synced-MB/s)
-	echo "append interval   batch=$b: $v MB/s = $(ratio "$v" "$dd_write") of raw (target >= 60%); incl. final fsync $s MB/s = $(ratio "$s" "$dd_write")"
+	v=$(get "Append/flush=interval/batch=$b" MB/s)
+	s=$(get "Append/flush=interval/batch=$b" synced-MB/s)
+	r=$(get "RawWrite/batch=$b" MB/s)
+	echo "append interval   batch=$b: $v MB/s = $(ratio "$v" "$dd_write") of dd (target >= 60%), $(ratio "$v" "$r") of the pwrite loop ($r MB/s); incl. final fsync $s MB/s = $(ratio "$s" "$dd_write") of dd"
 done
 for a in 1 8; do
 	for b in 16KiB 1MiB; do
-		v=$(get "flush=ack/appenders=$a/batch=$b" MB/s)
-		f=$(get "flush=ack/appenders=$a/batch=$b" fsyncs/s)
-		g=$(get "flush=ack/appenders=$a/batch=$b" appends/fsync)
-		echo "append ack x$a      batch=$b: $v MB/s = $(ratio "$v" "$dd_write") of raw, $f fsyncs/s, $g appends/fsync"
+		v=$(get "Append/flush=ack/appenders=$a/batch=$b" MB/s)
+		f=$(get "Append/flush=ack/appenders=$a/batch=$b" fsyncs/s)
+		g=$(get "Append/flush=ack/appenders=$a/batch=$b" appends/fsync)
+		m=$(get "Append/flush=ack/appenders=$a/batch=$b" ms/fsync)
+		echo "append ack x$a      batch=$b: $v MB/s = $(ratio "$v" "$dd_write") of dd, $f fsyncs/s, $g appends/fsync, $m ms/fsync"
 	done
 done
 echo "  (target: ack, 8 appenders, 1 MiB batches >= 40% of raw)"
 for api in Read ReadInto; do
-	rv=$(printf '%s\n' "$medians" | awk -v n="BenchmarkRead/api=$api" '$1 == n && $2 == "MB/s" {print $3}')
+	rv=$(get "Read/api=$api" MB/s)
 	echo "read sequential, $api: $rv MB/s = $(ratio "$rv" 2000) of the 2 GB/s target, $(ratio "$rv" "$dd_read") of dd page-cache read"
 done
 

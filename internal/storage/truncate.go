@@ -6,9 +6,12 @@ import (
 
 // TruncateTo removes every batch at or after offset, for a follower whose
 // history diverged from its new leader's (KIP-101, KIP-279). A batch that
-// straddles offset is removed whole, so the log end offset becomes offset
-// or that batch's base offset, whichever is lower. Truncating at or past the
-// log end offset does nothing. The truncation is durable when it returns.
+// straddles offset is removed whole, and the log end offset becomes the end
+// of the data left, at or below offset (see truncateSegmentLocked).
+// Truncating at or past the log end offset does nothing. The truncation is
+// durable when it returns. It rescans the cut segment to rebuild its
+// indexes: cheap for the small tails followers truncate, a full segment
+// read at worst.
 func (l *Log) TruncateTo(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
