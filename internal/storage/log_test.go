@@ -1463,3 +1463,45 @@ func TestLogClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestLogCloseSkipsUnchangedIndexes: a clean close rewrites a segment's
+// index files only when they changed since they were loaded or written:
+// thousands of idle logs must not cost four fsyncs each at shutdown. One
+// append makes them current again.
+func TestLogCloseSkipsUnchangedIndexes(t *testing.T) {
+	fsys := vfs.NewMem()
+	dir := "/data/events-0"
+	cfg := logTestConfig()
+	l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+	m := &logModel{}
+	for i := range 20 {
+		m.appendBatch(t, l, 2, int64(1000+i), 0)
+	}
+	logClose(t, l)
+
+	var indexWrites int
+	fsys.SetHook(func(op vfs.Op, path string) error {
+		if strings.Contains(path, "index") && (op == vfs.OpCreate || op == vfs.OpRename) {
+			indexWrites++
+		}
+		return nil
+	})
+	l = openTestLog(t, fsys, dir, cfg, OpenOptions{Clean: true})
+	m.check(t, l)
+	logClose(t, l)
+	if indexWrites != 0 {
+		t.Fatalf("an idle open and close wrote index files %d times", indexWrites)
+	}
+
+	l = openTestLog(t, fsys, dir, cfg, OpenOptions{Clean: true})
+	m.appendBatch(t, l, 2, 5000, 0)
+	logClose(t, l)
+	if indexWrites == 0 {
+		t.Fatal("close after an append did not write the index files")
+	}
+	fsys.SetHook(nil)
+	l = openTestLog(t, fsys, dir, cfg, OpenOptions{Clean: true})
+	defer logClose(t, l)
+	m.check(t, l)
+	m.checkTimestamps(t, l)
+}

@@ -64,6 +64,9 @@ type segment struct {
 		// measures from (-1: empty segment).
 		maxTimestamp   int64
 		firstTimestamp int64
+		// indexDirty: the in-memory indexes differ from the files (a
+		// batch was indexed, or they were rebuilt, since the last write).
+		indexDirty bool
 	}
 }
 
@@ -85,6 +88,7 @@ func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 	}
 	s.file = f
 	s.mu.loaded = true
+	s.mu.indexDirty = true
 	s.mu.maxTimestamp = -1
 	s.mu.firstTimestamp = -1
 	// Stale index files from an earlier segment with this base offset
@@ -202,6 +206,7 @@ func (s *segment) append(data []byte, hdrs []record.Header, indexInterval int) e
 // index entry goes to the first batch after more than indexInterval bytes.
 // REQUIRES: s.mu held; the indexes loaded.
 func (s *segment) indexBatchLocked(h record.Header, pos int64, indexInterval int) {
+	s.mu.indexDirty = true
 	if s.mu.firstTimestamp < 0 {
 		s.mu.firstTimestamp = max(h.MaxTimestamp, 0)
 	}
@@ -467,6 +472,7 @@ func (s *segment) rebuildLocked(indexInterval int, truncate bool, onBatch func(r
 	}
 	s.mu.offsets = offsetIndex{}
 	s.mu.times = timeIndex{}
+	s.mu.indexDirty = true
 	s.mu.bytesSinceIndex = 0
 	s.mu.maxTimestamp, s.mu.firstTimestamp = -1, -1
 	s.mu.loaded = true
@@ -534,7 +540,11 @@ func (s *segment) writeIndexesLocked() error {
 	if err := checkpoint.WriteFileAtomic(s.fs, s.indexPath(), s.mu.offsets.encode()); err != nil {
 		return err
 	}
-	return checkpoint.WriteFileAtomic(s.fs, s.timeIndexPath(), s.mu.times.encode())
+	if err := checkpoint.WriteFileAtomic(s.fs, s.timeIndexPath(), s.mu.times.encode()); err != nil {
+		return err
+	}
+	s.mu.indexDirty = false
+	return nil
 }
 
 // seal is called when the segment stops being the active one (roll, clean
@@ -543,8 +553,11 @@ func (s *segment) writeIndexesLocked() error {
 func (s *segment) seal(lastBatchBase int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.loaded {
-		return nil // never touched since startup: its files are as loaded
+	if !s.mu.loaded || !s.mu.indexDirty {
+		// Untouched since its indexes were loaded or last written: the
+		// files are current, and rewriting them (four fsyncs) for each
+		// of thousands of idle logs made a clean shutdown take seconds.
+		return nil
 	}
 	if s.mu.maxTimestamp >= 0 && lastBatchBase >= s.baseOffset {
 		s.mu.times.maybeAppend(s.mu.maxTimestamp, s.relative(lastBatchBase))
