@@ -170,6 +170,9 @@ func (l *Log) Compact() (CleanResult, error) {
 				return nil
 			})
 		})
+		if errors.Is(err, errSegmentRemoved) {
+			return CleanResult{}, nil // retention or truncation won the race
+		}
 		if err != nil {
 			return CleanResult{}, err
 		}
