@@ -343,6 +343,13 @@ func (l *Log) recoverSegmentsFrom(i int) (int64, error) {
 		} else if err := f.Sync(); err != nil {
 			return 0, err
 		}
+		if i+1 < len(segs) {
+			// An inactive segment reopens on its next read; keeping it
+			// open would cost a descriptor per recovered segment.
+			if err := s.close(); err != nil {
+				return 0, err
+			}
+		}
 		if s.size.Load() > 0 || i == 0 {
 			next = n
 		}

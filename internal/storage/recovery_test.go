@@ -689,3 +689,38 @@ func TestRecoveryRebuildsLeaderEpochs(t *testing.T) {
 		m.check(t, l)
 	})
 }
+
+// TestRecoveryClosesInactiveSegments: recovery scans every segment from
+// the recovery point but leaves only the active one open; the others
+// reopen on their next read. With thousands of partitions, a descriptor per
+// recovered segment would run a broker into its open-file limit.
+func TestRecoveryClosesInactiveSegments(t *testing.T) {
+	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		cfg := logTestConfig()
+		cfg.SegmentBytes = 250
+		l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+		m := &logModel{}
+		for i := range 12 {
+			m.appendBatch(t, l, 2, int64(1000+i), 0)
+		}
+		if err := l.Flush(l.LogEndOffset()); err != nil {
+			t.Fatal(err)
+		}
+		logCloseHandles(l)
+		l = openTestLog(t, fsys, dir, cfg, OpenOptions{}) // recovers every segment
+		defer logClose(t, l)
+		segs := *l.segments.Load()
+		if len(segs) < 3 {
+			t.Fatalf("%d segments; the test needs several", len(segs))
+		}
+		for _, s := range segs[:len(segs)-1] {
+			s.fileMu.Lock()
+			open := s.file != nil
+			s.fileMu.Unlock()
+			if open {
+				t.Errorf("inactive segment %d left open after recovery", s.baseOffset)
+			}
+		}
+		m.check(t, l) // and they reopen to be read
+	})
+}
