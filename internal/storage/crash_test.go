@@ -710,17 +710,10 @@ func TestCrashDuringRecovery(t *testing.T) {
 	t.Logf("%d interrupted recoveries", runs)
 }
 
-// TestCrashRegressionRollSyncsOldSegment pins a fix: a segment rolled
-// while the one before it still held unsynced batches could have its name
-// made durable (by the index writes of the next roll) before that data.
-// A crash then lost the old segment's tail but kept the new, empty segment,
-// and recovery ended the log at the new segment's base: offsets the log
-// claimed and did not hold.
-func TestCrashRegressionRollSyncsOldSegment(t *testing.T) {
-	fsys := vfs.NewMem()
-	cfg := crashConfig()
-	dir := "/data/regression-0"
-	l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+// crashAppendTwelve appends twelve three-record batches (several segments
+// under crashConfig) without flushing, and returns them as appended.
+func crashAppendTwelve(t *testing.T, l *Log) []modelBatch {
+	t.Helper()
 	var ref []modelBatch
 	for i := range 12 {
 		data := testBatch(t, 3, 150, int64(i), func(j int) []byte { return []byte{byte(j)} })
@@ -733,6 +726,21 @@ func TestCrashRegressionRollSyncsOldSegment(t *testing.T) {
 		}
 		ref = append(ref, b)
 	}
+	return ref
+}
+
+// TestCrashRegressionRollSyncsOldSegment pins a fix: a segment rolled
+// while the one before it still held unsynced batches could have its name
+// made durable (by the index writes of the next roll) before that data.
+// A crash then lost the old segment's tail but kept the new, empty segment,
+// and recovery ended the log at the new segment's base: offsets the log
+// claimed and did not hold.
+func TestCrashRegressionRollSyncsOldSegment(t *testing.T) {
+	fsys := vfs.NewMem()
+	cfg := crashConfig()
+	dir := "/data/regression-0"
+	l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+	ref := crashAppendTwelve(t, l)
 	if l.NumSegments() < 3 {
 		t.Fatalf("%d segments; the test needs rolls", l.NumSegments())
 	}
@@ -763,18 +771,7 @@ func TestCrashRegressionTruncateRemovesBeforeCut(t *testing.T) {
 	setup := func() (*vfs.MemFS, *Log, []modelBatch) {
 		fsys := vfs.NewMem()
 		l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
-		var ref []modelBatch
-		for i := range 12 {
-			data := testBatch(t, 3, 150, int64(i), func(j int) []byte { return []byte{byte(j)} })
-			if _, err := l.Append(data, 0); err != nil {
-				t.Fatal(err)
-			}
-			b, err := modelParseBatch(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref = append(ref, b)
-		}
+		ref := crashAppendTwelve(t, l)
 		if err := l.Flush(l.LogEndOffset()); err != nil {
 			t.Fatal(err)
 		}

@@ -65,12 +65,6 @@ func (x *offsetIndex) append(rel, pos uint32) {
 	x.entries = append(x.entries, offsetEntry{rel, pos})
 }
 
-// truncateToPos drops entries that point at or past pos.
-func (x *offsetIndex) truncateToPos(pos uint32) {
-	i := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].pos >= pos })
-	x.entries = x.entries[:i]
-}
-
 func (x *offsetIndex) last() (offsetEntry, bool) {
 	if len(x.entries) == 0 {
 		return offsetEntry{}, false
@@ -132,12 +126,6 @@ func (x *timeIndex) maybeAppend(ts int64, rel uint32) {
 		return
 	}
 	x.entries = append(x.entries, timeEntry{ts, rel})
-}
-
-// truncateToRel drops entries for offsets at or past rel.
-func (x *timeIndex) truncateToRel(rel uint32) {
-	i := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].rel >= rel })
-	x.entries = x.entries[:i]
 }
 
 func (x *timeIndex) last() (timeEntry, bool) {

@@ -660,7 +660,7 @@ func TestRecoveryLeftoverFiles(t *testing.T) {
 
 // TestRecoveryRebuildsLeaderEpochs: recovery adds back, from the batches it
 // scans, leader epochs that the leader-epoch checkpoint lost (a lost or
-// stale file), as Kafka's recovery does; a clean open trusts the file.
+// stale file), as Kafka's recovery does.
 func TestRecoveryRebuildsLeaderEpochs(t *testing.T) {
 	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		cfg := logTestConfig()
