@@ -92,6 +92,21 @@ type Config struct {
 	// LogAppendTime: message.timestamp.type=LogAppendTime; the broker
 	// stamps each batch with its append time.
 	LogAppendTime bool
+	// ProducerIDExpirationMs is producer.id.expiration.ms (a broker config
+	// in Kafka): a producer the log has not seen a batch from for this
+	// long is dropped from the producer state at the next retention pass.
+	// 0 means the default, a day.
+	ProducerIDExpirationMs int64
+}
+
+// defaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms.
+const defaultProducerIDExpirationMs = 24 * int64(time.Hour/time.Millisecond)
+
+func (c *Config) producerIDExpirationMs() int64 {
+	if c.ProducerIDExpirationMs == 0 {
+		return defaultProducerIDExpirationMs
+	}
+	return c.ProducerIDExpirationMs
 }
 
 // DefaultConfig returns Kafka's defaults, except flush.policy=ack (see
@@ -143,6 +158,8 @@ func (c Config) Validate() error {
 		return bad("delete.retention.ms", c.DeleteRetentionMs, ">= 0")
 	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
 		return bad("min.cleanable.dirty.ratio", c.MinCleanableDirtyRatio, "0 to 1")
+	case c.ProducerIDExpirationMs < 0:
+		return bad("producer.id.expiration.ms", c.ProducerIDExpirationMs, ">= 1, or 0 for the default")
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage/producerstate"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -30,6 +31,15 @@ var (
 	ErrStorage = errors.New("storage: log directory failed")
 	// ErrInvalidConfig: a config value out of its allowed range.
 	ErrInvalidConfig = errors.New("storage: invalid config")
+	// ErrOutOfOrderSequence: an idempotent producer's batch whose first
+	// sequence number does not follow its last one (a gap, a repeat that
+	// is not one of its last five batches, a new epoch or a producer new to
+	// the partition not starting at 0). OUT_OF_ORDER_SEQUENCE_NUMBER.
+	ErrOutOfOrderSequence = producerstate.ErrOutOfOrderSequence
+	// ErrInvalidProducerEpoch: a batch from an epoch older than the
+	// producer's newest on this partition (a fenced producer).
+	// INVALID_PRODUCER_EPOCH.
+	ErrInvalidProducerEpoch = producerstate.ErrInvalidProducerEpoch
 )
 
 // IsCorruption reports whether err says stored or offered bytes are

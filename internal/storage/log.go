@@ -12,6 +12,7 @@ import (
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage/checkpoint"
 	"github.com/fjordmq/fjord/internal/storage/leaderepoch"
+	"github.com/fjordmq/fjord/internal/storage/producerstate"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -67,6 +68,12 @@ type Log struct {
 	// closed: Close or DeleteLog ran; every call but Close then fails
 	// with ErrLogClosed.
 	closed atomic.Bool
+
+	// Idempotent-producer state (producer.go). REQUIRES: mu held.
+	producers *producerstate.State
+	// snapshots: offsets of the producer state snapshot files, ascending.
+	// REQUIRES: mu held.
+	snapshots []int64
 }
 
 // AppendInfo describes an append.
@@ -75,7 +82,12 @@ type AppendInfo struct {
 	LastOffset    int64 // offset of the last
 	LogAppendTime int64 // -1 unless the log stamps LogAppendTime
 	MaxTimestamp  int64
-	NumBatches    int
+	NumBatches    int // batches written; 0 for a duplicate
+	// Duplicate: the batches were a retry of ones an idempotent producer
+	// already wrote. Nothing was written; FirstOffset, LastOffset and
+	// MaxTimestamp (and LogAppendTime, under LogAppendTime) are those of
+	// the batches first written, as Kafka answers a retried produce.
+	Duplicate bool
 }
 
 func (l *Log) Config() Config { return *l.cfg.Load() }
@@ -143,6 +155,12 @@ func (l *Log) fail(op string, err error) error {
 // bad one leaves the log unchanged. The log assigns offsets from the log
 // end offset and stamps leaderEpoch into each batch, rewriting data in
 // place. The batches are not durable until Flush covers them.
+//
+// Batches from idempotent producers are checked against the producer state
+// first (producerstate.State.Check): a retry of batches already written
+// writes nothing and answers Duplicate with their offsets; a sequence gap
+// or a fenced epoch is ErrOutOfOrderSequence or ErrInvalidProducerEpoch,
+// and then no batch of data is written.
 func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
 	cfg := l.cfg.Load()
 	hdrs, err := validateBatches(data, cfg, true)
@@ -153,6 +171,16 @@ func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
 	defer l.mu.Unlock()
 	if err := l.checkWritable(); err != nil {
 		return AppendInfo{}, err
+	}
+	if dup, isDup, err := l.producers.Check(hdrs); err != nil {
+		return AppendInfo{}, fmt.Errorf("%w (log %s)", err, l.name)
+	} else if isDup {
+		info := AppendInfo{FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset, LogAppendTime: -1,
+			MaxTimestamp: dup.MaxTimestamp, Duplicate: true}
+		if cfg.LogAppendTime {
+			info.LogAppendTime = dup.MaxTimestamp // the stamp the batch was written with
+		}
+		return info, nil
 	}
 	info := AppendInfo{FirstOffset: l.leo.Load(), LogAppendTime: -1, MaxTimestamp: -1, NumBatches: len(hdrs)}
 	if cfg.LogAppendTime {
@@ -274,6 +302,12 @@ func validateBatches(data []byte, cfg *Config, client bool) ([]record.Header, er
 		if int64(h.Size()) > cfg.SegmentBytes {
 			return nil, fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size(), cfg.SegmentBytes)
 		}
+		if client && h.HasProducerID() && (h.ProducerEpoch < 0 || h.BaseSequence < 0) {
+			// Kafka's LogValidator refuses these too: sequence numbers
+			// are what the producer state is built from.
+			return nil, fmt.Errorf("%w: producer id %d with epoch %d and base sequence %d",
+				ErrInvalidBatch, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		}
 		if client && cfg.CleanupPolicy.Compact() {
 			if err := requireKeys(b); err != nil {
 				return nil, err
@@ -318,6 +352,15 @@ func (l *Log) appendLocked(data []byte, hdrs []record.Header, cfg *Config) error
 		return l.fail("append", err)
 	}
 	l.leo.Store(last.LastOffset() + 1)
+	var nowMs int64 = -1
+	for _, h := range hdrs {
+		if h.HasProducerID() {
+			if nowMs < 0 {
+				nowMs = l.now().UnixMilli()
+			}
+			l.producers.Update(h, nowMs)
+		}
+	}
 	return nil
 }
 
@@ -366,6 +409,13 @@ func (l *Log) rollLocked(base int64) (*segment, error) {
 		if err := old.seal(l.lastBatchBaseLocked(old)); err != nil {
 			return nil, err
 		}
+	}
+	// The producer state where the new segment starts (see producer.go).
+	// Written before the segment is created, so a segment that survives a
+	// crash has its snapshot too, and after the old segment's fsync, so
+	// that the batches it covers are durable before it claims them.
+	if err := l.writeSnapshotLocked(base); err != nil {
+		return nil, err
 	}
 	s, err := createSegment(l.fs, l.dir, base)
 	if err != nil {
@@ -589,6 +639,9 @@ func (l *Log) Close() error {
 		if err == nil {
 			active := l.activeSegment()
 			err = active.seal(l.lastBatchBaseLocked(active))
+		}
+		if err == nil {
+			err = l.snapshotAtCloseLocked()
 		}
 	}
 	l.closed.Store(true)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,10 @@ type ManagerOptions struct {
 	// NoBackground disables the background goroutines; tests call
 	// FlushDue, ApplyRetention, CleanOnce and Checkpoint themselves.
 	NoBackground bool
+	// ReservedDirs names directories in the data directory that are not
+	// partition logs (the node keeps its Raft state in "metadata"). They
+	// are skipped without a warning, and never removed.
+	ReservedDirs []string
 }
 
 // Manager owns the partition logs of one data directory: it opens them
@@ -184,7 +189,7 @@ func (m *Manager) openAll() error {
 		if err != nil {
 			return err
 		}
-		if !info.IsDir {
+		if !info.IsDir || slices.Contains(m.opts.ReservedDirs, n) {
 			continue
 		}
 		if strings.HasSuffix(n, deletedDirSuffix) {

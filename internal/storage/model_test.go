@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage/producerstate"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -247,7 +250,11 @@ func (s modelSurvival) sameBatch(got, ref modelBatch) error {
 		return fmt.Errorf("compacted batch at %d changed its last offset: %d, was %d", ref.base, got.last, ref.last)
 	}
 	if len(got.records) == 0 {
-		return fmt.Errorf("compaction left an empty batch at %d (no producer id to keep)", ref.base)
+		// Only a producer's last batch is kept empty, for its sequence
+		// numbers; the records it held must still all be removable.
+		if h, err := record.ParseHeader(ref.data); err != nil || !h.HasProducerID() {
+			return fmt.Errorf("compaction left an empty batch at %d (no producer id to keep)", ref.base)
+		}
 	}
 	k := 0
 	for _, r := range ref.records {
@@ -612,8 +619,9 @@ func TestLogModel(t *testing.T) {
 			r.checkFull()
 			r.cleanReopen()
 			r.checkFull()
-			t.Logf("seed %d: %d ops, final log [%d, %d) in %d segments, %d batches; on average %d segments, %d batches, %d bytes; %v",
-				seed, ops, r.m.lso, r.m.leo, r.log.NumSegments(), len(r.m.batches), segSum/ops, batchSum/ops, sizeSum/int64(ops), r.counts)
+			t.Logf("seed %d: %d ops, final log [%d, %d) in %d segments, %d batches; on average %d segments, %d batches, %d bytes; %d idempotent producers, %d tainted by compaction; %v",
+				seed, ops, r.m.lso, r.m.leo, r.log.NumSegments(), len(r.m.batches), segSum/ops, batchSum/ops, sizeSum/int64(ops),
+				r.prod.nextPID, len(r.prod.tainted), r.counts)
 		})
 	}
 }
@@ -644,6 +652,7 @@ type modelRun struct {
 	history []string
 	counts  map[string]int
 	parsed  modelParsed
+	prod    modelProducers
 }
 
 func newModelRun(t *testing.T, seed uint64) *modelRun {
@@ -656,6 +665,7 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 		clock:  &fakeClock{ms: 1_700_000_000_000},
 		counts: map[string]int{},
 		parsed: modelParsed{},
+		prod:   modelProducers{tainted: map[int64]bool{}, compactedAway: map[int64]bool{}, sent: map[int64][]byte{}},
 	}
 	r.keys = []int{4, 50, 500, 5000}[r.rng.IntN(4)]
 	r.cfg = r.randomConfig()
@@ -697,6 +707,8 @@ func (r *modelRun) randomConfig() Config {
 	cfg.DeleteRetentionMs = []int64{0, 10_000, 600_000}[r.rng.IntN(3)]
 	cfg.LogAppendTime = r.rng.IntN(6) == 0
 	cfg.SegmentMs = []int64{1 << 40, 60_000}[r.rng.IntN(2)]
+	// Producers never expire here: the model keeps every one.
+	cfg.ProducerIDExpirationMs = 1 << 50
 	return cfg
 }
 
@@ -801,6 +813,7 @@ func (r *modelRun) checkFull() {
 	if err := modelCheckEpochs(r.log, r.m.batches); err != nil {
 		r.fatalf("%v", err)
 	}
+	r.prod.check(r)
 	for range 3 {
 		r.opOffsetForTimestamp()
 	}
@@ -880,12 +893,19 @@ func (r *modelRun) buildBatch() ([]byte, []modelRecord) {
 	if r.rng.IntN(5) == 0 {
 		n = 1 + r.rng.IntN(50)
 	}
+	own := false // keys of the producer's own, never superseded
+	if r.rng.IntN(3) == 0 {
+		own = r.prod.pick(r, &opts, n)
+	}
 	b := record.NewBuilder(opts)
 	var recs []modelRecord
 	for i := range n {
 		key := []byte(fmt.Sprintf("key-%03d", r.rng.IntN(r.keys)))
+		if own {
+			key = []byte(fmt.Sprintf("p%d-%d-%d", opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence+int32(i)))
+		}
 		var value []byte
-		if r.rng.IntN(8) != 0 {
+		if r.rng.IntN(8) != 0 || own {
 			value = make([]byte, r.modelValueSize())
 			if r.rng.IntN(2) == 0 {
 				for j := range value {
@@ -916,6 +936,10 @@ func (r *modelRun) opAppend() {
 	if r.rng.IntN(40) == 0 {
 		r.epoch++
 	}
+	if r.rng.IntN(12) == 0 && r.prod.retry(r) {
+		return
+	}
+	r.prod.pending = r.prod.pending[:0]
 	var data []byte
 	var want [][]modelRecord
 	tooLarge := false
@@ -928,6 +952,7 @@ func (r *modelRun) opAppend() {
 		want = append(want, recs)
 	}
 	r.note("append %d batches, %d bytes, epoch %d", nb, len(data), r.epoch)
+	orig := bytes.Clone(data)
 	info, err := r.log.Append(data, r.epoch)
 	if tooLarge {
 		if !errors.Is(err, ErrBatchTooLarge) {
@@ -973,6 +998,7 @@ func (r *modelRun) opAppend() {
 	}
 	m.batches = append(m.batches, added...)
 	m.leo = next
+	r.prod.appended(data, orig)
 }
 
 func (r *modelRun) opOffsetForTimestamp() {
@@ -1054,6 +1080,7 @@ func (r *modelRun) opTruncate() {
 		// Nothing is left below offset: the log starts over there.
 		m.batches = nil
 		m.lso, m.hw, m.leo, m.rp = offset, offset, offset, offset
+		r.prod.clear()
 	default:
 		// Batches at or past offset go, a straddling one whole; the log
 		// then ends where the data left in the last kept segment (the one
@@ -1066,6 +1093,7 @@ func (r *modelRun) opTruncate() {
 		}
 		m.batches = m.batches[:j]
 		m.leo = end
+		r.prod.truncate(end)
 		m.hw = min(m.hw, end)
 		m.rp = min(m.rp, end)
 		m.lso = min(m.lso, end)
@@ -1223,6 +1251,7 @@ func (r *modelRun) opCompact() {
 		}
 	}
 	r.note("  compacted below %d: %d -> %d batches, %d segments cleaned", bound, len(m.batches), len(got), res.SegmentsCleaned)
+	r.prod.compacted(m.batches, got)
 	m.batches = got
 	r.checkFull()
 }
@@ -1244,6 +1273,7 @@ func (r *modelRun) reopened(spec modelSurvival, what string) {
 	m := &r.m
 	m.batches = got
 	m.leo = leo
+	r.prod.truncate(leo)
 	m.rp = leo
 	m.lso = min(max(m.lso, segs[0].base), leo)
 	m.hw = min(max(m.hw, m.lso), leo)
@@ -1425,5 +1455,170 @@ func TestModelRegressionTruncateIntoGap(t *testing.T) {
 				t.Fatalf("unclean reopen: log end offset %d, want 5", l.LogEndOffset())
 			}
 		})
+	}
+}
+
+// modelProducers is the idempotent-producer side of the model: every
+// batch with a producer id below the log end offset, including those
+// retention and compaction removed (the producer state keeps them), and
+// the state they must leave.
+//
+// One thing the model does not follow: a log rebuilding its state reads
+// the batches after a snapshot, and if compaction removed some of a
+// producer's batches there (it keeps only each producer's last one in
+// the range it cleans), the rebuilt state lists fewer of that producer's
+// last five than it did. So a producer one of whose last five batches
+// (then, or after a truncation) was removed by compaction is tainted: no
+// longer checked, and no longer used.
+type modelProducers struct {
+	hist    []record.Header
+	tainted map[int64]bool
+	// compactedAway: base offsets of producer batches compaction removed.
+	compactedAway map[int64]bool
+	active        []int64
+	nextPID       int64
+	// pending: the batches of the append being built.
+	pending []record.Header
+	// sent: the last batch each producer sent, as sent, for retries.
+	sent map[int64][]byte
+}
+
+// expect is the state hist (and pending) leave.
+func (p *modelProducers) expect(withPending bool) *producerstate.State {
+	s := producerstate.New()
+	for _, h := range p.hist {
+		s.Update(h, 0)
+	}
+	if withPending {
+		for _, h := range p.pending {
+			s.Update(h, 0)
+		}
+	}
+	return s
+}
+
+// pick makes opts the next batch of n records of a producer. It reports
+// whether the producer writes keys of its own, never tombstones: the even
+// ones do, so that compaction never removes their batches and they stay
+// checked for the whole run; the odd ones share the other batches' keys.
+func (p *modelProducers) pick(r *modelRun, opts *record.BatchOptions, n int) bool {
+	if len(p.active) < 3 || r.rng.IntN(200) == 0 {
+		p.active = append(p.active, p.nextPID)
+		p.nextPID++
+	}
+	pid := p.active[r.rng.IntN(len(p.active))]
+	e, _ := p.expect(true).Get(pid)
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, e.Epoch, 0
+	if len(e.Batches) > 0 {
+		opts.BaseSequence = producerstate.LastSeq(e.Batches[len(e.Batches)-1].LastSeq, 1)
+	}
+	if r.rng.IntN(30) == 0 {
+		opts.ProducerEpoch, opts.BaseSequence = e.Epoch+1, 0
+	}
+	p.pending = append(p.pending, record.Header{
+		ProducerID: pid, ProducerEpoch: opts.ProducerEpoch, BaseSequence: opts.BaseSequence, LastOffsetDelta: int32(n - 1),
+	})
+	return pid%2 == 0
+}
+
+// appended records the batches of a successful append (data rewritten
+// with offsets; orig as sent).
+func (p *modelProducers) appended(data, orig []byte) {
+	for pos := 0; pos < len(data); {
+		h, _ := record.ParseHeader(data[pos:])
+		if h.HasProducerID() {
+			p.hist = append(p.hist, h)
+			p.sent[h.ProducerID] = orig[pos : pos+h.Size()]
+		}
+		pos += h.Size()
+	}
+}
+
+func (p *modelProducers) truncate(leo int64) {
+	for len(p.hist) > 0 && p.hist[len(p.hist)-1].BaseOffset >= leo {
+		p.hist = p.hist[:len(p.hist)-1]
+	}
+	for o := range p.compactedAway {
+		if o >= leo {
+			delete(p.compactedAway, o)
+		}
+	}
+	p.taint()
+}
+
+func (p *modelProducers) clear() {
+	p.hist = nil
+	clear(p.compactedAway)
+}
+
+// compacted notes the producer batches compaction removed.
+func (p *modelProducers) compacted(before, after []modelBatch) {
+	kept := map[int64]bool{}
+	for _, b := range after {
+		kept[b.base] = true
+	}
+	for _, b := range before {
+		if h, _ := record.ParseHeader(b.data); !kept[b.base] && h.HasProducerID() {
+			p.compactedAway[b.base] = true
+		}
+	}
+	p.taint()
+}
+
+// taint taints the producers one of whose last five batches compaction
+// removed.
+func (p *modelProducers) taint() {
+	for pid, e := range p.expect(false).All() {
+		for _, b := range e.Batches {
+			if p.compactedAway[b.FirstOffset] && !p.tainted[pid] {
+				p.tainted[pid] = true
+				p.active = slices.DeleteFunc(p.active, func(a int64) bool { return a == pid })
+			}
+		}
+	}
+}
+
+// retry sends a producer's last batch again when the model says it is a
+// duplicate, and checks the answer. It reports whether it did.
+func (p *modelProducers) retry(r *modelRun) bool {
+	if len(p.active) == 0 {
+		return false
+	}
+	pid := p.active[r.rng.IntN(len(p.active))]
+	sent, ok := p.sent[pid]
+	if !ok || int64(len(sent)) > r.cfg.SegmentBytes {
+		return false // validation refuses it before the producer state is asked
+	}
+	h, _ := record.ParseHeader(sent)
+	e, _ := p.expect(false).Get(pid)
+	var orig *producerstate.Batch
+	for i, b := range e.Batches {
+		if e.Epoch == h.ProducerEpoch && b.FirstSeq == h.BaseSequence && b.LastSeq == producerstate.LastSeq(h.BaseSequence, h.LastOffsetDelta) {
+			orig = &e.Batches[i]
+		}
+	}
+	if orig == nil {
+		return false // truncated or lost since: it would be new again
+	}
+	r.note("retry producer %d's batch at %d..%d", pid, orig.FirstOffset, orig.LastOffset)
+	info, err := r.log.Append(bytes.Clone(sent), r.epoch)
+	if err != nil || !info.Duplicate || info.FirstOffset != orig.FirstOffset || info.LastOffset != orig.LastOffset {
+		r.fatalf("retry of producer %d's batch at %d..%d: %+v, %v", pid, orig.FirstOffset, orig.LastOffset, info, err)
+	}
+	r.counts["retry"]++
+	return true
+}
+
+// check compares the log's producer state with the model's.
+func (p *modelProducers) check(r *modelRun) {
+	r.t.Helper()
+	got := r.log.ActiveProducers()
+	want := p.expect(false).All()
+	for pid := range p.tainted {
+		delete(got, pid)
+		delete(want, pid)
+	}
+	if !reflect.DeepEqual(got, want) {
+		r.fatalf("producer state\n%+v\nmodel\n%+v", got, want)
 	}
 }

@@ -121,6 +121,13 @@ func Open(fsys vfs.FS, dir string, cfg Config, opts OpenOptions) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	if l.snapshots, err = listSnapshots(fsys, dir); err == nil {
+		err = l.loadProducerStateLocked()
+	}
+	if err != nil {
+		l.closeFiles()
+		return nil, fmt.Errorf("open log %s: producer state: %w", l.name, err)
+	}
 	return l, nil
 }
 

@@ -10,6 +10,9 @@ package storage
 // When every segment including a non-empty active one has expired, the log
 // rolls first so the expired data can go, as Kafka does; the new active
 // segment starts at the log end offset.
+//
+// A pass also expires idle idempotent producers and deletes the producer
+// state snapshots below the new log start offset (see producer.go).
 
 // RetentionResult says what a retention pass removed.
 type RetentionResult struct {
@@ -27,6 +30,7 @@ func (l *Log) ApplyRetention() (RetentionResult, error) {
 	}
 	cfg := l.cfg.Load()
 	nowMs := l.now().UnixMilli()
+	l.expireProducersLocked(cfg, nowMs)
 	segs := *l.segments.Load()
 
 	total := l.Size()
@@ -98,6 +102,7 @@ func (l *Log) ApplyRetention() (RetentionResult, error) {
 	if err := l.epochs.TruncateFromStart(start); err != nil {
 		return res, l.fail("retention", err)
 	}
+	l.deleteSnapshotsBelowLocked(start)
 	l.log.Info("retention deleted segments", "log", l.name, "segments", n, "bytes", res.BytesDeleted, "log_start_offset", start)
 	return res, nil
 }

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"fmt"
+
+	"github.com/fjordmq/fjord/internal/storage/producerstate"
 )
 
 // TruncateTo removes every batch at or after offset, for a follower whose
@@ -68,6 +70,12 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.highWatermark.Store(min(l.highWatermark.Load(), newEnd))
 	if err := l.epochs.TruncateFromEnd(newEnd); err != nil {
 		return l.fail("truncate", err)
+	}
+	// Reloaded rather than undone in memory: the state keeps only each
+	// producer's last five batches, so what preceded the removed ones is
+	// known only to the snapshots and the log.
+	if err := l.loadProducerStateLocked(); err != nil {
+		return l.fail("truncate: producer state", err)
 	}
 	return nil
 }
@@ -138,10 +146,15 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 			return l.fail("truncate fully", err)
 		}
 	}
+	if err := l.deleteAllSnapshotsLocked(); err != nil {
+		return l.fail("truncate fully", err)
+	}
+	l.producers = producerstate.New()
 	s, err := createSegment(l.fs, l.dir, offset)
 	if err != nil {
 		return l.fail("truncate fully", err)
 	}
+	// Also makes the snapshot deletions durable.
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.fail("truncate fully", err)
 	}
@@ -176,6 +189,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 		if err := l.epochs.TruncateFromStart(offset); err != nil {
 			return 0, l.fail("delete records", err)
 		}
+		l.deleteSnapshotsBelowLocked(offset)
 	}
 	return l.logStartOffset.Load(), nil
 }
