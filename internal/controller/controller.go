@@ -1,0 +1,453 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// Defaults for Config's zero values.
+const (
+	// DefaultSnapshotThreshold and DefaultSnapshotInterval are raft's:
+	// snapshot when this many entries were applied since the last one,
+	// checked this often.
+	DefaultSnapshotThreshold = 8192
+	DefaultSnapshotInterval  = 2 * time.Minute
+	// DefaultTrailingLogs is how many entries stay in the log behind a
+	// snapshot (raft's default is 10240; metadata entries are few and a
+	// single node has no follower to catch up from them).
+	DefaultTrailingLogs = 1024
+)
+
+// Config configures a controller.
+type Config struct {
+	NodeID int32
+	// Dir holds the Raft state: raft.db (raft-boltdb/v2: log and stable
+	// store) and snapshots/.
+	Dir string
+	// Addr is the Raft TCP bind address (--controller-addr). Its host must
+	// be a concrete address (it is also what the node advertises to other
+	// voters); port 0 picks a free port.
+	Addr string
+	// Broker is this node's Kafka endpoint, registered on every start.
+	// NodeID 0 is taken to mean Config.NodeID.
+	Broker metadata.BrokerRecord
+	// NumPartitions is num.partitions, the partition count of a topic
+	// created with -1 (and by auto-create); <= 0 means 1.
+	NumPartitions int32
+	// ReplicationFactor is default.replication.factor; <= 0 means
+	// min(3, registered brokers).
+	ReplicationFactor int16
+	// SnapshotThreshold, SnapshotInterval, TrailingLogs: see the Default
+	// constants (0 takes the default).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// Logger receives the controller's logs and raft's warnings and
+	// errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Raft timing for a single voter: short enough that a node elects itself
+// within a second of starting (a follower waits a random 1-2x
+// HeartbeatTimeout before it stands for election), long enough not to
+// flap on a busy machine.
+const (
+	heartbeatTimeout   = 500 * time.Millisecond
+	electionTimeout    = 500 * time.Millisecond
+	leaderLeaseTimeout = 250 * time.Millisecond
+)
+
+// Controller runs this node's Raft voter and owns the metadata image. See
+// the package doc for threads and the lock order.
+type Controller struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	snaps *raft.FileSnapshotStore
+	trans *raft.NetworkTransport
+	fsm   *fsm
+	pub   *publisher
+
+	// proposeMu serializes proposals, so that validating a request against
+	// the applied image and proposing its records are one atomic step.
+	proposeMu sync.Mutex
+	// pending is closed when the last proposal's entry has been applied
+	// (or failed); nil if none. A proposer whose ctx ended may leave its
+	// entry in flight; the next one waits for it before validating, so it
+	// never validates against an image about to change.
+	// REQUIRES: proposeMu held.
+	pending chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (or, on first start, bootstraps as a cluster of one voter)
+// the controller in cfg.Dir, waits until this node leads, and registers
+// cfg.Broker (and, on first start, a new cluster id). It returns once that
+// registration is published, or an error when ctx ends first.
+func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "controller")
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+
+	c := &Controller{cfg: cfg, log: log, pub: newPublisher(metadata.Empty())}
+	c.fsm = newFSM(log, c.pub)
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+
+	rlog := newRaftLogger(log)
+	c.store, err = raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.Dir, "raft.db"),
+		// bbolt waits forever for its file lock by default; a second
+		// process on the same directory must fail, not hang.
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller: opening %s: %w", filepath.Join(cfg.Dir, "raft.db"), err)
+	}
+	c.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rlog)
+	if err != nil {
+		return nil, fmt.Errorf("controller: snapshot store in %s: %w", cfg.Dir, err)
+	}
+	c.trans, err = raft.NewTCPTransportWithLogger(cfg.Addr, nil, 3, 10*time.Second, rlog)
+	if err != nil {
+		return nil, fmt.Errorf("controller: raft transport on %s (needs a concrete host, e.g. 127.0.0.1:9093): %w", cfg.Addr, err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
+	rc.Logger = rlog
+	rc.HeartbeatTimeout = heartbeatTimeout
+	rc.ElectionTimeout = electionTimeout
+	rc.LeaderLeaseTimeout = leaderLeaseTimeout
+	rc.SnapshotThreshold = orDefault(cfg.SnapshotThreshold, DefaultSnapshotThreshold)
+	rc.SnapshotInterval = orDefault(cfg.SnapshotInterval, DefaultSnapshotInterval)
+	rc.TrailingLogs = orDefault(cfg.TrailingLogs, DefaultTrailingLogs)
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+
+	existing, err := raft.HasExistingState(c.store, c.store, c.snaps)
+	if err != nil {
+		return nil, fmt.Errorf("controller: reading raft state in %s: %w", cfg.Dir, err)
+	}
+	if !existing {
+		err := raft.BootstrapCluster(rc, c.store, c.store, c.snaps, c.trans, raft.Configuration{Servers: []raft.Server{
+			{Suffrage: raft.Voter, ID: rc.LocalID, Address: c.trans.LocalAddr()},
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("controller: bootstrapping a one-voter cluster: %w", err)
+		}
+		log.Info("bootstrapped a new metadata log", "dir", cfg.Dir, "node_id", cfg.NodeID)
+	}
+	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, c.snaps, c.trans)
+	if err != nil {
+		return nil, fmt.Errorf("controller: starting raft: %w", err)
+	}
+	if err := c.checkVoter(rc.LocalID); err != nil {
+		return nil, err
+	}
+	if err := c.awaitLeadership(ctx); err != nil {
+		return nil, err
+	}
+	// Everything committed before this term is applied after the barrier,
+	// so the image we validate against is complete.
+	if err := waitFuture(ctx, c.raft.Barrier(timeoutOf(ctx))); err != nil {
+		return nil, fmt.Errorf("controller: catching up with the metadata log: %w", err)
+	}
+	if err := c.register(ctx); err != nil {
+		return nil, err
+	}
+	img := c.Image()
+	log.Info("controller started", "node_id", cfg.NodeID, "cluster_id", img.ClusterID,
+		"raft_addr", c.trans.LocalAddr(), "metadata_offset", img.Offset, "topics", len(img.Topics))
+	return c, nil
+}
+
+func (cfg *Config) check() error {
+	if cfg.Broker.NodeID == 0 {
+		cfg.Broker.NodeID = cfg.NodeID
+	}
+	switch {
+	case cfg.NodeID < 0:
+		return fmt.Errorf("controller: node id %d (allowed: >= 0)", cfg.NodeID)
+	case cfg.Dir == "":
+		return errors.New("controller: no directory for the raft state")
+	case cfg.Addr == "":
+		return errors.New("controller: no raft address")
+	case cfg.Broker.NodeID != cfg.NodeID:
+		return fmt.Errorf("controller: broker endpoint is for node %d, this is node %d", cfg.Broker.NodeID, cfg.NodeID)
+	case cfg.Broker.Host == "" || cfg.Broker.Port < 1 || cfg.Broker.Port > 65535:
+		return fmt.Errorf("controller: broker endpoint %q port %d (want a host and a port 1..65535)", cfg.Broker.Host, cfg.Broker.Port)
+	}
+	return nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// checkVoter refuses a Raft state in which this node cannot elect itself
+// (a directory copied from another node): it would wait for an election
+// forever.
+func (c *Controller) checkVoter(id raft.ServerID) error {
+	f := c.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("controller: reading raft configuration: %w", err)
+	}
+	var voters []raft.ServerID
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s.ID)
+			if s.ID == id {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("controller: the raft state in %s has voters %v, not node %s: it belongs to another node", c.cfg.Dir, voters, id)
+}
+
+func (c *Controller) awaitLeadership(ctx context.Context) error {
+	for c.raft.State() != raft.Leader {
+		select {
+		case <-c.raft.LeaderCh(): // leadership changed; look again
+		case <-ctx.Done():
+			return fmt.Errorf("controller: not elected leader of the metadata log (state %s): %w", c.raft.State(), context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// register commits this broker's endpoint, and a cluster id if there is
+// none yet (first start), in one entry.
+func (c *Controller) register(ctx context.Context) error {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	var recs []metadata.Record
+	if c.fsm.applied.Load().ClusterID == "" {
+		id, err := newUUID(rand.Read, func(metadata.UUID) bool { return false })
+		if err != nil {
+			return err
+		}
+		recs = append(recs, metadata.ClusterIDRecord{ClusterID: id.Base64()})
+	}
+	recs = append(recs, c.cfg.Broker)
+	if err := c.proposeLocked(ctx, recs); err != nil {
+		return fmt.Errorf("controller: registering broker %d: %w", c.cfg.NodeID, err)
+	}
+	return nil
+}
+
+// Image is the latest image published on this node: every subscriber has
+// seen it. Never nil.
+func (c *Controller) Image() *metadata.Image { return c.pub.published.Load() }
+
+// ControllerID is the node id of the active controller (the Raft leader),
+// -1 if there is none.
+func (c *Controller) ControllerID() int32 {
+	_, id := c.raft.LeaderWithID()
+	n, err := strconv.ParseInt(string(id), 10, 32)
+	if id == "" || err != nil {
+		return -1
+	}
+	return int32(n)
+}
+
+// Subscribe calls fn with the current image at once and then with every
+// new image, in order, from one publisher goroutine. fn must not block
+// long: a proposal returns only after every subscriber has seen its image,
+// so fn must not propose (CreateTopics, ...) or call Subscribe. After
+// cancel returns fn is not called again, except for a call already under
+// way.
+func (c *Controller) Subscribe(fn func(*metadata.Image)) (cancel func()) {
+	return c.pub.subscribe(fn)
+}
+
+// Close stops Raft, delivers the images already applied, and closes the
+// Raft stores. Proposals under way fail with ErrNotController.
+func (c *Controller) Close() error {
+	c.closeOnce.Do(func() {
+		var errs []error
+		if c.raft != nil {
+			errs = append(errs, c.raft.Shutdown().Error())
+		}
+		if c.trans != nil {
+			errs = append(errs, c.trans.Close())
+		}
+		c.pub.close()
+		if c.store != nil {
+			errs = append(errs, c.store.Close())
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// SnapshotNow snapshots the image and truncates the Raft log behind it
+// (keeping TrailingLogs entries). Nothing new since the last snapshot is
+// not an error.
+func (c *Controller) SnapshotNow() error {
+	err := c.raft.Snapshot().Error()
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil
+	}
+	return err
+}
+
+// RaftStats describes the Raft log on disk.
+type RaftStats struct {
+	FirstIndex, LastIndex uint64 // entries in raft.db: [FirstIndex, LastIndex]
+	SnapshotIndex         uint64 // index of the newest snapshot, 0 if none
+	AppliedIndex          uint64
+}
+
+// RaftStats reports the Raft log's extent, showing truncation after a
+// snapshot.
+func (c *Controller) RaftStats() (RaftStats, error) {
+	var s RaftStats
+	var err error
+	if s.FirstIndex, err = c.store.FirstIndex(); err != nil {
+		return s, err
+	}
+	if s.LastIndex, err = c.store.LastIndex(); err != nil {
+		return s, err
+	}
+	metas, err := c.snaps.List()
+	if err != nil {
+		return s, err
+	}
+	if len(metas) > 0 {
+		s.SnapshotIndex = metas[0].Index // newest first
+	}
+	s.AppliedIndex = c.raft.AppliedIndex()
+	return s, nil
+}
+
+// checkLeader answers ErrNotController unless this node leads the metadata
+// log.
+func (c *Controller) checkLeader() error {
+	if st := c.raft.State(); st != raft.Leader {
+		return fmt.Errorf("%w: node %d is %s, the controller is %d", ErrNotController, c.cfg.NodeID, st, c.ControllerID())
+	}
+	return nil
+}
+
+// validationImageLocked returns the image to validate a request against:
+// the applied image once any earlier proposal is settled.
+// REQUIRES: c.proposeMu held.
+func (c *Controller) validationImageLocked(ctx context.Context) (*metadata.Image, error) {
+	if err := c.checkLeader(); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTimedOut, context.Cause(ctx))
+	}
+	if c.pending != nil {
+		select {
+		case <-c.pending: // the previous proposal's entry is applied or failed
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: waiting for an earlier metadata change: %w", ErrTimedOut, context.Cause(ctx))
+		}
+	}
+	return c.fsm.applied.Load(), nil
+}
+
+// proposeLocked commits recs as one Raft entry and returns once it is
+// applied and published to every subscriber (or ctx ends: ErrTimedOut,
+// though the change may still commit).
+// REQUIRES: c.proposeMu held.
+func (c *Controller) proposeLocked(ctx context.Context, recs []metadata.Record) error {
+	data, err := metadata.EncodeBatch(recs)
+	if err != nil {
+		return err
+	}
+	f := c.raft.Apply(data, timeoutOf(ctx))
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- f.Error()
+		close(done)
+	}()
+	c.pending = done
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: metadata change not committed yet: %w", ErrTimedOut, context.Cause(ctx))
+	}
+	if err != nil {
+		return raftError(err)
+	}
+	if err, _ := f.Response().(error); err != nil {
+		return fmt.Errorf("controller: metadata log refused the change: %w", err)
+	}
+	return c.pub.waitPublished(ctx, f.Index())
+}
+
+// raftError maps hashicorp/raft's errors to Kafka's.
+func raftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrAbortedByRestore):
+		return fmt.Errorf("%w: %w", ErrNotController, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: %w", ErrTimedOut, err)
+	}
+	return fmt.Errorf("controller: metadata log: %w", err)
+}
+
+// timeoutOf is what is left of ctx's deadline for raft calls that take a
+// timeout (0: none).
+func timeoutOf(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(d), time.Millisecond)
+}
+
+// waitFuture waits for a raft future or ctx, whichever ends first.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return raftError(err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrTimedOut, context.Cause(ctx))
+	}
+}

@@ -1,0 +1,804 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testLog sends the controller's (and raft's) warnings to t.Log until the
+// test ends.
+type testLog struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func baseConfig(t *testing.T, dir string) controller.Config {
+	w := &testLog{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	return controller.Config{
+		NodeID: 1,
+		Dir:    dir,
+		Addr:   "127.0.0.1:0",
+		Broker: metadata.BrokerRecord{NodeID: 1, Host: "127.0.0.1", Port: 9092},
+		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+}
+
+func open(t *testing.T, cfg controller.Config) *controller.Controller {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := controller.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func create(t *testing.T, c *controller.Controller, reqs ...controller.CreateTopic) []*metadata.Topic {
+	t.Helper()
+	var out []*metadata.Topic
+	for i, r := range c.CreateTopics(ctxT(t), reqs, false) {
+		if r.Err != nil {
+			t.Fatalf("create %q: %v", reqs[i].Name, r.Err)
+		}
+		out = append(out, r.Topic)
+	}
+	return out
+}
+
+func topic(name string, partitions int32) controller.CreateTopic {
+	return controller.CreateTopic{Name: name, NumPartitions: partitions, ReplicationFactor: -1}
+}
+
+// eventually retries f until it returns nil or d passes.
+func eventually(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", d, err)
+		}
+		<-tick.C
+	}
+}
+
+func TestOpenBootstrapsAClusterOfOne(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	img := c.Image()
+	if len(img.ClusterID) != 22 {
+		t.Fatalf("cluster id %q: want 22 characters (base64url of 16 bytes)", img.ClusterID)
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(img.ClusterID); err != nil || len(b) != 16 {
+		t.Fatalf("cluster id %q is not base64url of 16 bytes: %v", img.ClusterID, err)
+	}
+	if b, ok := img.Broker(1); !ok || b.Host != "127.0.0.1" || b.Port != 9092 {
+		t.Fatalf("broker 1 = %+v, %v", b, ok)
+	}
+	if id := c.ControllerID(); id != 1 {
+		t.Fatalf("ControllerID = %d", id)
+	}
+	if len(img.Topics) != 0 || img.Offset == 0 {
+		t.Fatalf("image %+v", img)
+	}
+}
+
+func TestOpenRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	for _, mod := range []func(*controller.Config){
+		func(c *controller.Config) { c.NodeID = -1; c.Broker.NodeID = -1 },
+		func(c *controller.Config) { c.Dir = "" },
+		func(c *controller.Config) { c.Addr = "" },
+		func(c *controller.Config) { c.Broker.NodeID = 2 },
+		func(c *controller.Config) { c.Broker.Port = 0 },
+		func(c *controller.Config) { c.Broker.Host = "" },
+		func(c *controller.Config) { c.Addr = "0.0.0.0:0" }, // not advertisable
+	} {
+		cfg := baseConfig(t, t.TempDir())
+		mod(&cfg)
+		if c, err := controller.Open(ctx, cfg); err == nil {
+			c.Close()
+			t.Errorf("Open(%+v) succeeded", cfg)
+		}
+	}
+	// A ctx that ends before the node is elected.
+	cfg := baseConfig(t, t.TempDir())
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if c, err := controller.Open(done, cfg); err == nil {
+		c.Close()
+		t.Error("Open with a cancelled ctx succeeded")
+	}
+}
+
+func TestSecondOpenOfADirFails(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig(t, t.TempDir())
+	open(t, cfg)
+	c2, err := controller.Open(ctxT(t), cfg)
+	if err == nil {
+		c2.Close()
+		t.Fatal("two controllers opened one directory")
+	}
+	if !strings.Contains(err.Error(), "raft.db") {
+		t.Fatalf("error does not name raft.db: %v", err)
+	}
+}
+
+// TestOpenRefusesAnotherNodesState: a metadata directory whose only voter
+// is another node would wait for an election forever; Open says why.
+func TestOpenRefusesAnotherNodesState(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig(t, t.TempDir())
+	c := open(t, cfg)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.NodeID, cfg.Broker.NodeID = 2, 2
+	c2, err := controller.Open(ctxT(t), cfg)
+	if err == nil {
+		c2.Close()
+		t.Fatal("node 2 opened node 1's raft state")
+	}
+	if !strings.Contains(err.Error(), "belongs to another node") {
+		t.Fatalf("error: %v", err)
+	}
+}
+
+func TestCreateTopics(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig(t, t.TempDir())
+	cfg.NumPartitions = 3
+	c := open(t, cfg)
+
+	got := create(t, c,
+		topic("orders", 4),
+		topic("defaults", -1),
+		controller.CreateTopic{Name: "compacted", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}},
+		controller.CreateTopic{Name: "assigned", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {1}}},
+	)
+	img := c.Image()
+	for _, want := range got {
+		have, ok := img.Topic(want.Name)
+		if !ok || have != want {
+			t.Fatalf("result %q is not the image's topic", want.Name)
+		}
+		if want.ID.IsZero() {
+			t.Fatalf("%s has the zero id", want.Name)
+		}
+		for p, part := range want.Partitions {
+			if !slices.Equal(part.Replicas, []int32{1}) || !slices.Equal(part.ISR, []int32{1}) || part.Leader != 1 || part.LeaderEpoch != 0 {
+				t.Fatalf("%s-%d = %+v", want.Name, p, part)
+			}
+		}
+	}
+	if n := len(got[0].Partitions); n != 4 {
+		t.Fatalf("orders has %d partitions", n)
+	}
+	if n := len(got[1].Partitions); n != 3 {
+		t.Fatalf("defaults has %d partitions; want num.partitions=3", n)
+	}
+	if v := got[2].Config("cleanup.policy"); v != "compact" {
+		t.Fatalf("compacted cleanup.policy=%q", v)
+	}
+	if len(got[1].Configs) != 0 {
+		t.Fatalf("RF 1 topic got overrides %v", got[1].Configs)
+	}
+	if n := len(got[3].Partitions); n != 2 {
+		t.Fatalf("assigned has %d partitions", n)
+	}
+	ids := map[metadata.UUID]bool{}
+	for _, tp := range got {
+		ids[tp.ID] = true
+	}
+	if len(ids) != len(got) {
+		t.Fatal("two topics share an id")
+	}
+
+	// validateOnly: the answer, and nothing created.
+	before := c.Image()
+	res := c.CreateTopics(ctxT(t), []controller.CreateTopic{topic("dry", 2), topic("orders", 1)}, true)
+	if res[0].Err != nil || res[0].Topic == nil || len(res[0].Topic.Partitions) != 2 {
+		t.Fatalf("validate-only result %+v", res[0])
+	}
+	if !errors.Is(res[1].Err, controller.ErrTopicExists) {
+		t.Fatalf("validate-only of an existing topic: %v", res[1].Err)
+	}
+	if c.Image() != before {
+		t.Fatal("validate-only changed the image")
+	}
+}
+
+func TestCreateTopicsErrors(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	create(t, c, topic("exists", 1), topic("a.b", 1))
+	long := strings.Repeat("x", 250)
+	tests := []struct {
+		req controller.CreateTopic
+		err error
+		msg string
+	}{
+		{topic("", 1), controller.ErrInvalidTopic, "empty"},
+		{topic("bad name", 1), controller.ErrInvalidTopic, `contains " "`},
+		{topic(long, 1), controller.ErrInvalidTopic, "250 characters"},
+		{topic("..", 1), controller.ErrInvalidTopic, `".."`},
+		{topic("exists", 1), controller.ErrTopicExists, `"exists" already exists`},
+		{topic("a_b", 1), controller.ErrInvalidTopic, `collides with existing topic "a.b"`},
+		{topic("zero", 0), controller.ErrInvalidPartitions, "0 partitions"},
+		{topic("huge", 20000), controller.ErrInvalidPartitions, "20000 partitions"},
+		{controller.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, controller.ErrInvalidReplicationFactor, "number of registered brokers (1)"},
+		{controller.CreateTopic{Name: "rf0", NumPartitions: 1, ReplicationFactor: 0}, controller.ErrInvalidReplicationFactor, "replication factor 0"},
+		{controller.CreateTopic{Name: "asg", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2}}}, controller.ErrInvalidReplicaAssignment, "broker 2 is not registered"},
+		{controller.CreateTopic{Name: "asg2", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1, 1}}}, controller.ErrInvalidReplicaAssignment, "twice"},
+		{controller.CreateTopic{Name: "asg3", NumPartitions: 1, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, controller.ErrInvalidRequest, "must be -1"},
+		{controller.CreateTopic{Name: "cfg", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "soon"}}, controller.ErrInvalidConfig, `retention.ms="soon"`},
+		{controller.CreateTopic{Name: "cfg2", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"compression.type": "gzip"}}, controller.ErrInvalidConfig, `compression.type="gzip"`},
+		{controller.CreateTopic{Name: "cfg3", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention": "1"}}, controller.ErrInvalidConfig, `unknown topic config "retention"`},
+	}
+	reqs := make([]controller.CreateTopic, 0, len(tests)+3)
+	for _, tc := range tests {
+		reqs = append(reqs, tc.req)
+	}
+	// One good topic among the bad ones is created; a name twice in one
+	// request fails both entries, like Kafka.
+	reqs = append(reqs, topic("good", 1), topic("twice", 1), topic("twice", 2))
+	before := c.Image()
+	res := c.CreateTopics(ctxT(t), reqs, false)
+	for i, tc := range tests {
+		if err := res[i].Err; !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%q: error %v; want %v containing %q", tc.req.Name, err, tc.err, tc.msg)
+		}
+		if res[i].Topic != nil {
+			t.Errorf("%q: failed, yet has a topic", tc.req.Name)
+		}
+	}
+	n := len(tests)
+	if res[n].Err != nil {
+		t.Errorf("good: %v", res[n].Err)
+	}
+	for _, r := range res[n+1:] {
+		if !errors.Is(r.Err, controller.ErrInvalidRequest) {
+			t.Errorf("duplicate name: %v", r.Err)
+		}
+	}
+	img := c.Image()
+	if len(img.Topics) != len(before.Topics)+1 {
+		t.Fatalf("topics %v", img.TopicNames())
+	}
+}
+
+// TestCreateTopicsConcurrent: creates race for one name; exactly one wins.
+func TestCreateTopicsConcurrent(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.CreateTopics(ctxT(t), []controller.CreateTopic{topic("contended", int32(i+1))}, false)[0].Err
+		}()
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, controller.ErrTopicExists):
+			t.Errorf("unexpected error %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d creates won: %v", wins, errs)
+	}
+}
+
+func TestDeleteTopics(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	ts := create(t, c, topic("a", 1), topic("b", 2), topic("c", 1), topic("d", 1))
+
+	errs := c.DeleteTopics(ctxT(t), []string{"a", "missing", "b", "dup", "dup"})
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("delete a, b: %v", errs)
+	}
+	if !errors.Is(errs[1], controller.ErrUnknownTopic) || !strings.Contains(errs[1].Error(), `"missing"`) {
+		t.Fatalf("delete missing: %v", errs[1])
+	}
+	if !errors.Is(errs[3], controller.ErrInvalidRequest) || !errors.Is(errs[4], controller.ErrInvalidRequest) {
+		t.Fatalf("duplicate name: %v", errs[3:])
+	}
+	img := c.Image()
+	if _, ok := img.Topic("a"); ok {
+		t.Fatal("a survived")
+	}
+	if _, ok := img.TopicByID(ts[1].ID); ok {
+		t.Fatal("b survived by id")
+	}
+
+	unknown := metadata.UUID{9, 9}
+	names, errs := c.DeleteTopicsByID(ctxT(t), []metadata.UUID{ts[2].ID, unknown, {}, ts[0].ID, ts[3].ID, ts[3].ID})
+	if errs[0] != nil || names[0] != "c" {
+		t.Fatalf("delete c by id: %q %v", names[0], errs[0])
+	}
+	if !errors.Is(errs[1], controller.ErrUnknownTopicID) || names[1] != "" {
+		t.Fatalf("unknown id: %q %v", names[1], errs[1])
+	}
+	if !errors.Is(errs[2], controller.ErrInvalidRequest) {
+		t.Fatalf("zero id: %v", errs[2])
+	}
+	if !errors.Is(errs[3], controller.ErrUnknownTopicID) {
+		t.Fatalf("id of a deleted topic: %v", errs[3])
+	}
+	if !errors.Is(errs[4], controller.ErrInvalidRequest) || names[4] != "d" {
+		t.Fatalf("duplicate id: %q %v", names[4], errs[4])
+	}
+	img = c.Image()
+	if got := img.TopicNames(); !slices.Equal(got, []string{"d"}) {
+		t.Fatalf("topics left: %v", got)
+	}
+
+	// A deleted name can be created again, with a new id.
+	again := create(t, c, topic("a", 1))
+	if again[0].ID == ts[0].ID {
+		t.Fatal("recreated topic reused the old id")
+	}
+}
+
+func TestCreatePartitions(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	orig := create(t, c, topic("t", 2))[0]
+	ctx := ctxT(t)
+
+	if err := c.CreatePartitions(ctx, "t", 5, nil, true); err != nil {
+		t.Fatalf("validate-only: %v", err)
+	}
+	if n := len(c.Image().Topics["t"].Partitions); n != 2 {
+		t.Fatalf("validate-only grew the topic to %d", n)
+	}
+	if err := c.CreatePartitions(ctx, "t", 5, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	grown := c.Image().Topics["t"]
+	if len(grown.Partitions) != 5 || grown.ID != orig.ID {
+		t.Fatalf("topic after growing: %+v", grown)
+	}
+	if !reflect.DeepEqual(grown.Partitions[:2], orig.Partitions) {
+		t.Fatal("existing partitions changed")
+	}
+	if err := c.CreatePartitions(ctx, "t", 6, [][]int32{{1}}, false); err != nil {
+		t.Fatalf("with assignment: %v", err)
+	}
+
+	tests := []struct {
+		topic string
+		count int32
+		asg   [][]int32
+		err   error
+		msg   string
+	}{
+		{"missing", 3, nil, controller.ErrUnknownTopic, `"missing" does not exist`},
+		{"t", 6, nil, controller.ErrInvalidPartitions, "already has 6 partitions"},
+		{"t", 2, nil, controller.ErrInvalidPartitions, "can only grow (asked for 2)"},
+		{"t", 20000, nil, controller.ErrInvalidPartitions, "at most 10000"},
+		{"t", 8, [][]int32{{1}}, controller.ErrInvalidReplicaAssignment, "1 assignments for 2 new partitions"},
+		{"t", 7, [][]int32{{5}}, controller.ErrInvalidReplicaAssignment, "broker 5 is not registered"},
+		{"t", 7, [][]int32{{1, 1}}, controller.ErrInvalidReplicaAssignment, "2 replicas, others 1"},
+	}
+	for _, tc := range tests {
+		err := c.CreatePartitions(ctx, tc.topic, tc.count, tc.asg, false)
+		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s to %d: %v; want %v containing %q", tc.topic, tc.count, err, tc.err, tc.msg)
+		}
+	}
+	if n := len(c.Image().Topics["t"].Partitions); n != 6 {
+		t.Fatalf("errors changed the topic: %d partitions", n)
+	}
+}
+
+func TestAlterConfigs(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	create(t, c, controller.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "1000"}})
+	ctx := ctxT(t)
+	s := func(v string) *string { return &v }
+	configs := func() map[string]string { return c.Image().Topics["t"].Configs }
+
+	err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{
+		{Name: "segment.bytes", Op: controller.ConfigSet, Value: s("1048576")},
+		{Name: "cleanup.policy", Op: controller.ConfigAppend, Value: s("compact")},
+	}, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"retention.ms": "1000", "segment.bytes": "1048576", "cleanup.policy": "delete,compact"}
+	if got := configs(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after set+append: %v", got)
+	}
+	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{
+		{Name: "cleanup.policy", Op: controller.ConfigSubtract, Value: s("delete")},
+		{Name: "retention.ms", Op: controller.ConfigDelete},
+	}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"segment.bytes": "1048576", "cleanup.policy": "compact"}
+	if got := configs(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after subtract+delete: %v", got)
+	}
+	if got := c.Image().Topics["t"].Config("retention.ms"); got != "604800000" {
+		t.Fatalf("deleted override reads %q, want the default", got)
+	}
+
+	// validateOnly changes nothing.
+	before := c.Image()
+	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{{Name: "flush.policy", Op: controller.ConfigSet, Value: s("interval")}}, false, true); err != nil {
+		t.Fatal(err)
+	}
+	if c.Image() != before {
+		t.Fatal("validate-only changed the image")
+	}
+	// Legacy AlterConfigs: the given set replaces every override.
+	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{{Name: "flush.policy", Op: controller.ConfigSet, Value: s("interval")}}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := configs(); !reflect.DeepEqual(got, map[string]string{"flush.policy": "interval"}) {
+		t.Fatalf("after replace-all: %v", got)
+	}
+	// No change commits nothing.
+	before = c.Image()
+	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{{Name: "flush.policy", Op: controller.ConfigSet, Value: s("interval")}}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if c.Image() != before {
+		t.Fatal("a no-op change committed an entry")
+	}
+
+	tests := []struct {
+		topic string
+		ops   []controller.ConfigOp
+		err   error
+		msg   string
+	}{
+		{"missing", nil, controller.ErrUnknownTopic, `"missing" does not exist`},
+		{"t", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigSet, Value: s("-7")}}, controller.ErrInvalidConfig, `retention.ms="-7"`},
+		{"t", []controller.ConfigOp{{Name: "max.message.bytes", Op: controller.ConfigSet, Value: s("big")}}, controller.ErrInvalidConfig, `max.message.bytes="big"`},
+		{"t", []controller.ConfigOp{{Name: "retention", Op: controller.ConfigSet, Value: s("1")}}, controller.ErrInvalidConfig, `unknown topic config "retention"`},
+		{"t", []controller.ConfigOp{{Name: "cleanup.policy", Op: controller.ConfigSubtract, Value: s("compact,delete")}}, controller.ErrInvalidConfig, `cleanup.policy=""`},
+		{"t", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigAppend, Value: s("1")}}, controller.ErrInvalidConfig, "not a list"},
+	}
+	for _, tc := range tests {
+		err := c.AlterConfigs(ctx, tc.topic, tc.ops, false, false)
+		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s %+v: %v; want %v containing %q", tc.topic, tc.ops, err, tc.err, tc.msg)
+		}
+	}
+	if got := configs(); !reflect.DeepEqual(got, map[string]string{"flush.policy": "interval"}) {
+		t.Fatalf("errors changed the configs: %v", got)
+	}
+}
+
+// TestCreateReturnsAfterSubscribersSawIt: CreateTopics answers only once
+// every subscriber has the image with the topic (the broker must have
+// opened the partition's log before a client produces to it).
+func TestCreateReturnsAfterSubscribersSawIt(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	cancel := c.Subscribe(func(img *metadata.Image) {
+		if _, ok := img.Topic("t"); ok {
+			select {
+			case <-entered: // later images: pass
+			default:
+				close(entered)
+				<-release
+			}
+		}
+	})
+	defer cancel()
+
+	done := make(chan error, 1)
+	go func() { done <- c.CreateTopics(ctxT(t), []controller.CreateTopic{topic("t", 1)}, false)[0].Err }()
+	<-entered
+	select {
+	case err := <-done:
+		t.Fatalf("CreateTopics returned (%v) while a subscriber had not finished with its image", err)
+	default: // still waiting, as it must
+	}
+	if _, ok := c.Image().Topic("t"); ok {
+		t.Fatal("Image shows the topic before every subscriber saw it")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Image().Topic("t"); !ok {
+		t.Fatal("topic missing from Image after CreateTopics returned")
+	}
+}
+
+func TestSubscribeSeesImagesInOrder(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	var mu sync.Mutex
+	var seen []*metadata.Image
+	cancel := c.Subscribe(func(img *metadata.Image) {
+		mu.Lock()
+		seen = append(seen, img)
+		mu.Unlock()
+	})
+	first := c.Image()
+	for i := range 5 {
+		create(t, c, topic(fmt.Sprintf("t%d", i), 1))
+	}
+	cancel()
+	create(t, c, topic("after-cancel", 1))
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 6 || seen[0] != first {
+		t.Fatalf("saw %d images; want the current one then 5", len(seen))
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i].Offset <= seen[i-1].Offset || len(seen[i].Topics) != i {
+			t.Fatalf("image %d: offset %d after %d, %d topics", i, seen[i].Offset, seen[i-1].Offset, len(seen[i].Topics))
+		}
+	}
+}
+
+func TestAllocateProducerIDsAcrossRestart(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig(t, t.TempDir())
+	c := open(t, cfg)
+	var blocks [][2]int64
+	for range 3 {
+		first, n, err := c.AllocateProducerIDs(ctxT(t), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, [2]int64{first, first + n})
+	}
+	if _, _, err := c.AllocateProducerIDs(ctxT(t), -1); !errors.Is(err, controller.ErrInvalidRequest) {
+		t.Fatalf("negative node id: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, cfg)
+	for range 2 {
+		first, n, err := c.AllocateProducerIDs(ctxT(t), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, [2]int64{first, first + n})
+	}
+	if blocks[0] != [2]int64{0, 1000} {
+		t.Fatalf("first block %v", blocks[0])
+	}
+	for i := 1; i < len(blocks); i++ {
+		if blocks[i][0] < blocks[i-1][1] || blocks[i][1]-blocks[i][0] != controller.ProducerIDBlockSize {
+			t.Fatalf("blocks overlap or shrink: %v", blocks)
+		}
+	}
+	if got := c.Image().NextProducerID; got != blocks[len(blocks)-1][1] {
+		t.Fatalf("NextProducerID %d", got)
+	}
+}
+
+// populate makes a bit of every kind of state.
+func populate(t *testing.T, c *controller.Controller) {
+	t.Helper()
+	ctx := ctxT(t)
+	create(t, c, topic("orders", 3), controller.CreateTopic{Name: "events", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}}, topic("gone", 1))
+	if err := c.CreatePartitions(ctx, "events", 2, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	v := "3600000"
+	if err := c.AlterConfigs(ctx, "orders", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigSet, Value: &v}}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if errs := c.DeleteTopics(ctx, []string{"gone"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if _, _, err := c.AllocateProducerIDs(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sameState(t *testing.T, got, want *metadata.Image) {
+	t.Helper()
+	if got.ClusterID != want.ClusterID || got.NextProducerID != want.NextProducerID {
+		t.Fatalf("cluster %q / next producer id %d; want %q / %d", got.ClusterID, got.NextProducerID, want.ClusterID, want.NextProducerID)
+	}
+	if !reflect.DeepEqual(got.Topics, want.Topics) || !reflect.DeepEqual(got.TopicsByID, want.TopicsByID) {
+		t.Fatalf("topics differ:\n got %v\nwant %v", got.TopicNames(), want.TopicNames())
+	}
+}
+
+func TestRestartKeepsEverything(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig(t, t.TempDir())
+	c := open(t, cfg)
+	populate(t, c)
+	before := c.Image()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The broker comes back on a new port: it re-registers.
+	cfg.Broker.Port = 19092
+	c = open(t, cfg)
+	after := c.Image()
+	sameState(t, after, before)
+	if b := after.Brokers[1]; b.Port != 19092 {
+		t.Fatalf("broker not re-registered: %+v", b)
+	}
+	if after.Offset <= before.Offset {
+		t.Fatalf("offset %d after restart, was %d", after.Offset, before.Offset)
+	}
+	// And it still takes changes.
+	create(t, c, topic("new", 1))
+}
+
+func TestSnapshotTruncatesTheLog(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig(t, t.TempDir())
+	cfg.SnapshotThreshold = 1 << 30 // only SnapshotNow
+	cfg.TrailingLogs = 5
+	c := open(t, cfg)
+	populate(t, c)
+	for i := range 30 {
+		v := fmt.Sprint(1000 + i)
+		if err := c.AlterConfigs(ctxT(t), "orders", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigSet, Value: &v}}, false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := c.RaftStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FirstIndex != 1 || st.SnapshotIndex != 0 {
+		t.Fatalf("before the snapshot: %+v", st)
+	}
+	if err := c.SnapshotNow(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SnapshotNow(); err != nil {
+		t.Fatalf("second snapshot with nothing new: %v", err)
+	}
+	st2, err := c.RaftStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.SnapshotIndex < st.AppliedIndex || st2.FirstIndex <= 1 || st2.LastIndex-st2.FirstIndex+1 > cfg.TrailingLogs+1 {
+		t.Fatalf("after the snapshot: %+v (before %+v); want the log truncated to about %d entries", st2, st, cfg.TrailingLogs)
+	}
+	before := c.Image()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The log alone no longer holds the topics: the snapshot must.
+	c = open(t, cfg)
+	sameState(t, c.Image(), before)
+	if got := c.Image().Topics["orders"].Config("retention.ms"); got != "1029" {
+		t.Fatalf("retention.ms after restore = %q", got)
+	}
+}
+
+// TestAutomaticSnapshots: SnapshotThreshold and SnapshotInterval drive
+// raft's own snapshots.
+func TestAutomaticSnapshots(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig(t, t.TempDir())
+	cfg.SnapshotThreshold = 10
+	cfg.SnapshotInterval = 20 * time.Millisecond
+	cfg.TrailingLogs = 2
+	c := open(t, cfg)
+	for i := range 15 {
+		create(t, c, topic(fmt.Sprintf("t%d", i), 1))
+	}
+	eventually(t, 10*time.Second, func() error {
+		st, err := c.RaftStats()
+		if err != nil {
+			return err
+		}
+		if st.SnapshotIndex == 0 || st.FirstIndex <= 1 {
+			return fmt.Errorf("no snapshot or truncation yet: %+v", st)
+		}
+		return nil
+	})
+}
+
+func TestClosedControllerIsNotController(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	create(t, c, topic("t", 1))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := ctxT(t)
+	if r := c.CreateTopics(ctx, []controller.CreateTopic{topic("u", 1)}, false); !errors.Is(r[0].Err, controller.ErrNotController) {
+		t.Errorf("CreateTopics: %v", r[0].Err)
+	}
+	if errs := c.DeleteTopics(ctx, []string{"t"}); !errors.Is(errs[0], controller.ErrNotController) {
+		t.Errorf("DeleteTopics: %v", errs[0])
+	}
+	if _, errs := c.DeleteTopicsByID(ctx, []metadata.UUID{{1}}); !errors.Is(errs[0], controller.ErrNotController) {
+		t.Errorf("DeleteTopicsByID: %v", errs[0])
+	}
+	if err := c.CreatePartitions(ctx, "t", 2, nil, false); !errors.Is(err, controller.ErrNotController) {
+		t.Errorf("CreatePartitions: %v", err)
+	}
+	if err := c.AlterConfigs(ctx, "t", nil, true, false); !errors.Is(err, controller.ErrNotController) {
+		t.Errorf("AlterConfigs: %v", err)
+	}
+	if _, _, err := c.AllocateProducerIDs(ctx, 1); !errors.Is(err, controller.ErrNotController) {
+		t.Errorf("AllocateProducerIDs: %v", err)
+	}
+	if _, ok := c.Image().Topic("t"); !ok {
+		t.Error("Image after Close lost the last published image")
+	}
+}
+
+func TestExpiredContextTimesOut(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if r := c.CreateTopics(ctx, []controller.CreateTopic{topic("t", 1)}, false); !errors.Is(r[0].Err, controller.ErrTimedOut) {
+		t.Fatalf("CreateTopics with a done ctx: %v", r[0].Err)
+	}
+	if _, ok := c.Image().Topic("t"); ok {
+		t.Fatal("topic created with a done ctx")
+	}
+}

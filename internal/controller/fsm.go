@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// fsm is the Raft state machine: the metadata image. One Raft log entry of
+// type LogCommand is one batch of records (metadata.EncodeBatch), applied
+// whole or not at all.
+//
+// Threads: raft calls Apply, Restore and Snapshot from its FSM goroutine,
+// one at a time; Persist runs on another goroutine while Apply continues,
+// which is safe because it only reads an immutable image. Proposers read
+// the image through applied.
+type fsm struct {
+	log *slog.Logger
+	pub *publisher
+	// applied is the image after the last entry applied. Written only by
+	// the FSM goroutine.
+	applied atomic.Pointer[metadata.Image]
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func newFSM(log *slog.Logger, pub *publisher) *fsm {
+	f := &fsm{log: log, pub: pub}
+	f.applied.Store(metadata.Empty())
+	return f
+}
+
+// Apply returns nil or the error that refused the batch. A refused batch
+// is committed but changes nothing, on every node alike (Apply is
+// deterministic), so a bad proposal never stops the log; the proposer sees
+// the error. Refusals mean the controller validated too little: a bug,
+// logged as an error.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	recs, err := metadata.DecodeBatch(l.Data)
+	if err != nil {
+		f.log.Error("metadata log entry does not decode; skipped", "index", l.Index, "err", err)
+		return fmt.Errorf("metadata log entry %d: %w", l.Index, err)
+	}
+	next, err := f.applied.Load().Apply(l.Index, recs...)
+	if err != nil {
+		f.log.Error("metadata log entry refused; skipped", "index", l.Index, "err", err)
+		return fmt.Errorf("metadata log entry %d: %w", l.Index, err)
+	}
+	f.applied.Store(next)
+	f.pub.push(next, l.Index)
+	return nil
+}
+
+// Snapshot hands raft the current image; Persist encodes it.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return imageSnapshot{img: f.applied.Load()}, nil
+}
+
+// Restore replaces the image with a snapshot's (at startup, and when a
+// follower is sent a snapshot).
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("reading metadata snapshot: %w", err)
+	}
+	img, err := metadata.DecodeImage(b)
+	if err != nil {
+		return fmt.Errorf("metadata snapshot: %w", err)
+	}
+	f.applied.Store(img)
+	f.pub.push(img, img.Offset)
+	return nil
+}
+
+type imageSnapshot struct{ img *metadata.Image }
+
+func (s imageSnapshot) Persist(sink raft.SnapshotSink) error {
+	b, err := metadata.EncodeImage(s.img)
+	if err == nil {
+		_, err = sink.Write(b)
+	}
+	if err != nil {
+		sink.Cancel()
+		return fmt.Errorf("writing metadata snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (imageSnapshot) Release() {}

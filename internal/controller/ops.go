@@ -1,0 +1,320 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// The operations. Each validates under proposeMu against the applied image
+// and commits its records as one Raft entry, so concurrent requests are
+// serialized: two creates of one name give one TOPIC_ALREADY_EXISTS.
+// Validation order follows Kafka's: request shape, topic name, existence,
+// partitions and replication, assignments, configs.
+
+// CreateTopics creates topics; results[i] answers topics[i]. Every topic
+// that passes validation is created in one Raft entry (each topic with its
+// partitions and configs). With validateOnly nothing is created and each
+// Topic is what would be (its ID still zero: ids are drawn at creation).
+func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, validateOnly bool) []CreateTopicResult {
+	results := make([]CreateTopicResult, len(topics))
+	fail := func(err error) []CreateTopicResult {
+		for i := range results {
+			if results[i].Err == nil {
+				results[i] = CreateTopicResult{Err: err}
+			}
+		}
+		return results
+	}
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	img, err := c.validationImageLocked(ctx)
+	if err != nil {
+		return fail(err)
+	}
+
+	count := make(map[string]int, len(topics))
+	for _, t := range topics {
+		count[t.Name]++
+	}
+	// Names taken, by collision key, including this request's accepted ones.
+	taken := make(map[string]string, len(img.Topics)+len(topics))
+	for name := range img.Topics {
+		taken[collisionKey(name)] = name
+	}
+	usedIDs := func(u metadata.UUID) bool { _, ok := img.TopicsByID[u]; return ok }
+	newIDs := map[metadata.UUID]bool{}
+	def := topicDefaults{numPartitions: c.cfg.NumPartitions, replicationFactor: c.cfg.ReplicationFactor}
+
+	var recs []metadata.Record
+	var created []int
+	for i, req := range topics {
+		t, err := c.planCreate(img, req, count[req.Name], taken, def)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		taken[collisionKey(t.Name)] = t.Name
+		if !validateOnly {
+			t.ID, err = newUUID(rand.Read, func(u metadata.UUID) bool { return usedIDs(u) || newIDs[u] })
+			if err != nil {
+				results[i].Err = err
+				continue
+			}
+			newIDs[t.ID] = true
+			recs = append(recs, topicRecords(t, 0)...)
+			created = append(created, i)
+		}
+		results[i].Topic = t
+	}
+	if len(created) == 0 {
+		return results
+	}
+	if err := c.proposeLocked(ctx, recs); err != nil {
+		for _, i := range created {
+			results[i] = CreateTopicResult{Err: err}
+		}
+		return results
+	}
+	pub := c.Image()
+	for _, i := range created {
+		t, ok := pub.Topic(results[i].Topic.Name)
+		if !ok {
+			panic(fmt.Sprintf("controller: topic %q committed but missing from the published image (offset %d)", results[i].Topic.Name, pub.Offset))
+		}
+		results[i].Topic = t
+		c.log.Info("created topic", "topic", t.Name, "topic_id", t.ID, "partitions", len(t.Partitions),
+			"replication_factor", len(t.Partitions[0].Replicas), "configs", t.Configs)
+	}
+	return results
+}
+
+// planCreate validates one CreateTopic against img and the names already
+// taken; the returned topic has no id yet.
+func (c *Controller) planCreate(img *metadata.Image, req CreateTopic, sameName int, taken map[string]string, def topicDefaults) (*metadata.Topic, error) {
+	if sameName > 1 {
+		return nil, fmt.Errorf("%w: topic %q appears %d times in the request", ErrInvalidRequest, req.Name, sameName)
+	}
+	if err := metadata.ValidateTopicName(req.Name); err != nil {
+		return nil, err
+	}
+	if _, ok := img.Topic(req.Name); ok {
+		return nil, fmt.Errorf("%w: topic %q already exists", ErrTopicExists, req.Name)
+	}
+	if other, ok := taken[collisionKey(req.Name)]; ok {
+		return nil, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, req.Name, other)
+	}
+	parts, configs, err := planTopic(img, req, def)
+	if err != nil {
+		return nil, err
+	}
+	return &metadata.Topic{Name: req.Name, Partitions: parts, Configs: configs}, nil
+}
+
+// DeleteTopics deletes topics by name; errs[i] answers names[i]. The
+// topics found are removed in one Raft entry.
+func (c *Controller) DeleteTopics(ctx context.Context, names []string) (errs []error) {
+	errs = make([]error, len(names))
+	ids := make([]metadata.UUID, len(names))
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	img, err := c.validationImageLocked(ctx)
+	if err != nil {
+		return fill(errs, err)
+	}
+	count := make(map[string]int, len(names))
+	for _, n := range names {
+		count[n]++
+	}
+	for i, n := range names {
+		t, ok := img.Topic(n)
+		switch {
+		case count[n] > 1:
+			errs[i] = fmt.Errorf("%w: topic %q appears %d times in the request", ErrInvalidRequest, n, count[n])
+		case !ok:
+			errs[i] = fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, n)
+		default:
+			ids[i] = t.ID
+		}
+	}
+	c.deleteLocked(ctx, img, ids, errs)
+	return errs
+}
+
+// DeleteTopicsByID deletes topics by id; names[i] and errs[i] answer
+// ids[i] (the name is "" for an unknown id).
+func (c *Controller) DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) (names []string, errs []error) {
+	names = make([]string, len(ids))
+	errs = make([]error, len(ids))
+	found := make([]metadata.UUID, len(ids))
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	img, err := c.validationImageLocked(ctx)
+	if err != nil {
+		return names, fill(errs, err)
+	}
+	count := make(map[metadata.UUID]int, len(ids))
+	for _, id := range ids {
+		count[id]++
+	}
+	for i, id := range ids {
+		t, ok := img.TopicByID(id)
+		if ok {
+			names[i] = t.Name
+		}
+		switch {
+		case id.IsZero():
+			errs[i] = fmt.Errorf("%w: zero topic id", ErrInvalidRequest)
+		case count[id] > 1:
+			errs[i] = fmt.Errorf("%w: topic id %s appears %d times in the request", ErrInvalidRequest, id, count[id])
+		case !ok:
+			errs[i] = fmt.Errorf("%w: no topic with id %s", ErrUnknownTopicID, id)
+		default:
+			found[i] = id
+		}
+	}
+	c.deleteLocked(ctx, img, found, errs)
+	return names, errs
+}
+
+// deleteLocked removes the topics with non-zero ids[i] whose errs[i] is
+// nil, in one entry, and sets their errs on failure.
+// REQUIRES: c.proposeMu held.
+func (c *Controller) deleteLocked(ctx context.Context, img *metadata.Image, ids []metadata.UUID, errs []error) {
+	var recs []metadata.Record
+	for i, id := range ids {
+		if errs[i] == nil && !id.IsZero() {
+			recs = append(recs, metadata.RemoveTopicRecord{TopicID: id})
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	err := c.proposeLocked(ctx, recs)
+	for i, id := range ids {
+		if errs[i] != nil || id.IsZero() {
+			continue
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		c.log.Info("deleted topic", "topic", img.TopicsByID[id].Name, "topic_id", id)
+	}
+}
+
+// CreatePartitions grows topic to count partitions. assignments, if given,
+// places the new partitions (one replica list per new partition, each as
+// long as the topic's replication factor); otherwise they continue the
+// topic's round-robin placement.
+func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	img, err := c.validationImageLocked(ctx)
+	if err != nil {
+		return err
+	}
+	t, ok := img.Topic(topic)
+	if !ok {
+		return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, topic)
+	}
+	cur := int32(len(t.Partitions))
+	switch {
+	case count == cur:
+		return fmt.Errorf("%w: topic %q already has %d partitions", ErrInvalidPartitions, topic, cur)
+	case count < cur:
+		return fmt.Errorf("%w: topic %q has %d partitions; the count can only grow (asked for %d)", ErrInvalidPartitions, topic, cur, count)
+	case count > MaxPartitionsPerTopic:
+		return fmt.Errorf("%w: %d partitions (at most %d)", ErrInvalidPartitions, count, MaxPartitionsPerTopic)
+	}
+	rf := len(t.Partitions[0].Replicas)
+	var replicas [][]int32
+	if len(assignments) > 0 {
+		if int32(len(assignments)) != count-cur {
+			return fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidReplicaAssignment, len(assignments), count-cur)
+		}
+		if _, err := checkAssignments(img, assignments, rf); err != nil {
+			return err
+		}
+		replicas = assignments
+	} else {
+		brokers := img.BrokerIDs()
+		if rf > len(brokers) {
+			return fmt.Errorf("%w: topic %q has replication factor %d but only %d brokers are registered", ErrInvalidReplicationFactor, topic, rf, len(brokers))
+		}
+		replicas = placeReplicas(brokers, placementStart(topic, len(brokers)), cur, count-cur, rf)
+	}
+	if validateOnly {
+		return nil
+	}
+	grown := &metadata.Topic{Name: t.Name, ID: t.ID, Partitions: append(slices.Clip(t.Partitions), newPartitions(replicas)...)}
+	if err := c.proposeLocked(ctx, topicRecords(grown, int(cur))); err != nil {
+		return err
+	}
+	c.log.Info("created partitions", "topic", topic, "from", cur, "to", count)
+	return nil
+}
+
+// AlterConfigs changes topic's config overrides; see planConfigs for the
+// two modes. A change that leaves the overrides as they are commits
+// nothing.
+func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []ConfigOp, replaceAll, validateOnly bool) error {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	img, err := c.validationImageLocked(ctx)
+	if err != nil {
+		return err
+	}
+	t, ok := img.Topic(topic)
+	if !ok {
+		return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, topic)
+	}
+	next, err := planConfigs(t.Configs, ops, replaceAll)
+	if err != nil {
+		return err
+	}
+	recs := configRecords(t.ID, t.Configs, next)
+	if validateOnly || len(recs) == 0 {
+		return nil
+	}
+	if err := c.proposeLocked(ctx, recs); err != nil {
+		return err
+	}
+	c.log.Info("altered topic configs", "topic", topic, "configs", next)
+	return nil
+}
+
+// AllocateProducerIDs commits the next block of ProducerIDBlockSize
+// producer ids to nodeID and returns it: [first, first+count). Blocks
+// never overlap, across restarts too, since each is in the metadata log.
+func (c *Controller) AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error) {
+	if nodeID < 0 {
+		return 0, 0, fmt.Errorf("%w: node id %d", ErrInvalidRequest, nodeID)
+	}
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	img, err := c.validationImageLocked(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	first = img.NextProducerID
+	if first > math.MaxInt64-ProducerIDBlockSize {
+		return 0, 0, fmt.Errorf("controller: producer ids exhausted at %d", first)
+	}
+	rec := metadata.ProducerIDsRecord{NodeID: nodeID, NextProducerID: first + ProducerIDBlockSize}
+	if err := c.proposeLocked(ctx, []metadata.Record{rec}); err != nil {
+		return 0, 0, err
+	}
+	return first, ProducerIDBlockSize, nil
+}
+
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}

@@ -1,0 +1,331 @@
+package controller
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// Pure decisions: given an image and a request, what records to propose
+// (or why not). No Raft, no clock, no randomness except through the read
+// function handed to newUUID, so each rule is a table test.
+
+// MaxPartitionsPerTopic bounds a topic's partition count (CreateTopics and
+// CreatePartitions). Kafka has no such limit, but every partition is a
+// directory of files and a record in every image; a request for a million
+// partitions is a typo, and refusing it is cheaper than living with it.
+const MaxPartitionsPerTopic = 10000
+
+// ProducerIDBlockSize is how many producer ids one AllocateProducerIDs call
+// hands out (Kafka's block size).
+const ProducerIDBlockSize = 1000
+
+// placementStart is where round-robin placement of topic's partition 0
+// begins among n brokers: a hash of the name, so topics spread their
+// leaders over the brokers rather than all starting at the lowest id, and
+// the same request places the same way (testable, reproducible).
+func placementStart(topic string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	return int(h.Sum32() % uint32(n))
+}
+
+// placeReplicas assigns replicas for partitions [first, first+count):
+// partition p gets rf consecutive brokers starting at (start+p) mod n, so
+// replicas of a partition are distinct (rf <= n) and leaders (the first
+// replica) rotate over the brokers. brokers must be sorted and rf <= len.
+func placeReplicas(brokers []int32, start int, first, count int32, rf int) [][]int32 {
+	out := make([][]int32, count)
+	n := len(brokers)
+	for i := range out {
+		p := int(first) + i
+		reps := make([]int32, rf)
+		for j := range reps {
+			reps[j] = brokers[(start+p+j)%n]
+		}
+		out[i] = reps
+	}
+	return out
+}
+
+// checkAssignments validates explicit replica assignments: each partition
+// non-empty, only registered brokers, no broker twice, and (rf > 0) every
+// partition with rf replicas, else all with the first's count. Returns the
+// replication factor.
+func checkAssignments(img *metadata.Image, assignments [][]int32, rf int) (int, error) {
+	for p, reps := range assignments {
+		if len(reps) == 0 {
+			return 0, fmt.Errorf("%w: partition %d has no replicas", ErrInvalidReplicaAssignment, p)
+		}
+		if rf <= 0 {
+			rf = len(reps)
+		}
+		if len(reps) != rf {
+			return 0, fmt.Errorf("%w: partition %d has %d replicas, others %d: all partitions need the same replication factor",
+				ErrInvalidReplicaAssignment, p, len(reps), rf)
+		}
+		for i, b := range reps {
+			if _, ok := img.Brokers[b]; !ok {
+				return 0, fmt.Errorf("%w: partition %d: broker %d is not registered (brokers: %v)", ErrInvalidReplicaAssignment, p, b, img.BrokerIDs())
+			}
+			if slices.Contains(reps[:i], b) {
+				return 0, fmt.Errorf("%w: partition %d lists broker %d twice", ErrInvalidReplicaAssignment, p, b)
+			}
+		}
+	}
+	return rf, nil
+}
+
+// topicDefaults are the broker settings a CreateTopic's -1s resolve to.
+type topicDefaults struct {
+	numPartitions     int32 // num.partitions
+	replicationFactor int16 // default.replication.factor; <= 0: min(3, brokers)
+}
+
+// planTopic checks everything about one CreateTopic except its name and
+// whether it exists, and returns its partitions and config overrides. The
+// topic's id is not part of the plan (it is drawn only when creating).
+func planTopic(img *metadata.Image, req CreateTopic, def topicDefaults) ([]metadata.Partition, map[string]string, error) {
+	brokers := img.BrokerIDs()
+	var replicas [][]int32
+	if len(req.Assignments) > 0 {
+		if req.NumPartitions != -1 || req.ReplicationFactor != -1 {
+			return nil, nil, fmt.Errorf("%w: replica assignments given together with a partition count (%d) or replication factor (%d); both must be -1",
+				ErrInvalidRequest, req.NumPartitions, req.ReplicationFactor)
+		}
+		if len(req.Assignments) > MaxPartitionsPerTopic {
+			return nil, nil, fmt.Errorf("%w: %d partitions (at most %d)", ErrInvalidPartitions, len(req.Assignments), MaxPartitionsPerTopic)
+		}
+		if _, err := checkAssignments(img, req.Assignments, 0); err != nil {
+			return nil, nil, err
+		}
+		replicas = req.Assignments
+	} else {
+		n := req.NumPartitions
+		if n == -1 {
+			n = max(def.numPartitions, 1)
+		}
+		if n < 1 || n > MaxPartitionsPerTopic {
+			return nil, nil, fmt.Errorf("%w: %d partitions (allowed: 1 to %d, or -1 for the default %d)",
+				ErrInvalidPartitions, n, MaxPartitionsPerTopic, max(def.numPartitions, 1))
+		}
+		rf := int(req.ReplicationFactor)
+		if rf == -1 {
+			rf = int(def.replicationFactor)
+			if rf <= 0 {
+				rf = min(3, len(brokers))
+			}
+		}
+		switch {
+		case rf < 1:
+			return nil, nil, fmt.Errorf("%w: replication factor %d (allowed: 1 to %d, or -1 for the default)", ErrInvalidReplicationFactor, rf, len(brokers))
+		case rf > len(brokers):
+			return nil, nil, fmt.Errorf("%w: replication factor %d is larger than the number of registered brokers (%d)", ErrInvalidReplicationFactor, rf, len(brokers))
+		}
+		replicas = placeReplicas(brokers, placementStart(req.Name, len(brokers)), 0, n, rf)
+	}
+
+	configs := make(map[string]string, len(req.Configs)+1)
+	names := make([]string, 0, len(req.Configs))
+	for name := range req.Configs {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first bad config named is the same every time
+	for _, name := range names {
+		if err := metadata.ValidateTopicConfig(name, req.Configs[name]); err != nil {
+			return nil, nil, err
+		}
+		configs[name] = req.Configs[name]
+	}
+	// DESIGN.md: min.insync.replicas defaults to min(2, RF), so acks=all
+	// on a replicated topic survives one broker loss without losing an
+	// acknowledged write.
+	if rf := len(replicas[0]); rf >= 2 {
+		if _, ok := configs["min.insync.replicas"]; !ok {
+			configs["min.insync.replicas"] = strconv.Itoa(min(2, rf))
+		}
+	}
+	return newPartitions(replicas), configs, nil
+}
+
+// newPartitions: leader is the first replica, ISR all replicas, epoch 0.
+func newPartitions(replicas [][]int32) []metadata.Partition {
+	parts := make([]metadata.Partition, len(replicas))
+	for i, reps := range replicas {
+		parts[i] = metadata.Partition{
+			Replicas: slices.Clone(reps),
+			ISR:      slices.Clone(reps),
+			Leader:   reps[0],
+		}
+	}
+	return parts
+}
+
+// topicRecords is the batch that creates t (or, with first > 0, adds its
+// partitions from first on).
+func topicRecords(t *metadata.Topic, first int) []metadata.Record {
+	var recs []metadata.Record
+	if first == 0 {
+		recs = append(recs, metadata.TopicRecord{Name: t.Name, ID: t.ID})
+	}
+	for p := first; p < len(t.Partitions); p++ {
+		part := t.Partitions[p]
+		recs = append(recs, metadata.PartitionRecord{
+			TopicID: t.ID, Partition: int32(p),
+			Replicas: part.Replicas, ISR: part.ISR, Leader: part.Leader, LeaderEpoch: part.LeaderEpoch,
+		})
+	}
+	if first == 0 {
+		recs = append(recs, configRecords(t.ID, nil, t.Configs)...)
+	}
+	return recs
+}
+
+// configRecords turns a change of overrides from old to new into records,
+// sorted by name.
+func configRecords(id metadata.UUID, old, new map[string]string) []metadata.Record {
+	var names []string
+	for n, v := range new {
+		if ov, ok := old[n]; !ok || ov != v {
+			names = append(names, n)
+		}
+	}
+	for n := range old {
+		if _, ok := new[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	recs := make([]metadata.Record, len(names))
+	for i, n := range names {
+		rec := metadata.ConfigRecord{TopicID: id, Name: n}
+		if v, ok := new[n]; ok {
+			rec.Value = &v
+		}
+		recs[i] = rec
+	}
+	return recs
+}
+
+// collisionKey: Kafka's metrics names replace '.' with '_', so "a.b" and
+// "a_b" would share metrics; Kafka refuses to create one when the other
+// exists, and so does Fjord, so tools built for Kafka behave the same.
+func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// planConfigs applies ops to a topic's overrides and returns the new
+// overrides. replaceAll (legacy AlterConfigs): the Set ops are the new
+// complete set. Otherwise (IncrementalAlterConfigs) each op edits the
+// current overrides; Append and Subtract work on list configs, starting
+// from the default when there is no override, as Kafka does.
+func planConfigs(current map[string]string, ops []ConfigOp, replaceAll bool) (map[string]string, error) {
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		if seen[op.Name] {
+			return nil, fmt.Errorf("%w: config %q appears more than once in the request", ErrInvalidRequest, op.Name)
+		}
+		seen[op.Name] = true
+		if _, ok := metadata.LookupTopicConfig(op.Name); !ok {
+			return nil, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, op.Name)
+		}
+	}
+	if replaceAll {
+		next := make(map[string]string, len(ops))
+		for _, op := range ops {
+			if op.Op != ConfigSet {
+				return nil, fmt.Errorf("%w: AlterConfigs only sets configs (config %q has operation %d)", ErrInvalidRequest, op.Name, op.Op)
+			}
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: config %q has a null value", ErrInvalidConfig, op.Name)
+			}
+			if err := metadata.ValidateTopicConfig(op.Name, *op.Value); err != nil {
+				return nil, err
+			}
+			next[op.Name] = *op.Value
+		}
+		return next, nil
+	}
+
+	next := make(map[string]string, len(current)+len(ops))
+	for k, v := range current {
+		next[k] = v
+	}
+	for _, op := range ops {
+		def, _ := metadata.LookupTopicConfig(op.Name)
+		switch op.Op {
+		case ConfigSet:
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: config %q: set with a null value", ErrInvalidConfig, op.Name)
+			}
+			next[op.Name] = *op.Value
+		case ConfigDelete:
+			delete(next, op.Name)
+			continue
+		case ConfigAppend, ConfigSubtract:
+			if def.Type != "list" {
+				return nil, fmt.Errorf("%w: config %q is a %s, not a list: append and subtract apply to list configs only", ErrInvalidConfig, op.Name, def.Type)
+			}
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: config %q: %s with a null value", ErrInvalidConfig, op.Name, opName(op.Op))
+			}
+			cur, ok := next[op.Name]
+			if !ok {
+				cur = def.Default
+			}
+			items := metadata.SplitList(cur)
+			for _, v := range metadata.SplitList(*op.Value) {
+				if op.Op == ConfigAppend && !slices.Contains(items, v) {
+					items = append(items, v)
+				}
+				if op.Op == ConfigSubtract {
+					items = slices.DeleteFunc(items, func(s string) bool { return s == v })
+				}
+			}
+			next[op.Name] = strings.Join(items, ",")
+		default:
+			return nil, fmt.Errorf("%w: config %q: unknown operation %d", ErrInvalidRequest, op.Name, op.Op)
+		}
+		if err := metadata.ValidateTopicConfig(op.Name, next[op.Name]); err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
+}
+
+func opName(op ConfigOpType) string {
+	switch op {
+	case ConfigSet:
+		return "set"
+	case ConfigDelete:
+		return "delete"
+	case ConfigAppend:
+		return "append"
+	case ConfigSubtract:
+		return "subtract"
+	}
+	return "operation " + strconv.Itoa(int(op))
+}
+
+// newUUID draws random UUIDs until one is usable: not printed with a
+// leading '-' in base64url (Kafka avoids those: they read as flags on a
+// command line) and not taken. Version-4 bits are set, as in Kafka's ids,
+// which also keeps out the zero UUID and Kafka's reserved metadata topic id
+// (0...01).
+func newUUID(read func([]byte) (int, error), taken func(metadata.UUID) bool) (metadata.UUID, error) {
+	for range 100 {
+		var u metadata.UUID
+		if _, err := read(u[:]); err != nil {
+			return metadata.UUID{}, fmt.Errorf("controller: random id: %w", err)
+		}
+		u[6] = u[6]&0x0f | 0x40
+		u[8] = u[8]&0x3f | 0x80
+		if strings.HasPrefix(u.Base64(), "-") || taken(u) {
+			continue
+		}
+		return u, nil
+	}
+	return metadata.UUID{}, fmt.Errorf("controller: no usable random id in 100 draws")
+}

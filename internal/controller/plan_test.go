@@ -1,0 +1,311 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+func imageWithBrokers(t *testing.T, ids ...int32) *metadata.Image {
+	t.Helper()
+	var recs []metadata.Record
+	for _, id := range ids {
+		recs = append(recs, metadata.BrokerRecord{NodeID: id, Host: "h", Port: 9092})
+	}
+	img, err := metadata.Empty().Apply(1, recs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func TestPlaceReplicas(t *testing.T) {
+	tests := []struct {
+		brokers     []int32
+		start       int
+		first, n    int32
+		rf          int
+		want        [][]int32
+		description string
+	}{
+		{[]int32{1}, 0, 0, 3, 1, [][]int32{{1}, {1}, {1}}, "one broker"},
+		{[]int32{1, 2, 3}, 0, 0, 3, 1, [][]int32{{1}, {2}, {3}}, "leaders rotate"},
+		{[]int32{1, 2, 3}, 1, 0, 4, 2, [][]int32{{2, 3}, {3, 1}, {1, 2}, {2, 3}}, "start offset, wrap"},
+		{[]int32{1, 2, 3}, 0, 0, 2, 3, [][]int32{{1, 2, 3}, {2, 3, 1}}, "rf = brokers"},
+		{[]int32{4, 7}, 1, 3, 2, 2, [][]int32{{4, 7}, {7, 4}}, "continue from partition 3"},
+	}
+	for _, tc := range tests {
+		got := placeReplicas(tc.brokers, tc.start, tc.first, tc.n, tc.rf)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.description, got, tc.want)
+		}
+		for p, reps := range got {
+			if len(slices.Compact(slices.Sorted(slices.Values(reps)))) != len(reps) {
+				t.Errorf("%s: partition %d replicas not distinct: %v", tc.description, p, reps)
+			}
+		}
+	}
+}
+
+// TestPlacementSpreadsLeaders: with as many partitions as brokers, every
+// broker leads exactly one, whatever the topic name.
+func TestPlacementSpreadsLeaders(t *testing.T) {
+	brokers := []int32{1, 2, 3, 4, 5}
+	for _, name := range []string{"a", "orders", "events", "x.y"} {
+		leaders := map[int32]int{}
+		for _, reps := range placeReplicas(brokers, placementStart(name, len(brokers)), 0, 5, 3) {
+			leaders[reps[0]]++
+		}
+		if len(leaders) != 5 {
+			t.Errorf("%s: leaders %v", name, leaders)
+		}
+	}
+	if placementStart("orders", 5) != placementStart("orders", 5) {
+		t.Error("placement start is not deterministic")
+	}
+}
+
+func TestCheckAssignments(t *testing.T) {
+	img := imageWithBrokers(t, 1, 2, 3)
+	tests := []struct {
+		a    [][]int32
+		rf   int
+		want string // "" = ok
+	}{
+		{[][]int32{{1, 2}, {2, 3}}, 0, ""},
+		{[][]int32{{3}}, 1, ""},
+		{[][]int32{{1, 2}, {}}, 0, "partition 1 has no replicas"},
+		{[][]int32{{1, 2}, {3}}, 0, "partition 1 has 1 replicas, others 2"},
+		{[][]int32{{1}}, 2, "partition 0 has 1 replicas, others 2"},
+		{[][]int32{{1, 9}}, 0, "broker 9 is not registered (brokers: [1 2 3])"},
+		{[][]int32{{2, 2}}, 0, "lists broker 2 twice"},
+	}
+	for _, tc := range tests {
+		_, err := checkAssignments(img, tc.a, tc.rf)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.a, err)
+		case tc.want != "" && (err == nil || !errors.Is(err, ErrInvalidReplicaAssignment) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want INVALID_REPLICA_ASSIGNMENT containing %q", tc.a, err, tc.want)
+		}
+	}
+}
+
+func TestPlanTopic(t *testing.T) {
+	three := imageWithBrokers(t, 1, 2, 3)
+	one := imageWithBrokers(t, 1)
+	def := topicDefaults{numPartitions: 1, replicationFactor: -1}
+	type want struct {
+		partitions int
+		rf         int
+		configs    map[string]string
+	}
+	tests := []struct {
+		name string
+		img  *metadata.Image
+		def  topicDefaults
+		req  CreateTopic
+		want want
+		err  error
+		msg  string
+	}{
+		{"defaults on one broker", one, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1},
+			want{1, 1, map[string]string{}}, nil, ""},
+		{"default rf is min(3, brokers), min.insync 2", three, def, CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: -1},
+			want{4, 3, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+		{"num.partitions default", one, topicDefaults{numPartitions: 6}, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: 1},
+			want{6, 1, map[string]string{}}, nil, ""},
+		{"default.replication.factor", three, topicDefaults{numPartitions: 1, replicationFactor: 2}, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
+			want{1, 2, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+		{"explicit min.insync kept", three, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "3"}},
+			want{1, 3, map[string]string{"min.insync.replicas": "3"}}, nil, ""},
+		{"assignments", three, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{3, 1}, {1, 2}}},
+			want{2, 2, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+		{"configs", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}},
+			want{1, 1, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}}, nil, ""},
+
+		{"zero partitions", one, def, CreateTopic{Name: "t", NumPartitions: 0, ReplicationFactor: 1}, want{}, ErrInvalidPartitions, "0 partitions"},
+		{"negative partitions", one, def, CreateTopic{Name: "t", NumPartitions: -2, ReplicationFactor: 1}, want{}, ErrInvalidPartitions, "-2 partitions"},
+		{"too many partitions", one, def, CreateTopic{Name: "t", NumPartitions: MaxPartitionsPerTopic + 1, ReplicationFactor: 1}, want{}, ErrInvalidPartitions, "10001 partitions"},
+		{"too many assignments", one, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: make([][]int32, MaxPartitionsPerTopic+1)}, want{}, ErrInvalidPartitions, "10001 partitions"},
+		{"rf above brokers", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, want{}, ErrInvalidReplicationFactor, "replication factor 3 is larger than the number of registered brokers (1)"},
+		{"default rf above brokers", one, topicDefaults{replicationFactor: 2}, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1}, want{}, ErrInvalidReplicationFactor, "(1)"},
+		{"rf zero", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 0}, want{}, ErrInvalidReplicationFactor, "replication factor 0"},
+		{"assignments with a count", three, def, CreateTopic{Name: "t", NumPartitions: 2, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, want{}, ErrInvalidRequest, "both must be -1"},
+		{"assignments to unknown broker", three, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {4}}}, want{}, ErrInvalidReplicaAssignment, "broker 4"},
+		{"unknown config", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention": "1"}}, want{}, ErrInvalidConfig, `unknown topic config "retention"`},
+		{"bad config value", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "a week"}}, want{}, ErrInvalidConfig, `retention.ms="a week"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			parts, configs, err := planTopic(tc.img, tc.req, tc.def)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) {
+					t.Fatalf("error %v; want %v containing %q", err, tc.err, tc.msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(parts) != tc.want.partitions {
+				t.Fatalf("%d partitions, want %d", len(parts), tc.want.partitions)
+			}
+			for i, p := range parts {
+				if len(p.Replicas) != tc.want.rf || !slices.Equal(p.ISR, p.Replicas) || p.Leader != p.Replicas[0] || p.LeaderEpoch != 0 {
+					t.Fatalf("partition %d = %+v", i, p)
+				}
+			}
+			if !reflect.DeepEqual(configs, tc.want.configs) {
+				t.Fatalf("configs %v, want %v", configs, tc.want.configs)
+			}
+		})
+	}
+}
+
+func TestPlanConfigs(t *testing.T) {
+	s := func(v string) *string { return &v }
+	cur := map[string]string{"retention.ms": "1000", "segment.bytes": "1048576"}
+	tests := []struct {
+		name       string
+		cur        map[string]string
+		ops        []ConfigOp
+		replaceAll bool
+		want       map[string]string
+		err        error
+		msg        string
+	}{
+		{"set", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet, Value: s("5")}},
+			false, map[string]string{"retention.ms": "5", "segment.bytes": "1048576"}, nil, ""},
+		{"delete", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigDelete}},
+			false, map[string]string{"segment.bytes": "1048576"}, nil, ""},
+		{"delete what is not set", cur, []ConfigOp{{Name: "flush.ms", Op: ConfigDelete}},
+			false, cur, nil, ""},
+		{"append to the default", nil, []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: s("compact")}},
+			false, map[string]string{"cleanup.policy": "delete,compact"}, nil, ""},
+		{"append present item", map[string]string{"cleanup.policy": "compact"}, []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: s("compact")}},
+			false, map[string]string{"cleanup.policy": "compact"}, nil, ""},
+		{"subtract", map[string]string{"cleanup.policy": "compact,delete"}, []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: s("delete")}},
+			false, map[string]string{"cleanup.policy": "compact"}, nil, ""},
+		{"replace all", cur, []ConfigOp{{Name: "flush.policy", Op: ConfigSet, Value: s("interval")}},
+			true, map[string]string{"flush.policy": "interval"}, nil, ""},
+		{"replace all with nothing", cur, nil, true, map[string]string{}, nil, ""},
+
+		{"subtract to empty", nil, []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: s("delete")}},
+			false, nil, ErrInvalidConfig, `cleanup.policy=""`},
+		{"append to non-list", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigAppend, Value: s("1")}},
+			false, nil, ErrInvalidConfig, "not a list"},
+		{"bad value", cur, []ConfigOp{{Name: "segment.bytes", Op: ConfigSet, Value: s("10")}},
+			false, nil, ErrInvalidConfig, `segment.bytes="10"`},
+		{"append bad item", nil, []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: s("archive")}},
+			false, nil, ErrInvalidConfig, `unknown policy "archive"`},
+		{"unknown config", cur, []ConfigOp{{Name: "retention", Op: ConfigDelete}},
+			false, nil, ErrInvalidConfig, `unknown topic config "retention"`},
+		{"set null", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet}},
+			false, nil, ErrInvalidConfig, "null value"},
+		{"duplicate name", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet, Value: s("1")}, {Name: "retention.ms", Op: ConfigDelete}},
+			false, nil, ErrInvalidRequest, "more than once"},
+		{"unknown op", cur, []ConfigOp{{Name: "retention.ms", Op: 9, Value: s("1")}},
+			false, nil, ErrInvalidRequest, "unknown operation 9"},
+		{"replace all with a delete op", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigDelete}},
+			true, nil, ErrInvalidRequest, "only sets"},
+		{"replace all with null", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet}},
+			true, nil, ErrInvalidConfig, "null value"},
+		{"replace all bad value", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet, Value: s("x")}},
+			true, nil, ErrInvalidConfig, `retention.ms="x"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := fmt.Sprint(tc.cur)
+			got, err := planConfigs(tc.cur, tc.ops, tc.replaceAll)
+			if fmt.Sprint(tc.cur) != before {
+				t.Fatal("planConfigs modified the current overrides")
+			}
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) {
+					t.Fatalf("error %v; want %v containing %q", err, tc.err, tc.msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigRecords(t *testing.T) {
+	id := metadata.UUID{1}
+	old := map[string]string{"a": "1", "b": "2", "c": "3"}
+	new := map[string]string{"a": "1", "b": "20", "d": "4"}
+	got := configRecords(id, old, new)
+	v20, v4 := "20", "4"
+	want := []metadata.Record{
+		metadata.ConfigRecord{TopicID: id, Name: "b", Value: &v20},
+		metadata.ConfigRecord{TopicID: id, Name: "c"},
+		metadata.ConfigRecord{TopicID: id, Name: "d", Value: &v4},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v", got)
+	}
+	if len(configRecords(id, old, old)) != 0 {
+		t.Fatal("no change gave records")
+	}
+}
+
+func TestNewUUID(t *testing.T) {
+	// A reader that yields all-zero bytes first, then a draw whose
+	// base64 starts with '-', then a taken id, then a usable one.
+	draws := [][]byte{
+		make([]byte, 16),
+		append([]byte{0xf8}, make([]byte, 15)...), // 111110 -> '-' in base64url
+		{2, 15: 1},
+		{3, 15: 1},
+	}
+	taken := metadata.UUID{2, 6: 0x40, 8: 0x80, 15: 1}
+	n := 0
+	read := func(b []byte) (int, error) {
+		copy(b, draws[n])
+		n++
+		return len(b), nil
+	}
+	u, err := newUUID(read, func(x metadata.UUID) bool { return x == taken })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The all-zero draw becomes a valid v4 id once the version bits are
+	// set, so it is the one returned.
+	if n != 1 || u != (metadata.UUID{6: 0x40, 8: 0x80}) {
+		t.Fatalf("got %s after %d draws", u, n)
+	}
+	n = 1
+	u, err = newUUID(read, func(x metadata.UUID) bool { return x == taken })
+	if err != nil || n != 4 || u != (metadata.UUID{3, 6: 0x40, 8: 0x80, 15: 1}) {
+		t.Fatalf("got %s after %d draws (%v); want the 4th draw", u, n, err)
+	}
+	if u.IsZero() || u[6]>>4 != 4 || u[8]>>6 != 2 {
+		t.Fatalf("%s is not a version 4 UUID", u)
+	}
+	_, err = newUUID(func(b []byte) (int, error) { return 0, errors.New("no entropy") }, func(metadata.UUID) bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "no entropy") {
+		t.Fatalf("read error: %v", err)
+	}
+	_, err = newUUID(func(b []byte) (int, error) { return len(b), nil }, func(metadata.UUID) bool { return true })
+	if err == nil {
+		t.Fatal("all ids taken, yet newUUID returned one")
+	}
+}
+
+func TestCollisionKey(t *testing.T) {
+	if collisionKey("a.b_c") != collisionKey("a_b.c") || collisionKey("ab") == collisionKey("a.b") {
+		t.Fatal("collisionKey")
+	}
+}

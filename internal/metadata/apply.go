@@ -1,0 +1,334 @@
+package metadata
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+)
+
+// Apply returns the image after recs, committed together at Raft index
+// offset, or an error (wrapping ErrBadRecord) naming the first record that
+// would break an invariant; then nothing of the batch is applied. Apply is
+// pure: img is never modified, and the new image shares every topic the
+// batch did not touch (copy-on-write), so readers of img are unaffected
+// and applying a batch costs O(topics) map copying, not a deep copy.
+//
+// Rules, per record (the invariants of records.go, made checkable):
+//   - offset > img.Offset: the metadata log only moves forward.
+//   - ClusterIDRecord: non-empty; once set, only the same id again.
+//   - BrokerRecord: node id >= 0, host non-empty, port 1..65535.
+//   - TopicRecord: valid name, non-zero id, neither name nor id live;
+//     by the end of the batch the topic has at least one partition.
+//   - PartitionRecord: known topic id; partition number at most the
+//     current count (equal appends, so partitions stay 0..n-1); replicas
+//     non-empty, distinct, registered brokers; ISR distinct and a subset of
+//     the replicas; leader -1 or an ISR member; leader epoch >= 0, never
+//     lower than before, and higher whenever the leader changes.
+//   - ConfigRecord: known topic id; known config; a set value passes
+//     ValidateTopicConfig.
+//   - RemoveTopicRecord: known topic id.
+//   - ProducerIDsRecord: node id >= 0; NextProducerID grows.
+//
+// Records may be values or non-nil pointers to them.
+func (img *Image) Apply(offset uint64, recs ...Record) (*Image, error) {
+	if offset <= img.Offset {
+		return nil, fmt.Errorf("%w: offset %d is not after the image's offset %d", ErrBadRecord, offset, img.Offset)
+	}
+	next, err := applyRecords(img, recs)
+	if err != nil {
+		return nil, err
+	}
+	next.Offset = offset
+	return next, nil
+}
+
+func applyRecords(img *Image, recs []Record) (*Image, error) {
+	d := draft{next: *img, owned: map[*Topic]bool{}, created: map[UUID]bool{}}
+	for i, r := range recs {
+		if err := d.apply(r); err != nil {
+			name, _ := recordType(r)
+			return nil, fmt.Errorf("%w: record %d (%s): %w", ErrBadRecord, i, name, err)
+		}
+	}
+	for id := range d.created {
+		if t, ok := d.next.TopicsByID[id]; ok && len(t.Partitions) == 0 {
+			return nil, fmt.Errorf("%w: topic %q created without partitions", ErrBadRecord, t.Name)
+		}
+	}
+	return &d.next, nil
+}
+
+// draft is the image being built by one Apply: a shallow copy of the old
+// image whose maps and topics are copied the first time the batch changes
+// them.
+type draft struct {
+	next          Image
+	brokersCopied bool
+	topicsCopied  bool
+	owned         map[*Topic]bool // topics cloned by this draft, safe to modify
+	created       map[UUID]bool   // topics created by this batch
+}
+
+func (d *draft) apply(r Record) error {
+	switch v := r.(type) {
+	case ClusterIDRecord:
+		return d.clusterID(v)
+	case *ClusterIDRecord:
+		if v != nil {
+			return d.clusterID(*v)
+		}
+	case BrokerRecord:
+		return d.broker(v)
+	case *BrokerRecord:
+		if v != nil {
+			return d.broker(*v)
+		}
+	case TopicRecord:
+		return d.topic(v)
+	case *TopicRecord:
+		if v != nil {
+			return d.topic(*v)
+		}
+	case PartitionRecord:
+		return d.partition(v)
+	case *PartitionRecord:
+		if v != nil {
+			return d.partition(*v)
+		}
+	case ConfigRecord:
+		return d.config(v)
+	case *ConfigRecord:
+		if v != nil {
+			return d.config(*v)
+		}
+	case RemoveTopicRecord:
+		return d.removeTopic(v)
+	case *RemoveTopicRecord:
+		if v != nil {
+			return d.removeTopic(*v)
+		}
+	case ProducerIDsRecord:
+		return d.producerIDs(v)
+	case *ProducerIDsRecord:
+		if v != nil {
+			return d.producerIDs(*v)
+		}
+	default:
+		if r == nil {
+			return fmt.Errorf("nil record")
+		}
+		return fmt.Errorf("unknown record type %T", r)
+	}
+	return fmt.Errorf("nil %T", r)
+}
+
+func (d *draft) clusterID(r ClusterIDRecord) error {
+	switch {
+	case r.ClusterID == "":
+		return fmt.Errorf("empty cluster id")
+	case d.next.ClusterID != "" && d.next.ClusterID != r.ClusterID:
+		return fmt.Errorf("cluster id is %q, cannot change to %q", d.next.ClusterID, r.ClusterID)
+	}
+	d.next.ClusterID = r.ClusterID
+	return nil
+}
+
+func (d *draft) broker(r BrokerRecord) error {
+	switch {
+	case r.NodeID < 0:
+		return fmt.Errorf("node id %d < 0", r.NodeID)
+	case r.Host == "":
+		return fmt.Errorf("broker %d: empty host", r.NodeID)
+	case r.Port < 1 || r.Port > 65535:
+		return fmt.Errorf("broker %d: port %d outside 1..65535", r.NodeID, r.Port)
+	}
+	if !d.brokersCopied {
+		d.next.Brokers = cloneMap(d.next.Brokers)
+		d.brokersCopied = true
+	}
+	d.next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack}
+	return nil
+}
+
+func (d *draft) topic(r TopicRecord) error {
+	if err := ValidateTopicName(r.Name); err != nil {
+		return err
+	}
+	if r.ID.IsZero() {
+		return fmt.Errorf("topic %q: zero topic id", r.Name)
+	}
+	if _, ok := d.next.Topics[r.Name]; ok {
+		return fmt.Errorf("topic %q already exists", r.Name)
+	}
+	if t, ok := d.next.TopicsByID[r.ID]; ok {
+		return fmt.Errorf("topic id %s already belongs to topic %q", r.ID, t.Name)
+	}
+	d.copyTopics()
+	t := &Topic{Name: r.Name, ID: r.ID, Partitions: []Partition{}, Configs: map[string]string{}}
+	d.next.Topics[t.Name] = t
+	d.next.TopicsByID[t.ID] = t
+	d.owned[t] = true
+	d.created[t.ID] = true
+	return nil
+}
+
+func (d *draft) partition(r PartitionRecord) error {
+	t, ok := d.next.TopicsByID[r.TopicID]
+	if !ok {
+		return fmt.Errorf("unknown topic id %s", r.TopicID)
+	}
+	if r.Partition < 0 || int(r.Partition) > len(t.Partitions) {
+		return fmt.Errorf("topic %q: partition %d is not in 0..%d", t.Name, r.Partition, len(t.Partitions))
+	}
+	if len(r.Replicas) == 0 {
+		return fmt.Errorf("topic %q partition %d: no replicas", t.Name, r.Partition)
+	}
+	for i, b := range r.Replicas {
+		if _, ok := d.next.Brokers[b]; !ok {
+			return fmt.Errorf("topic %q partition %d: replica %d is not a registered broker", t.Name, r.Partition, b)
+		}
+		if indexOf(r.Replicas[:i], b) >= 0 {
+			return fmt.Errorf("topic %q partition %d: replica %d listed twice", t.Name, r.Partition, b)
+		}
+	}
+	for i, b := range r.ISR {
+		if indexOf(r.Replicas, b) < 0 {
+			return fmt.Errorf("topic %q partition %d: ISR member %d is not a replica", t.Name, r.Partition, b)
+		}
+		if indexOf(r.ISR[:i], b) >= 0 {
+			return fmt.Errorf("topic %q partition %d: ISR member %d listed twice", t.Name, r.Partition, b)
+		}
+	}
+	if r.Leader != -1 && indexOf(r.ISR, r.Leader) < 0 {
+		return fmt.Errorf("topic %q partition %d: leader %d is not in the ISR", t.Name, r.Partition, r.Leader)
+	}
+	if r.LeaderEpoch < 0 {
+		return fmt.Errorf("topic %q partition %d: leader epoch %d < 0", t.Name, r.Partition, r.LeaderEpoch)
+	}
+	if int(r.Partition) < len(t.Partitions) {
+		old := t.Partitions[r.Partition]
+		if r.LeaderEpoch < old.LeaderEpoch {
+			return fmt.Errorf("topic %q partition %d: leader epoch %d is below %d", t.Name, r.Partition, r.LeaderEpoch, old.LeaderEpoch)
+		}
+		if r.Leader != old.Leader && r.LeaderEpoch == old.LeaderEpoch {
+			return fmt.Errorf("topic %q partition %d: leader %d -> %d without a new leader epoch (%d)", t.Name, r.Partition, old.Leader, r.Leader, r.LeaderEpoch)
+		}
+	}
+	t = d.mutableTopic(t)
+	p := Partition{
+		Replicas:    append(make([]int32, 0, len(r.Replicas)), r.Replicas...),
+		ISR:         append(make([]int32, 0, len(r.ISR)), r.ISR...),
+		Leader:      r.Leader,
+		LeaderEpoch: r.LeaderEpoch,
+	}
+	if int(r.Partition) == len(t.Partitions) {
+		t.Partitions = append(t.Partitions, p)
+	} else {
+		t.Partitions[r.Partition] = p
+	}
+	return nil
+}
+
+func (d *draft) config(r ConfigRecord) error {
+	t, ok := d.next.TopicsByID[r.TopicID]
+	if !ok {
+		return fmt.Errorf("unknown topic id %s", r.TopicID)
+	}
+	if r.Value == nil {
+		if _, ok := LookupTopicConfig(r.Name); !ok {
+			return fmt.Errorf("topic %q: unknown config %q", t.Name, r.Name)
+		}
+	} else if err := ValidateTopicConfig(r.Name, *r.Value); err != nil {
+		return fmt.Errorf("topic %q: %w", t.Name, err)
+	}
+	t = d.mutableTopic(t)
+	if r.Value == nil {
+		delete(t.Configs, r.Name)
+	} else {
+		t.Configs[r.Name] = *r.Value
+	}
+	return nil
+}
+
+func (d *draft) removeTopic(r RemoveTopicRecord) error {
+	t, ok := d.next.TopicsByID[r.TopicID]
+	if !ok {
+		return fmt.Errorf("unknown topic id %s", r.TopicID)
+	}
+	d.copyTopics()
+	delete(d.next.Topics, t.Name)
+	delete(d.next.TopicsByID, t.ID)
+	delete(d.created, t.ID)
+	return nil
+}
+
+func (d *draft) producerIDs(r ProducerIDsRecord) error {
+	switch {
+	case r.NodeID < 0:
+		return fmt.Errorf("node id %d < 0", r.NodeID)
+	case r.NextProducerID <= d.next.NextProducerID:
+		return fmt.Errorf("next producer id %d does not grow past %d", r.NextProducerID, d.next.NextProducerID)
+	}
+	d.next.NextProducerID = r.NextProducerID
+	return nil
+}
+
+// copyTopics gives the draft its own topic maps (the topics in them are
+// still shared until mutableTopic).
+func (d *draft) copyTopics() {
+	if d.topicsCopied {
+		return
+	}
+	d.next.Topics = cloneMap(d.next.Topics)
+	d.next.TopicsByID = cloneMap(d.next.TopicsByID)
+	d.topicsCopied = true
+}
+
+// mutableTopic returns the draft's own copy of t, cloning it the first
+// time this batch changes it. Partition slices inside are shared with the
+// old copy: a Partition is replaced whole, never edited in place.
+func (d *draft) mutableTopic(t *Topic) *Topic {
+	if d.owned[t] {
+		return t
+	}
+	c := &Topic{
+		Name:       t.Name,
+		ID:         t.ID,
+		Partitions: append(make([]Partition, 0, len(t.Partitions)+1), t.Partitions...),
+		Configs:    cloneMap(t.Configs),
+	}
+	d.copyTopics()
+	d.next.Topics[c.Name] = c
+	d.next.TopicsByID[c.ID] = c
+	d.owned[c] = true
+	return c
+}
+
+// cloneMap copies m, returning an empty (never nil) map so drafts of an
+// Image literal with nil maps can still be written.
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	c := make(map[K]V, len(m)+1)
+	maps.Copy(c, m)
+	return c
+}
+
+// recordType names r's kind without calling Type on a nil pointer (which
+// would panic: Type has value receivers).
+func recordType(r Record) (name string, ok bool) {
+	if r == nil {
+		return "nil", false
+	}
+	if v := reflect.ValueOf(r); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Sprintf("nil %T", r), false
+	}
+	return r.Type(), true
+}
+
+func indexOf(s []int32, v int32) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

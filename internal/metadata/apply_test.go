@@ -1,0 +1,312 @@
+package metadata
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var (
+	idOrders = UUID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	idEvents = UUID{0xaa, 1}
+)
+
+func strp(s string) *string { return &s }
+
+// baseImage: cluster "c1", brokers 1..3, topic "orders" (2 partitions,
+// replicas [1 2] and [2 3], leader epoch 5 on partition 0), topic "events"
+// (1 partition on broker 3, retention.ms=1000).
+func baseImage(t *testing.T) *Image {
+	t.Helper()
+	img, err := Empty().Apply(10,
+		ClusterIDRecord{ClusterID: "c1"},
+		BrokerRecord{NodeID: 1, Host: "h1", Port: 9092},
+		BrokerRecord{NodeID: 2, Host: "h2", Port: 9092},
+		BrokerRecord{NodeID: 3, Host: "h3", Port: 9092, Rack: "r3"},
+		TopicRecord{Name: "orders", ID: idOrders},
+		PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 5},
+		PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2, 3}, Leader: 2},
+		TopicRecord{Name: "events", ID: idEvents},
+		PartitionRecord{TopicID: idEvents, Partition: 0, Replicas: []int32{3}, ISR: []int32{3}, Leader: 3},
+		ConfigRecord{TopicID: idEvents, Name: "retention.ms", Value: strp("1000")},
+	)
+	if err != nil {
+		t.Fatalf("base image: %v", err)
+	}
+	return img
+}
+
+func TestApplyBaseImage(t *testing.T) {
+	img := baseImage(t)
+	if img.Offset != 10 || img.ClusterID != "c1" || len(img.Brokers) != 3 {
+		t.Fatalf("image = offset %d cluster %q brokers %d", img.Offset, img.ClusterID, len(img.Brokers))
+	}
+	if b, _ := img.Broker(3); b != (Broker{NodeID: 3, Host: "h3", Port: 9092, Rack: "r3"}) {
+		t.Fatalf("broker 3 = %+v", b)
+	}
+	orders, ok := img.Topic("orders")
+	if !ok || orders.ID != idOrders || len(orders.Partitions) != 2 {
+		t.Fatalf("orders = %+v, %v", orders, ok)
+	}
+	if byID, _ := img.TopicByID(idOrders); byID != orders {
+		t.Fatal("Topics and TopicsByID disagree")
+	}
+	p1, ok := orders.Partition(1)
+	if !ok || !reflect.DeepEqual(p1.Replicas, []int32{2, 3}) || p1.Leader != 2 {
+		t.Fatalf("orders-1 = %+v", p1)
+	}
+	if _, ok := orders.Partition(2); ok {
+		t.Fatal("partition 2 exists")
+	}
+	if _, ok := orders.Partition(-1); ok {
+		t.Fatal("partition -1 exists")
+	}
+	events, _ := img.Topic("events")
+	if got := events.Config("retention.ms"); got != "1000" {
+		t.Fatalf("events retention.ms = %q", got)
+	}
+	if got := events.Config("cleanup.policy"); got != "delete" {
+		t.Fatalf("events cleanup.policy = %q, want the default", got)
+	}
+	if got := events.Config("no.such.config"); got != "" {
+		t.Fatalf("unknown config = %q", got)
+	}
+	if got := img.TopicNames(); !reflect.DeepEqual(got, []string{"events", "orders"}) {
+		t.Fatalf("TopicNames = %v", got)
+	}
+	if got := img.BrokerIDs(); !reflect.DeepEqual(got, []int32{1, 2, 3}) {
+		t.Fatalf("BrokerIDs = %v", got)
+	}
+}
+
+// TestApplyRejects has one case per rule in Apply's doc.
+func TestApplyRejects(t *testing.T) {
+	pr := func(p, leader, epoch int32, replicas, isr []int32) PartitionRecord {
+		return PartitionRecord{TopicID: idOrders, Partition: p, Replicas: replicas, ISR: isr, Leader: leader, LeaderEpoch: epoch}
+	}
+	newTopic := UUID{0x77}
+	tests := []struct {
+		name   string
+		offset uint64
+		recs   []Record
+		want   string // in the error
+	}{
+		{"offset not after image", 10, nil, "offset 10"},
+		{"offset before image", 3, nil, "offset 3"},
+		{"nil record", 11, []Record{nil}, "nil record"},
+		{"nil pointer record", 11, []Record{(*TopicRecord)(nil)}, "nil"},
+		{"empty cluster id", 11, []Record{ClusterIDRecord{}}, "empty cluster id"},
+		{"cluster id changes", 11, []Record{ClusterIDRecord{ClusterID: "c2"}}, `cannot change to "c2"`},
+		{"negative broker id", 11, []Record{BrokerRecord{NodeID: -1, Host: "h", Port: 1}}, "node id -1"},
+		{"broker without host", 11, []Record{BrokerRecord{NodeID: 4, Port: 1}}, "empty host"},
+		{"broker port 0", 11, []Record{BrokerRecord{NodeID: 4, Host: "h", Port: 0}}, "port 0"},
+		{"broker port too big", 11, []Record{BrokerRecord{NodeID: 4, Host: "h", Port: 65536}}, "port 65536"},
+		{"bad topic name", 11, []Record{TopicRecord{Name: "a b", ID: newTopic}}, `" "`},
+		{"zero topic id", 11, []Record{TopicRecord{Name: "t"}}, "zero topic id"},
+		{"live topic name", 11, []Record{TopicRecord{Name: "orders", ID: newTopic}}, "already exists"},
+		{"live topic id", 11, []Record{TopicRecord{Name: "t", ID: idOrders}}, "already belongs"},
+		{"topic without partitions", 11, []Record{TopicRecord{Name: "t", ID: newTopic}}, "without partitions"},
+		{"partition of unknown topic", 11, []Record{PartitionRecord{TopicID: newTopic, Replicas: []int32{1}}}, "unknown topic id"},
+		{"partition gap", 11, []Record{pr(3, 1, 0, []int32{1}, []int32{1})}, "partition 3 is not in 0..2"},
+		{"negative partition", 11, []Record{pr(-1, 1, 0, []int32{1}, []int32{1})}, "partition -1"},
+		{"no replicas", 11, []Record{pr(2, -1, 0, nil, nil)}, "no replicas"},
+		{"unregistered replica", 11, []Record{pr(2, 1, 0, []int32{1, 9}, []int32{1})}, "replica 9 is not a registered broker"},
+		{"duplicate replica", 11, []Record{pr(2, 1, 0, []int32{1, 1}, []int32{1})}, "replica 1 listed twice"},
+		{"ISR outside replicas", 11, []Record{pr(2, 1, 0, []int32{1}, []int32{1, 2})}, "ISR member 2 is not a replica"},
+		{"duplicate ISR", 11, []Record{pr(2, 1, 0, []int32{1, 2}, []int32{1, 1})}, "ISR member 1 listed twice"},
+		{"leader outside ISR", 11, []Record{pr(2, 2, 0, []int32{1, 2}, []int32{1})}, "leader 2 is not in the ISR"},
+		{"negative leader epoch", 11, []Record{pr(2, 1, -1, []int32{1}, []int32{1})}, "leader epoch -1"},
+		{"leader epoch decreases", 11, []Record{pr(0, 1, 4, []int32{1, 2}, []int32{1, 2})}, "leader epoch 4 is below 5"},
+		{"leader change, same epoch", 11, []Record{pr(0, 2, 5, []int32{1, 2}, []int32{1, 2})}, "without a new leader epoch"},
+		{"config of unknown topic", 11, []Record{ConfigRecord{TopicID: newTopic, Name: "retention.ms", Value: strp("1")}}, "unknown topic id"},
+		{"unknown config", 11, []Record{ConfigRecord{TopicID: idOrders, Name: "retention.mss", Value: strp("1")}}, `unknown topic config "retention.mss"`},
+		{"unknown config reset", 11, []Record{ConfigRecord{TopicID: idOrders, Name: "retention.mss"}}, `unknown config "retention.mss"`},
+		{"bad config value", 11, []Record{ConfigRecord{TopicID: idOrders, Name: "retention.ms", Value: strp("soon")}}, `retention.ms="soon"`},
+		{"remove unknown topic", 11, []Record{RemoveTopicRecord{TopicID: newTopic}}, "unknown topic id"},
+		{"producer ids for negative node", 11, []Record{ProducerIDsRecord{NodeID: -1, NextProducerID: 1000}}, "node id -1"},
+		{"producer ids do not grow", 11, []Record{ProducerIDsRecord{NodeID: 1, NextProducerID: 1000}, ProducerIDsRecord{NodeID: 1, NextProducerID: 1000}}, "does not grow past 1000"},
+		{"bad record after good ones", 11, []Record{
+			TopicRecord{Name: "t", ID: newTopic},
+			PartitionRecord{TopicID: newTopic, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1},
+			RemoveTopicRecord{TopicID: UUID{0x99}},
+		}, "record 2 (remove_topic)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			img := baseImage(t)
+			before, err := EncodeImage(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, err := img.Apply(tc.offset, tc.recs...)
+			if err == nil {
+				t.Fatalf("Apply accepted it: %+v", next)
+			}
+			if !errors.Is(err, ErrBadRecord) {
+				t.Errorf("error %v does not wrap ErrBadRecord", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+			if next != nil {
+				t.Errorf("Apply returned an image with its error")
+			}
+			after, _ := EncodeImage(img)
+			if string(before) != string(after) {
+				t.Errorf("a refused batch changed the old image")
+			}
+		})
+	}
+}
+
+func TestApplyAccepts(t *testing.T) {
+	newTopic := UUID{0x77}
+	tests := []struct {
+		name  string
+		recs  []Record
+		check func(t *testing.T, img *Image)
+	}{
+		{"same cluster id again", []Record{ClusterIDRecord{ClusterID: "c1"}}, func(t *testing.T, img *Image) {
+			if img.ClusterID != "c1" {
+				t.Fatal(img.ClusterID)
+			}
+		}},
+		{"broker re-registers", []Record{BrokerRecord{NodeID: 1, Host: "new", Port: 19092}}, func(t *testing.T, img *Image) {
+			if b := img.Brokers[1]; b.Host != "new" || b.Port != 19092 {
+				t.Fatal(b)
+			}
+		}},
+		{"add a partition", []Record{PartitionRecord{TopicID: idOrders, Partition: 2, Replicas: []int32{3}, ISR: []int32{3}, Leader: 3}}, func(t *testing.T, img *Image) {
+			if n := len(img.Topics["orders"].Partitions); n != 3 {
+				t.Fatal(n)
+			}
+		}},
+		{"new leader with higher epoch", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 6}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[0]; p.Leader != 2 || p.LeaderEpoch != 6 || len(p.ISR) != 1 {
+				t.Fatal(p)
+			}
+		}},
+		{"ISR shrinks, same leader and epoch", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 5}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[0]; len(p.ISR) != 1 {
+				t.Fatal(p)
+			}
+		}},
+		{"no leader", []Record{PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: nil, Leader: -1, LeaderEpoch: 1}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[1]; p.Leader != -1 {
+				t.Fatal(p)
+			}
+		}},
+		{"config set and reset", []Record{
+			ConfigRecord{TopicID: idOrders, Name: "cleanup.policy", Value: strp("compact")},
+			ConfigRecord{TopicID: idEvents, Name: "retention.ms"},
+		}, func(t *testing.T, img *Image) {
+			if v := img.Topics["orders"].Configs["cleanup.policy"]; v != "compact" {
+				t.Fatal(v)
+			}
+			if _, ok := img.Topics["events"].Configs["retention.ms"]; ok {
+				t.Fatal("retention.ms override survived its reset")
+			}
+		}},
+		{"remove a topic", []Record{RemoveTopicRecord{TopicID: idOrders}}, func(t *testing.T, img *Image) {
+			if _, ok := img.Topic("orders"); ok {
+				t.Fatal("orders by name")
+			}
+			if _, ok := img.TopicByID(idOrders); ok {
+				t.Fatal("orders by id")
+			}
+		}},
+		{"delete and recreate a name in one batch", []Record{
+			RemoveTopicRecord{TopicID: idOrders},
+			TopicRecord{Name: "orders", ID: newTopic},
+			PartitionRecord{TopicID: newTopic, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1},
+		}, func(t *testing.T, img *Image) {
+			if o := img.Topics["orders"]; o.ID != newTopic || len(o.Partitions) != 1 {
+				t.Fatal(o)
+			}
+		}},
+		{"pointer records", []Record{
+			&TopicRecord{Name: "t", ID: newTopic},
+			&PartitionRecord{TopicID: newTopic, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1},
+			&ProducerIDsRecord{NodeID: 1, NextProducerID: 1000},
+		}, func(t *testing.T, img *Image) {
+			if _, ok := img.Topic("t"); !ok || img.NextProducerID != 1000 {
+				t.Fatal(img.NextProducerID)
+			}
+		}},
+		{"empty batch moves the offset only", nil, func(t *testing.T, img *Image) {
+			if len(img.Topics) != 2 {
+				t.Fatal(len(img.Topics))
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			img := baseImage(t)
+			before, _ := EncodeImage(img)
+			next, err := img.Apply(11, tc.recs...)
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if next.Offset != 11 {
+				t.Errorf("offset = %d", next.Offset)
+			}
+			tc.check(t, next)
+			after, _ := EncodeImage(img)
+			if string(before) != string(after) {
+				t.Errorf("Apply modified the old image")
+			}
+		})
+	}
+}
+
+// TestApplySharesUntouchedTopics pins the copy-on-write contract: a topic
+// the batch does not touch is the same *Topic in both images.
+func TestApplySharesUntouchedTopics(t *testing.T) {
+	img := baseImage(t)
+	next, err := img.Apply(11, ConfigRecord{TopicID: idOrders, Name: "retention.ms", Value: strp("5")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Topics["events"] != img.Topics["events"] {
+		t.Error("untouched topic was copied")
+	}
+	if next.Topics["orders"] == img.Topics["orders"] {
+		t.Error("changed topic is shared with the old image")
+	}
+	if _, ok := img.Topics["orders"].Configs["retention.ms"]; ok {
+		t.Error("old image sees the new config")
+	}
+	if next.TopicsByID[idOrders] != next.Topics["orders"] {
+		t.Error("by-id map points at the old copy")
+	}
+}
+
+// TestApplyCopiesRecordSlices: the caller may reuse a record's slices.
+func TestApplyCopiesRecordSlices(t *testing.T) {
+	img := baseImage(t)
+	replicas := []int32{3}
+	next, err := img.Apply(11, PartitionRecord{TopicID: idOrders, Partition: 2, Replicas: replicas, ISR: replicas, Leader: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas[0] = 1
+	if got := next.Topics["orders"].Partitions[2].Replicas[0]; got != 3 {
+		t.Fatalf("image aliases the record's slice: replica = %d", got)
+	}
+}
+
+func TestApplyOnZeroImage(t *testing.T) {
+	// An Image literal (nil maps) must work as well as Empty().
+	img, err := (&Image{}).Apply(1,
+		BrokerRecord{NodeID: 0, Host: "h", Port: 1},
+		TopicRecord{Name: "t", ID: idOrders},
+		PartitionRecord{TopicID: idOrders, Replicas: []int32{0}, ISR: []int32{0}, Leader: 0},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(img.Topics) != 1 || len(img.Brokers) != 1 {
+		t.Fatalf("%+v", img)
+	}
+}

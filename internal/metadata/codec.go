@@ -1,0 +1,237 @@
+package metadata
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// Encoding. A record is a JSON envelope
+//
+//	{"type": "topic", "data": {"name": "orders", "id": "0f3c...-..."}}
+//
+// and a batch (one Raft log entry: records committed together) is a JSON
+// array of envelopes. JSON rather than a binary format because the
+// metadata log is small and rarely written, and a dump of it should be
+// readable; decoding ignores unknown fields and zero-fills missing ones, so
+// records can grow fields without a version bump.
+
+type envelope struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// Encode encodes one record.
+func Encode(r Record) ([]byte, error) {
+	if name, ok := recordType(r); !ok {
+		return nil, fmt.Errorf("metadata: encode %s record", name)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: encode %s record: %w", r.Type(), err)
+	}
+	return json.Marshal(envelope{Type: r.Type(), Data: data})
+}
+
+// Decode decodes one record, as a value (TopicRecord, not *TopicRecord).
+// An unknown type is an error (wrapping ErrDecode): a node must not skip
+// a change it does not understand.
+func Decode(b []byte) (Record, error) {
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("%w: record: %v", ErrDecode, err)
+	}
+	return decodeEnvelope(env)
+}
+
+func decodeEnvelope(env envelope) (Record, error) {
+	var (
+		r   Record
+		err error
+	)
+	switch env.Type {
+	case ClusterIDRecord{}.Type():
+		r, err = decodeData[ClusterIDRecord](env.Data)
+	case BrokerRecord{}.Type():
+		r, err = decodeData[BrokerRecord](env.Data)
+	case TopicRecord{}.Type():
+		r, err = decodeData[TopicRecord](env.Data)
+	case PartitionRecord{}.Type():
+		r, err = decodeData[PartitionRecord](env.Data)
+	case ConfigRecord{}.Type():
+		r, err = decodeData[ConfigRecord](env.Data)
+	case RemoveTopicRecord{}.Type():
+		r, err = decodeData[RemoveTopicRecord](env.Data)
+	case ProducerIDsRecord{}.Type():
+		r, err = decodeData[ProducerIDsRecord](env.Data)
+	default:
+		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s record: %v", ErrDecode, env.Type, err)
+	}
+	return r, nil
+}
+
+func decodeData[T Record](data json.RawMessage) (Record, error) {
+	var v T
+	if len(data) == 0 {
+		return nil, fmt.Errorf("missing data")
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// EncodeBatch encodes records committed together (one Raft log entry).
+func EncodeBatch(recs []Record) ([]byte, error) {
+	envs := make([]json.RawMessage, len(recs))
+	for i, r := range recs {
+		b, err := Encode(r)
+		if err != nil {
+			return nil, err
+		}
+		envs[i] = b
+	}
+	return json.Marshal(envs)
+}
+
+// DecodeBatch decodes what EncodeBatch encoded.
+func DecodeBatch(b []byte) ([]Record, error) {
+	var envs []envelope
+	if err := json.Unmarshal(b, &envs); err != nil {
+		return nil, fmt.Errorf("%w: batch: %v", ErrDecode, err)
+	}
+	if envs == nil {
+		return nil, fmt.Errorf("%w: batch is not an array", ErrDecode)
+	}
+	recs := make([]Record, len(envs))
+	for i, env := range envs {
+		r, err := decodeEnvelope(env)
+		if err != nil {
+			return nil, fmt.Errorf("batch record %d: %w", i, err)
+		}
+		recs[i] = r
+	}
+	return recs, nil
+}
+
+// Image snapshot (a Raft snapshot's contents):
+//
+//	{"version": 1, "offset": N, "cluster_id": "...",
+//	 "brokers": [BrokerRecord...]           // by node id
+//	 "topics": [{"name", "id",
+//	             "partitions": [{"replicas","isr","leader","leader_epoch"}...],
+//	             "configs": {name: value}}...],  // by name
+//	 "next_producer_id": N}
+//
+// Lists are sorted so the same image always encodes to the same bytes.
+// DecodeImage rebuilds the image by applying the equivalent records to the
+// empty image, so a snapshot is held to exactly the invariants of the log.
+
+const imageSnapshotVersion = 1
+
+type imageSnapshot struct {
+	Version        int             `json:"version"`
+	Offset         uint64          `json:"offset"`
+	ClusterID      string          `json:"cluster_id"`
+	Brokers        []BrokerRecord  `json:"brokers"`
+	Topics         []topicSnapshot `json:"topics"`
+	NextProducerID int64           `json:"next_producer_id"`
+}
+
+type topicSnapshot struct {
+	Name       string              `json:"name"`
+	ID         UUID                `json:"id"`
+	Partitions []partitionSnapshot `json:"partitions"`
+	Configs    map[string]string   `json:"configs,omitempty"`
+}
+
+type partitionSnapshot struct {
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+}
+
+// EncodeImage encodes img for a Raft snapshot.
+func EncodeImage(img *Image) ([]byte, error) {
+	s := imageSnapshot{
+		Version:        imageSnapshotVersion,
+		Offset:         img.Offset,
+		ClusterID:      img.ClusterID,
+		Brokers:        []BrokerRecord{},
+		Topics:         []topicSnapshot{},
+		NextProducerID: img.NextProducerID,
+	}
+	for _, id := range img.BrokerIDs() {
+		b := img.Brokers[id]
+		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		ts := topicSnapshot{Name: t.Name, ID: t.ID, Partitions: make([]partitionSnapshot, len(t.Partitions)), Configs: t.Configs}
+		for i, p := range t.Partitions {
+			ts.Partitions[i] = partitionSnapshot{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch}
+		}
+		s.Topics = append(s.Topics, ts)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("metadata: encode image: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// DecodeImage decodes an image snapshot, checking every invariant Apply
+// checks (errors wrap ErrDecode, and ErrBadRecord for a broken invariant).
+func DecodeImage(b []byte) (*Image, error) {
+	var s imageSnapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%w: image: %v", ErrDecode, err)
+	}
+	if s.Version != imageSnapshotVersion {
+		return nil, fmt.Errorf("%w: image snapshot version %d (want %d)", ErrDecode, s.Version, imageSnapshotVersion)
+	}
+	if s.NextProducerID < 0 {
+		return nil, fmt.Errorf("%w: image: next producer id %d < 0", ErrDecode, s.NextProducerID)
+	}
+	var recs []Record
+	if s.ClusterID != "" {
+		recs = append(recs, ClusterIDRecord{ClusterID: s.ClusterID})
+	}
+	for i, br := range s.Brokers {
+		if i > 0 && s.Brokers[i-1].NodeID >= br.NodeID {
+			return nil, fmt.Errorf("%w: image: brokers not sorted by distinct node id", ErrDecode)
+		}
+		recs = append(recs, br)
+	}
+	for _, ts := range s.Topics {
+		recs = append(recs, TopicRecord{Name: ts.Name, ID: ts.ID})
+		for p, ps := range ts.Partitions {
+			recs = append(recs, PartitionRecord{
+				TopicID: ts.ID, Partition: int32(p),
+				Replicas: ps.Replicas, ISR: ps.ISR, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch,
+			})
+		}
+		names := make([]string, 0, len(ts.Configs))
+		for n := range ts.Configs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			v := ts.Configs[n]
+			recs = append(recs, ConfigRecord{TopicID: ts.ID, Name: n, Value: &v})
+		}
+	}
+	img, err := applyRecords(Empty(), recs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: image: %w", ErrDecode, err)
+	}
+	img.Offset = s.Offset
+	img.NextProducerID = s.NextProducerID
+	return img, nil
+}

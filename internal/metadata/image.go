@@ -1,0 +1,45 @@
+package metadata
+
+// Image is the cluster metadata at one point of the metadata log: the
+// result of applying every record up to Offset, in order. An Image is
+// immutable once published; Apply returns a new one that shares what did
+// not change. Readers hold an *Image for as long as they like without
+// locks.
+type Image struct {
+	// Offset is the Raft log index of the last record applied (0 for the
+	// empty image).
+	Offset    uint64
+	ClusterID string
+	Brokers   map[int32]Broker
+	// Topics by name, and the same topics by id.
+	Topics     map[string]*Topic
+	TopicsByID map[UUID]*Topic
+	// NextProducerID is the first producer id not yet handed out in a block.
+	NextProducerID int64
+}
+
+// Broker is a registered node.
+type Broker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   string
+}
+
+// Topic is one topic. Partitions[i] is partition i.
+type Topic struct {
+	Name       string
+	ID         UUID
+	Partitions []Partition
+	// Configs holds the topic's overrides only (name -> value); defaults
+	// come from TopicConfigDefs.
+	Configs map[string]string
+}
+
+// Partition is one partition's replication state.
+type Partition struct {
+	Replicas    []int32
+	ISR         []int32
+	Leader      int32 // -1: no leader
+	LeaderEpoch int32
+}

@@ -1,0 +1,72 @@
+package metadata
+
+import (
+	"slices"
+)
+
+// Empty returns the image before the first record: no cluster id, no
+// brokers, no topics.
+func Empty() *Image {
+	return &Image{
+		Brokers:    map[int32]Broker{},
+		Topics:     map[string]*Topic{},
+		TopicsByID: map[UUID]*Topic{},
+	}
+}
+
+// Topic returns the live topic with this name. The *Topic is shared with
+// other images: read it, never modify it.
+func (img *Image) Topic(name string) (*Topic, bool) {
+	t, ok := img.Topics[name]
+	return t, ok
+}
+
+// TopicByID returns the live topic with this id.
+func (img *Image) TopicByID(id UUID) (*Topic, bool) {
+	t, ok := img.TopicsByID[id]
+	return t, ok
+}
+
+// TopicNames returns the live topics' names, sorted.
+func (img *Image) TopicNames() []string {
+	names := make([]string, 0, len(img.Topics))
+	for n := range img.Topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Broker returns a registered broker.
+func (img *Image) Broker(id int32) (Broker, bool) {
+	b, ok := img.Brokers[id]
+	return b, ok
+}
+
+// BrokerIDs returns the registered brokers' ids, sorted.
+func (img *Image) BrokerIDs() []int32 {
+	ids := make([]int32, 0, len(img.Brokers))
+	for id := range img.Brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Partition returns partition p of t. Its slices are shared: read only.
+func (t *Topic) Partition(p int32) (*Partition, bool) {
+	if p < 0 || int(p) >= len(t.Partitions) {
+		return nil, false
+	}
+	return &t.Partitions[p], true
+}
+
+// Config returns the topic's value for a config: its override if set,
+// else the default from TopicConfigDefs ("" for an unknown name).
+func (t *Topic) Config(name string) string {
+	if v, ok := t.Configs[name]; ok {
+		return v
+	}
+	def, _ := LookupTopicConfig(name)
+	return def.Default
+}

@@ -1,0 +1,88 @@
+package metadata
+
+// The metadata log: every change to cluster metadata is one of these
+// records, committed through the controller's Raft log and applied in log
+// order to build the next Image. They are Fjord's own (not KRaft's wire
+// schemas); each is encoded as a JSON envelope {"type": ..., "data": ...}
+// by Encode, so a record written today still decodes after fields are
+// added (unknown fields are ignored, missing ones take zero values).
+//
+// Invariants the controller keeps when it proposes records (Apply
+// rejects a record that breaks them, so a bad proposal never reaches an
+// image):
+//   - a topic name maps to one live topic id, and a topic id is never reused;
+//   - partitions of a topic are numbered 0..n-1 with no gaps; a partition
+//     is never removed except with its topic;
+//   - a partition's leader epoch only grows;
+//   - producer id blocks never overlap: NextProducerID only grows.
+
+// UUID is a topic id, as Kafka's: 16 random bytes, printed base64url in
+// Kafka's tools and as hex-with-dashes here.
+type UUID [16]byte
+
+// Record is one metadata change.
+type Record interface {
+	// Type names the record kind in the encoded envelope.
+	Type() string
+}
+
+// ClusterIDRecord fixes the cluster id. It is the first record of every
+// metadata log and never changes.
+type ClusterIDRecord struct {
+	ClusterID string `json:"cluster_id"`
+}
+
+// BrokerRecord registers a broker (or re-registers it after a restart,
+// with new endpoints).
+type BrokerRecord struct {
+	NodeID int32  `json:"node_id"`
+	Host   string `json:"host"`
+	Port   int32  `json:"port"`
+	Rack   string `json:"rack,omitempty"`
+}
+
+// TopicRecord creates a topic. Its partitions follow as PartitionRecords
+// in the same committed batch.
+type TopicRecord struct {
+	Name string `json:"name"`
+	ID   UUID   `json:"id"`
+}
+
+// PartitionRecord creates a partition or replaces its state (replicas,
+// leader, leader epoch, ISR).
+type PartitionRecord struct {
+	TopicID     UUID    `json:"topic_id"`
+	Partition   int32   `json:"partition"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	Leader      int32   `json:"leader"` // -1: no leader
+	LeaderEpoch int32   `json:"leader_epoch"`
+}
+
+// ConfigRecord sets (Value non-nil) or removes (Value nil, back to the
+// default) one topic config.
+type ConfigRecord struct {
+	TopicID UUID    `json:"topic_id"`
+	Name    string  `json:"name"`
+	Value   *string `json:"value"`
+}
+
+// RemoveTopicRecord deletes a topic and all its partitions.
+type RemoveTopicRecord struct {
+	TopicID UUID `json:"topic_id"`
+}
+
+// ProducerIDsRecord hands the block [previous NextProducerID,
+// NextProducerID) to NodeID, which gives its ids to InitProducerId callers.
+type ProducerIDsRecord struct {
+	NodeID         int32 `json:"node_id"`
+	NextProducerID int64 `json:"next_producer_id"`
+}
+
+func (ClusterIDRecord) Type() string   { return "cluster_id" }
+func (BrokerRecord) Type() string      { return "broker" }
+func (TopicRecord) Type() string       { return "topic" }
+func (PartitionRecord) Type() string   { return "partition" }
+func (ConfigRecord) Type() string      { return "config" }
+func (RemoveTopicRecord) Type() string { return "remove_topic" }
+func (ProducerIDsRecord) Type() string { return "producer_ids" }

@@ -1,0 +1,190 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/storage"
+)
+
+func TestTopicConfigDefs(t *testing.T) {
+	want := []string{
+		"cleanup.policy", "compression.type", "delete.retention.ms", "flush.ms", "flush.policy",
+		"index.interval.bytes", "max.message.bytes", "message.timestamp.type", "min.cleanable.dirty.ratio",
+		"min.insync.replicas", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms",
+		"unclean.leader.election.enable",
+	}
+	var names []string
+	for _, d := range TopicConfigDefs {
+		names = append(names, d.Name)
+		if err := ValidateTopicConfig(d.Name, d.Default); err != nil {
+			t.Errorf("default of %s is invalid: %v", d.Name, err)
+		}
+		if d.Doc == "" || d.Type == "" {
+			t.Errorf("%s lacks doc or type", d.Name)
+		}
+		if got, ok := LookupTopicConfig(d.Name); !ok || got.Name != d.Name {
+			t.Errorf("LookupTopicConfig(%s) = %v, %v", d.Name, got, ok)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("configs = %v\nwant      %v", names, want)
+	}
+	if _, ok := LookupTopicConfig("retention"); ok {
+		t.Fatal("LookupTopicConfig found an unknown name")
+	}
+}
+
+// TestTopicConfigDefaultsMatchStorage: the defaults are the storage
+// engine's (DESIGN.md: Kafka's, with flush.policy=ack).
+func TestTopicConfigDefaultsMatchStorage(t *testing.T) {
+	cfg := storage.DefaultConfig()
+	for _, d := range TopicConfigDefs {
+		if err := setStorageConfig(&cfg, d.Name, d.Default); err != nil && err != errNotStorage {
+			t.Fatalf("%s=%s: %v", d.Name, d.Default, err)
+		}
+	}
+	if cfg != storage.DefaultConfig() {
+		t.Fatalf("defaults differ from storage.DefaultConfig:\n%+v\n%+v", cfg, storage.DefaultConfig())
+	}
+}
+
+func TestValidateTopicConfig(t *testing.T) {
+	tests := []struct {
+		name  string
+		good  []string
+		bad   []string
+		allow string // the error names what is allowed
+	}{
+		{"cleanup.policy", []string{"delete", "compact", "compact,delete", "delete,compact"},
+			[]string{"", "Delete", "compact,", "compact, delete", "delete,delete", "none"}, "allowed: delete, compact, compact,delete"},
+		{"compression.type", []string{"producer"}, []string{"gzip", "zstd", "uncompressed", ""}, "never recompresses"},
+		{"delete.retention.ms", []string{"0", "86400000", "9223372036854775807"}, []string{"-1", "1.5", "x", "9223372036854775808"}, "0 to 9223372036854775807"},
+		{"flush.ms", []string{"1", "1000"}, []string{"0", "-1"}, "1 to"},
+		{"flush.policy", []string{"ack", "interval"}, []string{"always", "ACK", ""}, "allowed: ack, interval"},
+		{"index.interval.bytes", []string{"0", "4096", "2147483647"}, []string{"-1", "2147483648"}, "0 to 2147483647"},
+		{"max.message.bytes", []string{"0", "1048588"}, []string{"-1", " 1"}, "0 to 2147483647"},
+		{"message.timestamp.type", []string{"CreateTime", "LogAppendTime"}, []string{"createtime", "now"}, "CreateTime, LogAppendTime"},
+		{"min.cleanable.dirty.ratio", []string{"0", "0.5", "1", "1e-3"}, []string{"-0.1", "1.01", "NaN", "x"}, "0 to 1"},
+		{"min.insync.replicas", []string{"1", "2"}, []string{"0", "-1"}, "1 to 2147483647"},
+		{"retention.bytes", []string{"-1", "0", "1073741824"}, []string{"-2"}, "-1 to"},
+		{"retention.ms", []string{"-1", "0", "604800000"}, []string{"-2", "forever"}, "-1 to"},
+		{"segment.bytes", []string{"14", "1073741824", "2147483647"}, []string{"13", "0", "2147483648"}, "14 to 2147483647"},
+		{"segment.ms", []string{"1", "604800000"}, []string{"0"}, "1 to"},
+		{"unclean.leader.election.enable", []string{"false"}, []string{"true", "yes"}, "only from the ISR"},
+	}
+	for _, tc := range tests {
+		for _, v := range tc.good {
+			if err := ValidateTopicConfig(tc.name, v); err != nil {
+				t.Errorf("%s=%q: %v", tc.name, v, err)
+			}
+		}
+		for _, v := range tc.bad {
+			err := ValidateTopicConfig(tc.name, v)
+			if err == nil {
+				t.Errorf("%s=%q accepted", tc.name, v)
+				continue
+			}
+			// The message names the config, the value and what is allowed.
+			wantValue := fmt.Sprintf("%s=%q", tc.name, v)
+			if !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(err.Error(), wantValue) || !strings.Contains(err.Error(), tc.allow) {
+				t.Errorf("%s=%q: error %q; want INVALID_CONFIG naming %s and %q", tc.name, v, err, wantValue, tc.allow)
+			}
+		}
+	}
+	err := ValidateTopicConfig("retention.mss", "1")
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `unknown topic config "retention.mss"`) {
+		t.Errorf("unknown config: %v", err)
+	}
+}
+
+// TestTopicConfigRangesMatchStorage: a value ValidateTopicConfig accepts
+// never makes storage.Config.Validate fail, and (within Kafka's int range)
+// a value storage accepts is accepted here.
+func TestTopicConfigRangesMatchStorage(t *testing.T) {
+	values := []string{
+		"", "x", "-2", "-1", "0", "1", "13", "14", "4096", "0.5", "1.01", "-0.1",
+		"2147483647", "2147483648", "9223372036854775807",
+		"delete", "compact", "compact,delete", "ack", "interval", "CreateTime", "LogAppendTime",
+	}
+	for _, d := range TopicConfigDefs {
+		probe := storage.DefaultConfig()
+		if setStorageConfig(&probe, d.Name, d.Default) == errNotStorage {
+			continue
+		}
+		for _, v := range values {
+			metaOK := ValidateTopicConfig(d.Name, v) == nil
+			cfg := storage.DefaultConfig()
+			storageOK := setStorageConfig(&cfg, d.Name, v) == nil && cfg.Validate() == nil
+			if metaOK && !storageOK {
+				t.Errorf("%s=%q: accepted here, refused by storage", d.Name, v)
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			inIntRange := err != nil || d.Type != "int" || n <= math.MaxInt32
+			if storageOK && !metaOK && inIntRange {
+				t.Errorf("%s=%q: accepted by storage, refused here", d.Name, v)
+			}
+		}
+	}
+}
+
+var errNotStorage = errors.New("not a storage config")
+
+// setStorageConfig is the metadata-name -> storage.Config mapping the
+// replica manager does, written here independently to check the ranges.
+func setStorageConfig(c *storage.Config, name, v string) error {
+	i64 := func(dst *int64) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		*dst = n
+		return err
+	}
+	i := func(dst *int) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		*dst = int(n)
+		return err
+	}
+	var err error
+	switch name {
+	case "cleanup.policy":
+		c.CleanupPolicy, err = storage.ParseCleanupPolicy(v)
+	case "delete.retention.ms":
+		err = i64(&c.DeleteRetentionMs)
+	case "flush.ms":
+		err = i64(&c.FlushMs)
+	case "flush.policy":
+		c.FlushPolicy, err = storage.ParseFlushPolicy(v)
+	case "index.interval.bytes":
+		err = i(&c.IndexIntervalBytes)
+	case "max.message.bytes":
+		err = i(&c.MaxMessageBytes)
+	case "message.timestamp.type":
+		switch v {
+		case "CreateTime":
+			c.LogAppendTime = false
+		case "LogAppendTime":
+			c.LogAppendTime = true
+		default:
+			err = errors.New("bad timestamp type")
+		}
+	case "min.cleanable.dirty.ratio":
+		c.MinCleanableDirtyRatio, err = strconv.ParseFloat(v, 64)
+	case "retention.bytes":
+		err = i64(&c.RetentionBytes)
+	case "retention.ms":
+		err = i64(&c.RetentionMs)
+	case "segment.bytes":
+		err = i64(&c.SegmentBytes)
+	case "segment.ms":
+		err = i64(&c.SegmentMs)
+	default:
+		return errNotStorage
+	}
+	return err
+}
