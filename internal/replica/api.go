@@ -1,0 +1,115 @@
+package replica
+
+import (
+	"time"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// This file is the replica manager's surface as the protocol layers
+// (kafkaserver, later httpapi) see it. Errors returned per partition are
+// the sentinels in errors.go, possibly wrapped with detail; kafkaserver
+// maps them to Kafka error codes with errors.Is.
+
+// Acks is a produce request's acks: 0, 1 or -1 (all).
+type Acks int16
+
+const (
+	AcksNone   Acks = 0
+	AcksLeader Acks = 1
+	AcksAll    Acks = -1
+)
+
+// AppendResult is one partition's answer to a produce.
+type AppendResult struct {
+	// BaseOffset is the offset given to the first record; for a
+	// duplicate batch of an idempotent producer, the offset it was given
+	// the first time.
+	BaseOffset int64
+	// LogAppendTime is the broker's timestamp when the topic uses
+	// LogAppendTime, else -1.
+	LogAppendTime  int64
+	LogStartOffset int64
+}
+
+// Isolation is a fetch's isolation level, with Kafka's names
+// (FetchIsolation): what offset bounds the read.
+type Isolation int8
+
+const (
+	// IsolationHighWatermark: read_uncommitted consumers.
+	IsolationHighWatermark Isolation = iota
+	// IsolationTxnCommitted: read_committed consumers (below the LSO).
+	IsolationTxnCommitted
+	// IsolationLogEnd: followers.
+	IsolationLogEnd
+)
+
+// FetchParams are the request-wide fetch settings.
+type FetchParams struct {
+	ReplicaID int32 // -1 for consumers
+	MaxWait   time.Duration
+	MinBytes  int32
+	MaxBytes  int32 // response-wide byte limit
+	Isolation Isolation
+}
+
+// FetchPartition is one partition of a fetch, in request order.
+type FetchPartition struct {
+	Topic              string
+	TopicID            metadata.UUID
+	Partition          int32
+	FetchOffset        int64
+	CurrentLeaderEpoch int32 // -1: not given
+	MaxBytes           int32 // partition byte limit
+}
+
+// FetchPartitionResult is one partition's answer, in request order.
+type FetchPartitionResult struct {
+	Err              error
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	// Records holds whole batches (the first may start before
+	// FetchOffset). It aliases a pooled buffer owned by the FetchResult
+	// until Release.
+	Records []byte
+}
+
+// FetchResult holds a fetch's answers. Call Release once the response
+// holding its Records has been written; the buffers go back to the pool.
+type FetchResult struct {
+	Partitions []FetchPartitionResult
+	release    func()
+}
+
+// Release returns the result's buffers to the pool. Records must not be
+// used after it.
+func (r *FetchResult) Release() {
+	if r != nil && r.release != nil {
+		r.release()
+		r.release = nil
+	}
+}
+
+// ListOffsets special timestamps, as Kafka's.
+const (
+	TimestampLatest       int64 = -1
+	TimestampEarliest     int64 = -2
+	TimestampMaxTimestamp int64 = -3
+)
+
+// OffsetAndTimestamp is a ListOffsets answer.
+type OffsetAndTimestamp struct {
+	Offset      int64 // -1 when no record has a timestamp at or after the target
+	Timestamp   int64 // -1 unless found by timestamp
+	LeaderEpoch int32 // epoch of the record at Offset, -1 if unknown
+}
+
+// LogDirInfo describes one partition for DescribeLogDirs.
+type LogDirInfo struct {
+	Topic     string
+	Partition int32
+	Size      int64
+	OffsetLag int64
+}

@@ -1,0 +1,72 @@
+// Package replica is the replica manager: the partitions this node hosts,
+// built from metadata images, and the data-plane requests on them
+// (produce, fetch, list offsets, offset for leader epoch, delete records,
+// log dirs). It knows nothing of the wire format; kafkaserver calls it
+// through the kafkaserver.Replicas interface and maps its errors (kerr
+// values, or storage's sentinels passed through) to error codes.
+//
+// # Partitions
+//
+// A Partition holds its storage.Log and the replication state from the
+// latest image: leader, leader epoch, replicas, ISR, min.insync.replicas.
+// This node leads a partition when the image says Leader == NodeID.
+// Follower replication (fetching from another leader, ISR changes) is a
+// later issue; a partition led elsewhere has its log opened but answers
+// NOT_LEADER_OR_FOLLOWER, and the manager says once, at info, that it is
+// not copying it. The shape is Kafka's so followers slot in: the high
+// watermark rule already takes follower offsets (all unknown today), and
+// fetches from followers (IsolationLogEnd) already wake on appends.
+//
+// # The high watermark rule
+//
+// The high watermark is the offset every ISR member has reached, where a
+// member's offset counts only what it has fsynced when the topic's
+// flush.policy is ack, and everything appended under interval (whose
+// durability is replication's). On one node the ISR is the node, so the
+// high watermark is the flushed log end offset under ack and the log end
+// offset under interval. It never moves back. highWatermark is the pure
+// rule; Partition.maybeAdvanceHighWatermarkLocked applies it, stores the
+// result in the log (Log.SetHighWatermark, which storage checkpoints) and
+// wakes the waiters. Advances are serialized on Partition.wait, so they
+// are monotonic and a waiter that registered before re-checking cannot
+// miss one.
+//
+// acks=0 answers after the append (the flush runs in the background
+// under flush.policy=ack, so the records become visible); acks=1 after
+// the append, and under ack after the group-committed flush; acks=all
+// after the high watermark passes the batch (a delayed produce, bounded
+// by the request timeout), refused up front with NOT_ENOUGH_REPLICAS when
+// the ISR is smaller than min.insync.replicas.
+//
+// # Threads
+//
+//   - The metadata publisher (the controller's Subscribe callback) calls
+//     ApplyImage, one image at a time, in order. It alone creates,
+//     updates and retires Partitions and creates and deletes logs.
+//   - Connection goroutines (kafkaserver, many at once, several per
+//     connection with pipelining) call Append, Fetch, ListOffset,
+//     EndOffsetForEpoch, DeleteRecords and LogDirs. They look partitions
+//     up in a copy-on-write table without locks. Appends to one
+//     partition serialize in storage (the log's appender lock); their
+//     flushes share fsyncs (storage's group commit). A parked Fetch or
+//     acks=all Append blocks its own goroutine on a channel, woken by
+//     whichever goroutine moves the high watermark (or appends, for
+//     log-end fetches) or by ApplyImage/Close when leadership changes or
+//     the partition goes; never by a timer loop.
+//   - One background goroutine per partition at most flushes acks=0
+//     appends under flush.policy=ack; Close waits for them.
+//   - storage.Manager's own goroutines flush flush.policy=interval logs,
+//     apply retention and write checkpoints (including the high
+//     watermark this package stores in the log).
+//
+// # Lock order
+//
+//	Manager.applyMu -> Partition.mu -> Partition.wait -> storage.Log locks
+//
+// never the reverse: storage never calls up into this package, and no
+// code here takes Partition.mu while holding Partition.wait. Appenders
+// hold Partition.mu shared across Log.Append (so the epoch they stamp is
+// current; Kafka's leaderIsrUpdateLock) but never across Log.Flush or a
+// wait. ApplyImage takes Partition.mu exclusively, only for in-memory
+// changes and Log.SetConfig; it deletes logs after releasing it.
+package replica

@@ -1,0 +1,257 @@
+package replica
+
+import (
+	"context"
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// The fetch path (DESIGN.md section 11), after kafkaserver resolved the
+// fetch session to a partition list:
+//
+//  1. Each partition, in request order: found, led here, epoch fence;
+//     then a read of whole batches from the log into a pooled buffer,
+//     bounded by the high watermark (read_uncommitted), the last stable
+//     offset (read_committed) or the log end offset (followers), and by
+//     the byte limits.
+//  2. If the bytes read are fewer than MinBytes (and no partition
+//     failed), the fetch parks on every partition it names and is woken
+//     when one of their high watermarks moves (or, for IsolationLogEnd,
+//     on every append), when one is deleted or changes leader, when
+//     MaxWait passes or when ctx ends. Woken, it reads every partition
+//     again. Re-reading all of them, not only those that changed, keeps
+//     the byte-limit accounting in one place; a woken fetch usually
+//     finds data and answers, so the second pass is rare and cheap.
+//
+// Byte limits, as Kafka's (KIP-74): a partition gets at most its own
+// MaxBytes and what is left of the response's MaxBytes, except that the
+// first partition with data gets at least its first whole batch however
+// large, so a consumer is never stuck behind a batch bigger than its
+// limits. Later partitions get nothing rather than more than their share
+// (the client rotates partition order, so each comes first in turn).
+//
+// Transactions are not built yet, so no batch is ever uncommitted: the
+// last stable offset equals the high watermark and read_committed reads
+// what read_uncommitted reads.
+
+// Buffer pool: one sync.Pool per power-of-two size class from 4 KiB to
+// 8 MiB. A read takes the class that fits its partition limit (the
+// largest for bigger limits; storage allocates if a batch needs more).
+// When the data read fills little of its buffer, it is moved to a buffer
+// of its own size and the large one goes straight back: otherwise a
+// fetch over a thousand partitions with a few bytes each would pin a
+// thousand 1 MiB buffers until its response is written.
+const (
+	minBufShift = 12 // 4 KiB
+	maxBufShift = 23 // 8 MiB
+)
+
+var bufPools [maxBufShift - minBufShift + 1]sync.Pool
+
+// bufClass returns the pool index whose buffers hold n bytes, capped at
+// the largest class.
+func bufClass(n int) int {
+	if n <= 1<<minBufShift {
+		return 0
+	}
+	shift := bits.Len(uint(n - 1))
+	return min(shift, maxBufShift) - minBufShift
+}
+
+func getBuf(n int) *[]byte {
+	c := bufClass(n)
+	if b, ok := bufPools[c].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 1<<(c+minBufShift))
+	return &b
+}
+
+func putBuf(b *[]byte) {
+	c := cap(*b)
+	if c < 1<<minBufShift || c > 1<<maxBufShift || c&(c-1) != 0 {
+		return // not one of ours: storage grew past the class
+	}
+	*b = (*b)[:c]
+	bufPools[bits.Len(uint(c))-1-minBufShift].Put(b)
+}
+
+// sameBuffer reports whether records aliases buf (storage reads into buf
+// when it is large enough, else allocates).
+func sameBuffer(records []byte, buf *[]byte) bool {
+	return len(records) > 0 && cap(*buf) > 0 && &records[0] == &(*buf)[:1][0]
+}
+
+// fetchSatisfied is the delayed fetch's completion rule (Kafka's
+// DelayedFetch, simplified to what exists): answer at once when the
+// request does not wait, when a partition failed (the client must act on
+// it), or when enough bytes are ready.
+func fetchSatisfied(params FetchParams, bytes int, anyErr bool) bool {
+	return params.MaxWait <= 0 || anyErr || bytes >= int(params.MinBytes)
+}
+
+// fetch is one Fetch call's state.
+type fetch struct {
+	m      *Manager
+	params FetchParams
+	parts  []FetchPartition
+	res    *FetchResult
+	bufs   []*[]byte // pooled buffers the results alias
+	// resolved[i] is the partition parts[i] found on the last read.
+	resolved []*Partition
+}
+
+// Fetch reads every partition, long-polling until MinBytes are ready;
+// see kafkaserver.Replicas.
+func (m *Manager) Fetch(ctx context.Context, params FetchParams, parts []FetchPartition) *FetchResult {
+	f := &fetch{
+		m:        m,
+		params:   params,
+		parts:    parts,
+		res:      &FetchResult{Partitions: make([]FetchPartitionResult, len(parts))},
+		resolved: make([]*Partition, len(parts)),
+	}
+	f.res.release = f.releaseBuffers
+	bytes, anyErr := f.readAll()
+	if fetchSatisfied(params, bytes, anyErr) {
+		return f.res
+	}
+	w := newWaiter(params.Isolation == IsolationLogEnd)
+	registered := map[*Partition]bool{}
+	defer func() {
+		for p := range registered {
+			p.removeWaiter(w)
+		}
+	}()
+	timer := time.NewTimer(params.MaxWait)
+	defer timer.Stop()
+	for {
+		// Park on every partition the last read found, then read again
+		// if that added any: a high-watermark move between that read and
+		// the registration would otherwise be missed until MaxWait. A
+		// partition re-created while we wait is a new *Partition, so it
+		// is registered on the next pass.
+		added := false
+		for _, p := range f.resolved {
+			if p != nil && !registered[p] {
+				p.addWaiter(w)
+				registered[p] = true
+				added = true
+			}
+		}
+		if added {
+			if bytes, anyErr = f.readAll(); fetchSatisfied(params, bytes, anyErr) {
+				return f.res
+			}
+			continue
+		}
+		select {
+		case <-w.ch: // a high watermark moved (or an append, or leadership changed): read again
+			if bytes, anyErr = f.readAll(); fetchSatisfied(params, bytes, anyErr) {
+				return f.res
+			}
+		case <-timer.C: // MaxWait: answer with whatever is there now
+			f.readAll()
+			return f.res
+		case <-ctx.Done(): // the connection went away: the last read is as good as any
+			return f.res
+		}
+	}
+}
+
+func (f *fetch) releaseBuffers() {
+	for _, b := range f.bufs {
+		putBuf(b)
+	}
+	f.bufs = f.bufs[:0]
+}
+
+// readAll reads every partition afresh, in request order, applying the
+// byte limits; it returns the bytes read and whether any partition
+// failed.
+func (f *fetch) readAll() (bytes int, anyErr bool) {
+	f.releaseBuffers()
+	remaining := int64(f.params.MaxBytes)
+	minOne := true
+	for i := range f.parts {
+		fp := &f.parts[i]
+		r := &f.res.Partitions[i]
+		p, err := f.m.partition(fp.Topic, fp.TopicID, fp.Partition)
+		f.resolved[i] = p
+		if err == nil {
+			limit := int(max(min(int64(fp.MaxBytes), remaining), 0))
+			*r, err = f.readPartition(p, fp, limit, minOne)
+		}
+		if err != nil {
+			*r = FetchPartitionResult{Err: err, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
+			anyErr = true
+			continue
+		}
+		if n := len(r.Records); n > 0 {
+			minOne = false
+			remaining -= int64(n)
+			bytes += n
+		}
+	}
+	return bytes, anyErr
+}
+
+// readPartition checks leadership and the epoch fence and reads at most
+// limit bytes (at least one whole batch when minOne) below the bound the
+// isolation level sets.
+func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOne bool) (FetchPartitionResult, error) {
+	if _, err := p.checkLeader(fp.CurrentLeaderEpoch); err != nil {
+		return FetchPartitionResult{}, err
+	}
+	// The high watermark is read before the records, so every record
+	// returned is below the high watermark returned.
+	hw := p.log.HighWatermark()
+	lso := hw // no transactions yet: see the file comment
+	var bound int64
+	switch f.params.Isolation {
+	case IsolationTxnCommitted:
+		bound = lso
+	case IsolationLogEnd:
+		bound = p.log.LogEndOffset()
+	default:
+		bound = hw
+	}
+	if limit == 0 && !minOne {
+		// Nothing may be returned, but an offset out of range is still
+		// an error: storage checks the range before the bound.
+		bound = fp.FetchOffset
+	}
+	buf := getBuf(limit)
+	rr, err := p.log.ReadInto(*buf, fp.FetchOffset, limit, bound)
+	if err != nil {
+		putBuf(buf)
+		return FetchPartitionResult{}, p.explainClosed(err)
+	}
+	records := rr.Records
+	if !minOne && len(records) > limit {
+		// Storage always returns the first whole batch; only the first
+		// partition with data may exceed its limit.
+		records = nil
+	}
+	switch {
+	case len(records) == 0:
+		putBuf(buf)
+		records = nil
+	case !sameBuffer(records, buf):
+		putBuf(buf) // storage allocated: the batch was larger than the class
+	case bufClass(len(records)) < bufClass(cap(*buf))-1:
+		small := getBuf(len(records))
+		records = append((*small)[:0], records...)
+		putBuf(buf)
+		f.bufs = append(f.bufs, small)
+	default:
+		f.bufs = append(f.bufs, buf)
+	}
+	return FetchPartitionResult{
+		HighWatermark:    hw,
+		LastStableOffset: lso,
+		LogStartOffset:   rr.LogStartOffset,
+		Records:          records,
+	}, nil
+}

@@ -1,0 +1,153 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// TimestampEarliestLocal is ListOffsets' EARLIEST_LOCAL_TIMESTAMP (-4,
+// KIP-405): the first offset on local disk. Without tiered storage that
+// is the log start offset.
+const TimestampEarliestLocal int64 = -4
+
+// lastFetchable is the offset a consumer at the isolation level may read
+// up to (exclusive): Kafka's lastFetchableOffset.
+func (p *Partition) lastFetchable(isolation Isolation) int64 {
+	switch isolation {
+	case IsolationLogEnd:
+		return p.log.LogEndOffset()
+	default: // high watermark; the last stable offset equals it until transactions exist
+		return p.log.HighWatermark()
+	}
+}
+
+// ListOffset answers ListOffsets for one partition; see
+// kafkaserver.Replicas. Offsets found by timestamp (and the max-timestamp
+// record) at or past what the isolation level may read are not
+// returned, as Kafka does: a consumer must not be told of records it
+// cannot fetch yet.
+func (m *Manager) ListOffset(topic string, partition int32, currentLeaderEpoch int32, timestamp int64, isolation Isolation) (OffsetAndTimestamp, error) {
+	none := OffsetAndTimestamp{Offset: -1, Timestamp: -1, LeaderEpoch: -1}
+	p, err := m.partition(topic, metadata.UUID{}, partition)
+	if err != nil {
+		return none, err
+	}
+	leaderEpoch, err := p.checkLeader(currentLeaderEpoch)
+	if err != nil {
+		return none, err
+	}
+	epochOf := func(offset int64) int32 {
+		if e, ok := p.log.LeaderEpochs().EpochForOffset(offset); ok {
+			return e
+		}
+		return -1
+	}
+	bound := p.lastFetchable(isolation)
+	switch {
+	case timestamp == TimestampEarliest || timestamp == TimestampEarliestLocal:
+		start := p.log.LogStartOffset()
+		return OffsetAndTimestamp{Offset: start, Timestamp: -1, LeaderEpoch: epochOf(start)}, nil
+	case timestamp == TimestampLatest:
+		// Kafka answers the current leader epoch here, not the epoch of
+		// the last record: the offset is where the next one will go.
+		return OffsetAndTimestamp{Offset: bound, Timestamp: -1, LeaderEpoch: leaderEpoch}, nil
+	case timestamp == TimestampMaxTimestamp:
+		offset, ts, found, err := p.log.MaxTimestamp()
+		if err != nil {
+			return none, err
+		}
+		if !found || offset >= bound {
+			return none, nil
+		}
+		return OffsetAndTimestamp{Offset: offset, Timestamp: ts, LeaderEpoch: epochOf(offset)}, nil
+	case timestamp < 0:
+		// Other special values (LATEST_TIERED_TIMESTAMP, -5) ask about
+		// tiered storage, which Fjord does not have: nothing is tiered.
+		return none, nil
+	default:
+		offset, ts, found, err := p.log.OffsetForTimestamp(timestamp)
+		if err != nil {
+			return none, err
+		}
+		if !found || offset >= bound {
+			return none, nil
+		}
+		return OffsetAndTimestamp{Offset: offset, Timestamp: ts, LeaderEpoch: epochOf(offset)}, nil
+	}
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch; see
+// kafkaserver.Replicas.
+func (m *Manager) EndOffsetForEpoch(topic string, partition int32, currentLeaderEpoch, epoch int32) (int32, int64, error) {
+	p, err := m.partition(topic, metadata.UUID{}, partition)
+	if err != nil {
+		return -1, -1, err
+	}
+	if _, err := p.checkLeader(currentLeaderEpoch); err != nil {
+		return -1, -1, err
+	}
+	e, end := p.log.LeaderEpochs().EndOffsetFor(epoch, p.log.LogEndOffset())
+	return e, end, nil
+}
+
+// DeleteRecords moves the log start offset; see kafkaserver.Replicas.
+// On one node the new start is final once the log has it; with
+// followers, Kafka waits (up to timeout) for every replica's low
+// watermark to pass it, which is why the signature carries ctx and
+// timeout. They are unused until then.
+func (m *Manager) DeleteRecords(ctx context.Context, topic string, partition int32, offset int64, timeout time.Duration) (int64, error) {
+	p, err := m.partition(topic, metadata.UUID{}, partition)
+	if err != nil {
+		return -1, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.checkLeaderLocked(-1); err != nil {
+		return -1, err
+	}
+	hw := p.log.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return -1, fmt.Errorf("%w: delete records before %d, %s high watermark is %d", ErrOffsetOutOfRange, offset, p, hw)
+	}
+	return p.log.DeleteRecordsBefore(offset)
+}
+
+// LogDirs describes the data directory and every partition log in it;
+// see kafkaserver.Replicas. Total and usable bytes are -1 when the file
+// system cannot say.
+func (m *Manager) LogDirs() (string, int64, int64, []LogDirInfo) {
+	total, usable := int64(-1), int64(-1)
+	if m.opts.DataDir != "" {
+		if t, u, err := diskSpace(m.opts.DataDir); err == nil {
+			total, usable = t, u
+		} else {
+			m.log.Warn("statfs of the data directory", "dir", m.opts.DataDir, "err", err)
+		}
+	}
+	logs := m.opts.Storage.Logs()
+	parts := make([]LogDirInfo, 0, len(logs))
+	for tp, l := range logs {
+		parts = append(parts, LogDirInfo{
+			Topic:     tp.Topic,
+			Partition: tp.Partition,
+			Size:      l.Size(),
+			// Kafka's offset lag of a current replica: how far its log
+			// end is behind the high watermark, 0 on a leader.
+			OffsetLag: max(l.HighWatermark()-l.LogEndOffset(), 0),
+		})
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		if parts[i].Topic != parts[j].Topic {
+			return parts[i].Topic < parts[j].Topic
+		}
+		return parts[i].Partition < parts[j].Partition
+	})
+	return m.opts.DataDir, total, usable, parts
+}

@@ -1,0 +1,151 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/storage"
+)
+
+// The produce path (DESIGN.md section 10), from the point kafkaserver has
+// decoded a partition's records:
+//
+//  1. acks is 0, 1 or -1; the partition is here and this node leads it.
+//  2. acks=all with fewer ISR members than min.insync.replicas is refused
+//     before anything is written (NOT_ENOUGH_REPLICAS).
+//  3. Log.Append validates every batch, applies producer state
+//     (idempotence) and writes, stamping the leader epoch. p.mu is held
+//     shared across it, so the epoch cannot change under the append.
+//  4. Under flush.policy=ack, acks=1 and acks=all wait for Log.Flush to
+//     cover the batch: concurrent producers share one fsync (group
+//     commit, in storage). acks=0 leaves the flush to a background
+//     flusher. Under interval the background flush is storage's.
+//  5. The high watermark rule runs; acks=all then waits until the high
+//     watermark passes the batch (Kafka's delayed produce), the timeout,
+//     or ctx, whichever comes first.
+
+// Append appends records to a partition this node leads; see
+// kafkaserver.Replicas.
+func (m *Manager) Append(ctx context.Context, topic string, partition int32, records []byte, acks Acks, timeout time.Duration) (AppendResult, error) {
+	failed := AppendResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
+		return failed, fmt.Errorf("%w: acks=%d (allowed: 0, 1, -1)", ErrInvalidRequiredAcks, acks)
+	}
+	p, err := m.partition(topic, metadata.UUID{}, partition)
+	if err != nil {
+		return failed, err
+	}
+	info, err := p.appendAsLeader(records, acks)
+	if err != nil {
+		return failed, p.explainClosed(err)
+	}
+	res := AppendResult{
+		BaseOffset:     info.FirstOffset,
+		LogAppendTime:  info.LogAppendTime,
+		LogStartOffset: p.log.LogStartOffset(),
+	}
+	// For a duplicate (an idempotent producer's retry) nothing was
+	// written and FirstOffset/LastOffset are the original batch's. The
+	// original may still be waiting for its own flush, so the retry waits
+	// for the same offsets as if it had been written now: it must not be
+	// acknowledged before the original could be.
+	next := info.LastOffset + 1
+	if !isDuplicate(info) {
+		p.notifyAppend()
+	}
+	if p.log.Config().FlushPolicy == storage.FlushAck {
+		if acks == AcksNone {
+			p.flushAsync(next)
+			return res, nil
+		}
+		if err := p.log.Flush(next); err != nil {
+			return failed, p.explainClosed(err)
+		}
+	}
+	p.maybeAdvanceHighWatermark()
+	if acks != AcksAll {
+		return res, nil
+	}
+	if err := p.waitForHighWatermark(ctx, next, timeout); err != nil {
+		return failed, err
+	}
+	return res, nil
+}
+
+// isDuplicate reports whether Log.Append found the batch to be a retry of
+// one it already has.
+func isDuplicate(info storage.AppendInfo) bool { return info.Duplicate }
+
+// appendAsLeader checks leadership and min.insync.replicas and appends,
+// under p.mu shared so the epoch stamped is the current one.
+func (p *Partition) appendAsLeader(records []byte, acks Acks) (storage.AppendInfo, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.checkLeaderLocked(-1); err != nil {
+		return storage.AppendInfo{}, err
+	}
+	if acks == AcksAll && len(p.mu.isr) < p.mu.minInsync {
+		return storage.AppendInfo{}, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
+			ErrNotEnoughReplicas, p, len(p.mu.isr), p.mu.minInsync)
+	}
+	return p.log.Append(records, p.mu.leaderEpoch)
+}
+
+// produceDone is the delayed produce's completion test: done once the
+// high watermark has reached next, or at once with an error if the
+// partition was deleted or this node lost its leadership while waiting.
+// Kafka also answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+// below min.insync.replicas meanwhile: the records are in the log, but
+// not with the redundancy asked for.
+func (p *Partition) produceDone(next int64) (bool, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.checkLeaderLocked(-1); err != nil {
+		return true, err
+	}
+	if p.log.HighWatermark() < next {
+		return false, nil
+	}
+	if len(p.mu.isr) < p.mu.minInsync {
+		return true, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
+			ErrNotEnoughReplicasAfterAppend, p, len(p.mu.isr), p.mu.minInsync)
+	}
+	return true, nil
+}
+
+// waitForHighWatermark parks an acks=all produce until the high watermark
+// reaches next. It is woken by high-watermark moves and leadership
+// changes only (see Partition.wait), never by polling.
+func (p *Partition) waitForHighWatermark(ctx context.Context, next int64, timeout time.Duration) error {
+	if done, err := p.produceDone(next); done {
+		return err
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("%w: %s: high watermark %d has not reached %d", ErrRequestTimedOut, p, p.log.HighWatermark(), next)
+	}
+	w := newWaiter(false)
+	p.addWaiter(w)
+	defer p.removeWaiter(w)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		// Checked after registering, so an advance between the first
+		// check and addWaiter is not missed.
+		if done, err := p.produceDone(next); done {
+			return err
+		}
+		select {
+		case <-w.ch: // the high watermark moved or leadership changed: look again
+		case <-timer.C: // the produce's timeout: the records stay in the log, unacknowledged
+			if done, err := p.produceDone(next); done {
+				return err
+			}
+			return fmt.Errorf("%w: %s: high watermark %d has not reached %d after %v",
+				ErrRequestTimedOut, p, p.log.HighWatermark(), next, timeout)
+		case <-ctx.Done(): // the connection closed or the server is stopping
+			return fmt.Errorf("%w: %w", ErrRequestTimedOut, ctx.Err())
+		}
+	}
+}
