@@ -1,0 +1,106 @@
+package kafkaserver
+
+// AlterConfigs: v0-2
+//
+// The legacy (pre-KIP-339) config change: the configs given for a topic
+// replace all of its overrides; a config left out goes back to its
+// default. Checks, per resource in request order: the resource appears
+// once in the request (else INVALID_REQUEST for each occurrence, as
+// Kafka), its type is topic (broker configs are static in Fjord and
+// refused with INVALID_REQUEST saying so, rather than pretending to
+// apply them; other types are INVALID_REQUEST naming the type), the
+// topic name is valid and the topic exists, no config name repeats, no
+// value is null (INVALID_REQUEST), and every name and value is a valid
+// topic config (INVALID_CONFIG naming the value). Then the controller
+// commits the change, or with ValidateOnly checks it and changes nothing.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+func handleAlterConfigs(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.AlterConfigsRequest)
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	resp.SetVersion(req.version)
+
+	keys := make([]configResourceKey, len(r.Resources))
+	for i, rr := range r.Resources {
+		keys[i] = configResourceKey{rr.ResourceType, rr.ResourceName}
+	}
+	counts := countResources(keys)
+	img := s.image()
+	for i := range r.Resources {
+		rr := &r.Resources[i]
+		out := kmsg.NewAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+		err := func() error {
+			if err := checkAlterResource(img, keys[i], counts[keys[i]]); err != nil {
+				return err
+			}
+			ops := make([]controller.ConfigOp, 0, len(rr.Configs))
+			seen := make(map[string]bool, len(rr.Configs))
+			for _, c := range rr.Configs {
+				if seen[c.Name] {
+					return invalidRequest("topic %q: config %q given more than once", rr.ResourceName, c.Name)
+				}
+				seen[c.Name] = true
+				if c.Value == nil {
+					return invalidRequest("topic %q: config %q has a null value; leave it out to return it to its default",
+						rr.ResourceName, c.Name)
+				}
+				if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
+					return err
+				}
+				ops = append(ops, controller.ConfigOp{Name: c.Name, Op: controller.ConfigSet, Value: c.Value})
+			}
+			return s.controller.AlterConfigs(ctx, rr.ResourceName, ops, true, r.ValidateOnly)
+		}()
+		out.ErrorCode, out.ErrorMessage = s.errorAndMessage(err, "AlterConfigs", "resource", rr.ResourceName)
+		resp.Resources = append(resp.Resources, out)
+	}
+	return resp, nil, nil
+}
+
+// configResourceKey names a config resource in an alter request.
+type configResourceKey struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+func countResources(keys []configResourceKey) map[configResourceKey]int {
+	counts := make(map[configResourceKey]int, len(keys))
+	for _, k := range keys {
+		counts[k]++
+	}
+	return counts
+}
+
+// checkAlterResource checks what both alter APIs check before the
+// configs themselves: the resource is named once in the request, is a
+// topic, and the topic exists.
+func checkAlterResource(img *metadata.Image, k configResourceKey, count int) error {
+	if count > 1 {
+		return invalidRequest("resource %s %q appears %d times in the request", k.typ, k.name, count)
+	}
+	switch k.typ {
+	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeBroker:
+		return invalidRequest("broker configs cannot be changed at run time in Fjord: set them with flags, FJORD_* variables or the --config file and restart the node")
+	default:
+		return unsupportedResourceType(k.typ)
+	}
+	if err := metadata.ValidateTopicName(k.name); err != nil {
+		return err
+	}
+	if _, ok := lookupTopic(img, k.name); !ok {
+		return fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, k.name)
+	}
+	return nil
+}

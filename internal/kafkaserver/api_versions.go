@@ -1,0 +1,68 @@
+package kafkaserver
+
+// ApiVersions: v0-3
+//
+// Answers with exactly the apis table (both halves), so a client never
+// sees an API advertised that the server would refuse, or misses one it
+// serves. The response header is always v0, even for v3 (flexible): its
+// tagged fields live in the body only (ApiVersionsResponse.json: "Tagged
+// fields are only supported in the body but not in the header"), so a
+// client can read the answer before it knows whether we speak flexible
+// versions. Redpanda once broke librdkafka here (redpanda #296).
+//
+// A version above 3 never reaches this handler: the connection answers
+// it with a v0 response carrying UNSUPPORTED_VERSION and the ranges, and
+// the client retries with one we serve (see conn.dispatch).
+//
+// v3+ carries the client's software name and version (KIP-511); both
+// must match [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? or the answer is
+// INVALID_REQUEST, still with the ranges, as Kafka does. No features are
+// finalized yet (transactions and the new group protocol come later), so
+// FinalizedFeatures is empty and its epoch -1.
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleAPIVersions(_ context.Context, _ *Server, req *request) (kmsg.Response, func(), error) {
+	body := req.body.(*kmsg.ApiVersionsRequest)
+	resp := body.ResponseKind().(*kmsg.ApiVersionsResponse)
+	resp.ApiKeys = advertisedAPIKeys()
+	if req.version >= 3 && (!validSoftwareField(body.ClientSoftwareName) || !validSoftwareField(body.ClientSoftwareVersion)) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	}
+	return resp, nil, nil
+}
+
+// advertisedAPIKeys lists the apis table, sorted by key as Kafka sends it.
+func advertisedAPIKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for _, a := range apis {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.minVersion, a.maxVersion
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+	return keys
+}
+
+// validSoftwareField is KIP-511's pattern
+// [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?, written out: one or more
+// of letters, digits, '-' and '.', starting and ending with a letter or
+// digit.
+func validSoftwareField(s string) bool {
+	if s == "" {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return alnum(s[0]) && alnum(s[len(s)-1])
+}

@@ -1,0 +1,591 @@
+package kafkaserver
+
+// One client connection: framing, header decoding, pipelining.
+//
+// Wire format (every request and response, both directions):
+//
+//	+----------+-------------------------------------------+
+//	| size     | size bytes                                |
+//	| int32 BE | header | body                             |
+//	+----------+-------------------------------------------+
+//
+// Request header v1: api_key int16, api_version int16, correlation_id
+// int32, client_id nullable string (int16 length). v2 (flexible API
+// versions, KIP-482) adds tagged fields (uvarint count, then uvarint tag,
+// uvarint size, bytes each). The client id stays a non-compact string in
+// v2, so clients can send ApiVersions before they know the broker. v0
+// (no client id) is only ControlledShutdown v0, which is not served.
+// Response header v0: correlation_id int32; v1 adds tagged fields, used
+// for flexible versions of every API except ApiVersions, whose response
+// header is always v0 so a client that guessed a version too new can
+// still read the correlation id and the error.
+//
+// Pipelining: the reader takes an in-flight token, reads and decodes one
+// frame, queues a result slot and starts the handler on its own
+// goroutine, then reads the next. The writer takes slots from the queue
+// in order, waits for each to be filled, writes it and gives the token
+// back. So responses leave in request order however the handlers
+// finish, and at most MaxInFlight requests are unanswered; past that the
+// reader stops reading and TCP pushes back on the client.
+//
+// A frame buffer is allocated as its bytes arrive (first up to 1 MiB,
+// then doubling), so a client that announces a large frame and sends
+// nothing pins little memory. The records of a produce request alias the
+// frame (kmsg's ReadFrom slices byte fields out of its input), so they
+// are appended without a copy; the frame goes back to its pool only after
+// the request's response is written.
+//
+// Closing: bad framing, an unknown API key, an unsupported version of any
+// API but ApiVersions, a body that does not decode, a handler error or
+// panic, and idleness close the connection (Kafka does the same; there
+// is no way to answer a request one could not parse). The responses
+// owed for the requests before it are written first: when the reader
+// stops (on an error, or the client closing its side), it cancels the
+// handlers' context (a long-poll answers with what it has), and the
+// writer drains the queue and then closes.
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	// minFrameBytes is the smallest request header: api key, version and
+	// correlation id. A shorter frame cannot be a request.
+	minFrameBytes = 8
+	// firstChunkBytes is how much of a frame is allocated before its
+	// bytes arrive.
+	firstChunkBytes = 1 << 20
+	// smallFrameBytes and the pools below: frames up to these sizes reuse
+	// buffers; larger ones are allocated and left to the GC.
+	smallFrameBytes = 64 << 10
+	// maxPooledResponseBytes: the writer keeps its response buffer for
+	// the next response unless it grew past this (one huge fetch must not
+	// pin memory for the connection's lifetime).
+	maxPooledResponseBytes = 4 << 20
+	apiVersionsKey         = 18
+	produceKey             = 0
+)
+
+var (
+	smallFramePool = sync.Pool{New: func() any { b := make([]byte, smallFrameBytes); return &b }}
+	largeFramePool = sync.Pool{New: func() any { b := make([]byte, firstChunkBytes); return &b }}
+)
+
+// errCloseConnection, returned by a handler, closes the connection once
+// the responses ahead of it are written (acks=0 produce errors: Kafka's
+// way of telling a client that reads no responses to refresh metadata).
+var errCloseConnection = errors.New("kafkaserver: close connection")
+
+// conn is one client connection.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote string
+
+	// ctx ends when the connection closes (or the server does), so
+	// handlers stop waiting for anyone.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// sem holds one token per request read and not yet answered. The
+	// reader takes the next request's token before reading its frame, so
+	// with MaxInFlight unanswered requests it stops reading.
+	sem chan struct{}
+	// queue carries result slots from the reader to the writer in request
+	// order. Closed by the reader when it stops.
+	queue chan *slot
+
+	// lastActivity is the unix-nanosecond time of the last byte read or
+	// response written, for the idle timeout.
+	lastActivity atomic.Int64
+
+	handlers  sync.WaitGroup
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// slot is one request's place in the response order. The handler
+// goroutine fills it and closes done; the writer reads it after done.
+type slot struct {
+	done chan struct{}
+
+	key           int16
+	version       int16
+	correlationID int32
+	frame         *[]byte // returned to its pool once written, may be nil
+
+	resp    kmsg.Response // nil: nothing to write (acks=0)
+	release func()
+	err     error // non-nil: close the connection instead of answering
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:      s,
+		nc:     nc,
+		remote: nc.RemoteAddr().String(),
+		sem:    make(chan struct{}, s.cfg.MaxInFlight),
+		queue:  make(chan *slot, s.cfg.MaxInFlight),
+		closed: make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.touch()
+	return c
+}
+
+// close closes the socket and ends the connection's context; the reader
+// and writer notice and stop. Safe from any goroutine, more than once.
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.cancel()
+		c.nc.Close()
+	})
+}
+
+func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
+
+// serve runs the connection until it closes and every goroutine it
+// started has returned.
+func (c *conn) serve() {
+	abandoned := make(chan []*slot, 1)
+	go func() { abandoned <- c.writeLoop() }()
+	if err := c.readLoop(); err != nil {
+		c.logClose(err)
+	}
+	// No more requests will come: end the handlers' waits (a long-poll
+	// answers with what it has), so the answers owed go out now and the
+	// connection closes after them. Waiting out a fetch's MaxWait for a
+	// client that has gone would let closed connections pin memory and
+	// descriptors for as long as the client asked.
+	c.cancel()
+	close(c.queue)
+	left := <-abandoned
+	c.close()
+	c.handlers.Wait()
+	// Slots the writer never wrote (it stopped on an error or a close):
+	// their handlers are done now, so give their buffers back.
+	for _, sl := range left {
+		sl.finish()
+	}
+	for sl := range c.queue {
+		sl.finish()
+	}
+}
+
+func (c *conn) logClose(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	c.s.log.Debug("kafkaserver: closing connection", slog.String("remote", c.remote), slog.Any("err", err))
+}
+
+// Reasons the reader closes a connection. Logged at debug only: a bad
+// client is the client's problem, and logging louder would let one fill
+// the operator's disk.
+var (
+	errFrameSize      = errors.New("frame size out of range")
+	errIdle           = errors.New("idle timeout")
+	errUnknownAPI     = errors.New("unknown API key")
+	errUnsupportedVer = errors.New("unsupported API version")
+	errBadHeader      = errors.New("malformed request header")
+	errBadBody        = errors.New("malformed request body")
+	errDecoderPanic   = errors.New("decoder panic")
+)
+
+// readLoop reads, decodes and dispatches requests until the connection
+// fails or closes. It returns nil when the client closed cleanly between
+// frames.
+func (c *conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 32<<10)
+	var sizeBuf [4]byte
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
+		return err
+	}
+	for {
+		select {
+		case c.sem <- struct{}{}: // a token for the next request
+		case <-c.closed: // the writer failed or the server is closing
+			return nil
+		}
+		n, err := c.readFull(br, sizeBuf[:])
+		if err != nil {
+			if n == 0 && errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < minFrameBytes || size > c.s.cfg.MaxRequestBytes {
+			return fmt.Errorf("%w: %d bytes (allowed %d..%d)", errFrameSize, size, minFrameBytes, c.s.cfg.MaxRequestBytes)
+		}
+		frame, err := c.readFrame(br, int(size))
+		if err != nil {
+			return err
+		}
+		if err := c.dispatch(frame); err != nil {
+			putFrame(frame)
+			return err
+		}
+	}
+}
+
+// readFull reads len(buf) bytes. A read deadline that passes while the
+// connection is not idle (a request is still being answered, or bytes
+// or responses moved within IdleTimeout) is pushed out; one that passes
+// on an idle connection ends it.
+func (c *conn) readFull(r io.Reader, buf []byte) (int, error) {
+	read := 0
+	for read < len(buf) {
+		n, err := r.Read(buf[read:])
+		if n > 0 {
+			read += n
+			c.touch()
+		}
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if !(errors.As(err, &ne) && ne.Timeout()) && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if errors.Is(err, io.EOF) && read > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return read, err
+		}
+		idle := c.s.cfg.IdleTimeout
+		last := time.Unix(0, c.lastActivity.Load())
+		deadline := last.Add(idle)
+		if len(c.sem) > 1 {
+			// Requests are being answered besides the one being read
+			// (a long-poll fetch may take a while): the client is
+			// waiting on us, not idle.
+			deadline = time.Now().Add(idle)
+		} else if !time.Now().Before(deadline) {
+			return read, errIdle
+		}
+		if err := c.nc.SetReadDeadline(deadline); err != nil {
+			return read, err
+		}
+	}
+	return read, nil
+}
+
+// readFrame reads a size-byte frame, growing its buffer as bytes arrive:
+// a frame over firstChunkBytes starts in a pooled 1 MiB buffer and is
+// moved to a doubling one only as its bytes come in.
+func (c *conn) readFrame(r io.Reader, size int) (*[]byte, error) {
+	var frame *[]byte
+	if size <= smallFrameBytes {
+		frame = smallFramePool.Get().(*[]byte)
+	} else {
+		frame = largeFramePool.Get().(*[]byte)
+	}
+	buf := (*frame)[:cap(*frame)]
+	filled := 0
+	for filled < size {
+		if filled == len(buf) {
+			grown := make([]byte, min(size, 2*len(buf)))
+			copy(grown, buf)
+			putFrame(frame)
+			buf, frame = grown, &grown
+		}
+		n, err := c.readFull(r, buf[filled:min(size, len(buf))])
+		filled += n
+		if err != nil {
+			putFrame(frame)
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("truncated frame (%d of %d bytes): %w", filled, size, err)
+		}
+	}
+	*frame = buf[:size]
+	return frame, nil
+}
+
+// putFrame returns a frame buffer to its pool.
+func putFrame(frame *[]byte) {
+	if frame == nil {
+		return
+	}
+	switch cap(*frame) {
+	case smallFrameBytes:
+		*frame = (*frame)[:0]
+		smallFramePool.Put(frame)
+	case firstChunkBytes:
+		*frame = (*frame)[:0]
+		largeFramePool.Put(frame)
+	}
+}
+
+// dispatch decodes one frame and either queues an answer or returns why
+// the connection must close. It owns frame: on success the slot holds it.
+func (c *conn) dispatch(frame *[]byte) error {
+	r := kbin.Reader{Src: *frame}
+	key := r.Int16()
+	version := r.Int16()
+	correlationID := r.Int32()
+
+	a, ok := apis[key]
+	if !ok {
+		return fmt.Errorf("%w %d (version %d)", errUnknownAPI, key, version)
+	}
+	sl := &slot{
+		done:          make(chan struct{}),
+		key:           key,
+		version:       version,
+		correlationID: correlationID,
+		frame:         frame,
+	}
+	if version < a.minVersion || version > a.maxVersion {
+		if key != apiVersionsKey {
+			return fmt.Errorf("%w: %s v%d (serving v%d-%d)", errUnsupportedVer, kmsg.NameForKey(key), version, a.minVersion, a.maxVersion)
+		}
+		// A client that does not know our versions tried one too new:
+		// answer v0 with the ranges so it can retry lower. The header
+		// is not parsed further (a newer header could differ).
+		sl.version = 0
+		sl.resp = unsupportedAPIVersions()
+		close(sl.done)
+		c.queue <- sl
+		return nil
+	}
+
+	clientID := r.NullableString()
+	body := kmsg.RequestForKey(key)
+	body.SetVersion(version)
+	if body.IsFlexible() {
+		skipTags(&r)
+	}
+	if !r.Ok() {
+		return fmt.Errorf("%w: %s v%d", errBadHeader, kmsg.NameForKey(key), version)
+	}
+	if err := decodeBody(body, r.Src); err != nil {
+		return fmt.Errorf("%w: %s v%d: %v", errBadBody, kmsg.NameForKey(key), version, err)
+	}
+	req := &request{
+		key:           key,
+		version:       version,
+		correlationID: correlationID,
+		clientID:      clientID,
+		body:          body,
+		conn:          c,
+	}
+	c.queue <- sl
+	c.handlers.Add(1)
+	go c.handle(a, req, sl)
+	return nil
+}
+
+// skipTags skips a tagged-field section (header tags carry nothing the
+// server uses).
+func skipTags(r *kbin.Reader) {
+	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
+		r.Uvarint()              // tag
+		r.Span(int(r.Uvarint())) // size, data
+	}
+}
+
+// decodeBody decodes a request body, turning a decoder panic into an
+// error: hostile bytes must never take the node down, whatever kmsg's
+// generated code does with them.
+func decodeBody(body kmsg.Request, src []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errDecoderPanic, r)
+		}
+	}()
+	return body.ReadFrom(src)
+}
+
+// handle runs one request's handler, fills its slot and marks it done.
+func (c *conn) handle(a api, req *request, sl *slot) {
+	defer c.handlers.Done()
+	c.runHandler(a, req, sl)
+	close(sl.done)
+	if h := c.s.testHookHandled; h != nil {
+		h(req.key, req.correlationID)
+	}
+}
+
+// runHandler fills sl with the handler's answer, turning a panic into a
+// closed connection: one bad request must not take the node down.
+func (c *conn) runHandler(a api, req *request, sl *slot) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("kafkaserver: handler panicked; closing the connection",
+				slog.String("api", kmsg.NameForKey(req.key)), slog.Int("version", int(req.version)),
+				slog.String("remote", c.remote), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			sl.resp, sl.release = nil, nil
+			sl.err = fmt.Errorf("handler panic: %v", r)
+			if h := c.s.testHookPanic; h != nil {
+				h(kmsg.NameForKey(req.key), r)
+			}
+		}
+	}()
+	sl.resp, sl.release, sl.err = a.handle(c.ctx, c.s, req)
+}
+
+// finish releases what the slot holds.
+func (sl *slot) finish() {
+	if sl.release != nil {
+		sl.release()
+		sl.release = nil
+	}
+	putFrame(sl.frame)
+	sl.frame = nil
+}
+
+// writeLoop writes answers in request order until the queue closes or
+// the connection fails. It returns the slots it took from the queue but
+// did not finish (their handlers may still be running), for serve to
+// release once the handlers are done.
+func (c *conn) writeLoop() (abandoned []*slot) {
+	defer c.close()
+	bw := bufio.NewWriterSize(c.nc, 32<<10)
+	var buf []byte
+	var next *slot
+	for {
+		sl := next
+		next = nil
+		if sl == nil {
+			var ok bool
+			select {
+			case sl, ok = <-c.queue: // the oldest unanswered request
+			case <-c.closed: // failed elsewhere; serve drains the queue
+				return nil
+			}
+			if !ok {
+				c.flush(bw)
+				return nil
+			}
+		}
+		select {
+		case <-sl.done: // answered
+		case <-c.closed: // the handler may still be using the frame
+			return []*slot{sl}
+		}
+		if sl.err != nil {
+			if !errors.Is(sl.err, errCloseConnection) {
+				c.s.log.Debug("kafkaserver: request failed; closing connection",
+					slog.String("api", kmsg.NameForKey(sl.key)), slog.String("remote", c.remote), slog.Any("err", sl.err))
+			}
+			c.flush(bw)
+			sl.finish()
+			return nil
+		}
+		var err error
+		if sl.resp != nil {
+			buf, err = c.encode(buf[:0], sl)
+			if err == nil {
+				err = c.write(bw, buf)
+			}
+			if cap(buf) > maxPooledResponseBytes {
+				buf = nil
+			}
+		}
+		sl.finish()
+		<-c.sem
+		if err != nil {
+			c.logClose(err)
+			return nil
+		}
+		// Coalesce: flush only when the next answer is not ready yet.
+		select {
+		case n, ok := <-c.queue:
+			if !ok {
+				c.flush(bw)
+				return nil
+			}
+			next = n
+			select {
+			case <-next.done: // ready: write it before flushing
+				continue
+			default:
+			}
+		default:
+		}
+		if err := c.flush(bw); err != nil {
+			c.logClose(err)
+			if next != nil {
+				return []*slot{next}
+			}
+			return nil
+		}
+	}
+}
+
+func (c *conn) write(bw *bufio.Writer, b []byte) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
+		return err
+	}
+	_, err := bw.Write(b)
+	c.touch()
+	return err
+}
+
+func (c *conn) flush(bw *bufio.Writer) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
+		return err
+	}
+	err := bw.Flush()
+	c.touch()
+	return err
+}
+
+// encode appends sl's framed response to dst. A panic while encoding (a
+// handler that built a response kmsg cannot encode) closes the
+// connection instead of the node.
+func (c *conn) encode(dst []byte, sl *slot) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("kafkaserver: encoding a response panicked; closing the connection",
+				slog.String("api", kmsg.NameForKey(sl.key)), slog.Int("version", int(sl.version)),
+				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			if h := c.s.testHookPanic; h != nil {
+				h(kmsg.NameForKey(sl.key), r)
+			}
+			out, err = dst[:0], fmt.Errorf("encoding %s response: %v", kmsg.NameForKey(sl.key), r)
+		}
+	}()
+	return appendResponse(dst, sl), nil
+}
+
+// appendResponse appends a framed response: size, header, body.
+func appendResponse(dst []byte, sl *slot) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = kbin.AppendInt32(dst, sl.correlationID)
+	sl.resp.SetVersion(sl.version)
+	if sl.resp.IsFlexible() && sl.key != apiVersionsKey {
+		dst = append(dst, 0) // no header tags
+	}
+	dst = sl.resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// unsupportedAPIVersions is the v0 ApiVersions answer to a version this
+// server does not serve.
+func unsupportedAPIVersions() kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ApiKeys = advertisedAPIKeys()
+	return resp
+}

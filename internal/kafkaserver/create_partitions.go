@@ -1,0 +1,85 @@
+package kafkaserver
+
+// CreatePartitions: v0-3
+//
+// Grows topics to Count partitions through the controller (partitions
+// are never removed). Per topic, in request order: a topic named more
+// than once is INVALID_REQUEST for every occurrence (as Kafka); an
+// unknown topic is UNKNOWN_TOPIC_OR_PARTITION; a Count not above the
+// current number of partitions is INVALID_PARTITIONS; an explicit
+// Assignment must give one replica list per new partition
+// (INVALID_REPLICA_ASSIGNMENT), and the controller checks the brokers and
+// replica count when it commits. ValidateOnly checks everything and
+// creates nothing. TimeoutMillis bounds the wait for each commit.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.CreatePartitionsRequest)
+	resp := kmsg.NewPtrCreatePartitionsResponse()
+	resp.SetVersion(req.version)
+
+	counts := make(map[string]int, len(r.Topics))
+	for _, t := range r.Topics {
+		counts[t.Topic]++
+	}
+	cctx, cancel := withRequestTimeout(ctx, r.TimeoutMillis)
+	defer cancel()
+	img := s.image()
+	for i := range r.Topics {
+		t := &r.Topics[i]
+		err := func() error {
+			if counts[t.Topic] > 1 {
+				return invalidRequest("topic %q appears %d times in the request", t.Topic, counts[t.Topic])
+			}
+			assignments, err := checkCreatePartitions(img, t)
+			if err != nil {
+				return err
+			}
+			return s.controller.CreatePartitions(cctx, t.Topic, t.Count, assignments, r.ValidateOnly)
+		}()
+		out := kmsg.NewCreatePartitionsResponseTopic()
+		out.Topic = t.Topic
+		out.ErrorCode, out.ErrorMessage = s.errorAndMessage(err, "CreatePartitions", "topic", t.Topic)
+		resp.Topics = append(resp.Topics, out)
+	}
+	return resp, nil, nil
+}
+
+// checkCreatePartitions checks one topic's request against img and
+// returns its explicit assignments (nil: the controller places them).
+func checkCreatePartitions(img *metadata.Image, t *kmsg.CreatePartitionsRequestTopic) ([][]int32, error) {
+	if err := metadata.ValidateTopicName(t.Topic); err != nil {
+		return nil, err
+	}
+	topic, ok := lookupTopic(img, t.Topic)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, t.Topic)
+	}
+	have := int32(len(topic.Partitions))
+	if t.Count <= have {
+		return nil, fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger, got %d",
+			kerr.InvalidPartitions, t.Topic, have, t.Count)
+	}
+	if t.Assignment == nil {
+		return nil, nil
+	}
+	if len(t.Assignment) != int(t.Count-have) {
+		return nil, fmt.Errorf("%w: topic %q: %d assignments for %d new partitions (%d -> %d)",
+			kerr.InvalidReplicaAssignment, t.Topic, len(t.Assignment), t.Count-have, have, t.Count)
+	}
+	out := make([][]int32, len(t.Assignment))
+	for i, a := range t.Assignment {
+		out[i] = slices.Clone(a.Replicas)
+	}
+	return out, nil
+}

@@ -1,0 +1,72 @@
+package kafkaserver
+
+// DeleteRecords: v0-2
+//
+// Moves partitions' log start offsets forward (KIP-107): records below
+// the new low watermark are no longer readable, and segments wholly below
+// it are deleted. Offset -1 means the high watermark (delete everything
+// consumers can see). Per partition, in the common order: the topic and
+// partition exist (UNKNOWN_TOPIC_OR_PARTITION), this node leads it
+// (NOT_LEADER_FOR_PARTITION); an offset below -1 is OFFSET_OUT_OF_RANGE;
+// the replica manager then refuses an offset above the high watermark
+// (OFFSET_OUT_OF_RANGE) and waits, up to TimeoutMillis, for the new low
+// watermark to hold on the partition's replicas. The answer is the new
+// low watermark, -1 on error. All partitions share one deadline.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleDeleteRecords(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.DeleteRecordsRequest)
+	resp := kmsg.NewPtrDeleteRecordsResponse()
+	resp.SetVersion(req.version)
+
+	dctx, cancel := withRequestTimeout(ctx, r.TimeoutMillis)
+	defer cancel()
+	img := s.image()
+	for _, t := range r.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.LowWatermark = -1
+			err := func() error {
+				if _, err := s.leaderPartition(img, t.Topic, p.Partition, -1); err != nil {
+					return err
+				}
+				if p.Offset < -1 {
+					return fmt.Errorf("%w: %s-%d: offset %d; give an offset >= 0, or -1 for the high watermark",
+						kerr.OffsetOutOfRange, t.Topic, p.Partition, p.Offset)
+				}
+				low, err := s.replicas.DeleteRecords(dctx, t.Topic, p.Partition, p.Offset, remaining(dctx))
+				if err != nil {
+					return err
+				}
+				rp.LowWatermark = low
+				return nil
+			}()
+			rp.ErrorCode, _ = s.errorAndMessage(err, "DeleteRecords", "topic", t.Topic, "partition", p.Partition)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil, nil
+}
+
+// remaining is the time left before ctx's deadline, at least 1ms so a
+// nearly spent deadline is not mistaken for "no timeout"; 0 when ctx has
+// none (the request's TimeoutMillis was 0 or less, passed on as it was).
+func remaining(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(d), time.Millisecond)
+}

@@ -1,0 +1,182 @@
+package kafkaserver
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+func describeConfigsReq(synonyms, docs bool, resources ...kmsg.DescribeConfigsRequestResource) *kmsg.DescribeConfigsRequest {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Resources = resources
+	req.IncludeSynonyms, req.IncludeDocumentation = synonyms, docs
+	return req
+}
+
+func configResource(typ kmsg.ConfigResourceType, name string, names ...string) kmsg.DescribeConfigsRequestResource {
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.ConfigNames = typ, name, names
+	return r
+}
+
+func configsByName(cs []kmsg.DescribeConfigsResponseResourceConfig) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+	m := make(map[string]kmsg.DescribeConfigsResponseResourceConfig, len(cs))
+	for _, c := range cs {
+		m[c.Name] = c
+	}
+	return m
+}
+
+func TestDescribeTopicConfigsV0(t *testing.T) {
+	f := newAdminFixture(t)
+	f.ctrl.addTopic("t", adminLeaderPartitions(0), map[string]string{"retention.ms": "1000"})
+	resp := adminCall[*kmsg.DescribeConfigsResponse](t, f,
+		describeConfigsReq(false, false, configResource(kmsg.ConfigResourceTypeTopic, "t")), 0)
+	rr := resp.Resources[0]
+	adminWantCode(t, "t", rr.ErrorCode, nil)
+	if rr.ResourceType != kmsg.ConfigResourceTypeTopic || rr.ResourceName != "t" {
+		t.Fatalf("resource %v %q", rr.ResourceType, rr.ResourceName)
+	}
+	if len(rr.Configs) != len(metadata.TopicConfigDefs) {
+		t.Fatalf("%d configs, want all %d", len(rr.Configs), len(metadata.TopicConfigDefs))
+	}
+	for i, c := range rr.Configs {
+		def := metadata.TopicConfigDefs[i]
+		if c.Name != def.Name {
+			t.Fatalf("config %d is %s, want %s (TopicConfigDefs order)", i, c.Name, def.Name)
+		}
+		override := c.Name == "retention.ms"
+		want := def.Default
+		if override {
+			want = "1000"
+		}
+		if *c.Value != want || c.IsDefault == override || c.ReadOnly || c.IsSensitive {
+			t.Fatalf("%s: value %q default %v read-only %v sensitive %v", c.Name, *c.Value, c.IsDefault, c.ReadOnly, c.IsSensitive)
+		}
+		// v0 carries no source, synonyms, type or docs.
+		if c.Source != -1 || c.ConfigSynonyms != nil || c.ConfigType != 0 || c.Documentation != nil {
+			t.Fatalf("%s: v0 fields leaked: %+v", c.Name, c)
+		}
+	}
+}
+
+func TestDescribeTopicConfigsV4(t *testing.T) {
+	f := newAdminFixture(t)
+	f.ctrl.addTopic("t", adminLeaderPartitions(0), map[string]string{"cleanup.policy": "compact"})
+	resp := adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(true, true,
+		configResource(kmsg.ConfigResourceTypeTopic, "t", "cleanup.policy", "segment.bytes", "no.such.config")), 4)
+	rr := resp.Resources[0]
+	adminWantCode(t, "t", rr.ErrorCode, nil)
+	if len(rr.Configs) != 2 {
+		t.Fatalf("asked for 2 known configs (and one unknown), got %d", len(rr.Configs))
+	}
+	got := configsByName(rr.Configs)
+
+	cp := got["cleanup.policy"]
+	if *cp.Value != "compact" || cp.Source != kmsg.ConfigSourceDynamicTopicConfig || cp.ConfigType != kmsg.ConfigTypeList {
+		t.Fatalf("cleanup.policy %+v", cp)
+	}
+	if len(cp.ConfigSynonyms) != 2 ||
+		cp.ConfigSynonyms[0].Source != kmsg.ConfigSourceDynamicTopicConfig || *cp.ConfigSynonyms[0].Value != "compact" ||
+		cp.ConfigSynonyms[1].Source != kmsg.ConfigSourceDefaultConfig || *cp.ConfigSynonyms[1].Value != "delete" {
+		t.Fatalf("cleanup.policy synonyms %+v: want the override, then the default", cp.ConfigSynonyms)
+	}
+	if cp.Documentation == nil || *cp.Documentation == "" {
+		t.Fatal("documentation asked for, not given")
+	}
+
+	sb := got["segment.bytes"]
+	if *sb.Value != "1073741824" || sb.Source != kmsg.ConfigSourceDefaultConfig || sb.ConfigType != kmsg.ConfigTypeInt ||
+		len(sb.ConfigSynonyms) != 1 || sb.ConfigSynonyms[0].Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("segment.bytes %+v", sb)
+	}
+
+	// Without the flags, no synonyms and no docs.
+	resp = adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(false, false,
+		configResource(kmsg.ConfigResourceTypeTopic, "t", "cleanup.policy")), 4)
+	if c := resp.Resources[0].Configs[0]; c.ConfigSynonyms != nil || c.Documentation != nil {
+		t.Fatalf("unasked synonyms or docs: %+v", c)
+	}
+	// An empty, non-null name list asks for nothing.
+	resp = adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(false, false,
+		configResource(kmsg.ConfigResourceTypeTopic, "t", []string{}...)), 4)
+	if n := len(resp.Resources[0].Configs); n != 0 {
+		t.Fatalf("empty name list answered %d configs", n)
+	}
+}
+
+func TestDescribeConfigsErrors(t *testing.T) {
+	f := newAdminFixture(t)
+	resp := adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(false, false,
+		configResource(kmsg.ConfigResourceTypeTopic, "missing"),
+		configResource(kmsg.ConfigResourceTypeTopic, "bad/name"),
+		configResource(kmsg.ConfigResourceTypeBrokerLogger, "1"),
+		configResource(kmsg.ConfigResourceType(99), "x"),
+		configResource(kmsg.ConfigResourceTypeBroker, "7"),
+	), 2)
+	for i, want := range []struct {
+		code *kerr.Error
+		msg  string
+	}{
+		{kerr.UnknownTopicOrPartition, "missing"},
+		{kerr.InvalidTopicException, "bad/name"},
+		{kerr.InvalidRequest, "BROKER_LOGGER"},
+		{kerr.InvalidRequest, "(99)"},
+		{kerr.InvalidRequest, "this is node 1"},
+	} {
+		rr := resp.Resources[i]
+		adminWantCode(t, rr.ResourceName, rr.ErrorCode, want.code)
+		if rr.ErrorMessage == nil || !strings.Contains(*rr.ErrorMessage, want.msg) {
+			t.Fatalf("resource %d: message %s should contain %q", i, adminMsg(rr.ErrorMessage), want.msg)
+		}
+		if rr.Configs != nil {
+			t.Fatalf("resource %d: configs on an error", i)
+		}
+	}
+}
+
+func TestDescribeBrokerConfigs(t *testing.T) {
+	f := newAdminFixture(t)
+	resp := adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(true, false,
+		configResource(kmsg.ConfigResourceTypeBroker, "1"),
+		configResource(kmsg.ConfigResourceTypeBroker, ""),
+	), 1)
+	mine := resp.Resources[0]
+	adminWantCode(t, "broker 1", mine.ErrorCode, nil)
+	got := configsByName(mine.Configs)
+	for name, want := range map[string]string{
+		"broker.id":                 "1",
+		"node.id":                   "1",
+		"auto.create.topics.enable": "true",
+		"socket.request.max.bytes":  "104857600",
+		"connections.max.idle.ms":   "600000",
+		"log.dirs":                  "/data/fjord",
+	} {
+		c, ok := got[name]
+		if !ok || *c.Value != want {
+			t.Fatalf("%s: got %+v, want %q", name, c, want)
+		}
+		if !c.ReadOnly || c.Source != kmsg.ConfigSourceStaticBrokerConfig || len(c.ConfigSynonyms) != 1 {
+			t.Fatalf("%s: read-only %v source %v synonyms %d; want read-only static", name, c.ReadOnly, c.Source, len(c.ConfigSynonyms))
+		}
+	}
+	adminWantCode(t, "cluster defaults", resp.Resources[1].ErrorCode, nil)
+	if n := len(resp.Resources[1].Configs); n != 0 {
+		t.Fatalf("cluster-wide dynamic broker defaults: %d, want none", n)
+	}
+
+	// A subset without log.dirs does not walk the log directory.
+	calls := f.reps.logDirsCalls
+	resp = adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(false, false,
+		configResource(kmsg.ConfigResourceTypeBroker, "1", "broker.id")), 3)
+	if n := len(resp.Resources[0].Configs); n != 1 || f.reps.logDirsCalls != calls {
+		t.Fatalf("subset answered %d configs and walked the dir %d times", n, f.reps.logDirsCalls-calls)
+	}
+	if c := resp.Resources[0].Configs[0]; c.ConfigType != kmsg.ConfigTypeInt {
+		t.Fatalf("broker.id type %v", c.ConfigType)
+	}
+}

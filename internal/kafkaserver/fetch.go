@@ -1,0 +1,274 @@
+package kafkaserver
+
+// Fetch: v4-16
+//
+// Reads record batches for consumers (and, later, followers) through the
+// replica manager, which long-polls: it answers once MinBytes are ready,
+// MaxWaitMillis passes, or the connection closes, woken by appends and
+// high-watermark moves rather than a timer. v4 is the first version that
+// carries record batches (magic 2) and the last stable offset, so it is
+// the floor (Kafka 4's too); v16 is librdkafka's maximum and above
+// kafkajs's and kafka-go's v11, which are kept.
+//
+// Sessions (v7+, KIP-227) are resolved first (fetch_session.go): a
+// session error is the answer's top-level error and nothing is read.
+//
+// Per partition, in this order: the topic (v13+ by topic id: unknown is
+// UNKNOWN_TOPIC_ID; before v13 by name: UNKNOWN_TOPIC_OR_PARTITION), the
+// partition (UNKNOWN_TOPIC_OR_PARTITION), then the read, which checks
+// leadership and CurrentLeaderEpoch (FENCED_LEADER_EPOCH,
+// UNKNOWN_LEADER_EPOCH) and the offset (OFFSET_OUT_OF_RANGE). A fetch
+// with an error answers at once rather than waiting, as Kafka does, so a
+// client learns of the error without sitting out MaxWait.
+//
+// Isolation: IsolationLevel 1 (read_committed) reads below the last
+// stable offset and answers a non-null, empty aborted-transactions list
+// (there are no transactions yet); 0 reads below the high watermark. A
+// request from a replica (replica id >= 0) reads to the log end.
+//
+// Byte limits: MaxBytes bounds the answer and PartitionMaxBytes each
+// partition, except that the first non-empty partition gets at least one
+// whole batch, so a batch larger than the limits still makes progress
+// (the replica manager enforces this).
+//
+// Copies: the replica manager reads batches into pooled buffers, the
+// answer's RecordBatches alias them, and the writer encodes the response
+// into its write buffer (the one copy the framing costs) before the
+// buffers go back to the pool (the release func returned here).
+//
+// PreferredReadReplica (v11+) is always -1: consumers read from the
+// leader until follower fetching (KIP-392) exists. Partitions answered
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the current leader
+// (v12+, KIP-951) and v16 answers the leader's endpoint.
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/replica"
+)
+
+func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	body := req.body.(*kmsg.FetchRequest)
+	resp := body.ResponseKind().(*kmsg.FetchResponse)
+	usesIDs := req.version >= 13
+
+	var parts []fetchReqPartition
+	for i := range body.Topics {
+		rt := &body.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			parts = append(parts, fetchReqPartition{
+				key:                fetchKey(usesIDs, rt.Topic, rt.TopicID, rp.Partition),
+				fetchOffset:        rp.FetchOffset,
+				maxBytes:           rp.PartitionMaxBytes,
+				currentLeaderEpoch: rp.CurrentLeaderEpoch,
+			})
+		}
+	}
+	var fc *fetchContext
+	if req.version < 7 {
+		fc = &fetchContext{parts: parts}
+	} else {
+		var forgotten []sessionPartKey
+		for _, ft := range body.ForgottenTopics {
+			for _, p := range ft.Partitions {
+				forgotten = append(forgotten, fetchKey(usesIDs, ft.Topic, ft.TopicID, p))
+			}
+		}
+		fc = s.sessions.newContext(body.SessionID, body.SessionEpoch, usesIDs, parts, forgotten)
+	}
+	if fc.errCode != 0 {
+		resp.ErrorCode = fc.errCode
+		return resp, nil, nil
+	}
+	resp.SessionID = fc.sessionID
+
+	replicaID := body.ReplicaID
+	if req.version >= 15 {
+		replicaID = body.ReplicaState.ID
+	}
+	params := replica.FetchParams{
+		ReplicaID: replicaID,
+		MaxWait:   time.Duration(max(body.MaxWaitMillis, 0)) * time.Millisecond,
+		MinBytes:  body.MinBytes,
+		MaxBytes:  body.MaxBytes,
+		Isolation: replica.IsolationHighWatermark,
+	}
+	switch {
+	case replicaID >= 0:
+		params.Isolation = replica.IsolationLogEnd
+	case body.IsolationLevel == 1:
+		params.Isolation = replica.IsolationTxnCommitted
+	}
+
+	// Resolve topics at the edge; the rest go to the replica manager.
+	img := s.image()
+	names := make([]string, len(fc.parts))
+	ids := make([]metadata.UUID, len(fc.parts))
+	edgeErr := make([]error, len(fc.parts))
+	var reads []replica.FetchPartition
+	var readIdx []int // reads[k] answers fc.parts[readIdx[k]]
+	for i, p := range fc.parts {
+		var t *metadata.Topic
+		var ok bool
+		if usesIDs {
+			ids[i] = p.key.topicID
+			if t, ok = lookupTopicID(img, p.key.topicID); !ok {
+				edgeErr[i] = replica.ErrUnknownTopicID
+				continue
+			}
+		} else {
+			names[i] = p.key.topic
+			if t, ok = lookupTopic(img, p.key.topic); !ok {
+				edgeErr[i] = replica.ErrUnknownTopicOrPartition
+				continue
+			}
+		}
+		names[i], ids[i] = t.Name, t.ID
+		if !partitionExists(t, p.key.partition) {
+			edgeErr[i] = replica.ErrUnknownTopicOrPartition
+			continue
+		}
+		reads = append(reads, replica.FetchPartition{
+			Topic:              t.Name,
+			TopicID:            t.ID,
+			Partition:          p.key.partition,
+			FetchOffset:        p.fetchOffset,
+			CurrentLeaderEpoch: p.currentLeaderEpoch,
+			MaxBytes:           p.maxBytes,
+		})
+		readIdx = append(readIdx, i)
+	}
+	if len(reads) < len(fc.parts) {
+		params.MaxWait = 0 // an error to report: answer now
+	}
+
+	var result *replica.FetchResult
+	if len(reads) > 0 {
+		result = s.replicas.Fetch(ctx, params, reads)
+	} else if len(fc.parts) == 0 && params.MaxWait > 0 {
+		// An incremental fetch with nothing in its session: there is
+		// nothing to wake us, so honour MaxWait rather than have the
+		// client spin.
+		t := time.NewTimer(params.MaxWait)
+		select {
+		case <-t.C: // waited the client's MaxWait
+		case <-ctx.Done(): // connection or server closing
+		}
+		t.Stop()
+	}
+
+	// Per part: the answer and its session state.
+	answers := make([]kmsg.FetchResponseTopicPartition, len(fc.parts))
+	states := make([]partState, len(fc.parts))
+	for i, p := range fc.parts {
+		a := kmsg.NewFetchResponseTopicPartition()
+		a.Partition = p.key.partition
+		a.HighWatermark = -1
+		if edgeErr[i] != nil {
+			a.ErrorCode = errorCode(edgeErr[i])
+		}
+		answers[i] = a
+	}
+	for k, i := range readIdx {
+		a := &answers[i]
+		if result == nil || k >= len(result.Partitions) {
+			// The replica manager answered fewer partitions than asked:
+			// a bug there, answered with a retriable code.
+			a.ErrorCode = kerr.NotLeaderForPartition.Code
+			continue
+		}
+		r := &result.Partitions[k]
+		if r.Err != nil {
+			a.ErrorCode = s.errorCodeLogged(r.Err, "Fetch", "topic", reads[k].Topic, "partition", reads[k].Partition)
+			continue
+		}
+		a.HighWatermark = r.HighWatermark
+		a.LastStableOffset = r.LastStableOffset
+		a.LogStartOffset = r.LogStartOffset
+		a.RecordBatches = r.Records
+		if params.Isolation == replica.IsolationTxnCommitted {
+			a.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+		}
+	}
+	leaders := make(map[int32]bool)
+	for i := range answers {
+		a := &answers[i]
+		states[i] = partState{
+			errCode:          a.ErrorCode,
+			highWatermark:    a.HighWatermark,
+			lastStableOffset: a.LastStableOffset,
+			logStartOffset:   a.LogStartOffset,
+			hasRecords:       len(a.RecordBatches) > 0,
+		}
+		if req.version >= 12 && (a.ErrorCode == kerr.NotLeaderForPartition.Code || a.ErrorCode == kerr.FencedLeaderEpoch.Code) {
+			if t, ok := lookupTopic(img, names[i]); ok {
+				if p, ok := lookupPartition(t, a.Partition); ok && p.Leader >= 0 {
+					a.CurrentLeader.LeaderID = p.Leader
+					a.CurrentLeader.LeaderEpoch = p.LeaderEpoch
+					leaders[p.Leader] = true
+				}
+			}
+		}
+	}
+	include := fc.update(states)
+
+	// Group the included partitions by topic, keeping part order (a full
+	// fetch: request order; incremental: session order).
+	for i := range answers {
+		if !include[i] {
+			continue
+		}
+		n := len(resp.Topics)
+		if n == 0 || !sameFetchTopic(&resp.Topics[n-1], fc.parts[i].key, usesIDs) {
+			rt := kmsg.NewFetchResponseTopic()
+			if usesIDs {
+				rt.TopicID = fc.parts[i].key.topicID
+			} else {
+				rt.Topic = fc.parts[i].key.topic
+			}
+			resp.Topics = append(resp.Topics, rt)
+			n++
+		}
+		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, answers[i])
+	}
+	if req.version >= 16 {
+		for id := range leaders {
+			if b, ok := img.Broker(id); ok {
+				rb := kmsg.NewFetchResponseBroker()
+				rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
+				if b.Rack != "" {
+					rack := b.Rack
+					rb.Rack = &rack
+				}
+				resp.Brokers = append(resp.Brokers, rb)
+			}
+		}
+	}
+	if result == nil {
+		return resp, nil, nil
+	}
+	// RecordBatches alias result's pooled buffers until the writer has
+	// encoded the response.
+	return resp, result.Release, nil
+}
+
+// fetchKey names a partition the way the request version does.
+func fetchKey(usesIDs bool, topic string, topicID [16]byte, partition int32) sessionPartKey {
+	if usesIDs {
+		return sessionPartKey{topicID: topicID, partition: partition}
+	}
+	return sessionPartKey{topic: topic, partition: partition}
+}
+
+func sameFetchTopic(rt *kmsg.FetchResponseTopic, k sessionPartKey, usesIDs bool) bool {
+	if usesIDs {
+		return rt.TopicID == k.topicID
+	}
+	return rt.Topic == k.topic
+}

@@ -1,0 +1,113 @@
+package kafkaserver
+
+// IncrementalAlterConfigs: v0-1
+//
+// Changes single topic configs (KIP-339): SET a value, DELETE an override
+// (back to the default), APPEND to or SUBTRACT from a list config
+// (cleanup.policy). The resource checks are AlterConfigs' (once per
+// request, topic only, valid name, exists: broker configs are refused
+// with INVALID_REQUEST, as they are static in Fjord). Then per config: a
+// name given twice is INVALID_REQUEST (as Kafka), an unknown operation is
+// INVALID_REQUEST, SET with a null value is INVALID_REQUEST, an unknown
+// config name is INVALID_CONFIG, APPEND/SUBTRACT on a config that is not a
+// list is INVALID_CONFIG, and a value that is not allowed (for APPEND and
+// SUBTRACT, the comma-separated elements) is INVALID_CONFIG naming it.
+// The controller applies the operations to the current overrides and
+// checks the result when it commits (ValidateOnly: checks, changes
+// nothing).
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+	resp.SetVersion(req.version)
+
+	keys := make([]configResourceKey, len(r.Resources))
+	for i, rr := range r.Resources {
+		keys[i] = configResourceKey{rr.ResourceType, rr.ResourceName}
+	}
+	counts := countResources(keys)
+	img := s.image()
+	for i := range r.Resources {
+		rr := &r.Resources[i]
+		out := kmsg.NewIncrementalAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+		err := func() error {
+			if err := checkAlterResource(img, keys[i], counts[keys[i]]); err != nil {
+				return err
+			}
+			ops := make([]controller.ConfigOp, 0, len(rr.Configs))
+			seen := make(map[string]bool, len(rr.Configs))
+			for _, c := range rr.Configs {
+				if seen[c.Name] {
+					return invalidRequest("topic %q: config %q given more than once", rr.ResourceName, c.Name)
+				}
+				seen[c.Name] = true
+				op, err := incrementalConfigOp(rr.ResourceName, c)
+				if err != nil {
+					return err
+				}
+				ops = append(ops, op)
+			}
+			return s.controller.AlterConfigs(ctx, rr.ResourceName, ops, false, r.ValidateOnly)
+		}()
+		out.ErrorCode, out.ErrorMessage = s.errorAndMessage(err, "IncrementalAlterConfigs", "resource", rr.ResourceName)
+		resp.Resources = append(resp.Resources, out)
+	}
+	return resp, nil, nil
+}
+
+// incrementalConfigOp checks one requested operation on topic's config
+// and turns it into the controller's form.
+func incrementalConfigOp(topic string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) (controller.ConfigOp, error) {
+	op := controller.ConfigOp{Name: c.Name, Value: c.Value}
+	def, ok := metadata.LookupTopicConfig(c.Name)
+	if !ok {
+		return op, fmt.Errorf("%w: topic %q: unknown topic config %q", kerr.InvalidConfig, topic, c.Name)
+	}
+	switch c.Op {
+	case kmsg.IncrementalAlterConfigOpSet:
+		op.Op = controller.ConfigSet
+		if c.Value == nil {
+			return op, invalidRequest("topic %q: SET %q with a null value; use DELETE to return it to its default", topic, c.Name)
+		}
+		if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
+			return op, err
+		}
+	case kmsg.IncrementalAlterConfigOpDelete:
+		op.Op = controller.ConfigDelete
+		op.Value = nil
+	case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+		op.Op = controller.ConfigAppend
+		if c.Op == kmsg.IncrementalAlterConfigOpSubtract {
+			op.Op = controller.ConfigSubtract
+		}
+		if typ, _ := kmsg.ParseConfigType(def.Type); typ != kmsg.ConfigTypeList {
+			return op, fmt.Errorf("%w: topic %q: %s on %q, which is not a list config",
+				kerr.InvalidConfig, topic, c.Op, c.Name)
+		}
+		if c.Value == nil {
+			return op, invalidRequest("topic %q: %s %q with a null value", topic, c.Op, c.Name)
+		}
+		// The value is a list of elements to add or remove; each must be
+		// one the config allows, which is what validating it as a whole
+		// list checks.
+		if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
+			return op, err
+		}
+	default:
+		return op, invalidRequest("topic %q: config %q: unknown operation %d (want 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)",
+			topic, c.Name, int8(c.Op))
+	}
+	return op, nil
+}

@@ -1,0 +1,279 @@
+package kafkaserver
+
+// Produce: v0-11
+//
+// Appends each partition's record batches through the replica manager
+// and answers, per partition, the base offset, the log-append time (-1
+// unless the topic uses LogAppendTime), the log start offset, or an
+// error code.
+//
+// Versions: v0-2 are advertised only because librdkafka turns
+// compression off when Produce's minimum is above 0 (librdkafka #4956,
+// KAFKA-18659); their message sets (magic 0 and 1) are refused per
+// partition with UNSUPPORTED_FOR_MESSAGE_FORMAT, as is any magic-0/1 data
+// in a later version. Fjord stores only record batch v2, and clients
+// that speak v3+ choose it, so the old formats never reach the log.
+//
+// Per partition, in this order: the topic (unknown: auto-created when
+// auto.create.topics.enable is on, else UNKNOWN_TOPIC_OR_PARTITION; a
+// name Kafka would refuse: INVALID_TOPIC_EXCEPTION), the partition
+// (UNKNOWN_TOPIC_OR_PARTITION), the data's magic, then the append, which
+// checks leadership, validates every batch (record.Parse: lengths, CRC,
+// max.message.bytes, producer sequence) before writing any, and waits
+// for acks. A bad batch fails only its partition and leaves the log
+// unchanged. Partitions of one request are appended concurrently.
+//
+// The records are appended straight out of the request frame: kmsg's
+// ReadFrom slices byte fields out of its input, so there is no copy
+// between the socket and the log.
+//
+// acks: 1 and -1 (all) answer when the replica manager says the acks are
+// satisfied (acks=1 after the group-committed fsync under
+// flush.policy=ack; all when the high watermark passes the batch) or
+// TimeoutMillis passes (REQUEST_TIMED_OUT). Any other value is
+// INVALID_REQUIRED_ACKS. acks=0 gets no response at all; if any
+// partition failed, the connection is closed instead, Kafka's way of
+// making a client that reads no answers refresh its metadata.
+//
+// Transactions are a later issue. A request with a transactional id is
+// refused per partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (and
+// an error message saying why on v8+): every client treats it as fatal
+// for the transactional producer and surfaces it, rather than retrying
+// forever as it would a retriable code or guessing at UNSUPPORTED_VERSION.
+// (A transactional client is already refused at InitProducerId; this
+// covers one that skips it.)
+//
+// v10+ partitions answered NOT_LEADER_OR_FOLLOWER carry the current
+// leader (KIP-951) and the response the leader's endpoint, so the client
+// can redirect without a metadata round trip.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/replica"
+)
+
+// magicOffset is the position of the magic byte in a record batch (and
+// in the old message sets): base offset int64, batch length int32,
+// partition leader epoch int32 (message sets: offset int64, size int32,
+// crc int32), then magic.
+const magicOffset = 16
+
+// produceJob is one partition's append and its answer.
+type produceJob struct {
+	topic     string
+	partition int32
+	records   []byte
+	out       *kmsg.ProduceResponseTopicPartition
+	err       error
+	result    replica.AppendResult
+}
+
+func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	body := req.body.(*kmsg.ProduceRequest)
+	resp := body.ResponseKind().(*kmsg.ProduceResponse)
+	img := s.image()
+
+	var refuseAll error
+	switch {
+	case body.TransactionID != nil:
+		refuseAll = errTransactionsUnsupported
+	case body.Acks != 0 && body.Acks != 1 && body.Acks != -1:
+		refuseAll = replica.ErrInvalidRequiredAcks
+	case req.version < 3:
+		refuseAll = errOldMessageFormat
+	}
+
+	// Unknown topics to auto-create before any append.
+	var toCreate []string
+	if refuseAll == nil && s.cfg.AutoCreateTopics {
+		seen := make(map[string]bool)
+		for _, rt := range body.Topics {
+			if _, ok := lookupTopic(img, rt.Topic); !ok && !seen[rt.Topic] && !isInternalTopic(rt.Topic) {
+				seen[rt.Topic] = true
+				toCreate = append(toCreate, rt.Topic)
+			}
+		}
+	}
+	var created map[string]autoCreated
+	if len(toCreate) > 0 {
+		created = s.autoCreateTopics(ctx, toCreate, "Produce")
+		img = s.image()
+	}
+
+	type key struct {
+		topic     string
+		partition int32
+	}
+	seen := make(map[key]bool)
+	var jobs []*produceJob
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(body.Topics))
+	for i := range body.Topics {
+		rt := &body.Topics[i]
+		out := &resp.Topics[i]
+		out.Topic = rt.Topic
+		out.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		t, topicKnown := lookupTopic(img, rt.Topic)
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			op := &out.Partitions[j]
+			*op = kmsg.NewProduceResponseTopicPartition()
+			op.Partition = rp.Partition
+			op.BaseOffset = -1
+			job := &produceJob{topic: rt.Topic, partition: rp.Partition, records: rp.Records, out: op}
+			jobs = append(jobs, job)
+			switch {
+			case refuseAll != nil:
+				job.err = refuseAll
+			case !topicKnown:
+				job.err = unknownProduceTopic(rt.Topic, created)
+			case !partitionExists(t, rp.Partition):
+				job.err = replica.ErrUnknownTopicOrPartition
+			case seen[key{rt.Topic, rp.Partition}]:
+				// Kafka keys a produce by partition, so a partition
+				// given twice has no defined order; refuse the repeat
+				// rather than guess one.
+				job.err = errDuplicatePartition
+			default:
+				job.err = checkMagic(rp.Records)
+			}
+			seen[key{rt.Topic, rp.Partition}] = true
+		}
+	}
+
+	acks := replica.Acks(body.Acks)
+	timeout := time.Duration(max(body.TimeoutMillis, 0)) * time.Millisecond
+	appendOne := func(j *produceJob) {
+		j.result, j.err = s.replicas.Append(ctx, j.topic, j.partition, j.records, acks, timeout)
+	}
+	var todo []*produceJob
+	for _, j := range jobs {
+		if j.err == nil {
+			todo = append(todo, j)
+		}
+	}
+	if len(todo) == 1 {
+		appendOne(todo[0])
+	} else if len(todo) > 1 {
+		var wg sync.WaitGroup
+		for _, j := range todo {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				appendOne(j)
+			}()
+		}
+		wg.Wait()
+	}
+
+	failed := false
+	leaders := make(map[int32]bool)
+	for _, j := range jobs {
+		op := j.out
+		if j.err == nil {
+			op.BaseOffset = j.result.BaseOffset
+			op.LogAppendTime = j.result.LogAppendTime
+			op.LogStartOffset = j.result.LogStartOffset
+			continue
+		}
+		failed = true
+		op.ErrorCode = s.errorCodeLogged(j.err, "Produce", "topic", j.topic, "partition", j.partition)
+		if req.version >= 8 && op.ErrorCode != kerr.UnknownServerError.Code {
+			msg := j.err.Error()
+			op.ErrorMessage = &msg
+		}
+		if op.ErrorCode == kerr.NotLeaderForPartition.Code && req.version >= 10 {
+			if t, ok := lookupTopic(s.image(), j.topic); ok {
+				if p, ok := lookupPartition(t, j.partition); ok && p.Leader >= 0 {
+					op.CurrentLeader.LeaderID = p.Leader
+					op.CurrentLeader.LeaderEpoch = p.LeaderEpoch
+					leaders[p.Leader] = true
+				}
+			}
+		}
+	}
+	if len(leaders) > 0 {
+		img := s.image()
+		for id := range leaders {
+			if b, ok := img.Broker(id); ok {
+				rb := kmsg.NewProduceResponseBroker()
+				rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
+				if b.Rack != "" {
+					rack := b.Rack
+					rb.Rack = &rack
+				}
+				resp.Brokers = append(resp.Brokers, rb)
+			}
+		}
+	}
+
+	if body.Acks == 0 {
+		if failed {
+			return nil, nil, errCloseConnection
+		}
+		return nil, nil, nil
+	}
+	return resp, nil, nil
+}
+
+// Produce refusals made at the protocol edge, each the Kafka error it is
+// answered with.
+var (
+	errTransactionsUnsupported = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "transactions are not supported by this server yet")
+	errOldMessageFormat        = fmtKerr(kerr.UnsupportedForMessageFormat, "only record batch v2 (magic 2, produce v3+) is accepted")
+	errDuplicatePartition      = fmtKerr(kerr.InvalidRequest, "partition appears more than once in the request")
+	errTooShortForBatch        = fmtKerr(kerr.CorruptMessage, "records too short to be a record batch")
+)
+
+// kerrDetail is a Kafka error with a message for the client.
+type kerrDetail struct {
+	kerr *kerr.Error
+	msg  string
+}
+
+func fmtKerr(k *kerr.Error, msg string) error { return &kerrDetail{kerr: k, msg: msg} }
+func (e *kerrDetail) Error() string           { return e.kerr.Message + ": " + e.msg }
+func (e *kerrDetail) Unwrap() error           { return e.kerr }
+
+// unknownProduceTopic is the error for a produce to a topic not in the
+// image: the auto-create outcome if one was tried.
+func unknownProduceTopic(name string, created map[string]autoCreated) error {
+	if r, ok := created[name]; ok {
+		if r.topic == nil {
+			return kerr.ErrorForCode(r.code)
+		}
+		// Created, but the image we read after is older than the
+		// create (cannot happen with a linearizable controller):
+		// retriable.
+		return kerr.LeaderNotAvailable
+	}
+	if metadata.ValidateTopicName(name) != nil {
+		return kerr.InvalidTopicException
+	}
+	return replica.ErrUnknownTopicOrPartition
+}
+
+func partitionExists(t *metadata.Topic, p int32) bool {
+	_, ok := lookupPartition(t, p)
+	return ok
+}
+
+// checkMagic refuses data that is not record batch v2 before it reaches
+// the append: message sets (magic 0 and 1) with
+// UNSUPPORTED_FOR_MESSAGE_FORMAT. Other damage is left to the append's
+// full validation, which answers CORRUPT_MESSAGE or INVALID_RECORD.
+func checkMagic(records []byte) error {
+	if len(records) <= magicOffset {
+		return errTooShortForBatch
+	}
+	if m := records[magicOffset]; m == 0 || m == 1 {
+		return errOldMessageFormat
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+// Package kafkaserver serves the Kafka wire protocol: a TCP listener,
+// request framing, in-order pipelined responses, and one file per API
+// that decodes with kmsg and calls the services in services.go.
+//
+// Threads (who owns what):
+//   - Serve's accept loop owns the listener and starts one conn per
+//     accepted socket.
+//   - Each conn has a reader goroutine (owns the read side and the frame
+//     buffers it allocates, decodes requests, starts handlers), a writer
+//     goroutine (owns the write side and the response buffer, writes
+//     responses strictly in request order), and one goroutine per request
+//     in flight running that API's handler.
+//   - The fetch session cache is shared by all connections (a client may
+//     continue a session on a new connection) behind its own lock.
+//
+// Everything else (topics, partitions, producer ids) lives behind the
+// Controller, Replicas and ProducerIDs interfaces; the server keeps no
+// state beyond its connections and fetch sessions.
+package kafkaserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults for Config's zero values.
+const (
+	// DefaultMaxRequestBytes is Kafka's socket.request.max.bytes.
+	DefaultMaxRequestBytes = 100 << 20
+	// DefaultMaxInFlight bounds the requests read from one connection
+	// and not yet answered. Kafka reads one request per connection at a
+	// time (it mutes the socket until the response is sent); Fjord
+	// handles a connection's requests concurrently, so a pipelining
+	// client (franz-go sends up to 5 produce requests per broker,
+	// librdkafka up to max.in.flight=1000000 by default) gets its
+	// partitions appended in parallel. 64 keeps the memory one connection
+	// can pin bounded (frames are buffered only as their bytes arrive)
+	// while leaving every real client's pipeline depth unthrottled; past
+	// it the reader stops reading and TCP pushes back.
+	DefaultMaxInFlight = 64
+	// DefaultIdleTimeout is Kafka's connections.max.idle.ms.
+	DefaultIdleTimeout = 10 * time.Minute
+)
+
+// Errors.
+var (
+	// ErrServerClosed is returned by Serve called after Close.
+	ErrServerClosed = errors.New("kafkaserver: server closed")
+)
+
+// Config configures the Kafka protocol listener.
+type Config struct {
+	// Addr is the listen address (host:port; port 0 picks one).
+	Addr string
+	// NodeID is this node's broker id.
+	NodeID int32
+	// MaxRequestBytes is socket.request.max.bytes: a frame larger than
+	// this closes the connection (default 100 MiB).
+	MaxRequestBytes int32
+	// MaxInFlight bounds the requests read from one connection and not
+	// yet answered; the reader stops reading until the writer catches up
+	// (default DefaultMaxInFlight).
+	MaxInFlight int
+	// IdleTimeout is connections.max.idle.ms: a connection with no
+	// request for this long is closed (default 10 minutes).
+	IdleTimeout time.Duration
+	// AutoCreateTopics is auto.create.topics.enable: Metadata (when the
+	// client allows it) and Produce create unknown topics with the
+	// defaults.
+	AutoCreateTopics bool
+	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots
+	// (default 1000; negative disables fetch sessions).
+	FetchSessionCacheSlots int
+	Logger                 *slog.Logger
+}
+
+// Server is the Kafka protocol listener. It owns its connections (a
+// reader and a writer goroutine each) and the fetch sessions; all other
+// state is behind the service interfaces.
+type Server struct {
+	cfg         Config
+	controller  Controller
+	replicas    Replicas
+	producerIDs ProducerIDs
+	log         *slog.Logger
+
+	// ctx is canceled by Close: it ends every handler's wait (long-poll
+	// fetches, acks=all produces) so Close does not wait for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	sessions *fetchSessionCache
+
+	// wg counts accept loops and connections (each connection's reader,
+	// writer and handlers are waited for by the connection itself).
+	wg sync.WaitGroup
+
+	// Test hooks, nil outside tests; set before Serve. testHookHandled
+	// runs when a handler has filled its request's slot (before the
+	// writer may write it); testHookPanic when a handler panicked.
+	testHookHandled func(key int16, correlationID int32)
+	testHookPanic   func(api string, recovered any)
+
+	mu struct {
+		sync.Mutex
+		closed    bool
+		listeners map[net.Listener]struct{}
+		conns     map[*conn]struct{}
+	}
+}
+
+// request is one decoded request on a connection.
+type request struct {
+	key           int16
+	version       int16
+	correlationID int32
+	clientID      *string
+	body          kmsg.Request
+	conn          *conn
+}
+
+// New returns a Server. It does not listen until Serve.
+func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs) *Server {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.FetchSessionCacheSlots == 0 {
+		cfg.FetchSessionCacheSlots = defaultFetchSessionCacheSlots
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:         cfg,
+		controller:  ctrl,
+		replicas:    replicas,
+		producerIDs: pids,
+		log:         cfg.Logger,
+		sessions:    newFetchSessionCache(cfg.FetchSessionCacheSlots),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.listeners = make(map[net.Listener]struct{})
+	s.mu.conns = make(map[*conn]struct{})
+	return s
+}
+
+// Serve accepts connections on l until Close, and then returns nil. It
+// may be called for more than one listener. Called after Close, it
+// closes l and returns ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.mu.listeners[l] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.closed() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporaryAccept(err) {
+				// Out of file descriptors and the like: wait and retry
+				// rather than spin or give up the listener.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("kafkaserver: accept failed; retrying", slog.Any("err", err), slog.Duration("backoff", backoff))
+				select {
+				case <-time.After(backoff): // retry
+				case <-s.ctx.Done(): // closed while waiting
+					return nil
+				}
+				continue
+			}
+			s.mu.Lock()
+			delete(s.mu.listeners, l)
+			s.mu.Unlock()
+			return err
+		}
+		backoff = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.mu.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.mu.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// isTemporaryAccept reports accept errors worth retrying (EMFILE,
+// ENFILE, ECONNABORTED), which net reports through the deprecated
+// Temporary method.
+func isTemporaryAccept(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// Close stops accepting, closes every connection (in-flight handlers see
+// their context canceled), waits for all goroutines, and returns. It is
+// safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.mu.closed = true
+	for l := range s.mu.listeners {
+		l.Close()
+	}
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}

@@ -1,0 +1,67 @@
+package kafkaserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/replica"
+)
+
+// The services the protocol handlers call. The server holds no state but
+// its connections (and fetch sessions); everything else is behind these
+// interfaces, implemented by *controller.Controller, *replica.Manager and
+// *txn.ProducerIDManager and wired together by internal/node.
+//
+// Threads: every method may be called from many connections at once.
+
+// Controller is the control plane.
+type Controller interface {
+	// Image is the latest metadata image published on this node.
+	Image() *metadata.Image
+	// ControllerID is the node id of the active controller, -1 if none.
+	ControllerID() int32
+	CreateTopics(ctx context.Context, topics []controller.CreateTopic, validateOnly bool) []controller.CreateTopicResult
+	// DeleteTopics deletes by name; errs[i] answers names[i].
+	DeleteTopics(ctx context.Context, names []string) (errs []error)
+	// DeleteTopicsByID deletes by id; it returns each topic's name ("" if
+	// unknown) and error.
+	DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) (names []string, errs []error)
+	// CreatePartitions grows topic to count partitions.
+	CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error
+	// AlterConfigs changes a topic's configs. replaceAll is the legacy
+	// AlterConfigs API: the given set replaces every override.
+	AlterConfigs(ctx context.Context, topic string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error
+}
+
+// Replicas is the data plane: the partitions this node hosts.
+type Replicas interface {
+	// Append appends records (one or more v2 batches, validated before
+	// any is written) to a partition this node leads and returns when
+	// acks is satisfied or timeout passes (ErrRequestTimedOut). The
+	// records slice is rewritten in place (offsets, epoch).
+	Append(ctx context.Context, topic string, partition int32, records []byte, acks replica.Acks, timeout time.Duration) (replica.AppendResult, error)
+	// Fetch reads every partition, waiting (long-poll, woken by appends
+	// and high-watermark moves, not a timer) until MinBytes are ready,
+	// MaxWait passes or ctx ends.
+	Fetch(ctx context.Context, params replica.FetchParams, parts []replica.FetchPartition) *replica.FetchResult
+	// ListOffset answers ListOffsets for one partition; timestamp may be
+	// one of replica.TimestampLatest/Earliest/MaxTimestamp.
+	ListOffset(topic string, partition int32, currentLeaderEpoch int32, timestamp int64, isolation replica.Isolation) (replica.OffsetAndTimestamp, error)
+	// EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch
+	// <= epoch this log knows and the end offset of that epoch.
+	EndOffsetForEpoch(topic string, partition int32, currentLeaderEpoch, epoch int32) (leaderEpoch int32, endOffset int64, err error)
+	// DeleteRecords moves the log start offset to offset (-1: the high
+	// watermark) and returns the new low watermark.
+	DeleteRecords(ctx context.Context, topic string, partition int32, offset int64, timeout time.Duration) (lowWatermark int64, err error)
+	// LogDirs describes the data directory and every partition in it.
+	LogDirs() (dir string, totalBytes, usableBytes int64, parts []replica.LogDirInfo)
+}
+
+// ProducerIDs hands out idempotent producer ids (InitProducerId).
+type ProducerIDs interface {
+	// InitProducerID returns a fresh producer id with epoch 0. Calls that
+	// carry transactional ids are refused until transactions exist.
+	InitProducerID(ctx context.Context) (producerID int64, epoch int16, err error)
+}
