@@ -204,6 +204,11 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 	if _, err := p.checkLeader(fp.CurrentLeaderEpoch); err != nil {
 		return FetchPartitionResult{}, err
 	}
+	if f.params.Isolation == IsolationLogEnd {
+		if err := p.checkFollower(f.params.ReplicaID); err != nil {
+			return FetchPartitionResult{}, err
+		}
+	}
 	// The high watermark is read before the records, so every record
 	// returned is below the high watermark returned.
 	hw := p.log.HighWatermark()

@@ -321,6 +321,16 @@ func TestFetchIsolation(t *testing.T) {
 		}
 		res.Release()
 	}
+	// Only a replica of the partition may read past the high watermark:
+	// a client that sets a replica id of its own choosing is refused.
+	for _, id := range []int32{1, 3} {
+		params := FetchParams{ReplicaID: id, MaxBytes: 1 << 20, Isolation: IsolationLogEnd}
+		res := e.m.Fetch(context.Background(), params, []FetchPartition{part("t", 0, 0)})
+		if p := res.Partitions[0]; !errors.Is(p.Err, ErrNotLeader) || len(p.Records) != 0 {
+			t.Fatalf("fetch as replica %d: %+v, want ErrNotLeader and no records", id, p)
+		}
+		res.Release()
+	}
 	params := FetchParams{ReplicaID: 2, MaxBytes: 1 << 20, Isolation: IsolationLogEnd}
 	res := e.m.Fetch(context.Background(), params, []FetchPartition{part("t", 0, 0)})
 	if got := values(t, res.Partitions[0].Records); len(got) != 2 {

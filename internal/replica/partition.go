@@ -269,6 +269,20 @@ func (p *Partition) checkLeader(currentLeaderEpoch int32) (int32, error) {
 	return p.mu.leaderEpoch, p.checkLeaderLocked(currentLeaderEpoch)
 }
 
+// checkFollower refuses a fetch that claims to come from replica id (and
+// so reads past the high watermark) unless id is one of this partition's
+// other replicas: a client that merely sets a replica id must not see
+// records that are not yet committed.
+func (p *Partition) checkFollower(id int32) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if id == p.m.opts.NodeID || !slices.Contains(p.mu.replicas, id) {
+		return fmt.Errorf("%w: %s: node %d is not a follower of this partition (replicas %v)",
+			ErrNotLeader, p, id, p.mu.replicas)
+	}
+	return nil
+}
+
 // explainClosed turns storage.ErrLogClosed, met by a request that
 // passed its checks just before the partition was retired and its log
 // deleted, into the error the partition now answers (its topic was
