@@ -170,6 +170,11 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		a := kmsg.NewFetchResponseTopicPartition()
 		a.Partition = p.key.partition
 		a.HighWatermark = -1
+		// Never null: librdkafka reads a null record set (size -1) in
+		// Fetch v4+ as a protocol parse failure, drops the response, and
+		// so never learns that an empty partition is at its end (kcat -e
+		// then never exits). Kafka sends an empty set, errors included.
+		a.RecordBatches = []byte{}
 		if edgeErr[i] != nil {
 			a.ErrorCode = errorCode(edgeErr[i])
 		}
@@ -191,7 +196,9 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		a.HighWatermark = r.HighWatermark
 		a.LastStableOffset = r.LastStableOffset
 		a.LogStartOffset = r.LogStartOffset
-		a.RecordBatches = r.Records
+		if len(r.Records) > 0 {
+			a.RecordBatches = r.Records
+		}
 		if params.Isolation == replica.IsolationTxnCommitted {
 			a.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 		}

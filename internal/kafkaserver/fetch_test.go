@@ -191,3 +191,27 @@ func TestFetchIsolationAbortedTransactions(t *testing.T) {
 		}
 	}
 }
+
+// Regression: a partition with nothing to return (at its end, or in
+// error) was answered with a null record set. librdkafka treats that as a
+// protocol parse failure and drops the whole response, so `kcat -C -e`
+// never saw end-of-partition and never exited. Kafka sends an empty set.
+func TestFetchEmptyPartitionRecordsNotNull(t *testing.T) {
+	h := newWireHarness(t)
+	h.ctrl.addTopic("t", 1)
+	h.produce(t, "t", 0, "r", 3)
+	c := h.dial()
+	for v := int16(4); v <= 12; v++ {
+		resp := c.roundTrip(fetchReq(v, 0, 0,
+			fetchPart{topic: "t", partition: 0, offset: 3},
+			fetchPart{topic: "t", partition: 9},
+		)).(*kmsg.FetchResponse)
+		got := fetched(resp)
+		for _, k := range []fetchPart{{topic: "t", partition: 0}, {topic: "t", partition: 9}} {
+			p, ok := got[k]
+			if !ok || p.RecordBatches == nil {
+				t.Fatalf("v%d %v: answered %v with a null record set, want an empty one", v, k, ok)
+			}
+		}
+	}
+}
