@@ -2,17 +2,31 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "fjord:", err)
-		os.Exit(1)
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit status. Every
+// error is one line on stderr, prefixed "fjord: ".
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "fjord:", err)
+		return 1
 	}
+	return 0
 }
 
 func newRootCommand() *cobra.Command {
@@ -22,6 +36,12 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand())
+	root.AddCommand(
+		newServeCommand(),
+		newTopicCommand(),
+		newProduceCommand(),
+		newConsumeCommand(),
+		newClusterCommand(),
+	)
 	return root
 }

@@ -2,100 +2,175 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
-	"github.com/fjordmq/fjord/internal/storage"
-	"github.com/fjordmq/fjord/internal/vfs"
+	"github.com/fjordmq/fjord/internal/node"
 )
 
-// serveOptions are the flags of `fjord serve`; each can also be set as
-// FJORD_<NAME> in the environment (flags win).
+// serveOptions are the flags of `fjord serve`. Each can also be set as
+// FJORD_<NAME> in the environment and as <name> in the --config YAML
+// file; a flag beats the environment, which beats the file, which beats
+// the default.
 type serveOptions struct {
-	dataDir  string
-	logLevel string
+	configFile          string
+	nodeID              int32
+	dataDir             string
+	kafkaAddr           string
+	advertisedKafkaAddr string
+	controllerAddr      string
+	httpAddr            string
+	autoCreateTopics    bool
+	numPartitions       int32
+	logLevel            string
 }
 
-func newServeCommand() *cobra.Command {
+func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
+
+// newServeCommandWith takes the function that runs the node, so tests can
+// check how flags, the environment and the config file combine without
+// starting one.
+func newServeCommandWith(run func(context.Context, serveOptions, io.Writer) error) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Fjord node",
-		Long: `Run a Fjord node.
+		Long: `Run a Fjord node: a Kafka-compatible broker and a Raft controller (one
+voter: a cluster of one) in one process.
 
-Today the node opens the partition logs in --data-dir (recovering them after
-an unclean shutdown), runs their retention, flushing and compaction, and shuts
-down cleanly on SIGINT or SIGTERM (a second signal exits at once). The Kafka
-protocol listener is the next piece of work.`,
+Kafka clients connect to --kafka-addr. Topics, partitions and configs live in
+the metadata log under <data-dir>/metadata; partition logs under
+<data-dir>/<topic>-<partition>. GET /healthz and /readyz on --http-addr say
+whether the process is up and whether it serves its partitions.
+
+Every flag can also be set in the environment as FJORD_<FLAG> (e.g.
+FJORD_DATA_DIR=/var/lib/fjord) and in a YAML file given with --config whose
+keys are the flag names (e.g. "kafka-addr: 0.0.0.0:9092"). A flag beats the
+environment, which beats the file.
+
+SIGINT or SIGTERM shuts down cleanly (flush, checkpoint, close); a second
+signal exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			applyEnv(cmd, "FJORD_")
-			return runServe(cmd.Context(), o)
+			path := o.configFile
+			if !cmd.Flags().Changed("config") {
+				path = os.Getenv(envName("config"))
+			}
+			var file map[string]string
+			if path != "" {
+				var err error
+				if file, err = readConfigFile(cmd, path); err != nil {
+					return err
+				}
+			}
+			if err := applySources(cmd, file, path); err != nil {
+				return err
+			}
+			return run(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVar(&o.dataDir, "data-dir", "./fjord-data", "directory holding the node's partition logs")
-	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f := cmd.Flags()
+	f.StringVar(&o.configFile, "config", "", "YAML file of flag values (keys are flag names)")
+	f.Var(newIntFlag(&o.nodeID, 1, 0, math.MaxInt32, ""), "node-id", "this node's id (node.id)")
+	f.StringVar(&o.dataDir, "data-dir", "./fjord-data", "directory holding the partition logs and the metadata log")
+	f.StringVar(&o.kafkaAddr, "kafka-addr", node.DefaultKafkaAddr, "Kafka listener address (host:port)")
+	f.StringVar(&o.advertisedKafkaAddr, "advertised-kafka-addr", "", "host:port given to clients (default: the listener's address)")
+	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller address (host:port)")
+	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for /healthz and /readyz (host:port)")
+	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
+	f.Var(newIntFlag(&o.numPartitions, node.DefaultNumPartitions, 1, math.MaxInt32, ""), "num-partitions", "partitions of a topic created without a count (num.partitions)")
+	f.Var(newEnumFlag(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn, error")
 	return cmd
 }
 
-// applyEnv sets each flag not given on the command line from
-// FJORD_<FLAG_NAME> (dashes as underscores), if set.
-func applyEnv(cmd *cobra.Command, prefix string) {
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Changed {
-			return
-		}
-		name := prefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok {
-			// Every serve flag is a string, so Set cannot fail; values
-			// are checked, and named in errors, by runServe.
-			_ = cmd.Flags().Set(f.Name, v)
-		}
-	})
-}
-
-func parseLogLevel(s string) (slog.Level, error) {
+func parseLogLevel(s string) slog.Level {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("--log-level %q: allowed values are debug, info, warn, error", s)
-	}
-	return l, nil
+	// The flag only admits names UnmarshalText knows.
+	_ = l.UnmarshalText([]byte(s))
+	return l
 }
 
-func runServe(ctx context.Context, o serveOptions) error {
-	level, err := parseLogLevel(o.logLevel)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(o.dataDir) == "" {
-		return fmt.Errorf("--data-dir is empty: give a directory path")
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
+func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLogLevel(o.logLevel)}))
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 
-	logs, err := storage.OpenManager(vfs.OS(), o.dataDir, storage.DefaultConfig(), storage.ManagerOptions{Logger: logger})
+	// The first signal cancels a start in progress, or ends the wait
+	// below; a second one, while the node shuts down, exits at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	stopping := make(chan struct{})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case s := <-sigs: // first signal: shut down cleanly
+			logger.Info("shutting down; a second signal exits at once", "signal", s.String())
+			cancel()
+			close(stopping)
+		case <-done: // serve returned for another reason
+			return
+		}
+		select {
+		case s := <-sigs: // second signal: the user wants out now
+			logger.Warn("second signal: exiting without a clean shutdown", "signal", s.String())
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+
+	n, err := node.Start(ctx, node.Config{
+		NodeID:              o.nodeID,
+		DataDir:             o.dataDir,
+		KafkaAddr:           o.kafkaAddr,
+		AdvertisedKafkaAddr: o.advertisedKafkaAddr,
+		ControllerAddr:      o.controllerAddr,
+		HTTPAddr:            o.httpAddr,
+		AutoCreateTopics:    o.autoCreateTopics,
+		NumPartitions:       o.numPartitions,
+		Logger:              logger,
+	})
 	if err != nil {
-		return fmt.Errorf("opening data directory %s: %w", o.dataDir, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted while starting: %w", err)
+		}
+		// node's messages name the setting as its flag without dashes
+		// (kafka-addr "x": ...), which reads right for the environment
+		// and the config file too.
+		return startError(err)
 	}
-	logger.Info("fjord node started", "data_dir", o.dataDir, "logs", len(logs.Logs()), "clean_start", logs.CleanStart)
 
-	<-ctx.Done()
-	stop() // a second signal now kills the process at once
-	logger.Info("shutting down")
-	if err := logs.Close(); err != nil {
-		return fmt.Errorf("closing logs: %w", err)
+	var failure error
+	select {
+	case <-stopping: // SIGINT or SIGTERM
+	case <-n.Failed(): // a listener died on its own
+		failure = n.Err()
+		logger.Error("shutting down after a failure", "err", failure)
 	}
-	return nil
+	if err := n.Close(); err != nil {
+		return fmt.Errorf("shutdown was not clean: %w", err)
+	}
+	return failure
+}
+
+// startError shortens node's invalid-config errors to their detail,
+// which already names the setting, the value and what is allowed.
+func startError(err error) error {
+	if errors.Is(err, node.ErrInvalidConfig) {
+		return errors.New(strings.TrimPrefix(err.Error(), node.ErrInvalidConfig.Error()+": "))
+	}
+	return err
 }

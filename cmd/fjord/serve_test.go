@@ -3,9 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,14 +20,16 @@ import (
 	"github.com/fjordmq/fjord/internal/storage"
 )
 
-// The tests run the real command in a child process: the test binary
-// re-executes itself as `fjord` when FJORD_TEST_RUN_MAIN is set.
+// The serve tests run the real command in a child process: the test
+// binary re-executes itself as `fjord` when FJORD_TEST_RUN_MAIN is set.
 func TestMain(m *testing.M) {
 	if os.Getenv("FJORD_TEST_RUN_MAIN") == "1" {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	closeSharedNode()
+	os.Exit(code)
 }
 
 func fjordCommand(t *testing.T, args ...string) *exec.Cmd {
@@ -32,7 +39,10 @@ func fjordCommand(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// startServe runs `fjord serve` and waits for its start line.
+// freePorts are serve flags that put every listener on a free loopback
+// port.
+var freePorts = []string{"--kafka-addr", "127.0.0.1:0", "--controller-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}
+
 // syncBuffer collects a child's output while the test reads it.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -51,6 +61,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// startServe runs `fjord serve` and waits for its start line.
 func startServe(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer, chan error) {
 	t.Helper()
 	cmd := fjordCommand(t, append([]string{"serve"}, args...)...)
@@ -79,32 +90,48 @@ func startServe(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuf
 		done <- cmd.Wait()
 	}()
 	select {
-	case <-started:
-	case err := <-done:
+	case <-started: // the node logged its start line
+	case err := <-done: // the child exited first
 		t.Fatalf("serve exited before starting: %v\n%s", err, out.String())
-	case <-time.After(30 * time.Second):
+	case <-time.After(30 * time.Second): // a start takes well under a second
 		t.Fatalf("serve did not start\n%s", out.String())
 	}
 	return cmd, out, done
+}
+
+// logValue returns key's value in the child's start line.
+func logValue(t *testing.T, log, key string) string {
+	t.Helper()
+	m := regexp.MustCompile(`fjord node started.* ` + regexp.QuoteMeta(key) + `=("[^"]*"|\S+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no %s in the start line:\n%s", key, log)
+	}
+	return strings.Trim(m[1], `"`)
 }
 
 func TestServeShutsDownCleanlyOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			cmd, out, done := startServe(t, nil, "--data-dir", dir)
+			args := append([]string{"--data-dir", dir}, freePorts...)
+			cmd, out, done := startServe(t, nil, args...)
+			// The node serves /readyz before it is signalled.
+			waitReady(t, "http://"+logValue(t, out.String(), "http_addr"))
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; err != nil {
 				t.Fatalf("serve exited with %v\n%s", err, out)
 			}
+			if !strings.Contains(out.String(), "shutting down") {
+				t.Errorf("no shutdown log line:\n%s", out)
+			}
 			if _, err := os.Stat(filepath.Join(dir, storage.CleanShutdownFile)); err != nil {
 				t.Fatalf("no clean-shutdown marker after %v: %v\n%s", sig, err, out)
 			}
 			// The next start sees the clean shutdown.
-			cmd, out, done = startServe(t, nil, "--data-dir", dir)
-			if !strings.Contains(out.String(), "clean_start=true") {
+			cmd, out, done = startServe(t, nil, args...)
+			if logValue(t, out.String(), "clean_start") != "true" {
 				t.Errorf("second start not clean:\n%s", out)
 			}
 			cmd.Process.Signal(syscall.SIGTERM)
@@ -115,18 +142,48 @@ func TestServeShutsDownCleanlyOnSignal(t *testing.T) {
 	}
 }
 
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = &readyError{resp.StatusCode, string(body)}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/readyz not ready: %v", base, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type readyError struct {
+	code int
+	body string
+}
+
+func (e *readyError) Error() string { return http.StatusText(e.code) + ": " + e.body }
+
 func TestServeReadsEnvironment(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "from-env")
 	cmd := fjordCommand(t, "serve")
 	cmd.Env = append(cmd.Env, "FJORD_DATA_DIR="+dir, "FJORD_LOG_LEVEL=verbose")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `"verbose"`) {
+	if err == nil || !strings.Contains(string(out), `FJORD_LOG_LEVEL="verbose": allowed: debug, info, warn, error`) {
 		t.Fatalf("bad FJORD_LOG_LEVEL accepted or not named: err=%v\n%s", err, out)
 	}
 
-	cmd, log, done := startServe(t, []string{"FJORD_DATA_DIR=" + dir})
-	if !strings.Contains(log.String(), "data_dir="+dir) {
-		t.Errorf("FJORD_DATA_DIR not used:\n%s", log)
+	cmd, log, done := startServe(t, []string{
+		"FJORD_DATA_DIR=" + dir, "FJORD_KAFKA_ADDR=127.0.0.1:0",
+		"FJORD_CONTROLLER_ADDR=127.0.0.1:0", "FJORD_HTTP_ADDR=127.0.0.1:0",
+	})
+	if got := logValue(t, log.String(), "data_dir"); got != dir {
+		t.Errorf("FJORD_DATA_DIR not used: data_dir=%s", got)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-done; err != nil {
@@ -137,25 +194,127 @@ func TestServeReadsEnvironment(t *testing.T) {
 	}
 }
 
-func TestServeRejectsBadInput(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "a-file")
-	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+func TestServeReadsConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "fjord.yaml")
+	writeFile(t, cfg, "# a node for the test\n"+
+		"data-dir: "+data+"\n"+
+		"kafka-addr: 127.0.0.1:0\n"+
+		"controller-addr: \"127.0.0.1:0\"\n"+
+		"http-addr: 127.0.0.1:0\n"+
+		"node-id: 7\n"+
+		"log-level: debug\n")
+	cmd, log, done := startServe(t, nil, "--config", cfg)
+	if got := logValue(t, log.String(), "node_id"); got != "7" {
+		t.Errorf("node-id from the config file not used: node_id=%s", got)
+	}
+	if got := logValue(t, log.String(), "data_dir"); got != data {
+		t.Errorf("data-dir from the config file not used: data_dir=%s", got)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := <-done; err != nil {
+		t.Fatalf("serve exited with %v\n%s", err, log)
+	}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestServePrecedence checks flag > environment > config file > default
+// for each kind of flag, without starting a node.
+func TestServePrecedence(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "fjord.yaml")
+	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\n")
+	t.Setenv("FJORD_NODE_ID", "5")
+	t.Setenv("FJORD_KAFKA_ADDR", "10.0.0.2:2")
+	var got serveOptions
+	cmd := newServeCommandWith(func(_ context.Context, o serveOptions, _ io.Writer) error {
+		got = o
+		return nil
+	})
+	cmd.SetArgs([]string{"--config", cfg, "--kafka-addr", "10.0.0.3:3"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want := serveOptions{
+		configFile:       cfg,
+		dataDir:          "/from/file", // file beats default
+		nodeID:           5,            // env beats file
+		kafkaAddr:        "10.0.0.3:3", // flag beats env and file
+		autoCreateTopics: false,        // file beats default (true)
+		numPartitions:    4,
+		controllerAddr:   "127.0.0.1:9093", // default
+		httpAddr:         "127.0.0.1:8082",
+		logLevel:         "info",
+	}
+	if got != want {
+		t.Fatalf("options\n got %+v\nwant %+v", got, want)
+	}
+
+	// FJORD_CONFIG names the file when --config is not given.
+	t.Setenv("FJORD_CONFIG", cfg)
+	cmd = newServeCommandWith(func(_ context.Context, o serveOptions, _ io.Writer) error {
+		got = o
+		return nil
+	})
+	cmd.SetArgs([]string{"--auto-create-topics"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.dataDir != "/from/file" || !got.autoCreateTopics {
+		t.Fatalf("with FJORD_CONFIG: %+v; want data dir from the file and auto-create from the flag", got)
+	}
+}
+
+func TestServeRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	writeFile(t, file, "x")
+	cfg := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		writeFile(t, p, content)
+		return p
+	}
+	unknownKey := cfg("unknown.yaml", "kafka-addr: 127.0.0.1:0\nlisteners: PLAINTEXT://:9092\n")
+	badYAML := cfg("bad.yaml", "kafka-addr: [127.0.0.1:0\n")
+	badValue := cfg("value.yaml", "num-partitions: many\n")
+	listValue := cfg("list.yaml", "data-dir:\n  - a\n  - b\n")
+	notMap := cfg("notmap.yaml", "- kafka-addr\n")
 	for _, tc := range []struct {
 		name string
 		args []string
+		env  []string
 		want string
 	}{
-		{"unknown flag", []string{"serve", "--no-such-flag"}, "unknown flag"},
-		{"bad log level", []string{"serve", "--log-level", "loud"}, `--log-level "loud"`},
-		{"empty data dir", []string{"serve", "--data-dir", ""}, "--data-dir is empty"},
-		{"data dir is a file", []string{"serve", "--data-dir", file}, "opening data directory"},
-		{"extra argument", []string{"serve", "extra"}, "unknown command"},
-		{"unknown command", []string{"bogus"}, "unknown command"},
+		{"unknown flag", []string{"serve", "--no-such-flag"}, nil, "unknown flag"},
+		{"bad log level", []string{"serve", "--log-level", "loud"}, nil, `invalid argument "loud" for "--log-level" flag: allowed: debug, info, warn, error`},
+		{"bad node id", []string{"serve", "--node-id", "x"}, nil, `"--node-id" flag: allowed: an integer from 0 to 2147483647`},
+		{"negative node id", []string{"serve", "--node-id", "-1"}, nil, `"--node-id" flag: allowed: an integer from 0`},
+		{"zero partitions", []string{"serve", "--num-partitions", "0"}, nil, `"--num-partitions" flag: allowed: an integer from 1`},
+		{"bad bool", []string{"serve", "--auto-create-topics=maybe"}, nil, `"--auto-create-topics" flag: allowed: true or false`},
+		{"bad env value", []string{"serve"}, []string{"FJORD_NUM_PARTITIONS=-2"}, `FJORD_NUM_PARTITIONS="-2": allowed: an integer from 1`},
+		{"empty data dir", []string{"serve", "--data-dir", ""}, nil, "data-dir is empty"},
+		{"data dir is a file", append([]string{"serve", "--data-dir", file}, freePorts...), nil, "opening data directory"},
+		{"bad kafka addr", []string{"serve", "--kafka-addr", "9092"}, nil, `kafka-addr "9092": want host:port`},
+		{"wildcard without advertised", []string{"serve", "--kafka-addr", "0.0.0.0:9092"}, nil, "set advertised-kafka-addr"},
+		{"config unknown key", []string{"serve", "--config", unknownKey}, nil, `unknown key "listeners" on line 2 (allowed: advertised-kafka-addr, auto-create-topics,`},
+		{"config bad yaml", []string{"serve", "--config", badYAML}, nil, "is not valid YAML"},
+		{"config bad value", []string{"serve", "--config", badValue}, nil, `num-partitions "many": allowed: an integer from 1`},
+		{"config list value", []string{"serve", "--config", listValue}, nil, `key "data-dir" on line 1: want a single value`},
+		{"config not a map", []string{"serve", "--config", notMap}, nil, "want a map of flag names to values"},
+		{"config missing", []string{"serve", "--config", filepath.Join(dir, "nope.yaml")}, nil, "no such file"},
+		{"extra argument", []string{"serve", "extra"}, nil, "unknown command"},
+		{"unknown command", []string{"bogus"}, nil, "unknown command"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := fjordCommand(t, tc.args...).CombinedOutput()
+			cmd := fjordCommand(t, tc.args...)
+			cmd.Env = append(cmd.Env, tc.env...)
+			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("accepted: %s", out)
 			}
@@ -166,5 +325,31 @@ func TestServeRejectsBadInput(t *testing.T) {
 				t.Errorf("error is %d lines, want a short message:\n%s", n+1, out)
 			}
 		})
+	}
+}
+
+func TestServeSecondSignalExitsAtOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd, out, done := startServe(t, nil, append([]string{"--data-dir", dir}, freePorts...)...)
+	// Two different signals, back to back: the same one twice may be
+	// merged into one by the kernel before the process handles it. The
+	// second arrives while the clean shutdown runs (it fsyncs, so it
+	// takes far longer than handing over a queued signal).
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("serve exited with %v after two signals, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "second signal: exiting without a clean shutdown") {
+		t.Errorf("no log line for the second signal:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, storage.CleanShutdownFile)); err == nil {
+		t.Errorf("clean-shutdown marker written although the shutdown was cut short")
 	}
 }

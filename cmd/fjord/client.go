@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The client commands (topic, produce, consume, cluster) talk to a node
+// over the Kafka protocol with franz-go, like any other client.
+
+const (
+	defaultBrokers = "127.0.0.1:9092"
+	// reachTimeout bounds the first request: a CLI call against a node
+	// that is not running must say so promptly, not retry forever (kgo's
+	// default for a client that expects its cluster to come back).
+	reachTimeout = 5 * time.Second
+	// requestTimeout bounds each admin command's requests.
+	requestTimeout = 30 * time.Second
+)
+
+// clientOptions are the flags every client command shares.
+type clientOptions struct {
+	brokers string
+}
+
+func (o *clientOptions) addFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&o.brokers, "brokers", defaultBrokers,
+		"comma-separated host:port list of nodes to bootstrap from (env FJORD_BROKERS)")
+}
+
+// applyEnv reads FJORD_BROKERS; the other flags of client commands are
+// per-invocation and deliberately not read from the environment.
+func (o *clientOptions) applyEnv(cmd *cobra.Command) error {
+	return applySources(cmd, nil, "", "brokers")
+}
+
+func (o *clientOptions) seeds() ([]string, error) {
+	var seeds []string
+	for _, s := range strings.Split(o.brokers, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(s)
+		if p, perr := strconv.ParseUint(port, 10, 16); err != nil || host == "" || perr != nil || p == 0 {
+			return nil, fmt.Errorf("--brokers %q: want host:port[,host:port...], e.g. %s", o.brokers, defaultBrokers)
+		}
+		seeds = append(seeds, s)
+	}
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("--brokers is empty: want host:port[,host:port...], e.g. %s", defaultBrokers)
+	}
+	return seeds, nil
+}
+
+// connect returns a client that has answered one request, or the one-line
+// "cannot reach" error.
+func (o *clientOptions) connect(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
+	seeds, err := o.seeds()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID("fjord-cli"),
+		kgo.DialTimeout(reachTimeout),
+		// Retries cover a leader moving or a topic just created; they
+		// stop after RetryTimeout instead of kgo's "forever".
+		kgo.RequestRetries(5),
+		kgo.RetryTimeout(requestTimeout),
+	}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	if err := cl.Ping(pingCtx); err != nil {
+		cl.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("cannot reach a Fjord node at %s (%s); is \"fjord serve\" running?",
+			strings.Join(seeds, ","), unreachableReason(err))
+	}
+	return cl, nil
+}
+
+// unreachableReason names why a dial failed in a few words.
+func unreachableReason(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dnsErr):
+		return "unknown host " + dnsErr.Name
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Sprintf("no answer within %v", reachTimeout)
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection reset: is it a Kafka listener?"
+	}
+	return err.Error()
+}
+
+// kafkaError formats an error from a response with the broker's message,
+// if it sent one. Fjord's messages start with the error's own text, so
+// then the message alone says it all.
+func kafkaError(err error, message string) error {
+	switch {
+	case message == "" || strings.Contains(err.Error(), message):
+		return err
+	case strings.HasPrefix(message, err.Error()):
+		return &messageError{err: err, message: message}
+	}
+	return fmt.Errorf("%w (%s)", err, message)
+}
+
+// messageError is err with the broker's fuller message as its text.
+type messageError struct {
+	err     error
+	message string
+}
+
+func (e *messageError) Error() string { return e.message }
+func (e *messageError) Unwrap() error { return e.err }
+
+// adminClient connects and wraps the client in kadm.
+func (o *clientOptions) adminClient(ctx context.Context) (*kadm.Client, func(), error) {
+	cl, err := o.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(requestTimeout / time.Millisecond))
+	return adm, cl.Close, nil
+}
+
+// partitionCount returns a topic's partition count, or an error saying it
+// does not exist.
+func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	d, ok := topics[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("topic %q does not exist", topic)
+	}
+	if d.Err != nil {
+		return 0, fmt.Errorf("topic %q: %w", topic, d.Err)
+	}
+	return int32(len(d.Partitions)), nil
+}

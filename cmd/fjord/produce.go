@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type produceOptions struct {
+	clientOptions
+	key          string
+	keySeparator string
+	acks         string
+	partition    int32
+	compression  string
+}
+
+func newProduceCommand() *cobra.Command {
+	var o produceOptions
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Produce lines from stdin as records",
+		Long: `Produce each line of stdin as one record to TOPIC.
+
+With --key every record gets that key; with --key-separator each line is split
+at the first separator into key and value (a line without it has no key).
+Records with the same key go to the same partition unless --partition picks
+one. A summary goes to stderr at the end; the exit status is 1 if any record
+failed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.applyEnv(cmd); err != nil {
+				return err
+			}
+			return runProduce(cmd, o, args[0])
+		},
+	}
+	o.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.key, "key", "", "key for every record")
+	f.StringVar(&o.keySeparator, "key-separator", "", "split each line at the first occurrence into key and value")
+	f.Var(newEnumFlag(&o.acks, "all", "all", "-1", "1", "0"), "acks", "acknowledgements: all (every in-sync replica, idempotent), 1 (leader), 0 (none)")
+	f.Var(newIntFlag(&o.partition, 0, 0, math.MaxInt32, ""), "partition", "write every record to this partition (default: by key, or spread without one)")
+	f.Var(newEnumFlag(&o.compression, "none", "none", "gzip", "snappy", "lz4", "zstd"), "compression", "batch compression")
+	return cmd
+}
+
+func runProduce(cmd *cobra.Command, o produceOptions, topic string) error {
+	if cmd.Flags().Changed("key") && o.keySeparator != "" {
+		return errors.New("--key and --key-separator exclude each other: give one")
+	}
+	if cmd.Flags().Changed("key-separator") && o.keySeparator == "" {
+		return errors.New("--key-separator is empty: give the string between key and value, e.g. ':'")
+	}
+	opts := []kgo.Opt{
+		kgo.DefaultProduceTopic(topic),
+		// Ask for auto-creation in metadata requests, as Kafka's console
+		// producer does; the node decides (--auto-create-topics).
+		kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(map[string]kgo.CompressionCodec{
+			"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+			"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+		}[o.compression]),
+		// A record that cannot be delivered fails instead of being
+		// retried for as long as the process lives.
+		kgo.RecordDeliveryTimeout(requestTimeout),
+		kgo.ProducerLinger(5 * time.Millisecond),
+	}
+	switch o.acks {
+	case "all", "-1":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case "0":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	}
+	manual := cmd.Flags().Changed("partition")
+	if manual {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cl, err := o.connect(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if manual {
+		// Check the partition up front; a topic that does not exist yet
+		// may be auto-created by the produce itself.
+		lookup, cancel := context.WithTimeout(ctx, requestTimeout)
+		n, err := partitionCount(lookup, kadm.NewClient(cl), topic)
+		cancel()
+		if err == nil && o.partition >= n {
+			return fmt.Errorf("--partition %d: topic %s has %d partitions (0 to %d)", o.partition, topic, n, n-1)
+		}
+	}
+
+	var (
+		mu        sync.Mutex
+		ok, fail  int
+		firstErr  error
+		firstLine int
+		wg        sync.WaitGroup
+	)
+	lines := readLines(ctx, cmd.InOrStdin())
+	// Records already read are delivered even after an interrupt; each
+	// is bounded by RecordDeliveryTimeout.
+	produceCtx := context.WithoutCancel(ctx)
+	lineNo := 0
+read:
+	for {
+		var l line
+		select {
+		case next, more := <-lines: // the next line, or EOF
+			if !more {
+				break read
+			}
+			l = next
+		case <-ctx.Done(): // SIGINT or SIGTERM: stop reading stdin
+			break read
+		}
+		if l.err != nil {
+			err = fmt.Errorf("reading stdin: %w", l.err)
+			break read
+		}
+		lineNo++
+		r := &kgo.Record{Value: l.data}
+		switch {
+		case cmd.Flags().Changed("key"):
+			r.Key = []byte(o.key)
+		case o.keySeparator != "":
+			if k, v, found := bytes.Cut(l.data, []byte(o.keySeparator)); found {
+				r.Key, r.Value = k, v
+			}
+		}
+		if manual {
+			r.Partition = o.partition
+		}
+		line := lineNo
+		wg.Add(1)
+		cl.Produce(produceCtx, r, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fail++
+				if firstErr == nil {
+					firstErr, firstLine = err, line
+				}
+				return
+			}
+			ok++
+		})
+	}
+	// Flush returns when every buffered record has its answer or ctx
+	// ends; either way the promises have all run once wg is done.
+	flushCtx, cancel := context.WithTimeout(context.Background(), requestTimeout+reachTimeout)
+	defer cancel()
+	_ = cl.Flush(flushCtx)
+	wg.Wait()
+
+	summary := fmt.Sprintf("produced %s to %s", plural(int64(ok), "record"), topic)
+	if fail > 0 {
+		summary += fmt.Sprintf("; %d failed", fail)
+	}
+	if ctx.Err() != nil {
+		summary += " (interrupted)"
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), summary)
+	switch {
+	case err != nil:
+		return err
+	case firstErr != nil:
+		return fmt.Errorf("record from line %d: %w", firstLine, firstErr)
+	}
+	return nil
+}
+
+type line struct {
+	data []byte
+	err  error
+}
+
+// readLines reads r line by line (without the newline) in a goroutine, so
+// an interrupt is noticed while stdin blocks. The channel closes at EOF,
+// after an error (sent as the last line), or when ctx ends.
+func readLines(ctx context.Context, r io.Reader) <-chan line {
+	out := make(chan line, 64)
+	go func() {
+		defer close(out)
+		br := bufio.NewReaderSize(r, 64<<10)
+		for {
+			b, err := br.ReadBytes('\n')
+			if len(b) > 0 && b[len(b)-1] == '\n' {
+				b = b[:len(b)-1]
+			}
+			var l line
+			switch {
+			case err == nil:
+				l = line{data: b}
+			case errors.Is(err, io.EOF):
+				if len(b) == 0 {
+					return
+				}
+				l = line{data: b} // a last line without a newline
+			default:
+				l = line{err: err}
+			}
+			select {
+			case out <- l:
+			case <-ctx.Done(): // interrupted: stop reading
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func newTopicCommand() *cobra.Command {
+	var o clientOptions
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, list, describe, alter and delete topics",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	o.addFlags(cmd)
+	cmd.AddCommand(
+		newTopicCreateCommand(&o),
+		newTopicListCommand(&o),
+		newTopicDescribeCommand(&o),
+		newTopicDeleteCommand(&o),
+		newTopicAlterCommand(&o),
+	)
+	return cmd
+}
+
+// adminRun wraps a topic or cluster subcommand: it reads FJORD_BROKERS,
+// connects, and bounds the whole call by requestTimeout.
+func adminRun(o *clientOptions, fn func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.applyEnv(cmd); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+		defer cancel()
+		adm, closeClient, err := o.adminClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeClient()
+		return fn(ctx, cmd, adm, args)
+	}
+}
+
+// parseConfigs turns repeated --config key=value flags into a map.
+func parseConfigs(kvs []string) (map[string]*string, error) {
+	out := map[string]*string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--config %q: want key=value, e.g. retention.ms=86400000", kv)
+		}
+		out[strings.TrimSpace(k)] = kadm.StringPtr(v)
+	}
+	return out, nil
+}
+
+func newTopicCreateCommand(o *clientOptions) *cobra.Command {
+	var (
+		partitions  int32
+		replication int16
+		configs     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Long: `Create a topic.
+
+Records with the same key go to the same partition only while the partition
+count stays the same: choose it up front if key order matters.`,
+		Args: cobra.ExactArgs(1),
+		// Bad flags fail before the command connects.
+		PreRunE: func(*cobra.Command, []string) error {
+			_, err := parseConfigs(configs)
+			return err
+		},
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+			cfgs, err := parseConfigs(configs)
+			if err != nil {
+				return err
+			}
+			// 0 asks for the node's default (num.partitions,
+			// default.replication.factor), which CreateTopics spells -1.
+			p, rf := partitions, replication
+			if p == 0 {
+				p = -1
+			}
+			if rf == 0 {
+				rf = -1
+			}
+			resp, err := adm.CreateTopic(ctx, p, rf, cfgs, args[0])
+			if err != nil {
+				return fmt.Errorf("creating topic %q: %w", args[0], kafkaError(err, resp.ErrMessage))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created topic %s (%s, replication factor %d)\n",
+				resp.Topic, plural(int64(resp.NumPartitions), "partition"), resp.ReplicationFactor)
+			return nil
+		}),
+	}
+	cmd.Flags().Var(newIntFlag(&partitions, 0, 0, math.MaxInt32, "(0: the node's num-partitions)"), "partitions", "number of partitions (default: the node's num-partitions)")
+	cmd.Flags().Var(newIntFlag(&replication, 0, 0, math.MaxInt16, "(0: the node's default)"), "replication-factor", "replicas per partition (default: the node's default)")
+	cmd.Flags().StringArrayVar(&configs, "config", nil, "topic config override key=value (repeatable), e.g. retention.ms=86400000")
+	return cmd
+}
+
+func newTopicListCommand(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Args:  cobra.NoArgs,
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, _ []string) error {
+			topics, err := adm.ListTopics(ctx)
+			if err != nil {
+				return fmt.Errorf("listing topics: %w", err)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION-FACTOR")
+			for _, name := range topics.Names() {
+				d := topics[name]
+				fmt.Fprintf(w, "%s\t%d\t%d\n", name, len(d.Partitions), d.Partitions.NumReplicas())
+			}
+			return w.Flush()
+		}),
+	}
+}
+
+func newTopicDescribeCommand(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's partitions, leaders, replicas, offsets and config overrides",
+		Args:  cobra.ExactArgs(1),
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+			return describeTopic(ctx, cmd.OutOrStdout(), adm, args[0])
+		}),
+	}
+}
+
+func describeTopic(ctx context.Context, out io.Writer, adm *kadm.Client, topic string) error {
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("describing topic %q: %w", topic, err)
+	}
+	d, ok := topics[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("topic %q does not exist", topic)
+	}
+	if d.Err != nil {
+		return fmt.Errorf("describing topic %q: %w", topic, d.Err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("listing start offsets of %q: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("listing end offsets of %q: %w", topic, err)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("describing configs of %q: %w", topic, err)
+	}
+	rc, err := configs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return fmt.Errorf("describing configs of %q: %w", topic, kafkaError(err, rc.ErrMessage))
+	}
+	var overrides []string
+	for _, c := range rc.Configs {
+		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
+			overrides = append(overrides, c.Key+"="+*c.Value)
+		}
+	}
+	sort.Strings(overrides)
+
+	fmt.Fprintf(out, "Topic: %s\nTopic ID: %s\nPartitions: %d\nReplication factor: %d\n",
+		topic, d.ID, len(d.Partitions), d.Partitions.NumReplicas())
+	if len(overrides) == 0 {
+		fmt.Fprintln(out, "Configs: (defaults)")
+	} else {
+		fmt.Fprintf(out, "Configs: %s\n", strings.Join(overrides, " "))
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOG-START\tLOG-END")
+	for _, p := range d.Partitions.Sorted() {
+		offset := func(l kadm.ListedOffsets) string {
+			o, ok := l.Lookup(topic, p.Partition)
+			if !ok {
+				return "?"
+			}
+			if o.Err != nil {
+				return "error: " + o.Err.Error()
+			}
+			return fmt.Sprint(o.Offset)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
+			ids(p.Replicas), ids(p.ISR), offset(starts), offset(ends))
+	}
+	return w.Flush()
+}
+
+// plural is "1 record", "2 records".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func ids(v []int32) string {
+	s := make([]string, len(v))
+	for i, id := range v {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ",")
+}
+
+func newTopicDeleteCommand(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic and all its records",
+		Args:  cobra.ExactArgs(1),
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+			resp, err := adm.DeleteTopic(ctx, args[0])
+			if err == nil {
+				err = resp.Err
+			}
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				return fmt.Errorf("topic %q does not exist", args[0])
+			}
+			if err != nil {
+				return fmt.Errorf("deleting topic %q: %w", args[0], kafkaError(err, resp.ErrMessage))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %s\n", args[0])
+			return nil
+		}),
+	}
+}
+
+func newTopicAlterCommand(o *clientOptions) *cobra.Command {
+	var (
+		partitions    int32
+		configs       []string
+		deleteConfigs []string
+	)
+	cmd := &cobra.Command{
+		Use:   "alter NAME",
+		Short: "Add partitions to a topic or change its configs",
+		Long: `Add partitions to a topic (--partitions, the new total) or set and remove
+config overrides (--config key=value, --delete-config key).
+
+Adding partitions changes which partition a key maps to: records with a key
+written before and after the change may be in different partitions, so per-key
+order no longer holds across the change.`,
+		Args: cobra.ExactArgs(1),
+		// Bad flags fail before the command connects.
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := parseConfigs(configs); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("partitions") && len(configs) == 0 && len(deleteConfigs) == 0 {
+				return errors.New("nothing to change: give --partitions, --config or --delete-config")
+			}
+			return nil
+		},
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+			topic := args[0]
+			set, err := parseConfigs(configs)
+			if err != nil {
+				return err
+			}
+			current, err := partitionCount(ctx, adm, topic)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(set) > 0 || len(deleteConfigs) > 0 {
+				var alters []kadm.AlterConfig
+				keys := make([]string, 0, len(set))
+				for k := range set {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for _, k := range keys {
+					alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: set[k]})
+				}
+				for _, k := range deleteConfigs {
+					alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+				}
+				resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
+				if err != nil {
+					return fmt.Errorf("altering configs of %q: %w", topic, err)
+				}
+				r, err := resps.On(topic, nil)
+				if err == nil {
+					err = r.Err
+				}
+				if err != nil {
+					return fmt.Errorf("altering configs of %q: %w", topic, kafkaError(err, r.ErrMessage))
+				}
+				fmt.Fprintf(out, "altered configs of topic %s\n", topic)
+			}
+			if cmd.Flags().Changed("partitions") && partitions != current {
+				if partitions < current {
+					return fmt.Errorf("--partitions %d: topic %s has %d partitions and partitions cannot be removed; give a larger count",
+						partitions, topic, current)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: growing %s from %d to %d partitions changes which partition a key maps to; "+
+					"records with the same key written before and after may be in different partitions, so per-key order breaks across this change\n",
+					topic, current, partitions)
+				resps, err := adm.UpdatePartitions(ctx, int(partitions), topic)
+				if err != nil {
+					return fmt.Errorf("adding partitions to %q: %w", topic, err)
+				}
+				r, err := resps.On(topic, nil)
+				if err == nil {
+					err = r.Err
+				}
+				if err != nil {
+					return fmt.Errorf("adding partitions to %q: %w", topic, kafkaError(err, r.ErrMessage))
+				}
+				fmt.Fprintf(out, "topic %s now has %s\n", topic, plural(int64(partitions), "partition"))
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().Var(newIntFlag(&partitions, 0, 1, math.MaxInt32, ""), "partitions", "new total number of partitions (only grows)")
+	cmd.Flags().StringArrayVar(&configs, "config", nil, "set a config override key=value (repeatable)")
+	cmd.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "remove a config override, back to the default (repeatable)")
+	return cmd
+}

@@ -1,0 +1,31 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// The HTTP health endpoints, for process supervisors and test harnesses:
+//
+//	GET /healthz  200 "ok" while the process serves HTTP at all.
+//	GET /readyz   200 "ready" once the node serves its partitions
+//	              (Node.Ready), else 503 with the reason.
+//
+// The HTTP/JSON API of a later issue mounts beside these.
+func (n *Node) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := n.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", err)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}

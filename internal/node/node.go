@@ -1,0 +1,389 @@
+// Package node builds one Fjord process from its configuration: the
+// storage manager, the Raft controller, the replica manager, the producer
+// id manager, the Kafka protocol listener and the HTTP health endpoints;
+// it starts them in dependency order and stops them in the reverse.
+//
+// Start order, and why:
+//
+//  1. Validate the config (nothing touched yet), create the data
+//     directory and take its lock (.lock), so a second process on the
+//     same directory fails before it opens anything.
+//  2. Read meta.properties: a node.id mismatch refuses to start.
+//  3. Bind the Kafka and HTTP listeners. The Kafka listener comes before
+//     the controller because the broker registration the controller
+//     commits carries the advertised port, which with port 0 is known
+//     only once bound.
+//  4. Open the storage manager (recovers logs after a crash), then the
+//     controller (Raft state in <data-dir>/metadata), then the replica
+//     manager subscribed to the controller's images.
+//  5. Wait for the first image with a cluster id; check it against
+//     meta.properties and write the file if new.
+//  6. Serve Kafka and HTTP.
+//
+// Threads: Start and Close are called by one goroutine; the servers run
+// in their own goroutines (see kafkaserver and net/http), the controller
+// publishes images to the replica manager from its publisher goroutine.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/kafkaserver"
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/txn"
+	"github.com/fjordmq/fjord/internal/vfs"
+)
+
+// Errors Start returns for conditions a user has to fix, wrapped with
+// detail (match with errors.Is).
+var (
+	// ErrInvalidConfig: a Config field is out of range; the message names
+	// the field (as its `fjord serve` flag), the value and what is
+	// allowed.
+	ErrInvalidConfig = errors.New("invalid node config")
+	// ErrNodeIDMismatch: meta.properties says the data directory belongs
+	// to another node id.
+	ErrNodeIDMismatch = errors.New("data directory belongs to another node")
+	// ErrClusterIDMismatch: meta.properties and the metadata log name
+	// different clusters.
+	ErrClusterIDMismatch = errors.New("data directory belongs to another cluster")
+	// ErrDataDirInUse: another process holds the data directory's lock.
+	ErrDataDirInUse = errors.New("data directory in use")
+)
+
+// metadataDir is the Raft state's directory inside the data directory;
+// the storage manager skips it.
+const metadataDir = "metadata"
+
+// startTimeout bounds the wait for the controller's first image when the
+// caller's context has no deadline: a one-voter Raft elects itself in
+// well under a second, so a minute means something is wrong.
+const startTimeout = time.Minute
+
+// Node is one running Fjord process.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	lock       *dirLock
+	kafkaLn    net.Listener
+	httpLn     net.Listener
+	storage    *storage.Manager
+	ctrl       *controller.Controller
+	replicas   *replica.Manager
+	unsubImage func()
+	kafka      *kafkaserver.Server
+	http       *http.Server
+	clusterID  string
+	started    bool
+
+	// servers counts the Kafka and HTTP serve goroutines, so Close
+	// returns only after both have returned.
+	servers sync.WaitGroup
+
+	closing   atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+
+	failOnce sync.Once
+	failed   chan struct{}
+	failErr  error
+}
+
+// Start builds and starts a node. On error everything it opened is
+// closed again. ctx bounds the start (opening the controller and waiting
+// for its first image); it is not kept.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{})}
+	if err := n.start(ctx); err != nil {
+		// The start error is the one worth reporting; a close failure
+		// after it is logged only.
+		if cerr := n.Close(); cerr != nil {
+			n.log.Warn("closing after a failed start", "err", cerr)
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	cfg := n.cfg
+	fs := vfs.OS()
+	if err := vfs.MkdirAllDurable(fs, cfg.DataDir); err != nil {
+		return fmt.Errorf("opening data directory %s: %w", cfg.DataDir, err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err // names the directory and, if known, the process holding it
+	}
+	n.lock = lock
+
+	props, propsExist, err := readMetaProperties(fs, cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("opening data directory %s: %w", cfg.DataDir, err)
+	}
+	if propsExist && props.NodeID != cfg.NodeID {
+		return fmt.Errorf("%w: %s belongs to node %d (meta.properties node.id=%d), not node-id %d: "+
+			"start with --node-id %d or use another data directory",
+			ErrNodeIDMismatch, cfg.DataDir, props.NodeID, props.NodeID, cfg.NodeID, props.NodeID)
+	}
+
+	n.kafkaLn, err = net.Listen("tcp", cfg.KafkaAddr)
+	if err != nil {
+		return fmt.Errorf("kafka-addr %s: %w", cfg.KafkaAddr, err)
+	}
+	host, port, err := cfg.advertisedEndpoint(n.kafkaLn.Addr())
+	if err != nil {
+		return err
+	}
+	if cfg.HTTPAddr != "" {
+		n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http-addr %s: %w", cfg.HTTPAddr, err)
+		}
+	}
+
+	n.storage, err = storage.OpenManager(fs, cfg.DataDir, storage.DefaultConfig(), storage.ManagerOptions{
+		Logger:       n.log,
+		ReservedDirs: []string{metadataDir},
+	})
+	if err != nil {
+		return fmt.Errorf("opening data directory %s: %w", cfg.DataDir, err)
+	}
+
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+	}
+	n.ctrl, err = controller.Open(ctx, controller.Config{
+		NodeID:            cfg.NodeID,
+		Dir:               filepath.Join(cfg.DataDir, metadataDir),
+		Addr:              cfg.ControllerAddr,
+		Broker:            metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port},
+		NumPartitions:     cfg.NumPartitions,
+		ReplicationFactor: -1,
+		Logger:            n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("opening controller (controller-addr %s, %s): %w",
+			cfg.ControllerAddr, filepath.Join(cfg.DataDir, metadataDir), err)
+	}
+
+	n.replicas = replica.NewManager(replica.Options{
+		NodeID:   cfg.NodeID,
+		Storage:  n.storage,
+		Defaults: storage.DefaultConfig(),
+		Logger:   n.log,
+		FS:       fs,
+		DataDir:  cfg.DataDir,
+	})
+	n.unsubImage = n.ctrl.Subscribe(n.replicas.ApplyImage)
+
+	clusterID, err := n.awaitClusterID(ctx)
+	if err != nil {
+		return err
+	}
+	n.clusterID = clusterID
+	switch {
+	case propsExist && props.ClusterID != "" && props.ClusterID != clusterID:
+		return fmt.Errorf("%w: %s belongs to cluster %s (meta.properties) but its metadata log (%s/) is of cluster %s: "+
+			"was the metadata directory replaced or removed?",
+			ErrClusterIDMismatch, cfg.DataDir, props.ClusterID, metadataDir, clusterID)
+	case !propsExist || props.ClusterID == "":
+		if err := writeMetaProperties(fs, cfg.DataDir, metaProperties{NodeID: cfg.NodeID, ClusterID: clusterID}); err != nil {
+			return err
+		}
+	}
+
+	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
+	n.kafka = kafkaserver.New(kafkaserver.Config{
+		Addr:             n.kafkaLn.Addr().String(),
+		NodeID:           cfg.NodeID,
+		MaxRequestBytes:  cfg.MaxRequestBytes,
+		AutoCreateTopics: cfg.AutoCreateTopics,
+		Logger:           n.log,
+	}, n.ctrl, n.replicas, pids)
+	n.servers.Add(1)
+	go func() {
+		defer n.servers.Done()
+		if err := n.kafka.Serve(n.kafkaLn); err != nil && !n.closing.Load() {
+			n.fail(fmt.Errorf("kafka listener: %w", err))
+		}
+	}()
+
+	if n.httpLn != nil {
+		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		n.servers.Add(1)
+		go func() {
+			defer n.servers.Done()
+			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !n.closing.Load() {
+				n.fail(fmt.Errorf("http listener: %w", err))
+			}
+		}()
+	}
+
+	attrs := []any{
+		"node_id", cfg.NodeID, "cluster_id", clusterID, "data_dir", cfg.DataDir,
+		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, fmt.Sprint(port)),
+		"controller_addr", cfg.ControllerAddr, "clean_start", n.storage.CleanStart,
+	}
+	if n.httpLn != nil {
+		attrs = append(attrs, "http_addr", n.httpLn.Addr().String())
+	}
+	n.started = true
+	n.log.Info("fjord node started", attrs...)
+	return nil
+}
+
+// awaitClusterID waits for the first image that carries the cluster id
+// (the controller bootstraps it on the first start; later starts have it
+// from the Raft log at once).
+func (n *Node) awaitClusterID(ctx context.Context) (string, error) {
+	got := make(chan string, 1)
+	cancel := n.ctrl.Subscribe(func(img *metadata.Image) {
+		if img != nil && img.ClusterID != "" {
+			select {
+			case got <- img.ClusterID:
+			default: // already delivered; later images change nothing
+			}
+		}
+	})
+	defer cancel()
+	select {
+	case id := <-got: // the controller's first image with a cluster id
+		return id, nil
+	case <-ctx.Done(): // the caller gave up, or startTimeout passed
+		return "", fmt.Errorf("waiting for the controller's first metadata image: %w", context.Cause(ctx))
+	}
+}
+
+// fail records the first error of a server that stopped on its own.
+func (n *Node) fail(err error) {
+	n.failOnce.Do(func() {
+		n.log.Error("node failed", "err", err)
+		n.failErr = err
+		close(n.failed)
+	})
+}
+
+// Failed is closed when a listener stops on its own (not through Close);
+// Err then says why. The owner of the process should then Close the node
+// and exit.
+func (n *Node) Failed() <-chan struct{} { return n.failed }
+
+// Err is the reason Failed was closed, nil before that.
+func (n *Node) Err() error {
+	select {
+	case <-n.failed:
+		return n.failErr
+	default:
+		return nil
+	}
+}
+
+// KafkaAddr is the address the Kafka listener bound.
+func (n *Node) KafkaAddr() net.Addr { return n.kafkaLn.Addr() }
+
+// HTTPAddr is the address the HTTP listener bound, nil without one.
+func (n *Node) HTTPAddr() net.Addr {
+	if n.httpLn == nil {
+		return nil
+	}
+	return n.httpLn.Addr()
+}
+
+// ClusterID is the cluster id from the metadata log.
+func (n *Node) ClusterID() string { return n.clusterID }
+
+// Ready returns nil once the node serves its partitions: the controller
+// has an image that registers this broker and the replica manager has
+// applied an image and opened its partitions. Otherwise it says what is
+// missing.
+func (n *Node) Ready() error {
+	if n.closing.Load() {
+		return errors.New("shutting down")
+	}
+	img := n.ctrl.Image()
+	if img == nil || img.ClusterID == "" {
+		return errors.New("no metadata image yet")
+	}
+	if _, ok := img.Brokers[n.cfg.NodeID]; !ok {
+		return fmt.Errorf("broker %d is not registered in the metadata image yet", n.cfg.NodeID)
+	}
+	if !n.replicas.Ready() {
+		return errors.New("partitions are still opening")
+	}
+	return nil
+}
+
+// Close stops the node: the Kafka listener and its connections, the HTTP
+// listener, the replica manager, the controller and, last, the storage
+// manager, which flushes every log, writes the checkpoints and the
+// clean-shutdown marker. It is safe to call more than once; every call
+// returns the first error of the first.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.closing.Store(true)
+		var errs []error
+		add := func(what string, err error) {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			}
+		}
+		if n.kafka != nil {
+			add("closing kafka listener", n.kafka.Close())
+		} else if n.kafkaLn != nil {
+			add("closing kafka listener", n.kafkaLn.Close())
+		}
+		if n.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.http.Shutdown(ctx); err != nil {
+				add("closing http listener", n.http.Close())
+			}
+			cancel()
+		} else if n.httpLn != nil {
+			add("closing http listener", n.httpLn.Close())
+		}
+		n.servers.Wait()
+		if n.unsubImage != nil {
+			n.unsubImage()
+		}
+		if n.replicas != nil {
+			add("closing replica manager", n.replicas.Close())
+		}
+		if n.ctrl != nil {
+			add("closing controller", n.ctrl.Close())
+		}
+		if n.storage != nil {
+			add("closing logs", n.storage.Close())
+		}
+		add("unlocking data directory", n.lock.unlock())
+		if len(errs) > 0 {
+			n.closeErr = errs[0]
+			for _, err := range errs[1:] {
+				n.log.Warn("node close", "err", err)
+			}
+		}
+		if n.started {
+			n.log.Info("fjord node stopped", "node_id", n.cfg.NodeID, "clean", n.closeErr == nil)
+		}
+	})
+	return n.closeErr
+}
