@@ -368,8 +368,8 @@ func (r *adminFakeReplicas) log(topic string, partition int32) (*adminFakeLog, e
 	return l, nil
 }
 
-func (r *adminFakeReplicas) Append(context.Context, string, int32, []byte, replica.Acks, time.Duration) (replica.AppendResult, error) {
-	return replica.AppendResult{}, errors.New("adminFakeReplicas: the data path is not part of the admin tests")
+func (r *adminFakeReplicas) StartAppend(string, int32, []byte, replica.Acks) (replica.Pending, error) {
+	return nil, errors.New("adminFakeReplicas: the data path is not part of the admin tests")
 }
 
 func (r *adminFakeReplicas) Fetch(_ context.Context, _ replica.FetchParams, parts []replica.FetchPartition) *replica.FetchResult {

@@ -115,6 +115,10 @@ type conn struct {
 	// response written, for the idle timeout.
 	lastActivity atomic.Int64
 
+	// lastTurn is the produce turn of the latest Produce request read;
+	// the next one waits for it. Only the reader goroutine touches it.
+	lastTurn *produceTurn
+
 	handlers  sync.WaitGroup
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -387,6 +391,10 @@ func (c *conn) dispatch(frame *[]byte) error {
 		body:          body,
 		conn:          c,
 	}
+	if key == produceKey {
+		req.turn = newProduceTurn(c.lastTurn)
+		c.lastTurn = req.turn
+	}
 	c.queue <- sl
 	c.handlers.Add(1)
 	go c.handle(a, req, sl)
@@ -417,6 +425,9 @@ func decodeBody(body kmsg.Request, src []byte) (err error) {
 // handle runs one request's handler, fills its slot and marks it done.
 func (c *conn) handle(a api, req *request, sl *slot) {
 	defer c.handlers.Done()
+	// A handler that failed or panicked before its appends still ends
+	// its turn, or the connection's later produces would wait forever.
+	defer req.turn.end()
 	c.runHandler(a, req, sl)
 	close(sl.done)
 	if h := c.s.testHookHandled; h != nil {
@@ -588,4 +599,55 @@ func unsupportedAPIVersions() kmsg.Response {
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
 	resp.ApiKeys = advertisedAPIKeys()
 	return resp
+}
+
+// produceTurn orders the appends of one connection's Produce requests.
+//
+// Requests on a connection are handled concurrently, but Kafka promises
+// that a connection's produce requests reach the log in the order they
+// were sent: an idempotent producer pipelines up to five per connection
+// and each must follow the previous one's sequence numbers, and a
+// producer without idempotence relies on it for its order. Handling them
+// one after another would serialize their fsync waits too, one fsync per
+// request instead of one for all of them (group commit). So each Produce
+// starts its appends only after the previous request's have started
+// (turn), and waits for its acks concurrently with the others.
+type produceTurn struct {
+	prev  *produceTurn // nil for the connection's first produce
+	done  chan struct{}
+	ended bool // only the request's handler goroutine touches it
+}
+
+func newProduceTurn(prev *produceTurn) *produceTurn {
+	return &produceTurn{prev: prev, done: make(chan struct{})}
+}
+
+// wait returns once the previous produce has started its appends, or
+// with ctx's error when the connection is closing (the request must then
+// append nothing: its answer will never be read).
+func (t *produceTurn) wait(ctx context.Context) error {
+	if t == nil || t.prev == nil {
+		return ctx.Err()
+	}
+	select {
+	case <-t.prev.done: // the previous request's appends are in the log
+	case <-ctx.Done(): // the connection is closing
+	}
+	return ctx.Err()
+}
+
+// end lets the next produce start its appends, once the previous one has:
+// a request that fails before appending must not let a later one overtake
+// an earlier one still appending. Safe to call twice and on a nil turn.
+// REQUIRES: called from the request's handler goroutine.
+func (t *produceTurn) end() {
+	if t == nil || t.ended {
+		return
+	}
+	t.ended = true
+	if t.prev != nil {
+		<-t.prev.done // every turn ends: its handler defers end
+		t.prev = nil  // so a long connection does not keep a chain of turns
+	}
+	close(t.done)
 }

@@ -563,3 +563,44 @@ func TestClientCloseEndsLongPoll(t *testing.T) {
 		c.expectClosed()
 	}
 }
+
+// Regression: a connection's produce requests were appended in whatever
+// order their handler goroutines ran, so an idempotent producer with
+// several requests in flight got OUT_OF_ORDER_SEQUENCE_NUMBER (and a
+// producer without idempotence had its records reordered). Request 1's
+// append is held until request 2 has either appended (the bug) or parked
+// waiting for its turn (the fix); the log must then hold 1 before 2.
+func TestPipelinedProducesAppendInRequestOrder(t *testing.T) {
+	secondParked := make(chan struct{})
+	secondAppended := make(chan struct{})
+	var parkOnce, appendOnce sync.Once
+	h := newWireHarness(t, withServer(func(s *Server) {
+		s.testHookProduceTurn = func(corr int32) {
+			if corr == 2 {
+				parkOnce.Do(func() { close(secondParked) })
+			}
+		}
+	}))
+	h.ctrl.addTopic("t", 1)
+	h.reps.startHook = func(string, int32) {
+		if h.reps.appends.Load() == 1 { // request 1's append
+			select {
+			case <-secondParked:
+			case <-secondAppended:
+			}
+			return
+		}
+		appendOnce.Do(func() { close(secondAppended) })
+	}
+	c := h.dial()
+	req1 := produceReq(9, 1, "t", 0, batch(t, "first", 1))
+	req2 := produceReq(9, 1, "t", 0, batch(t, "second", 1))
+	c.send(req1)
+	c.send(req2)
+	r1 := c.recv(req1, 1).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	r2 := c.recv(req2, 2).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if r1.ErrorCode != 0 || r2.ErrorCode != 0 || r1.BaseOffset != 0 || r2.BaseOffset != 1 {
+		t.Fatalf("request 1 at offset %d (error %d), request 2 at %d (error %d); want 0 then 1",
+			r1.BaseOffset, r1.ErrorCode, r2.BaseOffset, r2.ErrorCode)
+	}
+}

@@ -163,11 +163,13 @@ func (c *memController) AlterConfigs(context.Context, string, []controller.Confi
 type memReplicas struct {
 	ctrl *memController
 
-	// appendHook, if set, runs at the start of every Append (tests use it
-	// to block or reorder appends).
+	// appendHook, if set, runs in every append's Wait, after the append
+	// itself (tests use it to block, fail or reorder acknowledgements).
 	appendHook func(ctx context.Context, topic string, partition int32) error
-	appends    atomic.Int32
-	waiting    atomic.Int32 // fetches long-polling now
+	// startHook, if set, runs before every append writes anything.
+	startHook func(topic string, partition int32)
+	appends   atomic.Int32
+	waiting   atomic.Int32 // fetches long-polling now
 	// maxWait, if set, caps a fetch's wait (the fuzz target's requests
 	// carry any MaxWait).
 	maxWait time.Duration
@@ -213,12 +215,36 @@ func (r *memReplicas) partitionLocked(topic string, partition int32) (*memPartit
 	return p, nil
 }
 
-func (r *memReplicas) Append(ctx context.Context, topic string, partition int32, records []byte, acks replica.Acks, timeout time.Duration) (replica.AppendResult, error) {
-	r.appends.Add(1)
-	if r.appendHook != nil {
-		if err := r.appendHook(ctx, topic, partition); err != nil {
+// memPending is memReplicas' replica.Pending: the append is done; Wait
+// runs appendHook, where tests block or fail an append's acknowledgement.
+type memPending struct {
+	r         *memReplicas
+	topic     string
+	partition int32
+	res       replica.AppendResult
+}
+
+func (p *memPending) Wait(ctx context.Context, _ time.Duration) (replica.AppendResult, error) {
+	if p.r.appendHook != nil {
+		if err := p.r.appendHook(ctx, p.topic, p.partition); err != nil {
 			return replica.AppendResult{}, err
 		}
+	}
+	return p.res, nil
+}
+
+func (r *memReplicas) StartAppend(topic string, partition int32, records []byte, acks replica.Acks) (replica.Pending, error) {
+	res, err := r.append(topic, partition, records)
+	if err != nil {
+		return nil, err
+	}
+	return &memPending{r: r, topic: topic, partition: partition, res: res}, nil
+}
+
+func (r *memReplicas) append(topic string, partition int32, records []byte) (replica.AppendResult, error) {
+	r.appends.Add(1)
+	if r.startHook != nil {
+		r.startHook(topic, partition)
 	}
 	// Validate every batch before writing any.
 	var batches [][]byte

@@ -49,6 +49,7 @@ package kafkaserver
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -149,24 +150,43 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 
 	acks := replica.Acks(body.Acks)
 	timeout := time.Duration(max(body.TimeoutMillis, 0)) * time.Millisecond
-	appendOne := func(j *produceJob) {
-		j.result, j.err = s.replicas.Append(ctx, j.topic, j.partition, j.records, acks, timeout)
-	}
 	var todo []*produceJob
 	for _, j := range jobs {
 		if j.err == nil {
 			todo = append(todo, j)
 		}
 	}
+	// Appends in request order on this connection (see produceTurn),
+	// then the waits for acks, concurrently across partitions and with
+	// the connection's other requests.
+	pending := make([]replica.Pending, len(todo))
+	if h := s.testHookProduceTurn; h != nil {
+		h(req.correlationID)
+	}
+	if err := req.turn.wait(ctx); err != nil {
+		for _, j := range todo {
+			j.err = fmt.Errorf("%w: connection closing: %w", replica.ErrRequestTimedOut, err)
+		}
+		todo = nil
+	}
+	for i, j := range todo {
+		pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks)
+	}
+	req.turn.end()
+	waitOne := func(i int) {
+		if j := todo[i]; j.err == nil {
+			j.result, j.err = pending[i].Wait(ctx, timeout)
+		}
+	}
 	if len(todo) == 1 {
-		appendOne(todo[0])
+		waitOne(0)
 	} else if len(todo) > 1 {
 		var wg sync.WaitGroup
-		for _, j := range todo {
+		for i := range todo {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				appendOne(j)
+				waitOne(i)
 			}()
 		}
 		wg.Wait()

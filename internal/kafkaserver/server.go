@@ -106,6 +106,9 @@ type Server struct {
 	// writer may write it); testHookPanic when a handler panicked.
 	testHookHandled func(key int16, correlationID int32)
 	testHookPanic   func(api string, recovered any)
+	// testHookProduceTurn: a Produce is about to wait for its turn to
+	// append (see produceTurn).
+	testHookProduceTurn func(correlationID int32)
 
 	mu struct {
 		sync.Mutex
@@ -123,6 +126,8 @@ type request struct {
 	clientID      *string
 	body          kmsg.Request
 	conn          *conn
+	// turn orders a connection's produce appends (nil for other APIs).
+	turn *produceTurn
 }
 
 // New returns a Server. It does not listen until Serve.

@@ -37,11 +37,13 @@ type Controller interface {
 
 // Replicas is the data plane: the partitions this node hosts.
 type Replicas interface {
-	// Append appends records (one or more v2 batches, validated before
-	// any is written) to a partition this node leads and returns when
-	// acks is satisfied or timeout passes (ErrRequestTimedOut). The
-	// records slice is rewritten in place (offsets, epoch).
-	Append(ctx context.Context, topic string, partition int32, records []byte, acks replica.Acks, timeout time.Duration) (replica.AppendResult, error)
+	// StartAppend appends records (one or more v2 batches, validated
+	// before any is written) to a partition this node leads, and returns
+	// once they are in the log; the returned Pending's Wait answers when
+	// acks is satisfied. The records slice is rewritten in place
+	// (offsets, epoch). A connection's appends must start in request
+	// order, their waits may overlap (see conn.produceTurn).
+	StartAppend(topic string, partition int32, records []byte, acks replica.Acks) (replica.Pending, error)
 	// Fetch reads every partition, waiting (long-poll, woken by appends
 	// and high-watermark moves, not a timer) until MinBytes are ready,
 	// MaxWait passes or ctx ends.

@@ -26,52 +26,101 @@ import (
 //     watermark passes the batch (Kafka's delayed produce), the timeout,
 //     or ctx, whichever comes first.
 
-// Append appends records to a partition this node leads; see
-// kafkaserver.Replicas.
+// Append appends records to a partition this node leads and waits for
+// acks: StartAppend, then Wait.
 func (m *Manager) Append(ctx context.Context, topic string, partition int32, records []byte, acks Acks, timeout time.Duration) (AppendResult, error) {
-	failed := AppendResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+	pending, err := m.StartAppend(topic, partition, records, acks)
+	if err != nil {
+		return AppendResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}, err
+	}
+	return pending.Wait(ctx, timeout)
+}
+
+// Pending is an append that is in the log (steps 1-3 done) and not yet
+// acknowledged.
+type Pending interface {
+	// Wait completes steps 4 and 5: it returns once acks is satisfied,
+	// timeout passes (ErrRequestTimedOut) or ctx ends. Call it once.
+	Wait(ctx context.Context, timeout time.Duration) (AppendResult, error)
+}
+
+// StartAppend does steps 1-3 and returns without waiting for anything
+// but the write. The split is for the protocol server: a connection's
+// produce requests must reach the log in the order they were sent (an
+// idempotent producer pipelines several and checks their sequence), yet
+// their fsync and high-watermark waits should overlap, so one fsync can
+// acknowledge them all. So the server starts a connection's appends one
+// request at a time and waits for them concurrently.
+func (m *Manager) StartAppend(topic string, partition int32, records []byte, acks Acks) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
-		return failed, fmt.Errorf("%w: acks=%d (allowed: 0, 1, -1)", ErrInvalidRequiredAcks, acks)
+		return nil, fmt.Errorf("%w: acks=%d (allowed: 0, 1, -1)", ErrInvalidRequiredAcks, acks)
 	}
 	p, err := m.partition(topic, metadata.UUID{}, partition)
 	if err != nil {
-		return failed, err
+		return nil, err
 	}
 	info, err := p.appendAsLeader(records, acks)
 	if err != nil {
-		return failed, p.explainClosed(err)
+		return nil, p.explainClosed(err)
 	}
-	res := AppendResult{
-		BaseOffset:     info.FirstOffset,
-		LogAppendTime:  info.LogAppendTime,
-		LogStartOffset: p.log.LogStartOffset(),
+	pa := &pendingAppend{
+		p:    p,
+		acks: acks,
+		res: AppendResult{
+			BaseOffset:     info.FirstOffset,
+			LogAppendTime:  info.LogAppendTime,
+			LogStartOffset: p.log.LogStartOffset(),
+		},
+		// For a duplicate (an idempotent producer's retry) nothing was
+		// written and FirstOffset/LastOffset are the original batch's.
+		// The original may still be waiting for its own flush, so the
+		// retry waits for the same offsets as if it had been written
+		// now: it must not be acknowledged before the original could be.
+		next: info.LastOffset + 1,
 	}
-	// For a duplicate (an idempotent producer's retry) nothing was
-	// written and FirstOffset/LastOffset are the original batch's. The
-	// original may still be waiting for its own flush, so the retry waits
-	// for the same offsets as if it had been written now: it must not be
-	// acknowledged before the original could be.
-	next := info.LastOffset + 1
 	if !isDuplicate(info) {
 		p.notifyAppend()
 	}
-	if p.log.Config().FlushPolicy == storage.FlushAck {
-		if acks == AcksNone {
-			p.flushAsync(next)
-			return res, nil
+	if acks == AcksNone {
+		// Nobody waits for an acks=0 append, so it makes its records
+		// visible here: by a background flush under flush.policy=ack,
+		// at once under interval.
+		if p.log.Config().FlushPolicy == storage.FlushAck {
+			p.flushAsync(pa.next)
+		} else {
+			p.maybeAdvanceHighWatermark()
 		}
-		if err := p.log.Flush(next); err != nil {
+	}
+	return pa, nil
+}
+
+// pendingAppend is the replica manager's Pending.
+type pendingAppend struct {
+	p    *Partition
+	acks Acks
+	res  AppendResult
+	next int64 // the offset after the append's last record
+}
+
+func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (AppendResult, error) {
+	failed := AppendResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+	p := pa.p
+	if pa.acks == AcksNone {
+		return pa.res, nil
+	}
+	if p.log.Config().FlushPolicy == storage.FlushAck {
+		if err := p.log.Flush(pa.next); err != nil {
 			return failed, p.explainClosed(err)
 		}
 	}
 	p.maybeAdvanceHighWatermark()
-	if acks != AcksAll {
-		return res, nil
+	if pa.acks != AcksAll {
+		return pa.res, nil
 	}
-	if err := p.waitForHighWatermark(ctx, next, timeout); err != nil {
+	if err := p.waitForHighWatermark(ctx, pa.next, timeout); err != nil {
 		return failed, err
 	}
-	return res, nil
+	return pa.res, nil
 }
 
 // isDuplicate reports whether Log.Append found the batch to be a retry of
