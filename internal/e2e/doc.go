@@ -1,0 +1,34 @@
+// Package e2e holds Fjord's end-to-end tests: real Kafka clients against
+// real `fjord serve` processes over TCP on 127.0.0.1, started, killed and
+// restarted by internal/testcluster. Each test starts its own node with
+// its own data directory and ports, so the tests run in parallel.
+//
+// Clients: franz-go (kgo, kadm), Sarama (github.com/IBM/sarama),
+// librdkafka through confluent-kafka-go (cgo, its bundled static
+// librdkafka), and the kcat command from Debian's package.
+//
+//	TestFranzGoIdempotentKeyed  100,000 keyed records, idempotent, acks=all, 8 partitions
+//	TestSarama                  SyncProducer + PartitionConsumer, default version and V3_x
+//	TestLibrdkafkaIdempotent    idempotent producer, assign()ed consumer
+//	TestKcat                    metadata (-L -J), produce (-P -K:), consume (-C -e)
+//	TestCompression             gzip, snappy, lz4, zstd from four clients, read back by franz-go
+//	TestCrashKeepsAckedRecords  SIGKILL under an acks=all idempotent producer, restart
+//	TestHostileInput            garbage on raw sockets while a good client works
+//	TestMetadataSurvivesRestart topics, configs, offsets, deletions across SIGTERM and SIGKILL
+//
+// Running:
+//
+//	go test ./internal/e2e                  # 20-60 s on 2 cores (plus building fjord once)
+//	FJORD_E2E_LONG=1 go test -timeout 30m ./internal/e2e   # about 2 minutes
+//	FJORD_BIN=/path/to/fjord go test ./internal/e2e   # a prebuilt binary
+//
+// FJORD_E2E_LONG=1 makes the runs longer: 1,000,000 records instead of
+// 100,000 for franz-go, ten times the records for Sarama and librdkafka,
+// five SIGKILL/restart cycles instead of one in the crash test, and 2,000
+// garbage connections instead of 64 in the hostile-input test.
+//
+// kcat: TestKcat and TestCompression need `kcat` on PATH. When it is
+// missing and the test runs as root, the test installs it with
+// `apt-get install -y kcat` (running `apt-get update` first if needed);
+// otherwise it fails, saying how to install it. It is never skipped.
+package e2e

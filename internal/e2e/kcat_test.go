@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/testcluster"
+)
+
+// kcatMetadata is the part of `kcat -L -J` the test reads.
+type kcatMetadata struct {
+	OriginatingBroker struct {
+		ID   int32  `json:"id"`
+		Name string `json:"name"`
+	} `json:"originating_broker"`
+	Brokers []struct {
+		ID   int32  `json:"id"`
+		Name string `json:"name"`
+	} `json:"brokers"`
+	Topics []struct {
+		Topic      string `json:"topic"`
+		Error      string `json:"error"`
+		Partitions []struct {
+			Partition int32  `json:"partition"`
+			Leader    int32  `json:"leader"`
+			Error     string `json:"error"`
+			Replicas  []struct {
+				ID int32 `json:"id"`
+			} `json:"replicas"`
+			ISRs []struct {
+				ID int32 `json:"id"`
+			} `json:"isrs"`
+		} `json:"partitions"`
+	} `json:"topics"`
+}
+
+// kcatMessage is one line of `kcat -C -J`.
+type kcatMessage struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Offset    int64   `json:"offset"`
+	Key       *string `json:"key"`
+	Payload   *string `json:"payload"`
+}
+
+// kcatConsume reads the whole topic with `kcat -C -e -o beginning -J`
+// (not -q, which would also silence the protocol errors runKcat watches for).
+func kcatConsume(t *testing.T, n *testcluster.Node, topic string, extra ...string) map[testcluster.TopicPartition][]testcluster.Record {
+	t.Helper()
+	ctx := testContext(t, time.Minute)
+	args := append([]string{"-b", n.Brokers(), "-X", "broker.address.family=v4", "-C", "-t", topic, "-o", "beginning", "-e", "-J"}, extra...)
+	out := runKcat(ctx, t, nil, args...)
+	got := make(map[testcluster.TopicPartition][]testcluster.Record)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m kcatMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("kcat -C -J line %q: %v", sc.Text(), err)
+		}
+		r := testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+		if m.Key != nil {
+			r.Key = []byte(*m.Key)
+		}
+		if m.Payload != nil {
+			r.Value = []byte(*m.Payload)
+		}
+		got[r.TopicPartition()] = append(got[r.TopicPartition()], r)
+	}
+	return got
+}
+
+// TestKcat: Debian's kcat (librdkafka 2.0 inside) lists the cluster's
+// metadata, produces keyed lines, and consumes them back; franz-go reads
+// the same log.
+func TestKcat(t *testing.T) {
+	t.Parallel()
+	kcatPath(t)
+	n := startNode(t)
+	ctx := testContext(t, time.Minute)
+	const topic, partitions = "kcat-lines", 3
+	createTopic(ctx, t, newAdmin(t, n), topic, partitions)
+
+	// Metadata.
+	var md kcatMetadata
+	out := runKcat(ctx, t, nil, "-b", n.Brokers(), "-X", "broker.address.family=v4", "-L", "-J")
+	if err := json.Unmarshal(out, &md); err != nil {
+		t.Fatalf("kcat -L -J: %v\n%s", err, out)
+	}
+	if len(md.Brokers) != 1 || md.Brokers[0].ID != n.ID() || md.Brokers[0].Name != n.Brokers() {
+		t.Fatalf("kcat -L brokers %+v, want node %d at %s", md.Brokers, n.ID(), n.Brokers())
+	}
+	found := false
+	for _, tm := range md.Topics {
+		if tm.Topic != topic {
+			continue
+		}
+		found = true
+		if tm.Error != "" || len(tm.Partitions) != partitions {
+			t.Fatalf("kcat -L topic %s: error %q, %d partitions, want %d", topic, tm.Error, len(tm.Partitions), partitions)
+		}
+		for _, p := range tm.Partitions {
+			if p.Error != "" || p.Leader != n.ID() || len(p.Replicas) != 1 || p.Replicas[0].ID != n.ID() || len(p.ISRs) != 1 || p.ISRs[0].ID != n.ID() {
+				t.Fatalf("kcat -L %s-%d: %+v, want node %d leading, the only replica and ISR", topic, p.Partition, p, n.ID())
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("kcat -L does not list %s: %s", topic, out)
+	}
+
+	// Produce keyed lines.
+	checker := testcluster.NewChecker()
+	lines := scale(500, 20_000)
+	var in bytes.Buffer
+	for i := range lines {
+		key := fmt.Sprintf("key-%02d", i%20)
+		value := fmt.Sprintf("kcat line %05d", i)
+		checker.Sent(topic, []byte(key), []byte(value))
+		fmt.Fprintf(&in, "%s:%s\n", key, value)
+	}
+	runKcat(ctx, t, in.Bytes(), "-b", n.Brokers(), "-X", "broker.address.family=v4", "-P", "-t", topic, "-K", ":", "-X", "acks=all")
+
+	// Consume them back: each line once, per-key order kept, offsets from 0.
+	got := kcatConsume(t, n, topic)
+	sum, err := checker.Verify(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Read != lines {
+		t.Fatalf("kcat read back %d records, produced %d", sum.Read, lines)
+	}
+	for tp, recs := range got {
+		for i, r := range recs {
+			if r.Offset != int64(i) {
+				t.Fatalf("%s: kcat read offset %d at position %d", tp, r.Offset, i)
+			}
+		}
+	}
+	// franz-go reads the same records at the same offsets.
+	franz := readAll(ctx, t, n, topic)
+	compareLogs(t, got, franz)
+}

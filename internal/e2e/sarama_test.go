@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/fjordmq/fjord/internal/testcluster"
+)
+
+// saramaNewestV3 is the newest Kafka 3.x version Sarama knows: the version
+// a Sarama user pinning "3.x" gets, and the highest request versions
+// Sarama sends before Kafka 4's.
+var saramaNewestV3 = sarama.V3_9_2_0
+
+// TestSarama: Sarama's SyncProducer writes keyed records and its
+// PartitionConsumer reads them back identical, at the offsets the
+// producer was given, with Sarama's default protocol version and with
+// Kafka 3.x versions (which use newer Produce, Fetch and Metadata
+// versions).
+func TestSarama(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	for _, tc := range []struct {
+		name    string
+		version sarama.KafkaVersion
+	}{
+		{"default-" + sarama.NewConfig().Version.String(), sarama.NewConfig().Version},
+		{"V3_6_0_0", sarama.V3_6_0_0},
+		{"newest-v3-" + saramaNewestV3.String(), saramaNewestV3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t, time.Minute)
+			topic := "sarama-" + tc.version.String()
+			const partitions = 3
+			createTopic(ctx, t, adm, topic, partitions)
+			cfg := saramaConfig(tc.version)
+
+			records := scale(3000, 30_000)
+			msgs := make([]*sarama.ProducerMessage, records)
+			for i := range msgs {
+				msgs[i] = &sarama.ProducerMessage{
+					Topic: topic,
+					Key:   sarama.ByteEncoder(fmt.Appendf(nil, "k%03d", i%97)),
+					Value: sarama.ByteEncoder(fmt.Appendf(nil, "sarama %s record %06d", tc.version, i)),
+				}
+			}
+			sent := saramaProduce(t, n, cfg, msgs)
+			got := saramaConsume(ctx, t, n, cfg, topic, partitions, sent)
+			compareLogs(t, sent, got)
+		})
+	}
+}
+
+func saramaConfig(version sarama.KafkaVersion) *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = version
+	cfg.ClientID = "fjord-e2e"
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Consumer.Return.Errors = true
+	return cfg
+}
+
+// saramaProduce sends msgs with a SyncProducer in batches of 100 and
+// returns, by partition, what the producer was told it wrote where.
+func saramaProduce(t *testing.T, n *testcluster.Node, cfg *sarama.Config, msgs []*sarama.ProducerMessage) map[testcluster.TopicPartition][]testcluster.Record {
+	t.Helper()
+	producer, err := sarama.NewSyncProducer([]string{n.Brokers()}, cfg)
+	if err != nil {
+		t.Fatalf("sarama producer (%v): %v", cfg.Version, err)
+	}
+	defer producer.Close()
+	sent := make(map[testcluster.TopicPartition][]testcluster.Record)
+	const batch = 100
+	for start := 0; start < len(msgs); start += batch {
+		chunk := msgs[start:min(start+batch, len(msgs))]
+		if err := producer.SendMessages(chunk); err != nil {
+			t.Fatalf("sarama SendMessages (%v): %v", cfg.Version, err)
+		}
+		for _, m := range chunk {
+			k, _ := m.Key.Encode()
+			v, _ := m.Value.Encode()
+			tp := testcluster.TopicPartition{Topic: m.Topic, Partition: m.Partition}
+			sent[tp] = append(sent[tp], testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: k, Value: v})
+		}
+	}
+	return sent
+}
+
+// saramaConsume reads each partition with a PartitionConsumer from the
+// oldest offset until it has as many records as were sent there, and
+// checks the consumer's high watermark says there are no more.
+func saramaConsume(ctx context.Context, t *testing.T, n *testcluster.Node, cfg *sarama.Config, topic string, partitions int32, sent map[testcluster.TopicPartition][]testcluster.Record) map[testcluster.TopicPartition][]testcluster.Record {
+	t.Helper()
+	consumer, err := sarama.NewConsumer([]string{n.Brokers()}, cfg)
+	if err != nil {
+		t.Fatalf("sarama consumer (%v): %v", cfg.Version, err)
+	}
+	defer consumer.Close()
+	got := make(map[testcluster.TopicPartition][]testcluster.Record)
+	for p := range partitions {
+		tp := testcluster.TopicPartition{Topic: topic, Partition: p}
+		want := len(sent[tp])
+		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatalf("sarama ConsumePartition %s (%v): %v", tp, cfg.Version, err)
+		}
+		for len(got[tp]) < want {
+			select {
+			case m := <-pc.Messages():
+				got[tp] = append(got[tp], testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value})
+			case err := <-pc.Errors():
+				t.Fatalf("sarama consumer %s (%v): %v", tp, cfg.Version, err)
+			case <-ctx.Done():
+				t.Fatalf("sarama consumer %s (%v): %d of %d records before the deadline", tp, cfg.Version, len(got[tp]), want)
+			}
+		}
+		if hw := pc.HighWaterMarkOffset(); hw != int64(want) {
+			t.Errorf("sarama consumer %s (%v): high watermark %d after reading %d records from offset 0", tp, cfg.Version, hw, want)
+		}
+		if err := pc.Close(); err != nil {
+			t.Fatalf("closing sarama partition consumer %s: %v", tp, err)
+		}
+	}
+	return got
+}
+
+// compareLogs checks that what a consumer read is exactly what the
+// producer was told it wrote: the same records at the same offsets, per
+// partition, starting at offset 0 with no gaps (one producer, no faults).
+func compareLogs(t *testing.T, sent, got map[testcluster.TopicPartition][]testcluster.Record) {
+	t.Helper()
+	for tp, want := range sent {
+		have := got[tp]
+		if len(have) != len(want) {
+			t.Errorf("%s: read %d records, produced %d", tp, len(have), len(want))
+			continue
+		}
+		for i := range want {
+			w, h := want[i], have[i]
+			if w.Offset != int64(i) {
+				t.Errorf("%s: record %d acknowledged at offset %d: offsets from one producer should be 0, 1, 2, ...", tp, i, w.Offset)
+				break
+			}
+			if h.Offset != w.Offset || !bytes.Equal(h.Key, w.Key) || !bytes.Equal(h.Value, w.Value) {
+				t.Errorf("%s: produced offset %d key %q value %q, read offset %d key %q value %q", tp, w.Offset, w.Key, w.Value, h.Offset, h.Key, h.Value)
+				break
+			}
+		}
+	}
+	for tp, have := range got {
+		if _, ok := sent[tp]; !ok && len(have) > 0 {
+			t.Errorf("%s: read %d records from a partition nothing was produced to", tp, len(have))
+		}
+	}
+}

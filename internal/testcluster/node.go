@@ -1,0 +1,548 @@
+package testcluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Errors the harness reports (wrapped with detail; the tests see them
+// through t.Fatal).
+var (
+	// ErrNotReady: /readyz did not answer 200 before the ready deadline.
+	ErrNotReady = errors.New("testcluster: node not ready before the deadline")
+	// ErrExited: the process ended by itself (before it was ready, or
+	// before the test killed or stopped it).
+	ErrExited = errors.New("testcluster: node exited")
+	// ErrUncleanExit: after SIGTERM the process exited with a failure
+	// status, or did not exit in time.
+	ErrUncleanExit = errors.New("testcluster: node did not exit cleanly")
+	// ErrNotRunning: Kill, Stop or Signal on a node with no live process.
+	ErrNotRunning = errors.New("testcluster: node is not running")
+)
+
+// Defaults for Options' zero values.
+const (
+	// DefaultReadyTimeout is generous because the tests share two cores
+	// with compilers; a node on an idle machine is ready in well under a
+	// second.
+	DefaultReadyTimeout = 60 * time.Second
+	DefaultStopTimeout  = 30 * time.Second
+	DefaultLogLevel     = "info"
+
+	// killTimeout bounds the wait after SIGKILL, which cannot be caught:
+	// only a process stuck in the kernel (D state) takes longer.
+	killTimeout = 10 * time.Second
+	// readyPollInterval is how often /readyz is asked.
+	readyPollInterval = 20 * time.Millisecond
+	// logTailLines is how much of a node's output a failed test prints.
+	logTailLines = 60
+	// startAttempts bounds Start's retries when a port was taken in the
+	// gap between finding it and the node binding it.
+	startAttempts = 3
+)
+
+// Options configure a node. The zero value is a node with id 1 in a fresh
+// temporary data directory.
+type Options struct {
+	// NodeID is --node-id (default 1).
+	NodeID int32
+	// DataDir is --data-dir. Empty: a new t.TempDir(). Give the same one
+	// to a second Start to model a replaced process on the same disk.
+	DataDir string
+	// LogLevel is --log-level (default "info").
+	LogLevel string
+	// Args are extra `fjord serve` arguments, after the harness's own.
+	Args []string
+	// Env are extra environment entries (KEY=VALUE). The harness removes
+	// FJORD_* variables inherited from the test's environment so a
+	// developer's shell cannot change what the node does.
+	Env []string
+	// Binary is the executable to run (default: Binary(t)).
+	Binary string
+	// ReadyTimeout bounds the wait for /readyz (DefaultReadyTimeout).
+	ReadyTimeout time.Duration
+	// StopTimeout bounds the wait for exit after SIGTERM (DefaultStopTimeout).
+	StopTimeout time.Duration
+}
+
+// Node is one fjord process and the ports and directory it keeps across
+// restarts.
+type Node struct {
+	t    testing.TB
+	opts Options // defaults filled in
+
+	// Fixed for the node's life once Start returns, so Restart brings it
+	// back where clients expect it.
+	dataDir        string
+	logDir         string
+	logPath        string
+	kafkaAddr      string
+	controllerAddr string
+	httpAddr       string
+
+	httpClient *http.Client
+
+	mu struct {
+		sync.Mutex
+		// proc is the latest process started; nil before the first.
+		proc *process
+		// starts counts launches, for the marker lines in the log file.
+		starts int
+		// startOffset is the log file's size when the latest process
+		// started: where its own output begins.
+		startOffset int64
+	}
+}
+
+// process is one run of the binary.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd.Wait returned
+	err  error         // cmd.Wait's result; read only after done is closed
+	// ended is set (under Node.mu) when the test kills or stops the
+	// process, so an exit it caused is not reported as a crash.
+	ended bool
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Start runs a node and waits until its /readyz answers 200. It fails the
+// test if the node exits or is not ready in time. The node is SIGKILLed at
+// the end of the test if still running, and its output's tail is printed
+// if the test failed.
+func Start(t testing.TB, opts Options) *Node {
+	t.Helper()
+	n, err := start(t, opts)
+	if err != nil {
+		t.Fatalf("starting node %d: %v", opts.NodeID, err)
+	}
+	return n
+}
+
+func start(t testing.TB, opts Options) (*Node, error) {
+	if opts.NodeID == 0 {
+		opts.NodeID = 1
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = DefaultLogLevel
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = DefaultReadyTimeout
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = DefaultStopTimeout
+	}
+	if opts.Binary == "" {
+		b, err := binary()
+		if err != nil {
+			return nil, err
+		}
+		opts.Binary = b
+	}
+	n := &Node{
+		t:       t,
+		opts:    opts,
+		dataDir: opts.DataDir,
+		logDir:  t.TempDir(),
+		httpClient: &http.Client{
+			Timeout: 2 * time.Second,
+			// A fresh connection per probe: pooled ones would outlive
+			// a killed process and leak goroutines into the test.
+			Transport: &http.Transport{DisableKeepAlives: true},
+		},
+	}
+	if n.dataDir == "" {
+		n.dataDir = t.TempDir()
+	}
+	n.logPath = filepath.Join(n.logDir, fmt.Sprintf("node-%d.log", opts.NodeID))
+	// Registered after the TempDirs, so it runs before they are removed:
+	// the process must be gone before its directory is.
+	t.Cleanup(n.cleanup)
+
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(3)
+		if err != nil {
+			return nil, err
+		}
+		n.kafkaAddr = hostPort(ports[0])
+		n.controllerAddr = hostPort(ports[1])
+		n.httpAddr = hostPort(ports[2])
+		err = n.launch()
+		if err == nil {
+			return n, nil
+		}
+		if attempt < startAttempts && errors.Is(err, ErrExited) && n.latestOutputContains("address already in use") {
+			continue
+		}
+		return nil, err
+	}
+}
+
+func hostPort(p int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)) }
+
+// Brokers is the bootstrap address list for Kafka clients.
+func (n *Node) Brokers() string { return n.kafkaAddr }
+
+// KafkaAddr is the Kafka listener (host:port).
+func (n *Node) KafkaAddr() string { return n.kafkaAddr }
+
+// ControllerAddr is the Raft listener (host:port).
+func (n *Node) ControllerAddr() string { return n.controllerAddr }
+
+// HTTPAddr is the HTTP listener (host:port).
+func (n *Node) HTTPAddr() string { return n.httpAddr }
+
+// DataDir is the node's --data-dir.
+func (n *Node) DataDir() string { return n.dataDir }
+
+// ID is the node's --node-id.
+func (n *Node) ID() int32 { return n.opts.NodeID }
+
+// LogPath is the file holding the node's stdout and stderr, all runs.
+func (n *Node) LogPath() string { return n.logPath }
+
+// Running reports whether the node's latest process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.proc != nil && !n.mu.proc.exited()
+}
+
+// Pid is the latest process's id (0 before the first start).
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.proc == nil {
+		return 0
+	}
+	return n.mu.proc.cmd.Process.Pid
+}
+
+func (n *Node) args() []string {
+	args := []string{
+		"serve",
+		"--node-id", strconv.Itoa(int(n.opts.NodeID)),
+		"--data-dir", n.dataDir,
+		"--kafka-addr", n.kafkaAddr,
+		"--advertised-kafka-addr", n.kafkaAddr,
+		"--controller-addr", n.controllerAddr,
+		"--http-addr", n.httpAddr,
+		"--log-level", n.opts.LogLevel,
+	}
+	return append(args, n.opts.Args...)
+}
+
+func (n *Node) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FJORD_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, n.opts.Env...)
+}
+
+// launch starts a process and waits for it to be ready; on failure no
+// process is left running.
+func (n *Node) launch() error {
+	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close() // the child has its own descriptor
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(n.opts.Binary, n.args()...)
+	// A flag the node ignored would make it write relative paths (the
+	// default ./fjord-data) into the package directory; here they land
+	// in a temporary directory instead.
+	cmd.Dir = n.logDir
+	cmd.Env = n.env()
+	// An *os.File is handed to the child as is: no copying goroutine that
+	// a SIGKILL could leave blocked.
+	cmd.Stdout = f
+	cmd.Stderr = f
+	cmd.SysProcAttr = procAttr()
+
+	n.mu.Lock()
+	n.mu.starts++
+	fmt.Fprintf(f, "=== testcluster: start %d: %s %s\n", n.mu.starts, n.opts.Binary, strings.Join(cmd.Args[1:], " "))
+	n.mu.startOffset = st.Size()
+	if err := cmd.Start(); err != nil {
+		n.mu.Unlock()
+		return fmt.Errorf("running %s: %v", n.opts.Binary, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	n.mu.proc = p
+	n.mu.Unlock()
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+
+	if err := n.waitReady(p); err != nil {
+		n.end(p)
+		killProcess(p)
+		return err
+	}
+	return nil
+}
+
+// waitReady polls /readyz until it answers 200, the process exits, or the
+// ready deadline passes.
+func (n *Node) waitReady(p *process) error {
+	deadline := time.NewTimer(n.opts.ReadyTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(readyPollInterval)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = n.CheckReady(); last == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			// The process is gone: no point polling on.
+			return fmt.Errorf("%w before it was ready: %v", ErrExited, p.err)
+		case <-deadline.C:
+			return fmt.Errorf("%w (%v): last /readyz: %v", ErrNotReady, n.opts.ReadyTimeout, last)
+		case <-tick.C:
+			// Poll again.
+		}
+	}
+}
+
+// CheckReady asks /readyz once: nil when it answers 200.
+func (n *Node) CheckReady() error {
+	code, body, err := n.HTTPGet("/readyz")
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("/readyz: %d %s", code, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// HTTPGet fetches path from the node's HTTP listener.
+func (n *Node) HTTPGet(path string) (status int, body []byte, err error) {
+	resp, err := n.httpClient.Get("http://" + n.httpAddr + path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, body, err
+}
+
+// current returns the live process, or an error saying why there is none.
+func (n *Node) current() (*process, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.mu.proc
+	switch {
+	case p == nil:
+		return nil, ErrNotRunning
+	case p.exited() && p.ended:
+		return nil, fmt.Errorf("%w: it was already killed or stopped", ErrNotRunning)
+	case p.exited():
+		return nil, fmt.Errorf("%w by itself (%v) before the test ended it", ErrExited, p.err)
+	}
+	return p, nil
+}
+
+// end marks p as ended by the test (Kill or Stop).
+func (n *Node) end(p *process) {
+	n.mu.Lock()
+	p.ended = true
+	n.mu.Unlock()
+}
+
+// Kill sends SIGKILL and waits for the process to exit: a crash, as a
+// power cut or the OOM killer would cause (page-cache writes survive it;
+// this is not a disk failure).
+func (n *Node) Kill() {
+	n.t.Helper()
+	if err := n.kill(); err != nil {
+		n.t.Fatalf("killing node %d: %v", n.opts.NodeID, err)
+	}
+}
+
+func (n *Node) kill() error {
+	p, err := n.current()
+	if err != nil {
+		return err
+	}
+	n.end(p)
+	return killProcess(p)
+}
+
+func killProcess(p *process) error {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !p.exited() {
+		return fmt.Errorf("SIGKILL: %v", err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(killTimeout):
+		return fmt.Errorf("pid %d still running %v after SIGKILL", p.cmd.Process.Pid, killTimeout)
+	}
+}
+
+// Stop sends SIGTERM and waits for a clean exit (status 0); it fails the
+// test if the node exits with a failure status or not within the stop
+// timeout (then it is SIGKILLed).
+func (n *Node) Stop() {
+	n.t.Helper()
+	if err := n.stop(); err != nil {
+		n.t.Fatalf("stopping node %d: %v", n.opts.NodeID, err)
+	}
+}
+
+func (n *Node) stop() error {
+	p, err := n.current()
+	if err != nil {
+		return err
+	}
+	n.end(p)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !p.exited() {
+		return fmt.Errorf("SIGTERM: %v", err)
+	}
+	t := time.NewTimer(n.opts.StopTimeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		killProcess(p)
+		return fmt.Errorf("%w: still running %v after SIGTERM (killed)", ErrUncleanExit, n.opts.StopTimeout)
+	}
+	if p.err != nil {
+		return fmt.Errorf("%w after SIGTERM: %v", ErrUncleanExit, p.err)
+	}
+	return nil
+}
+
+// Restart starts the node again on the same ports and data directory and
+// waits until it is ready. A node still running is first stopped cleanly
+// (Stop); to model a crash, Kill first.
+func (n *Node) Restart() {
+	n.t.Helper()
+	if err := n.restart(); err != nil {
+		n.t.Fatalf("restarting node %d: %v", n.opts.NodeID, err)
+	}
+}
+
+func (n *Node) restart() error {
+	if n.Running() {
+		if err := n.stop(); err != nil {
+			return err
+		}
+	}
+	return n.launch()
+}
+
+// Signal sends sig to the live process (SIGSTOP and SIGCONT model a node
+// that hangs).
+func (n *Node) Signal(sig os.Signal) error {
+	p, err := n.current()
+	if err != nil {
+		return err
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// cleanup runs at the end of the test: no process outlives it, and a
+// failed test shows what the node said.
+func (n *Node) cleanup() {
+	n.mu.Lock()
+	p := n.mu.proc
+	n.mu.Unlock()
+	if p != nil && !p.exited() {
+		killProcess(p)
+	}
+	if n.t.Failed() {
+		n.t.Logf("node %d (kafka %s, data %s): last %d lines of %s:\n%s",
+			n.opts.NodeID, n.kafkaAddr, n.dataDir, logTailLines, n.logPath, n.LogTail(logTailLines))
+	}
+}
+
+// LogTail returns the last lines of the node's output (all runs).
+func (n *Node) LogTail(lines int) string {
+	b, err := readTail(n.logPath, 0)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", n.logPath, err)
+	}
+	return lastLines(b, lines)
+}
+
+// latestOutputContains reports whether the latest process's own output
+// contains s.
+func (n *Node) latestOutputContains(s string) bool {
+	n.mu.Lock()
+	off := n.mu.startOffset
+	n.mu.Unlock()
+	b, err := readTail(n.logPath, off)
+	return err == nil && bytes.Contains(b, []byte(s))
+}
+
+// readTailBytes bounds what readTail reads: a node at debug level can
+// write a lot, and only the end matters.
+const readTailBytes = 256 << 10
+
+// readTail reads the file from offset from, but at most its last
+// readTailBytes.
+func readTail(path string, from int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size()-from > readTailBytes {
+		from = st.Size() - readTailBytes
+	}
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+func lastLines(b []byte, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	b = bytes.TrimRight(b, "\n")
+	end := len(b) // the tail is b[end+1:] once end is the n-th newline from the end
+	for ; n > 0; n-- {
+		end = bytes.LastIndexByte(b[:end], '\n')
+		if end < 0 {
+			return string(b)
+		}
+	}
+	return string(b[end+1:])
+}
