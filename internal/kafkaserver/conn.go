@@ -622,18 +622,16 @@ func newProduceTurn(prev *produceTurn) *produceTurn {
 	return &produceTurn{prev: prev, done: make(chan struct{})}
 }
 
-// wait returns once the previous produce has started its appends, or
-// with ctx's error when the connection is closing (the request must then
-// append nothing: its answer will never be read).
-func (t *produceTurn) wait(ctx context.Context) error {
-	if t == nil || t.prev == nil {
-		return ctx.Err()
+// wait returns once the previous produce on the connection has started
+// its appends. It does not give up when the connection closes: a request
+// read whole is carried out whether or not its answer can be written, as
+// in Kafka (an acks=0 producer often closes right after sending), and the
+// previous request always ends its turn (its handler defers end, and
+// nothing before its appends waits without the connection's context).
+func (t *produceTurn) wait() {
+	if t != nil && t.prev != nil {
+		<-t.prev.done
 	}
-	select {
-	case <-t.prev.done: // the previous request's appends are in the log
-	case <-ctx.Done(): // the connection is closing
-	}
-	return ctx.Err()
 }
 
 // end lets the next produce start its appends, once the previous one has:

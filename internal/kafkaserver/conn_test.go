@@ -604,3 +604,23 @@ func TestPipelinedProducesAppendInRequestOrder(t *testing.T) {
 			r1.BaseOffset, r1.ErrorCode, r2.BaseOffset, r2.ErrorCode)
 	}
 }
+
+// Regression: produces read whole are carried out even when the client
+// closes the connection right after sending them, as an acks=0 producer
+// does. A version of produceTurn gave up waiting for its turn when the
+// connection closed, and `fjord produce --acks 0` lost every record.
+func TestProducesAppendAfterClientCloses(t *testing.T) {
+	h := newWireHarness(t)
+	h.ctrl.addTopic("t", 1)
+	c := h.dial()
+	for i := range 3 {
+		c.send(produceReq(9, 0, "t", 0, batch(t, fmt.Sprintf("r%d", i), 1)))
+	}
+	c.nc.Close()
+	eventually(t, 5*time.Second, func() error {
+		if n := h.reps.appends.Load(); n != 3 {
+			return fmt.Errorf("%d of 3 produces appended", n)
+		}
+		return nil
+	})
+}

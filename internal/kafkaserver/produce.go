@@ -49,7 +49,6 @@ package kafkaserver
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -163,12 +162,7 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	if h := s.testHookProduceTurn; h != nil {
 		h(req.correlationID)
 	}
-	if err := req.turn.wait(ctx); err != nil {
-		for _, j := range todo {
-			j.err = fmt.Errorf("%w: connection closing: %w", replica.ErrRequestTimedOut, err)
-		}
-		todo = nil
-	}
+	req.turn.wait()
 	for i, j := range todo {
 		pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks)
 	}
