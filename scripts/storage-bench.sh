@@ -19,6 +19,9 @@
 # COLD=1 to also run storagebench with the page cache dropped (root only).
 set -euo pipefail
 
+# shellcheck source=bench-lib.sh
+source "$(dirname "$0")/bench-lib.sh"
+
 cd "$(dirname "$0")/.."
 root=${FJORD_BENCH_DIR:-$PWD/bench-data}
 benchtime=${BENCHTIME:-2s}
@@ -38,29 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fstype=$(df -PT "$work" | awk 'NR==2 {print $2}')
-case "$fstype" in
-tmpfs | ramfs) echo "$work is on $fstype; set FJORD_BENCH_DIR to a disk" >&2; exit 1 ;;
-esac
-
-echo "== machine"
-echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "nproc:   $(nproc)"
-echo "memory:  $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-echo "kernel:  $(uname -r)"
-echo "go:      $(go version | awk '{print $3}')"
-dev=$(df -P "$work" | awk 'NR==2 {print $1}')
-blk=$(basename "$dev")
-rota=$(cat "/sys/class/block/$blk/queue/rotational" 2>/dev/null || echo "?")
-echo "disk:    $dev ($fstype), rotational=$rota, scheduler $(cat "/sys/class/block/$blk/queue/scheduler" 2>/dev/null || echo ?)"
-echo "commit:  working tree at $(git rev-parse --short HEAD 2>/dev/null || echo initial)"
-echo "data:    $work"
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min; other work on the machine skews everything)"
-
-# dd_mbps prints MB/s (10^6 bytes) from dd's closing line, which reads
-# "N bytes (...) copied, S s, ...".
-dd_mbps() { awk '/copied/ {for (i = 1; i <= NF; i++) if ($i == "s,") s = $(i-1); printf "%.0f\n", $1 / s / 1e6}'; }
-median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+refuse_tmpfs "$work"
+machine_info "$work"
 
 # On the VM this was written on, dd's write bandwidth swings by 3-4x from one
 # run to the next (the first of a series is usually the slowest), so dd
