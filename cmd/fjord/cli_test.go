@@ -169,6 +169,10 @@ func TestTopicLifecycle(t *testing.T) {
 			t.Errorf("describe does not say %q:\n%s", want, r.stdout)
 		}
 	}
+	// The topic id as Kafka's tools print it: 22 characters of base64url.
+	if !regexp.MustCompile(`(?m)^Topic ID: [A-Za-z0-9_-]{22}$`).MatchString(r.stdout) {
+		t.Errorf("describe does not show a base64url topic id:\n%s", r.stdout)
+	}
 	rows := describeRows(t, r.stdout)
 	if len(rows) != 3 {
 		t.Fatalf("describe shows %d partitions, want 3:\n%s", len(rows), r.stdout)

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 func newTopicCommand() *cobra.Command {
@@ -186,7 +188,7 @@ func describeTopic(ctx context.Context, out io.Writer, adm *kadm.Client, topic s
 	sort.Strings(overrides)
 
 	fmt.Fprintf(out, "Topic: %s\nTopic ID: %s\nPartitions: %d\nReplication factor: %d\n",
-		topic, d.ID, len(d.Partitions), d.Partitions.NumReplicas())
+		topic, metadata.UUID(d.ID).Base64(), len(d.Partitions), d.Partitions.NumReplicas())
 	if len(overrides) == 0 {
 		fmt.Fprintln(out, "Configs: (defaults)")
 	} else {

@@ -87,7 +87,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 			panic(fmt.Sprintf("controller: topic %q committed but missing from the published image (offset %d)", results[i].Topic.Name, pub.Offset))
 		}
 		results[i].Topic = t
-		c.log.Info("created topic", "topic", t.Name, "topic_id", t.ID, "partitions", len(t.Partitions),
+		c.log.Info("created topic", "topic", t.Name, "topic_id", t.ID.Base64(), "partitions", len(t.Partitions),
 			"replication_factor", len(t.Partitions[0].Replicas), "configs", t.Configs)
 	}
 	return results
@@ -203,7 +203,7 @@ func (c *Controller) deleteLocked(ctx context.Context, img *metadata.Image, ids 
 			errs[i] = err
 			continue
 		}
-		c.log.Info("deleted topic", "topic", img.TopicsByID[id].Name, "topic_id", id)
+		c.log.Info("deleted topic", "topic", img.TopicsByID[id].Name, "topic_id", id.Base64())
 	}
 }
 

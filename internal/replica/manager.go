@@ -310,7 +310,7 @@ func (m *Manager) openPartition(tp storage.TopicPartition, id metadata.UUID, cfg
 			m.log.Warn("unreadable partition.metadata; keeping the log and rewriting it", "partition", tp, "err", err)
 		case found && onDisk != id:
 			m.log.Info("log on disk belongs to an earlier topic of the same name; deleting it", "partition", tp,
-				"log_topic_id", onDisk.String(), "topic_id", id.String())
+				"log_topic_id", onDisk.Base64(), "topic_id", id.Base64())
 			if err := m.opts.Storage.DeleteLog(tp); err != nil {
 				return nil, err
 			}
