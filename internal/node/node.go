@@ -194,8 +194,6 @@ func (n *Node) start(ctx context.Context) error {
 		FS:       fs,
 		DataDir:  cfg.DataDir,
 	})
-	n.unsubImage = n.ctrl.Subscribe(n.replicas.ApplyImage)
-
 	clusterID, err := n.awaitClusterID(ctx)
 	if err != nil {
 		return err
@@ -211,6 +209,10 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// Only now may the replica manager see images: the first one deletes
+	// every log it does not name, and a metadata log that is not this
+	// data directory's (the check above) names none of them.
+	n.unsubImage = n.ctrl.Subscribe(n.replicas.ApplyImage)
 
 	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
 	n.kafka = kafkaserver.New(kafkaserver.Config{

@@ -259,9 +259,21 @@ func TestNodeIDMismatchRefused(t *testing.T) {
 	startNode(t, testConfig(t, dir))
 }
 
+// Regression: the refused start had already let the replica manager see
+// the new cluster's empty image, which deleted every partition log as a
+// stray before the mismatch was noticed: the guard lost the data it was
+// there to protect. The logs must survive the refusal.
 func TestClusterIDMismatchRefused(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, testConfig(t, dir))
+	eventually(t, 10*time.Second, n.Ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := newClient(t, n, kgo.DefaultProduceTopic("keep"), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,9 +282,12 @@ func TestClusterIDMismatchRefused(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, metadataDir)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Start(context.Background(), testConfig(t, dir))
+	_, err := Start(ctx, testConfig(t, dir))
 	if !errors.Is(err, ErrClusterIDMismatch) {
 		t.Fatalf("Start after losing metadata/: %v, want ErrClusterIDMismatch", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keep-0", "00000000000000000000.log")); err != nil {
+		t.Fatalf("the refused start lost the partition log: %v", err)
 	}
 }
 
