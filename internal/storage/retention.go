@@ -98,7 +98,12 @@ func (l *Log) ApplyRetention() (RetentionResult, error) {
 	}
 	start := max(l.logStartOffset.Load(), kept[0].baseOffset)
 	l.logStartOffset.Store(start)
-	l.highWatermark.Store(max(l.highWatermark.Load(), start))
+	// Raise the high watermark to the new start if it is below (it is not:
+	// retention deletes only below it), without a load-then-store that
+	// could undo a concurrent SetHighWatermark and hide acknowledged
+	// records until the next advance.
+	for hw := l.highWatermark.Load(); hw < start && !l.highWatermark.CompareAndSwap(hw, start); hw = l.highWatermark.Load() {
+	}
 	if err := l.epochs.TruncateFromStart(start); err != nil {
 		return res, l.fail("retention", err)
 	}
