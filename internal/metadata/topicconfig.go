@@ -3,6 +3,7 @@ package metadata
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -18,6 +19,10 @@ type ConfigDef struct {
 	// "long", "double" or "list".
 	Type string
 	Doc  string
+	// Inert: accepted, stored and described so Kafka tooling that sets it
+	// (Terraform and Strimzi specs, configs copied between clusters) works,
+	// but Fjord does not act on it yet; Doc says so.
+	Inert bool
 
 	validate func(string) error
 }
@@ -111,13 +116,64 @@ var TopicConfigDefs = []ConfigDef{
 	},
 }
 
-var topicConfigByName = func() map[string]int {
-	m := make(map[string]int, len(TopicConfigDefs))
-	for i, d := range TopicConfigDefs {
-		m[d.Name] = i
+// inertTopicConfigs are Kafka topic configs Fjord accepts and stores but
+// does not act on yet (see ConfigDef.Inert). Their values are checked as
+// Kafka checks them, so a typo is still refused. Each doc says what Fjord
+// does instead.
+var inertTopicConfigs = []ConfigDef{
+	{Name: "file.delete.delay.ms", Default: "60000", Type: "long", validate: longAtLeast(0),
+		Doc: "Not acted on: deleted segments are removed once no reader holds them."},
+	{Name: "flush.messages", Default: "9223372036854775807", Type: "long", validate: longAtLeast(1),
+		Doc: "Not acted on: flush.policy decides fsyncs (ack: before every acknowledgement, group committed)."},
+	{Name: "follower.replication.throttled.replicas", Default: "", Type: "list", validate: anyValue,
+		Doc: "Not acted on: replication is not throttled."},
+	{Name: "leader.replication.throttled.replicas", Default: "", Type: "list", validate: anyValue,
+		Doc: "Not acted on: replication is not throttled."},
+	{Name: "local.retention.bytes", Default: "-2", Type: "long", validate: longAtLeast(-2),
+		Doc: "Not acted on: there is no tiered storage; retention.bytes applies."},
+	{Name: "local.retention.ms", Default: "-2", Type: "long", validate: longAtLeast(-2),
+		Doc: "Not acted on: there is no tiered storage; retention.ms applies."},
+	{Name: "max.compaction.lag.ms", Default: "9223372036854775807", Type: "long", validate: longAtLeast(1),
+		Doc: "Not acted on yet: the cleaner runs by min.cleanable.dirty.ratio only."},
+	{Name: "message.downconversion.enable", Default: "true", Type: "boolean", validate: oneOf("true", "false"),
+		Doc: "Not acted on: Fjord never down-converts; fetches below v4 are not served."},
+	{Name: "message.format.version", Default: "3.0-IV1", Type: "string", validate: anyValue,
+		Doc: "Not acted on: batches are always record batch v2 (deprecated in Kafka too)."},
+	{Name: "message.timestamp.after.max.ms", Default: "9223372036854775807", Type: "long", validate: longAtLeast(0),
+		Doc: "Not acted on yet: producer timestamps are not bounded."},
+	{Name: "message.timestamp.before.max.ms", Default: "9223372036854775807", Type: "long", validate: longAtLeast(0),
+		Doc: "Not acted on yet: producer timestamps are not bounded."},
+	{Name: "message.timestamp.difference.max.ms", Default: "9223372036854775807", Type: "long", validate: longAtLeast(0),
+		Doc: "Not acted on yet: producer timestamps are not bounded."},
+	{Name: "min.compaction.lag.ms", Default: "0", Type: "long", validate: longAtLeast(0),
+		Doc: "Not acted on yet: any record below the cleaning bound may be compacted."},
+	{Name: "preallocate", Default: "false", Type: "boolean", validate: oneOf("true", "false"),
+		Doc: "Not acted on: segments grow as written."},
+	{Name: "remote.storage.enable", Default: "false", Type: "boolean", validate: oneOf("false"),
+		Doc: "Only false: there is no tiered storage."},
+	{Name: "segment.index.bytes", Default: "10485760", Type: "int", validate: intAtLeast(4),
+		Doc: "Not acted on: indexes grow with their segment."},
+	{Name: "segment.jitter.ms", Default: "0", Type: "long", validate: longAtLeast(0),
+		Doc: "Not acted on: segments roll at segment.ms exactly."},
+}
+
+func init() {
+	for _, d := range inertTopicConfigs {
+		d.Inert = true
+		TopicConfigDefs = append(TopicConfigDefs, d)
 	}
-	return m
-}()
+	slices.SortFunc(TopicConfigDefs, func(a, b ConfigDef) int { return strings.Compare(a.Name, b.Name) })
+	topicConfigByName = make(map[string]int, len(TopicConfigDefs))
+	for i, d := range TopicConfigDefs {
+		topicConfigByName[d.Name] = i
+	}
+}
+
+func anyValue(string) error { return nil }
+
+// topicConfigByName indexes TopicConfigDefs (built by init, with the
+// inert configs merged in and everything sorted by name).
+var topicConfigByName map[string]int
 
 // LookupTopicConfig returns the definition of a topic config.
 func LookupTopicConfig(name string) (ConfigDef, bool) {

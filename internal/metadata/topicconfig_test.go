@@ -16,10 +16,15 @@ import (
 
 func TestTopicConfigDefs(t *testing.T) {
 	want := []string{
-		"cleanup.policy", "compression.type", "delete.retention.ms", "flush.ms", "flush.policy",
-		"index.interval.bytes", "max.message.bytes", "message.timestamp.type", "min.cleanable.dirty.ratio",
-		"min.insync.replicas", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms",
-		"unclean.leader.election.enable",
+		"cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
+		"flush.messages", "flush.ms", "flush.policy", "follower.replication.throttled.replicas",
+		"index.interval.bytes", "leader.replication.throttled.replicas", "local.retention.bytes",
+		"local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+		"message.downconversion.enable", "message.format.version", "message.timestamp.after.max.ms",
+		"message.timestamp.before.max.ms", "message.timestamp.difference.max.ms", "message.timestamp.type",
+		"min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+		"remote.storage.enable", "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes",
+		"segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
 	}
 	var names []string
 	for _, d := range TopicConfigDefs {
@@ -39,6 +44,14 @@ func TestTopicConfigDefs(t *testing.T) {
 	}
 	if _, ok := LookupTopicConfig("retention"); ok {
 		t.Fatal("LookupTopicConfig found an unknown name")
+	}
+	for _, name := range []string{"min.compaction.lag.ms", "preallocate", "segment.jitter.ms"} {
+		if d, _ := LookupTopicConfig(name); !d.Inert || !strings.HasPrefix(d.Doc, "Not acted on") {
+			t.Errorf("%s: inert %v, doc %q; want it marked as not acted on", name, d.Inert, d.Doc)
+		}
+	}
+	if d, _ := LookupTopicConfig("retention.ms"); d.Inert {
+		t.Error("retention.ms marked inert")
 	}
 }
 
@@ -79,6 +92,12 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"segment.bytes", []string{"14", "1073741824", "2147483647"}, []string{"13", "0", "2147483648"}, "14 to 2147483647"},
 		{"segment.ms", []string{"1", "604800000"}, []string{"0"}, "1 to"},
 		{"unclean.leader.election.enable", []string{"false"}, []string{"true", "yes"}, "only from the ISR"},
+		// Inert configs (stored, not acted on) are still checked as
+		// Kafka checks them, so a typo is refused.
+		{"min.compaction.lag.ms", []string{"0", "3600000"}, []string{"-1", "1h"}, "0 to"},
+		{"preallocate", []string{"true", "false"}, []string{"yes", ""}, "allowed: true, false"},
+		{"remote.storage.enable", []string{"false"}, []string{"true"}, "allowed: false"},
+		{"segment.index.bytes", []string{"4", "10485760"}, []string{"3", "2147483648"}, "4 to 2147483647"},
 	}
 	for _, tc := range tests {
 		for _, v := range tc.good {
