@@ -37,7 +37,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -172,8 +171,18 @@ func nonNil(s []int32) []int32 {
 	return s
 }
 
-// isInternalTopic reports the names reserved for Kafka's internal topics.
-func isInternalTopic(name string) bool { return strings.HasPrefix(name, "__") }
+// isInternalTopic reports Kafka's internal topics: the group and
+// transaction coordinators' state (and the share-group state of Kafka 4).
+// Only these; other names starting with "__" are ordinary topics (Debezium
+// heartbeats are "__debezium-heartbeat.<prefix>"), which clients list and
+// auto-create like any other.
+func isInternalTopic(name string) bool {
+	switch name {
+	case "__consumer_offsets", "__transaction_state", "__share_group_state":
+		return true
+	}
+	return false
+}
 
 // advertisedControllerID is the controller id clients are told (see the
 // file comment).

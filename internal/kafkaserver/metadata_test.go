@@ -196,3 +196,29 @@ func TestMetadataLeaderNotAvailable(t *testing.T) {
 		t.Fatalf("p1 %+v", p1)
 	}
 }
+
+// Regression: every name starting with "__" was taken for an internal
+// topic, so "__debezium-heartbeat.x" (Debezium's default heartbeat topic)
+// was never auto-created and a user's "__mine" was hidden from topic
+// listings. Only the coordinators' topics are internal, and clients may
+// not append to them.
+func TestOnlyCoordinatorTopicsAreInternal(t *testing.T) {
+	h := newWireHarness(t)
+	h.ctrl.addTopic("__mine", 1)
+	c := h.dial()
+	resp := c.roundTrip(metadataReq(12, true, "__mine", "__debezium-heartbeat.x")).(*kmsg.MetadataResponse)
+	for _, tp := range resp.Topics {
+		if tp.ErrorCode != 0 || tp.IsInternal {
+			t.Fatalf("%s: error %d, internal %v; want an ordinary topic", *tp.Topic, tp.ErrorCode, tp.IsInternal)
+		}
+	}
+	if _, ok := h.ctrl.Image().Topic("__debezium-heartbeat.x"); !ok {
+		t.Fatal("__debezium-heartbeat.x was not auto-created")
+	}
+	for _, name := range []string{"__consumer_offsets", "__transaction_state"} {
+		p := c.roundTrip(produceReq(9, 1, name, 0, batch(t, "x", 1))).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		if p.ErrorCode != kerr.InvalidTopicException.Code {
+			t.Fatalf("produce to %s: error %d, want INVALID_TOPIC_EXCEPTION", name, p.ErrorCode)
+		}
+	}
+}

@@ -49,6 +49,7 @@ package kafkaserver
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -131,6 +132,11 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 			switch {
 			case refuseAll != nil:
 				job.err = refuseAll
+			case isInternalTopic(rt.Topic):
+				// Kafka refuses client appends to the coordinators'
+				// topics, whether or not they exist yet; only the
+				// coordinators write there.
+				job.err = fmt.Errorf("%w: cannot append to internal topic %s", kerr.InvalidTopicException, rt.Topic)
 			case !topicKnown:
 				job.err = unknownProduceTopic(rt.Topic, created)
 			case !partitionExists(t, rp.Partition):
