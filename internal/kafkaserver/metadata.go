@@ -19,9 +19,9 @@ package kafkaserver
 // its logs exist, so the answer carries the new topic and the client can
 // produce at once. A create that loses a race to another is answered from
 // the image; if the topic is still not there, LEADER_NOT_AVAILABLE tells
-// the client to retry. Internal names ("__" prefix: __consumer_offsets,
-// __transaction_state) are never auto-created: their coordinators create
-// them with their own settings.
+// the client to retry. Internal topics (__consumer_offsets,
+// __transaction_state, __share_group_state; see isInternalTopic) are never
+// auto-created: their coordinators create them with their own settings.
 //
 // Per partition: leader and leader epoch, replicas, ISR, and offline
 // replicas (replicas on brokers not registered). A partition with no
