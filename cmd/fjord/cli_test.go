@@ -511,3 +511,60 @@ func TestProduceReportsFailedRecords(t *testing.T) {
 		}
 	}
 }
+
+// Regression: --offset past the end silently read from offset 0 (the
+// client's reset policy), printing records the user did not ask for.
+func TestConsumeOffsetOutOfRange(t *testing.T) {
+	topic := topicName("offset-range")
+	ok(t, "", "topic", "create", topic, "--partitions", "1")
+	ok(t, "a\nb\nc\n", "produce", topic)
+	r := ok(t, "", "consume", topic, "--offset", "2", "--max-messages", "1")
+	if r.stdout != "c\n" {
+		t.Fatalf("--offset 2 printed %q, want c", r.stdout)
+	}
+	fails(t, "--offset 100 is outside partition "+topic+"-0 (allowed: 0, its log start, to 3, its log end)",
+		"consume", topic, "--offset", "100", "--max-messages", "1", "--brokers", sharedNode(t).KafkaAddr().String())
+}
+
+// Regression: a consumer whose topic was deleted and re-created printed an
+// UNKNOWN_TOPIC_ID warning on every poll (thousands a second) and never
+// read again. It now exits with one line saying what happened.
+func TestConsumeStopsWhenTopicRecreated(t *testing.T) {
+	topic := topicName("recreated")
+	ok(t, "", "topic", "create", topic)
+	ok(t, "first\n", "produce", topic)
+	cmd := fjordCommand(t, "consume", topic, "--from-beginning", "--brokers", brokers(t))
+	var stdout, stderr syncBuffer
+	cmd.Stdout = writerFunc(func(p []byte) (int, error) { stdout.WriteString(string(p)); return len(p), nil })
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) { stderr.WriteString(string(p)); return len(p), nil })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stdout.String(), "first") {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer printed nothing; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the child's output, not waiting for time to fix anything
+	}
+	ok(t, "", "topic", "delete", topic)
+	ok(t, "", "topic", "create", topic)
+	ok(t, "second\n", "produce", topic)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done: // the consumer noticed and exited
+		if err == nil {
+			t.Fatalf("consume exited 0 after its topic was re-created; stderr:\n%s", stderr.String())
+		}
+	case <-time.After(30 * time.Second): // it notices within a metadata refresh
+		t.Fatalf("consume still running after its topic was re-created; stderr:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "was deleted or re-created") {
+		t.Fatalf("stderr does not say why:\n%s", stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "warning"); n > 5 {
+		t.Fatalf("%d warnings printed:\n%.2000s", n, stderr.String())
+	}
+}

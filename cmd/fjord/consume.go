@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -81,15 +82,17 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 		return err
 	}
 	lookup, cancel := context.WithTimeout(ctx, requestTimeout)
-	n, err := partitionCount(lookup, kadm.NewClient(admin), topic)
-	cancel()
-	admin.Close()
+	defer cancel()
+	adm := kadm.NewClient(admin)
+	n, err := partitionCount(lookup, adm, topic)
 	if err != nil {
+		admin.Close()
 		return err
 	}
 	parts := map[int32]kgo.Offset{}
 	if cmd.Flags().Changed("partition") {
 		if o.partition >= n {
+			admin.Close()
 			return fmt.Errorf("--partition %d: topic %s has %d partitions (0 to %d)", o.partition, topic, n, n-1)
 		}
 		parts[o.partition] = start
@@ -97,6 +100,16 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 		for p := range n {
 			parts[p] = start
 		}
+	}
+	if cmd.Flags().Changed("offset") {
+		// An offset outside a partition would make the client reset to
+		// wherever its policy says (franz-go: the start), printing
+		// records the user did not ask for; say so instead.
+		err = checkOffsetInRange(lookup, adm, topic, parts, o.offset)
+	}
+	admin.Close()
+	if err != nil {
+		return err
 	}
 
 	cl, err := kgo.NewClient(
@@ -112,19 +125,34 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 
 	out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 	var (
-		buf   []byte
-		count int64
+		buf    []byte
+		count  int64
+		warned = map[topicPartition]string{}
 	)
 	for o.maxMessages == 0 || count < o.maxMessages {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			break // interrupted
 		}
+		var fatal error
 		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, context.Canceled):
+			case errors.Is(err, kerr.UnknownTopicID):
+				// The client stops fetching a partition whose topic id
+				// changed and would report it on every poll.
+				fatal = fmt.Errorf("topic %s was deleted or re-created while reading it (%v)", t, err)
+			case warned[topicPartition{t, p}] != err.Error():
+				// Each distinct error once per partition: a retriable one
+				// comes back on every poll until it clears.
+				warned[topicPartition{t, p}] = err.Error()
 				fmt.Fprintf(cmd.ErrOrStderr(), "fjord: warning: %s-%d: %v\n", t, p, err)
 			}
 		})
+		if fatal != nil {
+			out.Flush()
+			return fatal
+		}
 		iter := fetches.RecordIter()
 		for !iter.Done() && (o.maxMessages == 0 || count < o.maxMessages) {
 			buf = format.appendRecord(buf[:0], iter.Next())
@@ -141,5 +169,38 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "consumed %s\n", plural(count, "record"))
+	return nil
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// checkOffsetInRange refuses an --offset outside [log start, log end] of
+// any partition to be read, naming the range.
+func checkOffsetInRange(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]kgo.Offset, offset int64) error {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing the offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing the offsets of %s: %w", topic, err)
+	}
+	for p := range parts {
+		s, _ := starts.Lookup(topic, p)
+		e, _ := ends.Lookup(topic, p)
+		if offset < s.Offset || offset > e.Offset {
+			return fmt.Errorf("--offset %d is outside partition %s-%d (allowed: %d, its log start, to %d, its log end)",
+				offset, topic, p, s.Offset, e.Offset)
+		}
+	}
 	return nil
 }
