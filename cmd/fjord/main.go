@@ -42,6 +42,7 @@ func newRootCommand() *cobra.Command {
 		newProduceCommand(),
 		newConsumeCommand(),
 		newClusterCommand(),
+		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand()),
 	)
 	return root
 }

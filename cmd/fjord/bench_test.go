@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/bench"
+)
+
+// bench runs `fjord bench ...` in-process, with newBenchCommand as the
+// root (main.go's command list is the lead's to wire).
+func benchCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := newBenchCommand()
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	code := 0
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		stderr.WriteString("fjord: " + err.Error() + "\n")
+		code = 1
+	}
+	return result{stdout.String(), stderr.String(), code}
+}
+
+func readBenchResult(t *testing.T, path string) *bench.Result {
+	t.Helper()
+	res, err := bench.ReadResult(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(strings.TrimSuffix(path, ".json") + ".png"); err != nil || st.Size() == 0 {
+		t.Errorf("no PNG beside %s: %v", path, err)
+	}
+	return res
+}
+
+// The issue's first acceptance point, shortened: `fjord bench run
+// max-rate-1p-1kb --local` starts a node from this binary, runs, prints
+// the table, writes JSON and PNG, and leaves no node or directory
+// behind.
+func TestBenchRunLocal(t *testing.T) {
+	// The node is this test binary, run as fjord (see TestMain).
+	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	parent, out := t.TempDir(), t.TempDir()
+	r := benchCLI(t, "run", "max-rate-1p-1kb", "--local", "--data-dir", parent, "--duration", "2s", "--warmup", "500ms", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"max-rate-1p-1kb on fjord", ": PASSED", "produce ack", "end-to-end", "peak RSS", "ok    consumed == produced", "acks=all", "max-rate-1p-1kb-fjord.json"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "local node: pid") {
+		t.Errorf("stderr does not say which node ran:\n%s", r.stderr)
+	}
+	res := readBenchResult(t, filepath.Join(out, "max-rate-1p-1kb-fjord.json"))
+	if !res.Passed || res.Produce.Records == 0 || res.Workload.TestDurationSeconds != 2 || res.Workload.WarmupSeconds != 0.5 {
+		t.Errorf("result: passed %v, produce %+v, workload %+v", res.Passed, res.Produce, res.Workload)
+	}
+	if res.Node == nil || res.Node.PeakRSSBytes == 0 || res.Node.CPUSeconds <= 0 {
+		t.Errorf("node stats %+v", res.Node)
+	}
+	// The node was stopped and its directory removed.
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("--local left %d entries in %s", len(entries), parent)
+	}
+	if res.Node != nil {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(res.Node.PID)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("node pid %d still exists after the run (%v)", res.Node.PID, err)
+		}
+	}
+}
+
+// Against an existing node: --brokers, a fixed-rate workload file, the
+// topics' flush.policy, and the node's figures by --node-pid (the
+// shared node runs in this process).
+func TestBenchRunBrokers(t *testing.T) {
+	dir := t.TempDir()
+	wl := filepath.Join(dir, "small.yaml")
+	os.WriteFile(wl, []byte(`
+name: small
+topics: 1
+partitionsPerTopic: 2
+messageSize: 256
+producersPerTopic: 1
+consumerPerSubscription: 2
+producerRate: 1000
+testDurationSeconds: 1
+`), 0o644)
+	out := filepath.Join(dir, "results")
+	r := benchCLI(t, "run", wl, "--brokers", brokers(t), "--flush-policy", "interval", "--out", out, "--node-pid", strconv.Itoa(os.Getpid()))
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	res := readBenchResult(t, filepath.Join(out, "small-fjord.json"))
+	if !res.Passed || res.DriverSettings["topic flush.policy"] != "interval" || res.Node == nil || res.Node.PID != os.Getpid() {
+		t.Errorf("result: passed %v, settings %v, node %+v", res.Passed, res.DriverSettings, res.Node)
+	}
+	// The rate itself is internal/bench's to test; here, that the file's
+	// workload is what ran.
+	if res.Workload.Name != "small" || res.Workload.ProducerRate != 1000 || res.Produce.Seconds != 1 || res.Produce.Records == 0 {
+		t.Errorf("ran %+v, produce %+v", res.Workload, res.Produce)
+	}
+}
+
+func TestBenchRunRejects(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--brokers", "127.0.0.1:9092"}, "give --local or --brokers, not both"},
+		{[]string{"run", "max-rate-1p-1k"}, `unknown workload "max-rate-1p-1k": want one of catchup-2gb,`},
+		{[]string{"run", "catchup-2gb", "--duration", "3s"}, "--duration: catchup-2gb is a catch-up run"},
+		{[]string{"run", "max-rate-1p-1kb", "--duration", "-3s"}, "--duration -3s: want a positive duration"},
+		{[]string{"run", "max-rate-1p-1kb", "--data-dir", "/tmp"}, "--data-dir is for --local"},
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--node-pid", "7"}, "--node-pid is for --brokers"},
+		{[]string{"run", "max-rate-1p-1kb", "--flush-policy", "sometimes"}, "allowed: ack, interval"},
+		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:1"}, "cannot reach a broker at 127.0.0.1:1"},
+		{[]string{"run"}, "accepts 1 arg(s), received 0"},
+	} {
+		r := benchCLI(t, tc.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("fjord bench %s: exit %d, stderr %q; want a failure saying %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// The group takes the other engineers' subcommands.
+func TestBenchCommandTakesExtraSubcommands(t *testing.T) {
+	extra := newBenchCommand().Commands()[0] // any command will do
+	extra.Use = "limits"
+	cmd := newBenchCommand(extra)
+	var names []string
+	for _, c := range cmd.Commands() {
+		names = append(names, c.Name())
+	}
+	if strings.Join(names, " ") != "limits run" {
+		t.Errorf("subcommands %v, want limits and run", names)
+	}
+}

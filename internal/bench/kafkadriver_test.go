@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/testcluster"
+)
+
+// End to end: the runner and the franz-go driver against a real node
+// process, with the node's resources read from /proc.
+
+func runKafka(t *testing.T, node *testcluster.Node, w *Workload, flushPolicy string) *Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := NewKafkaDriver(ctx, w, KafkaConfig{Brokers: []string{node.Brokers()}, FlushPolicy: flushPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	res, err := Run(ctx, w, d, RunOptions{NodePID: node.Pid()})
+	if err != nil {
+		if res != nil {
+			var b strings.Builder
+			res.WriteTable(&b)
+			t.Logf("result:\n%s", b.String())
+		}
+		t.Fatalf("run failed: %v", err)
+	}
+	return res
+}
+
+func TestKafkaMaxRate(t *testing.T) {
+	node := testcluster.Start(t, testcluster.Options{LogLevel: "warn"})
+	w, err := LoadWorkload("max-rate-1p-1kb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.TestDurationSeconds, w.WarmupSeconds = 1.5, 0.5
+	res := runKafka(t, node, w, "interval")
+	if !res.Passed || res.Produce.Records == 0 || res.Consume.Records == 0 {
+		t.Fatalf("result: passed %v, produce %+v, consume %+v", res.Passed, res.Produce, res.Consume)
+	}
+	if res.ProduceLatency.Count == 0 || res.EndToEndLatency == nil || res.EndToEndLatency.Count == 0 {
+		t.Errorf("latencies missing: %+v %+v", res.ProduceLatency, res.EndToEndLatency)
+	}
+	s := res.DriverSettings
+	if s["topic flush.policy"] != "interval" || s["topic replication.factor"] != "1" || s["acks"] != "all" || s["linger"] != "0s" {
+		t.Errorf("settings %v: want the topic's flush.policy and replication factor as the node reports them", s)
+	}
+	n := res.Node
+	if n == nil || n.Error != "" || n.PID != node.Pid() || n.PeakRSSBytes < 1<<20 || n.CPUSeconds <= 0 || n.CPUWindowSeconds != 1.5 {
+		t.Errorf("node stats %+v", n)
+	}
+}
+
+// A fixed rate with keys over several partitions, producers and
+// consumers, and two subscriptions: every record reaches each
+// subscription once, at the rate asked.
+func TestKafkaFixedRateKeyed(t *testing.T) {
+	node := testcluster.Start(t, testcluster.Options{LogLevel: "warn"})
+	w := &Workload{
+		Name: "keyed", Topics: 1, PartitionsPerTopic: 6, MessageSize: 200, PayloadRandomness: 0.5,
+		SubscriptionsPerTopic: 2, ConsumerPerSubscription: 3, ProducersPerTopic: 2,
+		ProducerRate: 2000, TestDurationSeconds: 1.5, WarmupSeconds: 0.3, KeyDistributor: KeyRoundRobin,
+	}
+	res := runKafka(t, node, w, "")
+	if got := res.Produce.RecordsPerSecond; math.Abs(got-2000) > 200 {
+		t.Errorf("produced %.0f records/s, want 2,000", got)
+	}
+	if res.Consume.TotalRecords != 2*res.Produce.TotalRecords {
+		t.Errorf("consumed %d, want twice the %d produced", res.Consume.TotalRecords, res.Produce.TotalRecords)
+	}
+	if s := res.DriverSettings["topic flush.policy"]; s != "ack" {
+		t.Errorf("topic flush.policy %q, want the node's default, ack", s)
+	}
+}
+
+func TestKafkaCatchUp(t *testing.T) {
+	node := testcluster.Start(t, testcluster.Options{LogLevel: "warn"})
+	w, err := LoadWorkload("catchup-2gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.ConsumerBacklogSizeGB = 16.0 / 1024 // 16 MiB
+	res := runKafka(t, node, w, "interval")
+	if want := int64(16 << 10); res.Produce.TotalRecords != want || res.Consume.Records != want {
+		t.Errorf("backlog %d records, consumed %d in the window; want %d", res.Produce.TotalRecords, res.Consume.Records, want)
+	}
+	if res.EndToEndLatency != nil || res.Consume.MBPerSecond <= 0 {
+		t.Errorf("catch-up: end-to-end %+v, consume %+v", res.EndToEndLatency, res.Consume)
+	}
+}
+
+func TestKafkaDriverUnreachable(t *testing.T) {
+	w, _ := LoadWorkload("max-rate-1p-1kb")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := NewKafkaDriver(ctx, w, KafkaConfig{Brokers: []string{"127.0.0.1:1"}})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach a broker at 127.0.0.1:1") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := NewKafkaDriver(ctx, w, KafkaConfig{Brokers: []string{"127.0.0.1:1"}, FlushPolicy: "always"}); err == nil || !strings.Contains(err.Error(), "allowed: ack, interval") {
+		t.Errorf("bad flush policy: %v", err)
+	}
+}
