@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestMain lets the test binary be the child server process, as the
+// peer binary is: spawnServer(os.Args[0], "server", ...) runs this.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "server" {
+		os.Exit(serverMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestServerProcessLifecycle(t *testing.T) {
+	store := t.TempDir()
+	var stderr bytes.Buffer
+	p, err := spawnServer(os.Args[0], append([]string{"server"}, serverConfig{StoreDir: store, Sync: "default"}.args()...), &stderr)
+	if err != nil {
+		t.Fatalf("spawn: %v (stderr: %s)", err, stderr.String())
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = p.Stop(10 * time.Second)
+		}
+	})
+	if p.PID() == os.Getpid() {
+		t.Fatal("server runs in this process, not a child")
+	}
+	if !strings.HasPrefix(p.URL, "nats://127.0.0.1:") {
+		t.Fatalf("URL = %q, want a loopback client URL", p.URL)
+	}
+
+	nc, err := nats.Connect(p.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		t.Fatalf("JetStream not enabled in the child: %v", err)
+	}
+	// The store is the directory we gave, on file storage.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "s", Subjects: []string{"s.0"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "s.0", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(store + "/jetstream"); err != nil || len(entries) == 0 {
+		t.Fatalf("store dir %s/jetstream: %v entries, err %v", store, len(entries), err)
+	}
+	nc.Close()
+
+	pid := p.PID()
+	stopped = true
+	if err := p.Stop(10 * time.Second); err != nil {
+		t.Fatalf("stop: %v (stderr: %s)", err, stderr.String())
+	}
+	// Reaped and gone: signal 0 to a dead, reaped pid fails.
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("child %d still exists after Stop: kill(0) = %v", pid, err)
+	}
+}
+
+func TestServerProcessBadArgs(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := spawnServer(os.Args[0], []string{"server", "--sync", "sometimes", "--store", t.TempDir()}, &stderr)
+	if !errors.Is(err, errServerNotReady) {
+		t.Fatalf("err = %v, want errServerNotReady", err)
+	}
+	if !strings.Contains(stderr.String(), "sometimes") {
+		t.Fatalf("child's stderr does not say what was wrong: %q", stderr.String())
+	}
+}
+
+func TestParseSync(t *testing.T) {
+	cases := []struct {
+		in       string
+		interval time.Duration
+		always   bool
+		ok       bool
+	}{
+		{"default", 0, false, true},
+		{"", 0, false, true},
+		{"always", 0, true, true},
+		{"1s", time.Second, false, true},
+		{"0s", 0, false, false},
+		{"-1s", 0, false, false},
+		{"never", 0, false, false},
+	}
+	for _, c := range cases {
+		interval, always, err := parseSync(c.in)
+		if (err == nil) != c.ok || interval != c.interval || always != c.always {
+			t.Errorf("parseSync(%q) = %v, %v, %v; want %v, %v, ok=%v", c.in, interval, always, err, c.interval, c.always, c.ok)
+		}
+		if !c.ok && !errors.Is(err, errBadSync) {
+			t.Errorf("parseSync(%q) error %v is not errBadSync", c.in, err)
+		}
+	}
+}
