@@ -42,7 +42,7 @@ func newRootCommand() *cobra.Command {
 		newProduceCommand(),
 		newConsumeCommand(),
 		newClusterCommand(),
-		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand()),
+		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand(), newBenchReportCommand()),
 	)
 	return root
 }

@@ -1,0 +1,118 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/bench"
+	"github.com/fjordmq/fjord/internal/bench/limits"
+)
+
+func writeRun(t *testing.T, dir, name, system, workload, policy string, passed bool, mbps, recsps float64, e2eP50, e2eP99 float64, rss int64) {
+	t.Helper()
+	r := &bench.Result{
+		Workload:       bench.Workload{Name: workload},
+		System:         system,
+		DriverSettings: map[string]string{},
+		Passed:         passed,
+		Produce:        bench.Throughput{Records: 1000, MBPerSecond: mbps, RecordsPerSecond: recsps},
+		Consume:        bench.Throughput{Records: 1000, MBPerSecond: mbps},
+		ProduceLatency: bench.Latency{Count: 1000, P50Ms: 1, P99Ms: 2},
+		Node:           &bench.NodeStats{PeakRSSBytes: rss},
+	}
+	if e2eP50 > 0 {
+		r.EndToEndLatency = &bench.Latency{Count: 1000, P50Ms: e2eP50, P99Ms: e2eP99}
+	}
+	if system == "fjord" {
+		r.DriverSettings["topic flush.policy"] = policy
+	}
+	if err := r.WriteJSON(filepath.Join(dir, name+".json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeLimits(t *testing.T, dir string) {
+	t.Helper()
+	l := &limits.Result{Start: time.Date(2026, 11, 30, 19, 0, 0, 0, time.UTC), Measurements: []limits.Measurement{
+		{Name: limits.NameIngestPageCache, MedianMBps: 600},
+		{Name: limits.NameIngestSyncPerMiB, MedianMBps: 400},
+		{Name: limits.NameLoopbackTCP, MedianMBps: 2000},
+	}}
+	if err := l.WriteJSON(filepath.Join(dir, "limits.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func targets(t *testing.T, dir string) map[string]Target {
+	t.Helper()
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Target{}
+	for _, tg := range s.Targets() {
+		out[tg.What] = tg
+	}
+	var b bytes.Buffer
+	s.Write(&b) // must not panic on partial sittings
+	if !strings.Contains(b.String(), "**Targets**") {
+		t.Fatalf("no targets table:\n%s", b.String())
+	}
+	return out
+}
+
+func holds(t *testing.T, tg Target, want *bool) {
+	t.Helper()
+	switch {
+	case want == nil && tg.Holds != nil:
+		t.Errorf("%s: judged %v (%s), want not measured", tg.What, *tg.Holds, tg.Measured)
+	case want != nil && tg.Holds == nil:
+		t.Errorf("%s: not measured, want %v", tg.What, *want)
+	case want != nil && *tg.Holds != *want:
+		t.Errorf("%s: holds=%v (%s), want %v", tg.What, *tg.Holds, tg.Measured, *want)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	yes, no := true, false
+	dir := t.TempDir()
+	writeLimits(t, dir)
+	const w4 = "max-rate-16p-1kb-4p4c"
+	// Medians over passed runs: 300, 400, 500 -> 400 (the failed 900 is
+	// left out): 67% of the 600 MB/s bare ingest, 4x NATS's 100.
+	writeRun(t, dir, "i1", "fjord", w4, "interval", true, 300, 0, 0, 0, 0)
+	writeRun(t, dir, "i2", "fjord", w4, "interval", true, 500, 0, 0, 0, 0)
+	writeRun(t, dir, "i3", "fjord", w4, "interval", true, 400, 0, 0, 0, 0)
+	writeRun(t, dir, "i4", "fjord", w4, "interval", false, 900, 0, 0, 0, 0)
+	writeRun(t, dir, "n1", "nats-jetstream", w4, "", true, 100, 0, 0, 0, 0)
+	// ack: 150 MB/s is 38% of 400 and 1.5x NATS: both fail.
+	writeRun(t, dir, "a1", "fjord", w4, "ack", true, 150, 0, 0, 0, 0)
+	writeRun(t, dir, "r1", "fjord", "max-rate-16p-100b", "ack", true, 40, 420_000, 0, 0, 0)
+	writeRun(t, dir, "l1", "fjord", "latency-16p-1kb-5k", "ack", true, 5, 5000, 0.8, 12, 0)
+	writeRun(t, dir, "c1", "fjord", "catchup-2gb", "ack", true, 900, 0, 0, 0, 200<<20)
+
+	got := targets(t, dir)
+	holds(t, got[w4+", interval, produce vs bare ingest (page cache)"], &yes)
+	holds(t, got[w4+", interval, produce vs NATS publish"], &yes)
+	holds(t, got[w4+", ack, produce vs bare ingest (fdatasync per MiB)"], &no)
+	holds(t, got[w4+", ack, produce vs NATS publish"], &no)
+	holds(t, got["max-rate-1p-1kb, produce vs NATS publish"], nil) // neither side ran
+	holds(t, got["max-rate-16p-100b, produce"], &no)
+	holds(t, got["catchup-2gb, consume vs loopback TCP"], &yes) // 45%
+	holds(t, got["latency-16p-1kb-5k, end-to-end p50"], &yes)
+	holds(t, got["latency-16p-1kb-5k, end-to-end p99"], &no)
+	holds(t, got["node peak RSS after 2 GB ingested (catchup-2gb)"], &yes)
+	if m := got[w4+", interval, produce vs bare ingest (page cache)"].Measured; !strings.Contains(m, "400.0 MB/s = 67%") {
+		t.Errorf("median over passed runs: %q, want 400.0 MB/s = 67%%", m)
+	}
+}
+
+func TestLoadEmpty(t *testing.T) {
+	if _, err := Load(t.TempDir()); !errors.Is(err, ErrNoResults) {
+		t.Fatalf("empty dir: %v, want ErrNoResults", err)
+	}
+}
