@@ -124,9 +124,15 @@ func median(runs []*bench.Result, f func(*bench.Result) (float64, bool)) (float6
 	return (v[n/2-1] + v[n/2]) / 2, n, true
 }
 
-func produceMBps(r *bench.Result) (float64, bool)   { return r.Produce.MBPerSecond, r.Produce.Records > 0 }
-func produceRecsps(r *bench.Result) (float64, bool) { return r.Produce.RecordsPerSecond, r.Produce.Records > 0 }
-func consumeMBps(r *bench.Result) (float64, bool)   { return r.Consume.MBPerSecond, r.Consume.Records > 0 }
+func produceMBps(r *bench.Result) (float64, bool) {
+	return r.Produce.MBPerSecond, r.Produce.Records > 0
+}
+func produceRecsps(r *bench.Result) (float64, bool) {
+	return r.Produce.RecordsPerSecond, r.Produce.Records > 0
+}
+func consumeMBps(r *bench.Result) (float64, bool) {
+	return r.Consume.MBPerSecond, r.Consume.Records > 0
+}
 func e2e(pick func(*bench.Latency) float64) func(*bench.Result) (float64, bool) {
 	return func(r *bench.Result) (float64, bool) {
 		if r.EndToEndLatency == nil || r.EndToEndLatency.Count == 0 {
