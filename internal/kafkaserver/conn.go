@@ -26,14 +26,18 @@ package kafkaserver
 // in order, waits for each to be filled, writes it and gives the token
 // back. So responses leave in request order however the handlers
 // finish, and at most MaxInFlight requests are unanswered; past that the
-// reader stops reading and TCP pushes back on the client.
+// reader stops reading and TCP pushes back on the client. Produces are
+// held tighter: the reader reads no frame while two produces on the
+// connection have not finished their appends (readLoop), so a producer's
+// window waits in the socket buffers rather than in the heap.
 //
-// A frame buffer is allocated as its bytes arrive (first up to 1 MiB,
-// then doubling), so a client that announces a large frame and sends
-// nothing pins little memory. The records of a produce request alias the
-// frame (kmsg's ReadFrom slices byte fields out of its input), so they
-// are appended without a copy; the frame goes back to its pool only after
-// the request's response is written.
+// A frame buffer is taken from the pool (bufpool.go) as its bytes arrive
+// (first up to 1 MiB, then doubling), so a client that announces a large
+// frame and sends nothing pins little memory. The records of a produce
+// request alias the frame (kmsg's ReadFrom slices byte fields out of its
+// input), so they are appended without a copy. The frame goes back to
+// its pool once the request's response is written, or, for a produce,
+// as soon as its appends are done (request.releaseFrame).
 //
 // Closing: bad framing, an unknown API key, an unsupported version of any
 // API but ApiVersions, a body that does not decode, a handler error or
@@ -71,20 +75,13 @@ const (
 	// firstChunkBytes is how much of a frame is allocated before its
 	// bytes arrive.
 	firstChunkBytes = 1 << 20
-	// smallFrameBytes and the pools below: frames up to these sizes reuse
-	// buffers; larger ones are allocated and left to the GC.
-	smallFrameBytes = 64 << 10
-	// maxPooledResponseBytes: the writer keeps its response buffer for
-	// the next response unless it grew past this (one huge fetch must not
-	// pin memory for the connection's lifetime).
-	maxPooledResponseBytes = 4 << 20
-	apiVersionsKey         = 18
-	produceKey             = 0
-)
-
-var (
-	smallFramePool = sync.Pool{New: func() any { b := make([]byte, smallFrameBytes); return &b }}
-	largeFramePool = sync.Pool{New: func() any { b := make([]byte, firstChunkBytes); return &b }}
+	// maxKeptResponseBytes: the writer keeps its response buffer for the
+	// next response unless it grew past this; a larger one goes back to
+	// the pool (one huge fetch must not pin memory for the connection's
+	// lifetime).
+	maxKeptResponseBytes = 64 << 10
+	apiVersionsKey       = 18
+	produceKey           = 0
 )
 
 // errCloseConnection, returned by a handler, closes the connection once
@@ -118,6 +115,10 @@ type conn struct {
 	// lastTurn is the produce turn of the latest Produce request read;
 	// the next one waits for it. Only the reader goroutine touches it.
 	lastTurn *produceTurn
+	// prevTurn is the produce turn before lastTurn, until it ends. The
+	// reader reads no further frame until it has (readLoop). Only the
+	// reader goroutine touches it.
+	prevTurn *produceTurn
 
 	handlers  sync.WaitGroup
 	closeOnce sync.Once
@@ -132,7 +133,7 @@ type slot struct {
 	key           int16
 	version       int16
 	correlationID int32
-	frame         *[]byte // returned to its pool once written, may be nil
+	frame         []byte // returned to its pool once written, may be nil
 
 	resp    kmsg.Response // nil: nothing to write (acks=0)
 	release func()
@@ -228,6 +229,23 @@ func (c *conn) readLoop() error {
 		case <-c.closed: // the writer failed or the server is closing
 			return nil
 		}
+		// Read at most one produce frame ahead of the appends: the
+		// frames of produces waiting their turn hold their records in
+		// the heap, and a client with many in flight (or a fast one
+		// while the partitions' appends are slow) would otherwise have
+		// the reader copy its whole window into memory. Waiting here
+		// leaves the rest in the socket buffers, which is TCP's
+		// backpressure, and costs no pipelining: the turn before the
+		// last is done appending, and acks are still awaited
+		// concurrently.
+		if t := c.prevTurn; t != nil {
+			select {
+			case <-t.done: // appended: its frame is back in the pool
+			case <-c.closed:
+				return nil
+			}
+			c.prevTurn = nil
+		}
 		n, err := c.readFull(br, sizeBuf[:])
 		if err != nil {
 			if n == 0 && errors.Is(err, io.EOF) {
@@ -244,7 +262,7 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		if err := c.dispatch(frame); err != nil {
-			putFrame(frame)
+			putBuffer(frame)
 			return err
 		}
 	}
@@ -292,56 +310,34 @@ func (c *conn) readFull(r io.Reader, buf []byte) (int, error) {
 
 // readFrame reads a size-byte frame, growing its buffer as bytes arrive:
 // a frame over firstChunkBytes starts in a pooled 1 MiB buffer and is
-// moved to a doubling one only as its bytes come in.
-func (c *conn) readFrame(r io.Reader, size int) (*[]byte, error) {
-	var frame *[]byte
-	if size <= smallFrameBytes {
-		frame = smallFramePool.Get().(*[]byte)
-	} else {
-		frame = largeFramePool.Get().(*[]byte)
-	}
-	buf := (*frame)[:cap(*frame)]
+// moved to one twice as large (pooled too) only as its bytes come in.
+func (c *conn) readFrame(r io.Reader, size int) ([]byte, error) {
+	buf := getBuffer(min(size, firstChunkBytes))
 	filled := 0
 	for filled < size {
 		if filled == len(buf) {
-			grown := make([]byte, min(size, 2*len(buf)))
-			copy(grown, buf)
-			putFrame(frame)
-			buf, frame = grown, &grown
+			grown := getBuffer(min(size, 2*len(buf)))
+			copy(grown, buf[:filled])
+			putBuffer(buf)
+			buf = grown
 		}
 		n, err := c.readFull(r, buf[filled:min(size, len(buf))])
 		filled += n
 		if err != nil {
-			putFrame(frame)
+			putBuffer(buf)
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return nil, fmt.Errorf("truncated frame (%d of %d bytes): %w", filled, size, err)
 		}
 	}
-	*frame = buf[:size]
-	return frame, nil
-}
-
-// putFrame returns a frame buffer to its pool.
-func putFrame(frame *[]byte) {
-	if frame == nil {
-		return
-	}
-	switch cap(*frame) {
-	case smallFrameBytes:
-		*frame = (*frame)[:0]
-		smallFramePool.Put(frame)
-	case firstChunkBytes:
-		*frame = (*frame)[:0]
-		largeFramePool.Put(frame)
-	}
+	return buf[:size], nil
 }
 
 // dispatch decodes one frame and either queues an answer or returns why
 // the connection must close. It owns frame: on success the slot holds it.
-func (c *conn) dispatch(frame *[]byte) error {
-	r := kbin.Reader{Src: *frame}
+func (c *conn) dispatch(frame []byte) error {
+	r := kbin.Reader{Src: frame}
 	key := r.Int16()
 	version := r.Int16()
 	correlationID := r.Int32()
@@ -390,10 +386,11 @@ func (c *conn) dispatch(frame *[]byte) error {
 		clientID:      clientID,
 		body:          body,
 		conn:          c,
+		sl:            sl,
 	}
 	if key == produceKey {
 		req.turn = newProduceTurn(c.lastTurn)
-		c.lastTurn = req.turn
+		c.prevTurn, c.lastTurn = c.lastTurn, req.turn
 	}
 	c.queue <- sl
 	c.handlers.Add(1)
@@ -459,7 +456,7 @@ func (sl *slot) finish() {
 		sl.release()
 		sl.release = nil
 	}
-	putFrame(sl.frame)
+	putBuffer(sl.frame)
 	sl.frame = nil
 }
 
@@ -503,11 +500,16 @@ func (c *conn) writeLoop() (abandoned []*slot) {
 		}
 		var err error
 		if sl.resp != nil {
+			if hint := responseSizeHint(sl.resp); hint > cap(buf) {
+				putBuffer(buf)
+				buf = getBuffer(hint)
+			}
 			buf, err = c.encode(buf[:0], sl)
 			if err == nil {
 				err = c.write(bw, buf)
 			}
-			if cap(buf) > maxPooledResponseBytes {
+			if cap(buf) > maxKeptResponseBytes {
+				putBuffer(buf)
 				buf = nil
 			}
 		}

@@ -57,7 +57,13 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	resp := body.ResponseKind().(*kmsg.FetchResponse)
 	usesIDs := req.version >= 13
 
-	var parts []fetchReqPartition
+	// Slices are sized up front: a consumer at the log end fetches often,
+	// and growing them by append was most of this handler's allocation.
+	nparts := 0
+	for i := range body.Topics {
+		nparts += len(body.Topics[i].Partitions)
+	}
+	parts := make([]fetchReqPartition, 0, nparts)
 	for i := range body.Topics {
 		rt := &body.Topics[i]
 		for j := range rt.Partitions {
@@ -111,8 +117,8 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	names := make([]string, len(fc.parts))
 	ids := make([]metadata.UUID, len(fc.parts))
 	edgeErr := make([]error, len(fc.parts))
-	var reads []replica.FetchPartition
-	var readIdx []int // reads[k] answers fc.parts[readIdx[k]]
+	reads := make([]replica.FetchPartition, 0, len(fc.parts))
+	readIdx := make([]int, 0, len(fc.parts)) // reads[k] answers fc.parts[readIdx[k]]
 	for i, p := range fc.parts {
 		var t *metadata.Topic
 		var ok bool
@@ -239,6 +245,14 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			} else {
 				rt.Topic = fc.parts[i].key.topic
 			}
+			// Room for this topic's run of included parts.
+			run := 0
+			for k := i; k < len(answers) && (!include[k] || sameFetchTopicKey(fc.parts[k].key, fc.parts[i].key, usesIDs)); k++ {
+				if include[k] {
+					run++
+				}
+			}
+			rt.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, run)
 			resp.Topics = append(resp.Topics, rt)
 			n++
 		}
@@ -271,6 +285,13 @@ func fetchKey(usesIDs bool, topic string, topicID [16]byte, partition int32) ses
 		return sessionPartKey{topicID: topicID, partition: partition}
 	}
 	return sessionPartKey{topic: topic, partition: partition}
+}
+
+func sameFetchTopicKey(a, b sessionPartKey, usesIDs bool) bool {
+	if usesIDs {
+		return a.topicID == b.topicID
+	}
+	return a.topic == b.topic
 }
 
 func sameFetchTopic(rt *kmsg.FetchResponseTopic, k sessionPartKey, usesIDs bool) bool {

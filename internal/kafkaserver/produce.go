@@ -173,6 +173,17 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 		pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks)
 	}
 	req.turn.end()
+	// Every batch is in the log or refused: nothing reads the records
+	// again, so their frame goes back to the pool now (request.releaseFrame).
+	for _, j := range jobs {
+		j.records = nil
+	}
+	for i := range body.Topics {
+		for k := range body.Topics[i].Partitions {
+			body.Topics[i].Partitions[k].Records = nil
+		}
+	}
+	req.releaseFrame()
 	waitOne := func(i int) {
 		if j := todo[i]; j.err == nil {
 			j.result, j.err = pending[i].Wait(ctx, timeout)

@@ -128,6 +128,24 @@ type request struct {
 	conn          *conn
 	// turn orders a connection's produce appends (nil for other APIs).
 	turn *produceTurn
+	// sl is the request's place in the response order; its frame is the
+	// buffer body's byte fields alias.
+	sl *slot
+}
+
+// releaseFrame gives the request's frame back to the pool before the
+// response is written: for a handler done with every byte field of its
+// body (those alias the frame; strings are copies). Produce calls it once
+// its appends are in the log, so a connection's produce frames are not
+// held through the fsync and high-watermark waits, which would keep the
+// data in flight resident twice, in the page cache and the heap.
+// REQUIRES: called from the request's handler goroutine, which then
+// touches no byte field of body.
+func (r *request) releaseFrame() {
+	if r.sl != nil {
+		putBuffer(r.sl.frame)
+		r.sl.frame = nil
+	}
 }
 
 // New returns a Server. It does not listen until Serve.

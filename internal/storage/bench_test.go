@@ -484,3 +484,31 @@ func TestScannerBufferFitsData(t *testing.T) {
 		t.Fatalf("scanned up to offset %d, want 6", next)
 	}
 }
+
+// BenchmarkReadTail is a caught-up consumer's read: one 16 KiB batch at a
+// time from near the log end into a reused buffer, the fetch path's shape
+// at low rates (latency-16p-1kb-5k). One op is one ReadInto; the figure to
+// watch is allocs/op and B/op (each lookup used to allocate its 8 KiB
+// read-ahead).
+func BenchmarkReadTail(b *testing.B) {
+	l := benchOpenLog(b, vfs.OS(), FlushInterval)
+	batch := benchBatch(b, benchRand(1), 16<<10)
+	for range 256 {
+		if _, err := l.Append(batch, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	leo := l.LogEndOffset()
+	perBatch := leo / 256
+	buf := make([]byte, 64<<10)
+	b.ReportAllocs()
+	i := int64(0)
+	for b.Loop() {
+		offset := leo - perBatch*(1+i%64)
+		i++
+		rr, err := l.ReadInto(buf, offset, len(batch), leo)
+		if err != nil || len(rr.Records) != len(batch) {
+			b.Fatalf("read at %d: %d bytes, %v", offset, len(rr.Records), err)
+		}
+	}
+}

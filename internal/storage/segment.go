@@ -239,6 +239,15 @@ func newScanner(f vfs.File, pos, end int64, chunk int) *scanner {
 	return &scanner{f: f, pos: pos, end: end, buf: make([]byte, 0, chunk)}
 }
 
+// findReadAhead is findBatch's read-ahead from the index entry: the index
+// interval (4 KiB by default) and then some, so the batch the entry points
+// at and those up to the offset wanted usually come in one read.
+const findReadAhead = 8 << 10
+
+// findBufPool holds findBatch's read-ahead buffers (cap findReadAhead;
+// the scanner reads no more than the segment holds past the position).
+var findBufPool = sync.Pool{New: func() any { b := make([]byte, 0, findReadAhead); return &b }}
+
 // errSegmentRemoved: the segment was deleted (retention, truncation,
 // compaction) after the caller took it from the log's list.
 var errSegmentRemoved = errors.New("segment removed")
@@ -302,6 +311,11 @@ func (s *segment) findBatch(offset int64) (int64, record.Header, error) {
 	if err != nil {
 		return 0, record.Header{}, err
 	}
+	// Every fetch looks its offset up here, in each partition it reads:
+	// a fresh read-ahead buffer per lookup made this the fetch path's
+	// largest allocation for consumers at the log end.
+	bp := findBufPool.Get().(*[]byte)
+	defer findBufPool.Put(bp)
 	for attempt := 0; ; attempt++ {
 		var entry offsetEntry
 		if offset > s.baseOffset {
@@ -313,7 +327,7 @@ func (s *segment) findBatch(offset int64) (int64, record.Header, error) {
 				return 0, record.Header{}, err
 			}
 		}
-		sc := newScanner(f, int64(entry.pos), s.size.Load(), 8<<10)
+		sc := &scanner{f: f, pos: int64(entry.pos), end: s.size.Load(), buf: (*bp)[:0]}
 		for first := true; ; first = false {
 			h, err := sc.header()
 			if err == io.EOF {
