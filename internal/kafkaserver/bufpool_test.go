@@ -6,28 +6,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func TestBufferPoolClasses(t *testing.T) {
-	for _, n := range []int{0, 1, 4 << 10, 4<<10 + 1, 1 << 20, 1<<20 + 1, 5 << 20, 16 << 20} {
-		b := getBuffer(n)
-		if len(b) < n || len(b) != cap(b) {
-			t.Fatalf("getBuffer(%d): len %d cap %d", n, len(b), cap(b))
-		}
-		if n > 4<<10 && len(b) >= 2*n {
-			t.Fatalf("getBuffer(%d) = %d bytes, twice or more", n, len(b))
-		}
-		putBuffer(b)
-	}
-	if b := getBuffer(16<<20 + 1); cap(b) != 16<<20+1 {
-		t.Fatalf("above the largest class: cap %d, want exact", cap(b))
-	}
-	// A buffer that is not a class size is not pooled (it would come back
-	// as a class it is smaller than).
-	putBuffer(make([]byte, 5000))
-	if b := getBuffer(5000); cap(b) != 8<<10 {
-		t.Fatalf("getBuffer(5000) after putting a 5000-byte buffer: cap %d, want 8192", cap(b))
-	}
-}
-
 func TestResponseSizeHintCoversFetch(t *testing.T) {
 	resp := kmsg.NewPtrFetchResponse()
 	resp.SetVersion(16)

@@ -2,9 +2,9 @@ package replica
 
 import (
 	"context"
-	"math/bits"
-	"sync"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/bufpool"
 )
 
 // The fetch path (DESIGN.md section 11), after kafkaserver resolved the
@@ -35,52 +35,19 @@ import (
 // last stable offset equals the high watermark and read_committed reads
 // what read_uncommitted reads.
 
-// Buffer pool: one sync.Pool per power-of-two size class from 4 KiB to
-// 8 MiB. A read takes the class that fits its partition limit (the
-// largest for bigger limits; storage allocates if a batch needs more).
-// When the data read fills little of its buffer, it is moved to a buffer
-// of its own size and the large one goes straight back: otherwise a
-// fetch over a thousand partitions with a few bytes each would pin a
-// thousand 1 MiB buffers until its response is written.
-const (
-	minBufShift = 12 // 4 KiB
-	maxBufShift = 23 // 8 MiB
-)
-
-var bufPools [maxBufShift - minBufShift + 1]sync.Pool
-
-// bufClass returns the pool index whose buffers hold n bytes, capped at
-// the largest class.
-func bufClass(n int) int {
-	if n <= 1<<minBufShift {
-		return 0
-	}
-	shift := bits.Len(uint(n - 1))
-	return min(shift, maxBufShift) - minBufShift
-}
-
-func getBuf(n int) *[]byte {
-	c := bufClass(n)
-	if b, ok := bufPools[c].Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, 1<<(c+minBufShift))
-	return &b
-}
-
-func putBuf(b *[]byte) {
-	c := cap(*b)
-	if c < 1<<minBufShift || c > 1<<maxBufShift || c&(c-1) != 0 {
-		return // not one of ours: storage grew past the class
-	}
-	*b = (*b)[:c]
-	bufPools[bits.Len(uint(c))-1-minBufShift].Put(b)
-}
+// Read buffers come from the data path's pool (internal/bufpool). A read
+// takes the class that fits its partition limit, at most maxReadBufBytes
+// (storage allocates if a batch needs more). When the data read fills
+// little of its buffer, it is moved to a buffer of its own size and the
+// large one goes straight back: otherwise a fetch over a thousand
+// partitions with a few bytes each would pin a thousand 1 MiB buffers
+// until its response is written.
+const maxReadBufBytes = 8 << 20
 
 // sameBuffer reports whether records aliases buf (storage reads into buf
 // when it is large enough, else allocates).
-func sameBuffer(records []byte, buf *[]byte) bool {
-	return len(records) > 0 && cap(*buf) > 0 && &records[0] == &(*buf)[:1][0]
+func sameBuffer(records, buf []byte) bool {
+	return len(records) > 0 && cap(buf) > 0 && &records[0] == &buf[:1][0]
 }
 
 // fetchSatisfied is the delayed fetch's completion rule (Kafka's
@@ -97,7 +64,7 @@ type fetch struct {
 	params FetchParams
 	parts  []FetchPartition
 	res    *FetchResult
-	bufs   []*[]byte // pooled buffers the results alias
+	bufs   [][]byte // pooled buffers the results alias
 	// resolved[i] is the partition parts[i] found on the last read.
 	resolved []*Partition
 }
@@ -162,7 +129,7 @@ func (m *Manager) Fetch(ctx context.Context, params FetchParams, parts []FetchPa
 
 func (f *fetch) releaseBuffers() {
 	for _, b := range f.bufs {
-		putBuf(b)
+		bufpool.Put(b)
 	}
 	f.bufs = f.bufs[:0]
 }
@@ -227,10 +194,10 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 		// an error: storage checks the range before the bound.
 		bound = fp.FetchOffset
 	}
-	buf := getBuf(limit)
-	rr, err := p.log.ReadInto(*buf, fp.FetchOffset, limit, bound)
+	buf := bufpool.Get(min(limit, maxReadBufBytes))
+	rr, err := p.log.ReadInto(buf, fp.FetchOffset, limit, bound)
 	if err != nil {
-		putBuf(buf)
+		bufpool.Put(buf)
 		return FetchPartitionResult{}, p.explainClosed(err)
 	}
 	records := rr.Records
@@ -241,14 +208,14 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 	}
 	switch {
 	case len(records) == 0:
-		putBuf(buf)
+		bufpool.Put(buf)
 		records = nil
 	case !sameBuffer(records, buf):
-		putBuf(buf) // storage allocated: the batch was larger than the class
-	case bufClass(len(records)) < bufClass(cap(*buf))-1:
-		small := getBuf(len(records))
-		records = append((*small)[:0], records...)
-		putBuf(buf)
+		bufpool.Put(buf) // storage allocated: the batch was larger than the buffer
+	case bufpool.ClassBytes(len(records)) < cap(buf)/2:
+		small := bufpool.Get(len(records))
+		records = append(small[:0], records...)
+		bufpool.Put(buf)
 		f.bufs = append(f.bufs, small)
 	default:
 		f.bufs = append(f.bufs, buf)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/bufpool"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage"
@@ -435,7 +436,7 @@ func TestFetchBuffers(t *testing.T) {
 		if got := values(t, p.Records); !slices.Equal(got, []string{fmt.Sprintf("p%d-0", i)}) {
 			t.Fatalf("partition %d: %q", i, got)
 		}
-		if cap(p.Records) > 1<<minBufShift {
+		if cap(p.Records) > bufpool.ClassBytes(0) {
 			t.Fatalf("partition %d: a %d-byte result holds a %d-byte buffer", i, len(p.Records), cap(p.Records))
 		}
 	}

@@ -167,20 +167,3 @@ func TestPartitionMetadataFormat(t *testing.T) {
 		}
 	}
 }
-
-func TestBufClass(t *testing.T) {
-	cases := []struct{ n, size int }{
-		{0, 4096}, {1, 4096}, {4096, 4096}, {4097, 8192}, {1 << 20, 1 << 20}, {1<<20 + 1, 2 << 20},
-		{8 << 20, 8 << 20}, {100 << 20, 8 << 20},
-	}
-	for _, c := range cases {
-		if got := 1 << (bufClass(c.n) + minBufShift); got != c.size {
-			t.Errorf("bufClass(%d) holds %d, want %d", c.n, got, c.size)
-		}
-		b := getBuf(c.n)
-		if len(*b) != c.size {
-			t.Errorf("getBuf(%d) has %d bytes, want %d", c.n, len(*b), c.size)
-		}
-		putBuf(b)
-	}
-}
