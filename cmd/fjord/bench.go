@@ -51,6 +51,7 @@ type benchRunOptions struct {
 	warmup      time.Duration
 	warmupSet   bool
 	nodePID     int32
+	cpuProfile  string
 }
 
 const defaultBenchOut = "./bench-results"
@@ -71,7 +72,8 @@ or a path to a workload YAML file with OMB's field names.
 --local starts a node from this binary in a temporary directory, runs the
 workload against it, stops it and removes the directory. Otherwise the
 workload runs against --brokers; --node-pid names that node's process for the
-resource figures.
+resource figures. With --local, --cpu-profile FILE also writes a CPU profile
+of the node over the measured window (read it with go tool pprof).
 
 The result is written to <out>/<workload>-fjord.json and .png. The run checks
 its own numbers (every record acknowledged is consumed exactly once, intact;
@@ -91,6 +93,9 @@ no send failed) and exits non-zero when a check fails.`,
 			if o.local && o.nodePID != 0 {
 				return errors.New("--node-pid is for --brokers: --local knows its node's process")
 			}
+			if !o.local && o.cpuProfile != "" {
+				return errors.New("--cpu-profile is for --local: it profiles the node the run starts")
+			}
 			return runBench(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -102,6 +107,7 @@ no send failed) and exits non-zero when a check fails.`,
 	f.Var(newEnumFlag(&o.flushPolicy, "", "ack", "interval"), "flush-policy", "flush.policy of the run's topics: ack or interval (default: the broker's, ack on Fjord)")
 	f.DurationVar(&o.duration, "duration", 0, "measured duration, e.g. 30s (default: the workload's testDurationSeconds)")
 	f.DurationVar(&o.warmup, "warmup", 0, "warmup before the measured window, e.g. 10s (default: the workload's warmupSeconds)")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "with --local: write a CPU profile of the node over the measured window to this file")
 	f.Var(newIntFlag(&o.nodePID, 0, 0, 1<<22, "(0: none)"), "node-pid", "with --brokers: the node's process id on this machine, for its memory and CPU figures")
 	return cmd
 }
@@ -141,6 +147,11 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	if err != nil {
 		return err
 	}
+	if o.cpuProfile != "" && (w.ConsumerBacklogSizeGB > 0 || w.MessageCount > 0) {
+		// The profile's length is asked for when the window starts.
+		return fmt.Errorf("--cpu-profile: %s's measured window ends with its last record, so its length is not known when it starts; "+
+			"profile a run of fixed --duration", w.Name)
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -152,7 +163,7 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	var node *localNode
 	if o.local {
 		fmt.Fprintf(stderr, "starting a local node...\n")
-		node, err = startLocalNode(ctx, o.dataDir)
+		node, err = startLocalNode(ctx, o.dataDir, o.cpuProfile != "")
 		if err != nil {
 			return err
 		}
@@ -188,7 +199,24 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	defer d.Close()
 	fmt.Fprintf(stderr, "running %s against %s\n", w.Name, strings.Join(seeds, ","))
 
-	res, runErr := bench.Run(runCtx, w, d, bench.RunOptions{NodePID: pid, Progress: stderr})
+	opts := bench.RunOptions{NodePID: pid, Progress: stderr}
+	var profile *nodeProfile
+	if o.cpuProfile != "" {
+		profile = &nodeProfile{url: "http://" + node.pprofAddr + "/debug/pprof/profile", path: o.cpuProfile, done: make(chan struct{})}
+		opts.OnMeasure = func(seconds float64) { profile.start(runCtx, seconds, stderr) }
+	}
+	res, runErr := bench.Run(runCtx, w, d, opts)
+	if profile != nil {
+		if perr := profile.wait(); perr != nil && runErr == nil && res != nil {
+			// The results are still written below; the exit says the
+			// profile is missing.
+			defer func() {
+				if err == nil {
+					err = perr
+				}
+			}()
+		}
+	}
 	if res == nil {
 		switch {
 		case ctx.Err() != nil:
@@ -213,6 +241,62 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	return runErr
 }
 
+// nodeProfile fetches the local node's CPU profile over the measured
+// window, from the node's --pprof-addr.
+type nodeProfile struct {
+	url     string
+	path    string
+	started bool
+	done    chan struct{} // closed when the fetch ended; err is then set
+	err     error
+}
+
+// start begins the fetch; it is called as the window starts. pprof
+// takes whole seconds, so the profile covers the window's whole seconds
+// (at least one).
+func (p *nodeProfile) start(ctx context.Context, window float64, stderr io.Writer) {
+	seconds := max(int(window), 1)
+	p.started = true
+	fmt.Fprintf(stderr, "profiling the node for %d s into %s\n", seconds, p.path)
+	go func() {
+		defer close(p.done)
+		p.err = p.fetch(ctx, seconds)
+	}()
+}
+
+func (p *nodeProfile) fetch(ctx context.Context, seconds int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"?seconds="+strconv.Itoa(seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: reading the profile: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("--cpu-profile: the node answered %s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	if err := os.WriteFile(p.path, body, 0o644); err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return nil
+}
+
+// wait returns the fetch's error once it ended; nil when it never
+// started (the run ended before its window did, and says why itself).
+func (p *nodeProfile) wait() error {
+	if !p.started {
+		return nil
+	}
+	<-p.done
+	return p.err
+}
+
 // localNode is a `fjord serve` child process for --local: this same
 // binary, on free loopback ports, in a temporary directory removed when
 // it stops.
@@ -220,6 +304,7 @@ type localNode struct {
 	dir       string // holds data/ and node.log
 	kafkaAddr string
 	httpAddr  string
+	pprofAddr string // empty: not profiled
 	cmd       *exec.Cmd
 	done      chan struct{} // closed when the process exited; waitErr is then set
 	waitErr   error
@@ -236,7 +321,7 @@ func (n *localNode) dataDir() string { return filepath.Join(n.dir, "data") }
 func (n *localNode) logPath() string { return filepath.Join(n.dir, "node.log") }
 func (n *localNode) pid() int        { return n.cmd.Process.Pid }
 
-func startLocalNode(ctx context.Context, parent string) (*localNode, error) {
+func startLocalNode(ctx context.Context, parent string, pprof bool) (*localNode, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("--local: finding this binary: %w", err)
@@ -246,7 +331,7 @@ func startLocalNode(ctx context.Context, parent string) (*localNode, error) {
 		return nil, fmt.Errorf("--local: %w", err)
 	}
 	for try := 1; ; try++ {
-		n, err := launchLocalNode(ctx, exe, dir)
+		n, err := launchLocalNode(ctx, exe, dir, pprof)
 		if err == nil {
 			return n, nil
 		}
@@ -262,12 +347,15 @@ func startLocalNode(ctx context.Context, parent string) (*localNode, error) {
 // launchLocalNode starts the process and waits until /readyz answers
 // 200. On failure the process is gone; the node is returned (when it
 // was started) so the caller can read its log.
-func launchLocalNode(ctx context.Context, exe, dir string) (*localNode, error) {
-	ports, err := freeLoopbackPorts(3)
+func launchLocalNode(ctx context.Context, exe, dir string, pprof bool) (*localNode, error) {
+	ports, err := freeLoopbackPorts(4)
 	if err != nil {
 		return nil, err
 	}
 	n := &localNode{dir: dir, kafkaAddr: ports[0], httpAddr: ports[2], done: make(chan struct{})}
+	if pprof {
+		n.pprofAddr = ports[3]
+	}
 	log, err := os.OpenFile(n.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -283,6 +371,7 @@ func launchLocalNode(ctx context.Context, exe, dir string) (*localNode, error) {
 		"--advertised-kafka-addr", n.kafkaAddr,
 		"--controller-addr", ports[1],
 		"--http-addr", n.httpAddr,
+		"--pprof-addr", n.pprofAddr,
 		"--auto-create-topics=false",
 		"--num-partitions", "1",
 		"--log-level", "warn",

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,6 +86,44 @@ func TestBenchRunLocal(t *testing.T) {
 	}
 }
 
+// --cpu-profile fetches the local node's CPU profile over the measured
+// window: a gzipped pprof protobuf.
+func TestBenchRunLocalCPUProfile(t *testing.T) {
+	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	// The user's environment must not give the node a profiling
+	// listener of its own choosing: --local sets every serve flag.
+	t.Setenv("FJORD_PPROF_ADDR", "not-an-address")
+	parent, out := t.TempDir(), t.TempDir()
+	prof := filepath.Join(t.TempDir(), "node.pprof")
+	r := benchCLI(t, "run", "max-rate-1p-1kb", "--local", "--data-dir", parent, "--duration", "2s", "--warmup", "500ms", "--out", out, "--cpu-profile", prof)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "profiling the node for 2 s into "+prof) {
+		t.Errorf("stderr does not say the node is profiled:\n%s", r.stderr)
+	}
+	data, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("profile of %d bytes is not gzipped: %v", len(data), err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil || len(raw) == 0 {
+		t.Fatalf("profile does not decompress to anything: %d bytes, %v", len(raw), err)
+	}
+	// The node's samples carry its functions' names.
+	if !bytes.Contains(raw, []byte("github.com/fjordmq/fjord/")) {
+		t.Errorf("profile names no Fjord function")
+	}
+	res := readBenchResult(t, filepath.Join(out, "max-rate-1p-1kb-fjord.json"))
+	if res.Client == nil || res.Client.CPUSeconds <= 0 || res.Client.CPUWindowSeconds != 2 {
+		t.Errorf("client stats %+v, want CPU over the 2 s window", res.Client)
+	}
+}
+
 // Against an existing node: --brokers, a fixed-rate workload file, the
 // topics' flush.policy, and the node's figures by --node-pid (the
 // shared node runs in this process).
@@ -128,6 +168,8 @@ func TestBenchRunRejects(t *testing.T) {
 		{[]string{"run", "max-rate-1p-1kb", "--data-dir", "/tmp"}, "--data-dir is for --local"},
 		{[]string{"run", "max-rate-1p-1kb", "--local", "--node-pid", "7"}, "--node-pid is for --brokers"},
 		{[]string{"run", "max-rate-1p-1kb", "--flush-policy", "sometimes"}, "allowed: ack, interval"},
+		{[]string{"run", "max-rate-1p-1kb", "--cpu-profile", "x.pprof"}, "--cpu-profile is for --local"},
+		{[]string{"run", "catchup-2gb", "--local", "--cpu-profile", "x.pprof"}, "--cpu-profile: catchup-2gb's measured window ends with its last record"},
 		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:1"}, "cannot reach a broker at 127.0.0.1:1"},
 		{[]string{"run"}, "accepts 1 arg(s), received 0"},
 	} {

@@ -29,6 +29,7 @@ type serveOptions struct {
 	advertisedKafkaAddr string
 	controllerAddr      string
 	httpAddr            string
+	pprofAddr           string
 	autoCreateTopics    bool
 	numPartitions       int32
 	logLevel            string
@@ -50,7 +51,9 @@ voter: a cluster of one) in one process.
 Kafka clients connect to --kafka-addr. Topics, partitions and configs live in
 the metadata log under <data-dir>/metadata; partition logs under
 <data-dir>/<topic>-<partition>. GET /healthz and /readyz on --http-addr say
-whether the process is up and whether it serves its partitions.
+whether the process is up and whether it serves its partitions. --pprof-addr,
+off unless given, serves Go's profiles (/debug/pprof/) on a listener of its
+own.
 
 Every flag can also be set in the environment as FJORD_<FLAG> (e.g.
 FJORD_DATA_DIR=/var/lib/fjord) and in a YAML file given with --config whose
@@ -86,6 +89,7 @@ signal exits at once.`,
 	f.StringVar(&o.advertisedKafkaAddr, "advertised-kafka-addr", "", "host:port given to clients (default: the listener's address)")
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller address (host:port)")
 	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for /healthz and /readyz (host:port)")
+	f.StringVar(&o.pprofAddr, "pprof-addr", "", "HTTP address for Go's profiles under /debug/pprof/ (host:port; default: off)")
 	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
 	f.Var(newIntFlag(&o.numPartitions, node.DefaultNumPartitions, 1, math.MaxInt32, ""), "num-partitions", "partitions of a topic created without a count (num.partitions)")
 	f.Var(newEnumFlag(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn, error")
@@ -139,6 +143,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		AdvertisedKafkaAddr: o.advertisedKafkaAddr,
 		ControllerAddr:      o.controllerAddr,
 		HTTPAddr:            o.httpAddr,
+		PprofAddr:           o.pprofAddr,
 		AutoCreateTopics:    o.autoCreateTopics,
 		NumPartitions:       o.numPartitions,
 		Logger:              logger,

@@ -203,6 +203,7 @@ func TestServeReadsConfigFile(t *testing.T) {
 		"kafka-addr: 127.0.0.1:0\n"+
 		"controller-addr: \"127.0.0.1:0\"\n"+
 		"http-addr: 127.0.0.1:0\n"+
+		"pprof-addr: 127.0.0.1:0\n"+
 		"node-id: 7\n"+
 		"log-level: debug\n")
 	cmd, log, done := startServe(t, nil, "--config", cfg)
@@ -211,6 +212,9 @@ func TestServeReadsConfigFile(t *testing.T) {
 	}
 	if got := logValue(t, log.String(), "data_dir"); got != data {
 		t.Errorf("data-dir from the config file not used: data_dir=%s", got)
+	}
+	if got := logValue(t, log.String(), "pprof_addr"); !strings.HasPrefix(got, "127.0.0.1:") {
+		t.Errorf("pprof-addr from the config file not used: pprof_addr=%s", got)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := <-done; err != nil {
@@ -229,8 +233,9 @@ func writeFile(t *testing.T, path, s string) {
 // for each kind of flag, without starting a node.
 func TestServePrecedence(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "fjord.yaml")
-	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\n")
+	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\n")
 	t.Setenv("FJORD_NODE_ID", "5")
+	t.Setenv("FJORD_PPROF_ADDR", "10.0.0.2:6060")
 	t.Setenv("FJORD_KAFKA_ADDR", "10.0.0.2:2")
 	var got serveOptions
 	cmd := newServeCommandWith(func(_ context.Context, o serveOptions, _ io.Writer) error {
@@ -250,6 +255,7 @@ func TestServePrecedence(t *testing.T) {
 		numPartitions:    4,
 		controllerAddr:   "127.0.0.1:9093", // default
 		httpAddr:         "127.0.0.1:8082",
+		pprofAddr:        "10.0.0.2:6060", // env beats file
 		logLevel:         "info",
 	}
 	if got != want {
@@ -265,6 +271,9 @@ func TestServePrecedence(t *testing.T) {
 	cmd.SetArgs([]string{"--auto-create-topics"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
+	}
+	if got.pprofAddr != "10.0.0.2:6060" {
+		t.Errorf("FJORD_PPROF_ADDR not used: pprof-addr %q", got.pprofAddr)
 	}
 	if got.dataDir != "/from/file" || !got.autoCreateTopics {
 		t.Fatalf("with FJORD_CONFIG: %+v; want data dir from the file and auto-create from the flag", got)
@@ -302,6 +311,8 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"data dir is a file", append([]string{"serve", "--data-dir", file}, freePorts...), nil, "opening data directory"},
 		{"bad kafka addr", []string{"serve", "--kafka-addr", "9092"}, nil, `kafka-addr "9092": want host:port`},
 		{"wildcard without advertised", []string{"serve", "--kafka-addr", "0.0.0.0:9092"}, nil, "set advertised-kafka-addr"},
+		{"bad pprof addr", []string{"serve", "--pprof-addr", "6060"}, nil, `pprof-addr "6060": want host:port (port 0 picks a free one), e.g. 127.0.0.1:6060`},
+		{"bad pprof addr in env", []string{"serve"}, []string{"FJORD_PPROF_ADDR=localhost"}, `pprof-addr "localhost": want host:port`},
 		{"config unknown key", []string{"serve", "--config", unknownKey}, nil, `unknown key "listeners" on line 2 (allowed: advertised-kafka-addr, auto-create-topics,`},
 		{"config bad yaml", []string{"serve", "--config", badYAML}, nil, "is not valid YAML"},
 		{"config bad value", []string{"serve", "--config", badValue}, nil, `num-partitions "many": allowed: an integer from 1`},

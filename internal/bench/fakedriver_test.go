@@ -27,6 +27,9 @@ type fakeDriver struct {
 	corrupted  atomic.Bool
 	stallAfter time.Duration
 	stallFor   time.Duration
+	// spinPerSend is CPU time every Send burns, as a client's batching
+	// and CRCs do.
+	spinPerSend time.Duration
 
 	mu     sync.Mutex
 	topics map[string]*fakeTopic
@@ -97,6 +100,9 @@ type fakeProducer struct {
 
 func (p *fakeProducer) Send(ctx context.Context, _, value []byte, done func(error)) {
 	n := p.d.sends.Add(1)
+	for start := time.Now(); time.Since(start) < p.d.spinPerSend; {
+		// Busy on purpose: the client's CPU is what a test measures.
+	}
 	p.d.first.CompareAndSwap(0, time.Now().UnixNano())
 	s := fakeSend{value: append([]byte(nil), value...), done: done, fail: p.d.failEvery > 0 && n%p.d.failEvery == 0}
 	select {

@@ -47,6 +47,9 @@ type Result struct {
 	// Node is the system's process's resource use; nil when its PID was
 	// not given.
 	Node *NodeStats `json:"node,omitempty"`
+	// Client is the benchmark process's own CPU use over the measured
+	// window; nil when no window was measured.
+	Client *ClientStats `json:"client,omitempty"`
 
 	// Checks are the sanity checks; Passed is true when all passed.
 	Checks []Check `json:"checks"`
@@ -241,6 +244,12 @@ func (r *Result) WriteTable(out io.Writer) {
 			n.PID, mib(n.PeakRSSBytes), mib(n.MaxSampledRSSBytes), n.CPUSeconds, n.CPUWindowSeconds, n.CPUCores, n.CPUSecondsTotal)
 		if n.Error != "" {
 			fmt.Fprintf(out, "            (incomplete: %s)\n", n.Error)
+		}
+	}
+	if c := r.Client; c != nil {
+		fmt.Fprintf(out, "  client    CPU %.1f s over %.1f s measured (%.2f cores)\n", c.CPUSeconds, c.CPUWindowSeconds, c.CPUCores)
+		if c.Error != "" {
+			fmt.Fprintf(out, "            (incomplete: %s)\n", c.Error)
 		}
 	}
 	errLine := fmt.Sprintf("%d send errors", r.SendErrors)

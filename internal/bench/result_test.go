@@ -37,6 +37,7 @@ func sampleResult(t *testing.T) *Result {
 		ProduceLatency:  ackL,
 		EndToEndLatency: &e2eL,
 		Node:            &NodeStats{PID: 42, PeakRSSBytes: 100 << 20, MaxSampledRSSBytes: 99 << 20, CPUSeconds: 9, CPUWindowSeconds: 10, CPUCores: 0.9, CPUSecondsTotal: 13},
+		Client:          &ClientStats{CPUSeconds: 8.5, CPUWindowSeconds: 10, CPUCores: 0.85},
 		Checks:          []Check{{Name: "sends completed", Passed: true, Detail: "all"}, {Name: "consumed == produced", Passed: true, Detail: "all"}},
 		Passed:          true,
 	}
@@ -68,7 +69,7 @@ func TestResultJSONRoundTrip(t *testing.T) {
 	// The field names other tools (the peer's runner, BENCHMARKS.md's
 	// generator) read.
 	data, _ := os.ReadFile(path)
-	for _, key := range []string{`"partitionsPerTopic": 16`, `"mbPerSecond": 512`, `"p99Ms"`, `"peakRssBytes": 104857600`, `"percentiles"`, `"timeline"`, `"passed": true`} {
+	for _, key := range []string{`"partitionsPerTopic": 16`, `"mbPerSecond": 512`, `"p99Ms"`, `"peakRssBytes": 104857600`, `"client": {`, `"percentiles"`, `"timeline"`, `"passed": true`} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("JSON lacks %s", key)
 		}
@@ -89,6 +90,7 @@ func TestResultTable(t *testing.T) {
 		"acks=all, topic flush.policy=interval",
 		"peak RSS 100.0 MiB",
 		"CPU 9.0 s over 10.0 s measured (0.90 cores)",
+		"  client    CPU 8.5 s over 10.0 s measured (0.85 cores)\n",
 		"0 send errors",
 		"ok    sends completed: all",
 	} {

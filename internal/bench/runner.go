@@ -64,6 +64,11 @@ type RunOptions struct {
 	TopicPrefix string
 	// Seed seeds payload bytes and keys; 0 picks one at random.
 	Seed uint64
+	// OnMeasure, when set, is called as the measured window starts,
+	// with its planned length in seconds: 0 when the window ends with
+	// the run's last record (a message-count or catch-up run). It is
+	// called from Run's goroutine and must not block.
+	OnMeasure func(seconds float64)
 
 	// progressEvery overrides progressEvery (tests).
 	progressEvery int
@@ -180,6 +185,7 @@ type runner struct {
 	consumeWin window
 	phase      atomic.Int32
 	node       *nodeMonitor // nil without NodePID
+	client     clientMonitor
 
 	// drainStalled is set when the drain gave up on records that never
 	// came, for the check that reports them.
@@ -377,7 +383,7 @@ func (r *runner) phases(ctx, produceCtx context.Context) error {
 		for _, c := range r.consumers {
 			c.win = r.consumeWin
 		}
-		r.markWindowStart()
+		r.markWindowStart(r.consumeWin)
 		r.runConsumers()
 		r.setPhase(phaseCatchUp)
 		if err := r.drain(ctx); err != nil {
@@ -396,7 +402,7 @@ func (r *runner) phases(ctx, produceCtx context.Context) error {
 	if err := r.sleepUntil(ctx, r.produceWin.from); err != nil {
 		return err
 	}
-	r.markWindowStart()
+	r.markWindowStart(r.produceWin)
 	r.setPhase(phaseMeasure)
 	if !r.produceWin.open() {
 		if err := r.sleepUntil(ctx, r.produceWin.to); err != nil {
@@ -426,13 +432,22 @@ func (r *runner) sleepUntil(ctx context.Context, t int64) error {
 	return r.clock.Sleep(ctx, time.Duration(t-r.clock.Now().UnixNano()))
 }
 
-func (r *runner) markWindowStart() {
+func (r *runner) markWindowStart(win window) {
+	r.client.windowStart()
+	if r.opts.OnMeasure != nil {
+		var seconds float64
+		if !win.open() {
+			seconds = float64(win.to-win.from) / 1e9
+		}
+		r.opts.OnMeasure(seconds)
+	}
 	if r.node != nil {
 		r.node.windowStart()
 	}
 }
 
 func (r *runner) markWindowEnd(win window, end int64) {
+	r.client.windowEnd(float64(end-win.from) / 1e9)
 	if r.node != nil {
 		r.node.windowEnd(float64(end-win.from) / 1e9)
 	}
@@ -672,6 +687,7 @@ func (r *runner) result(res *Result) (*Result, error) {
 		s := r.node.finish()
 		res.Node = &s
 	}
+	res.Client = r.client.result()
 	res.Timeline = r.timeline
 	res.Checks = r.checks(sent, acked, failed, firstErr)
 	res.Passed = true

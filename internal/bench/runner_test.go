@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -96,13 +97,56 @@ func TestRunCountsEveryRecord(t *testing.T) {
 	}
 }
 
+func TestRunRecordsClientCPU(t *testing.T) {
+	w := tinyWorkload()
+	d := newFakeDriver()
+	// 4,000 sends/s of 100 µs each keep 0.4 of a core busy in the
+	// benchmark process itself.
+	d.spinPerSend = 100 * time.Microsecond
+	var measured []float64
+	res, err := runFake(t, w, d, RunOptions{OnMeasure: func(s float64) { measured = append(measured, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(measured) != 1 || measured[0] != 0.5 {
+		t.Errorf("OnMeasure called with %v, want once with the 0.5 s window", measured)
+	}
+	c := res.Client
+	if c == nil {
+		t.Fatal("no client stats")
+	}
+	if c.Error != "" {
+		t.Fatalf("client stats incomplete: %s", c.Error)
+	}
+	if c.CPUWindowSeconds != 0.5 {
+		t.Errorf("client CPU over %v s, want the 0.5 s measured window", c.CPUWindowSeconds)
+	}
+	// At least a quarter of the spin's 0.2 CPU seconds, in case the
+	// machine was too loaded to send at the full rate.
+	if c.CPUSeconds < 0.05 || c.CPUCores != c.CPUSeconds/c.CPUWindowSeconds {
+		t.Errorf("client CPU %v s (%v cores), want > 0.05 s busy in the window", c.CPUSeconds, c.CPUCores)
+	}
+	if max := float64(runtime.NumCPU()) * c.CPUWindowSeconds * 1.1; c.CPUSeconds > max {
+		t.Errorf("client CPU %v s is more than the machine's %d cores could give in %v s", c.CPUSeconds, runtime.NumCPU(), c.CPUWindowSeconds)
+	}
+	var b bytes.Buffer
+	res.WriteTable(&b)
+	if !strings.Contains(b.String(), "  client    CPU ") {
+		t.Errorf("table lacks the client CPU line:\n%s", b.String())
+	}
+}
+
 func TestRunMessageCount(t *testing.T) {
 	w := tinyWorkload()
 	w.TestDurationSeconds, w.MessageCount, w.WarmupSeconds = 0, 3001, 0
 	w.ProducerRate = 0 // as fast as possible
-	res, err := runFake(t, w, newFakeDriver(), RunOptions{})
+	var measured []float64
+	res, err := runFake(t, w, newFakeDriver(), RunOptions{OnMeasure: func(s float64) { measured = append(measured, s) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(measured) != 1 || measured[0] != 0 {
+		t.Errorf("OnMeasure called with %v, want once with 0 (the window ends with the last record)", measured)
 	}
 	// No warmup: every record sent is one of the 3,001, split 1,501 +
 	// 1,500 between the two producers.

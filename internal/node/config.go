@@ -40,6 +40,11 @@ type Config struct {
 	// HTTPAddr is the HTTP listener (/healthz, /readyz). Empty: no HTTP
 	// listener.
 	HTTPAddr string
+	// PprofAddr is a listener of its own for Go's profiling endpoints
+	// (/debug/pprof/). Empty, the default: none is bound. They are kept
+	// off HTTPAddr because a profile shows the process's internals and
+	// costs CPU: only someone who asks for them should reach them.
+	PprofAddr string
 	// AutoCreateTopics is auto.create.topics.enable.
 	AutoCreateTopics bool
 	// NumPartitions is num.partitions, the partition count of topics
@@ -89,6 +94,11 @@ func (c Config) validate() error {
 			return err
 		}
 	}
+	if c.PprofAddr != "" {
+		if err := checkBindAddr("pprof-addr", c.PprofAddr); err != nil {
+			return err
+		}
+	}
 	if c.AdvertisedKafkaAddr != "" {
 		host, port, err := splitHostPort(c.AdvertisedKafkaAddr)
 		switch {
@@ -119,6 +129,7 @@ func checkBindAddr(name, addr string) error {
 				"kafka-addr":      DefaultKafkaAddr,
 				"controller-addr": DefaultControllerAddr,
 				"http-addr":       DefaultHTTPAddr,
+				"pprof-addr":      "127.0.0.1:6060",
 			}[name])
 	}
 	return nil

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 )
 
 // The HTTP health endpoints, for process supervisors and test harnesses:
@@ -27,5 +28,18 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	return mux
+}
+
+// pprofHandler serves Go's profiling endpoints under /debug/pprof/ on a
+// mux of its own: importing net/http/pprof also registers them on
+// http.DefaultServeMux, which the node never serves.
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }

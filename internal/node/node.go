@@ -80,12 +80,14 @@ type Node struct {
 	lock       *dirLock
 	kafkaLn    net.Listener
 	httpLn     net.Listener
+	pprofLn    net.Listener
 	storage    *storage.Manager
 	ctrl       *controller.Controller
 	replicas   *replica.Manager
 	unsubImage func()
 	kafka      *kafkaserver.Server
 	http       *http.Server
+	pprof      *http.Server
 	clusterID  string
 	started    bool
 
@@ -156,6 +158,12 @@ func (n *Node) start(ctx context.Context) error {
 		n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("http-addr %s: %w", cfg.HTTPAddr, err)
+		}
+	}
+	if cfg.PprofAddr != "" {
+		n.pprofLn, err = net.Listen("tcp", cfg.PprofAddr)
+		if err != nil {
+			return fmt.Errorf("pprof-addr %s: %w", cfg.PprofAddr, err)
 		}
 	}
 
@@ -241,6 +249,19 @@ func (n *Node) start(ctx context.Context) error {
 		}()
 	}
 
+	if n.pprofLn != nil {
+		// No WriteTimeout: a CPU profile's response comes only after
+		// the seconds it was asked to cover.
+		n.pprof = &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second}
+		n.servers.Add(1)
+		go func() {
+			defer n.servers.Done()
+			if err := n.pprof.Serve(n.pprofLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !n.closing.Load() {
+				n.fail(fmt.Errorf("pprof listener: %w", err))
+			}
+		}()
+	}
+
 	attrs := []any{
 		"node_id", cfg.NodeID, "cluster_id", clusterID, "data_dir", cfg.DataDir,
 		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, fmt.Sprint(port)),
@@ -248,6 +269,9 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	if n.httpLn != nil {
 		attrs = append(attrs, "http_addr", n.httpLn.Addr().String())
+	}
+	if n.pprofLn != nil {
+		attrs = append(attrs, "pprof_addr", n.pprofLn.Addr().String())
 	}
 	n.started = true
 	n.log.Info("fjord node started", attrs...)
@@ -311,6 +335,15 @@ func (n *Node) HTTPAddr() net.Addr {
 	return n.httpLn.Addr()
 }
 
+// PprofAddr is the address the profiling listener bound, nil without
+// one.
+func (n *Node) PprofAddr() net.Addr {
+	if n.pprofLn == nil {
+		return nil
+	}
+	return n.pprofLn.Addr()
+}
+
 // ClusterID is the cluster id from the metadata log.
 func (n *Node) ClusterID() string { return n.clusterID }
 
@@ -362,6 +395,13 @@ func (n *Node) Close() error {
 			cancel()
 		} else if n.httpLn != nil {
 			add("closing http listener", n.httpLn.Close())
+		}
+		// A profile in progress is cut off rather than waited for: it
+		// would hold the shutdown for as many seconds as it covers.
+		if n.pprof != nil {
+			add("closing pprof listener", n.pprof.Close())
+		} else if n.pprofLn != nil {
+			add("closing pprof listener", n.pprofLn.Close())
 		}
 		n.servers.Wait()
 		if n.unsubImage != nil {

@@ -335,6 +335,51 @@ func TestStartFailureReleasesEverything(t *testing.T) {
 	}
 }
 
+func TestPprofListener(t *testing.T) {
+	httpGet := func(url string) (int, []byte, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, err
+	}
+
+	// Off by default: no listener, and the health listener does not
+	// serve the profiles either.
+	off := startNode(t, testConfig(t, t.TempDir()))
+	if a := off.PprofAddr(); a != nil {
+		t.Fatalf("PprofAddr() = %v without PprofAddr set, want nil", a)
+	}
+	if code, _, err := httpGet("http://" + off.HTTPAddr().String() + "/debug/pprof/"); err != nil || code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ on the health listener = %d %v, want 404", code, err)
+	}
+
+	cfg := testConfig(t, t.TempDir())
+	cfg.PprofAddr = "127.0.0.1:0"
+	n := startNode(t, cfg)
+	if n.PprofAddr() == nil {
+		t.Fatal("PprofAddr() = nil with PprofAddr set")
+	}
+	base := "http://" + n.PprofAddr().String()
+	code, body, err := httpGet(base + "/debug/pprof/")
+	if err != nil || code != http.StatusOK || !strings.Contains(string(body), "goroutine") {
+		t.Fatalf("/debug/pprof/ = %d %v, want 200 listing the profiles:\n%.300s", code, err, body)
+	}
+	// A CPU profile is gzipped protobuf.
+	code, body, err = httpGet(base + "/debug/pprof/profile?seconds=1")
+	if err != nil || code != http.StatusOK || len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
+		t.Fatalf("/debug/pprof/profile = %d %v, %d bytes; want 200 with a gzipped profile", code, err, len(body))
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := httpGet(base + "/debug/pprof/"); err == nil {
+		t.Error("pprof listener still answers after Close")
+	}
+}
+
 func TestInvalidConfigRefusedBeforeTouchingDisk(t *testing.T) {
 	base := func(t *testing.T) Config { return testConfig(t, filepath.Join(t.TempDir(), "data")) }
 	for _, tc := range []struct {
@@ -348,6 +393,7 @@ func TestInvalidConfigRefusedBeforeTouchingDisk(t *testing.T) {
 		{"kafka port out of range", func(c *Config) { c.KafkaAddr = "127.0.0.1:70000" }, `kafka-addr "127.0.0.1:70000"`},
 		{"controller addr", func(c *Config) { c.ControllerAddr = "nope" }, `controller-addr "nope"`},
 		{"http addr", func(c *Config) { c.HTTPAddr = ":http" }, `http-addr ":http"`},
+		{"pprof addr", func(c *Config) { c.PprofAddr = "6060" }, `pprof-addr "6060": want host:port (port 0 picks a free one), e.g. 127.0.0.1:6060`},
 		{"wildcard without advertised", func(c *Config) { c.KafkaAddr = "0.0.0.0:0" }, "set advertised-kafka-addr"},
 		{"empty host without advertised", func(c *Config) { c.KafkaAddr = ":0" }, "set advertised-kafka-addr"},
 		{"advertised wildcard", func(c *Config) { c.AdvertisedKafkaAddr = "0.0.0.0:9092" }, "not empty, 0.0.0.0 or ::"},

@@ -158,6 +158,12 @@ func cpuCores(r *bench.Result) (float64, bool) {
 	}
 	return r.Node.CPUCores, true
 }
+func clientCPUCores(r *bench.Result) (float64, bool) {
+	if r.Client == nil || r.Client.CPUWindowSeconds == 0 {
+		return 0, false
+	}
+	return r.Client.CPUCores, true
+}
 
 // Write writes the Markdown for the sitting.
 func (s *Sitting) Write(w io.Writer) {
@@ -234,8 +240,8 @@ func (s *Sitting) writeSystem(w io.Writer, system string) {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	fmt.Fprintf(w, "**%s** (medians over the runs that passed their checks):\n\n", system)
-	fmt.Fprintf(w, "| workload | runs (passed) | produce MB/s | produce rec/s | consume MB/s | ack p50 / p99 ms | end-to-end p50 / p99 / p99.9 ms | node peak RSS MiB | node CPU cores |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| workload | runs (passed) | produce MB/s | produce rec/s | consume MB/s | ack p50 / p99 ms | end-to-end p50 / p99 / p99.9 ms | node peak RSS MiB | node CPU cores | client CPU cores |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range keys {
 		runs := cases[c]
 		passed := 0
@@ -254,11 +260,11 @@ func (s *Sitting) writeSystem(w io.Writer, system string) {
 		p50 := func(l *bench.Latency) float64 { return l.P50Ms }
 		p99 := func(l *bench.Latency) float64 { return l.P99Ms }
 		p999 := func(l *bench.Latency) float64 { return l.P999Ms }
-		fmt.Fprintf(w, "| %s | %d (%d) | %s | %s | %s | %s / %s | %s / %s / %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %d (%d) | %s | %s | %s | %s / %s | %s / %s / %s | %s | %s | %s |\n",
 			c, len(runs), passed, f(produceMBps, "%.1f"), f(produceRecsps, "%.0f"), f(consumeMBps, "%.1f"),
 			f(ack(p50), "%.2f"), f(ack(p99), "%.1f"),
 			f(e2e(p50), "%.2f"), f(e2e(p99), "%.1f"), f(e2e(p999), "%.1f"),
-			f(peakRSSMiB, "%.0f"), f(cpuCores, "%.2f"))
+			f(peakRSSMiB, "%.0f"), f(cpuCores, "%.2f"), f(clientCPUCores, "%.2f"))
 	}
 	fmt.Fprintln(w)
 }

@@ -116,3 +116,55 @@ func TestLoadEmpty(t *testing.T) {
 		t.Fatalf("empty dir: %v, want ErrNoResults", err)
 	}
 }
+
+func TestSystemTableShowsClientCPU(t *testing.T) {
+	dir := t.TempDir()
+	const w = "max-rate-16p-1kb-4p4c"
+	for i, cores := range []float64{0.8, 1.1, 0.9} {
+		r := &bench.Result{
+			Workload:       bench.Workload{Name: w},
+			System:         "fjord",
+			DriverSettings: map[string]string{"topic flush.policy": "interval"},
+			Passed:         true,
+			Produce:        bench.Throughput{Records: 1000, MBPerSecond: 100},
+			Node:           &bench.NodeStats{CPUWindowSeconds: 10, CPUCores: 0.95},
+			Client:         &bench.ClientStats{CPUWindowSeconds: 10, CPUCores: cores},
+		}
+		if err := r.WriteJSON(filepath.Join(dir, "r"+string(rune('0'+i))+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A run from before the client was measured has no figure.
+	old := &bench.Result{Workload: bench.Workload{Name: "catchup-2gb"}, System: "fjord",
+		DriverSettings: map[string]string{"topic flush.policy": "ack"}, Passed: true}
+	if err := old.WriteJSON(filepath.Join(dir, "old.json")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	s.Write(&b)
+	var header, row, oldRow string
+	for _, line := range strings.Split(b.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| workload |") && header == "":
+			header = line
+		case strings.HasPrefix(line, "| "+w+" (flush.policy=interval) |"):
+			row = line
+		case strings.HasPrefix(line, "| catchup-2gb (flush.policy=ack) |"):
+			oldRow = line
+		}
+	}
+	if !strings.HasSuffix(header, "| node CPU cores | client CPU cores |") {
+		t.Errorf("header %q lacks the client CPU column after the node's", header)
+	}
+	// The median of 0.8, 1.1 and 0.9, after the node's 0.95.
+	if !strings.HasSuffix(row, "| 0.95 | 0.90 |") {
+		t.Errorf("row %q: want node 0.95 then client median 0.90 cores", row)
+	}
+	if !strings.HasSuffix(oldRow, "| - | - |") {
+		t.Errorf("row %q: want no CPU figures for a run without them", oldRow)
+	}
+}
