@@ -152,6 +152,13 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 		return fmt.Errorf("--cpu-profile: %s's measured window ends with its last record, so its length is not known when it starts; "+
 			"profile a run of fixed --duration", w.Name)
 	}
+	if o.cpuProfile != "" {
+		// Made now, as --out is: the profile is written mid-run, and a
+		// missing directory found then would waste the whole run.
+		if err := os.MkdirAll(filepath.Dir(o.cpuProfile), 0o755); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}

@@ -94,7 +94,9 @@ func TestBenchRunLocalCPUProfile(t *testing.T) {
 	// listener of its own choosing: --local sets every serve flag.
 	t.Setenv("FJORD_PPROF_ADDR", "not-an-address")
 	parent, out := t.TempDir(), t.TempDir()
-	prof := filepath.Join(t.TempDir(), "node.pprof")
+	// In a directory that does not exist yet: the run makes it, as it
+	// makes --out (a regression: the profile was lost at the end of a run).
+	prof := filepath.Join(t.TempDir(), "profiles", "node.pprof")
 	r := benchCLI(t, "run", "max-rate-1p-1kb", "--local", "--data-dir", parent, "--duration", "2s", "--warmup", "500ms", "--out", out, "--cpu-profile", prof)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
