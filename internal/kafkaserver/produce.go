@@ -155,21 +155,21 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 
 	acks := replica.Acks(body.Acks)
 	timeout := time.Duration(max(body.TimeoutMillis, 0)) * time.Millisecond
-	var todo []*produceJob
+	var toAppend []*produceJob
 	for _, j := range jobs {
 		if j.err == nil {
-			todo = append(todo, j)
+			toAppend = append(toAppend, j)
 		}
 	}
 	// Appends in request order on this connection (see produceTurn),
 	// then the waits for acks, concurrently across partitions and with
 	// the connection's other requests.
-	pending := make([]replica.Pending, len(todo))
+	pending := make([]replica.Pending, len(toAppend))
 	if h := s.testHookProduceTurn; h != nil {
 		h(req.correlationID)
 	}
 	req.turn.wait()
-	for i, j := range todo {
+	for i, j := range toAppend {
 		pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks)
 	}
 	req.turn.end()
@@ -185,15 +185,15 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	}
 	req.releaseFrame()
 	waitOne := func(i int) {
-		if j := todo[i]; j.err == nil {
+		if j := toAppend[i]; j.err == nil {
 			j.result, j.err = pending[i].Wait(ctx, timeout)
 		}
 	}
-	if len(todo) == 1 {
+	if len(toAppend) == 1 {
 		waitOne(0)
-	} else if len(todo) > 1 {
+	} else if len(toAppend) > 1 {
 		var wg sync.WaitGroup
-		for i := range todo {
+		for i := range toAppend {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
