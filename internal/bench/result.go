@@ -205,7 +205,7 @@ func (r *Result) WriteTable(out io.Writer) {
 	fmt.Fprintf(out, "%s on %s, %s: %s\n", w.Name, r.System, r.Started.Format("2006-01-02 15:04:05 UTC"), verdict)
 	fmt.Fprintf(out, "  workload  %s\n", describeWorkload(w))
 	fmt.Fprintf(out, "  machine   %s\n", describeMachine(&r.Machine))
-	fmt.Fprintf(out, "  client    %s\n", describeSettings(r.DriverSettings))
+	fmt.Fprintf(out, "  settings  %s\n", describeSettings(r.DriverSettings))
 	fmt.Fprintln(out)
 
 	// Numbers align right; the first column's labels are padded to one

@@ -87,7 +87,7 @@ func TestResultTable(t *testing.T) {
 	for _, want := range []string{
 		"max-rate-16p-1kb-4p4c on fjord, 2026-11-30 18:00:00 UTC: PASSED",
 		"1 topic x 16 partitions, 1,024-byte records (100% random), 4 producers/topic, 4 consumers/subscription, as fast as possible, 10s warmup + 30s",
-		"acks=all, topic flush.policy=interval",
+		"  settings  acks=all, topic flush.policy=interval",
 		"peak RSS 100.0 MiB",
 		"CPU 9.0 s over 10.0 s measured (0.90 cores)",
 		"  client    CPU 8.5 s over 10.0 s measured (0.85 cores)\n",
