@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/node"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // The client commands run in-process (run, as main calls it) against one
@@ -541,13 +542,12 @@ func TestConsumeStopsWhenTopicRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stdout.String(), "first") {
-		if time.Now().After(deadline) {
-			t.Fatalf("consumer printed nothing; stderr:\n%s", stderr.String())
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(stdout.String(), "first") {
+			return fmt.Errorf("consumer printed nothing; stderr:\n%s", stderr.String())
 		}
-		time.Sleep(10 * time.Millisecond) // polling the child's output, not waiting for time to fix anything
-	}
+		return nil
+	})
 	ok(t, "", "topic", "delete", topic)
 	ok(t, "", "topic", "create", topic)
 	ok(t, "second\n", "produce", topic)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // The serve tests run the real command in a child process: the test
@@ -144,22 +146,18 @@ func TestServeShutsDownCleanlyOnSignal(t *testing.T) {
 
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = &readyError{resp.StatusCode, string(body)}
+		if err != nil {
+			return fmt.Errorf("%s/readyz: %w", base, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/readyz not ready: %v", base, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s/readyz: %w", base, &readyError{resp.StatusCode, string(body)})
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 type readyError struct {

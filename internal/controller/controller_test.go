@@ -17,6 +17,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -84,24 +85,6 @@ func create(t *testing.T, c *controller.Controller, reqs ...controller.CreateTop
 
 func topic(name string, partitions int32) controller.CreateTopic {
 	return controller.CreateTopic{Name: name, NumPartitions: partitions, ReplicationFactor: -1}
-}
-
-// eventually retries f until it returns nil or d passes.
-func eventually(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", d, err)
-		}
-		<-tick.C
-	}
 }
 
 func TestOpenBootstrapsAClusterOfOne(t *testing.T) {
@@ -744,7 +727,7 @@ func TestAutomaticSnapshots(t *testing.T) {
 	for i := range 15 {
 		create(t, c, topic(fmt.Sprintf("t%d", i), 1))
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		st, err := c.RaftStats()
 		if err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/testcluster"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
@@ -95,26 +96,14 @@ func readAll(ctx context.Context, t *testing.T, n *testcluster.Node, topics ...s
 	return logs
 }
 
-// eventually polls cond until it returns nil; past the deadline it fails
-// the test with cond's last error.
+// eventually is testutil.Eventually with the deadline stretched tenfold
+// under FJORD_E2E_LONG=1, as every wait in the long variants is.
 func eventually(t *testing.T, d time.Duration, cond func() error) {
 	t.Helper()
 	if longRun() {
 		d *= 10
 	}
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %v", d, err)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, d, cond)
 }
 
 // errorList collects errors from client callbacks on other goroutines.

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
+
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 func apiVersionsReq(version int16) *kmsg.ApiVersionsRequest {
@@ -189,7 +191,7 @@ func TestInFlightBound(t *testing.T) {
 	}
 	for i := range total {
 		want := int32(min(bound, total-i))
-		eventually(t, 5*time.Second, func() error {
+		testutil.Eventually(t, 5*time.Second, func() error {
 			if n := inHook.Load(); n != want {
 				return fmt.Errorf("%d appends in flight, want %d", n, want)
 			}
@@ -617,7 +619,7 @@ func TestProducesAppendAfterClientCloses(t *testing.T) {
 		c.send(produceReq(9, 0, "t", 0, batch(t, fmt.Sprintf("r%d", i), 1)))
 	}
 	c.nc.Close()
-	eventually(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if n := h.reps.appends.Load(); n != 3 {
 			return fmt.Errorf("%d of 3 produces appended", n)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // fetchPart names one partition to fetch.
@@ -161,7 +162,7 @@ func TestFetchLongPollWokenByProduce(t *testing.T) {
 	c := h.dial()
 	req := fetchReq(11, 60_000, 1, fetchPart{topic: "t", partition: 0})
 	corr := c.send(req)
-	eventually(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if h.reps.waiting.Load() != 1 {
 			return errors.New("fetch not waiting yet")
 		}

@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 func TestHostileInputLeavesOthersUnharmed(t *testing.T) {
@@ -168,7 +170,7 @@ func TestHostileInputLeavesOthersUnharmed(t *testing.T) {
 	mu.Lock()
 	start := produced
 	mu.Unlock()
-	eventually(t, 20*time.Second, func() error {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(failures) > 0 {

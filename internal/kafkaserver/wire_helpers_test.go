@@ -277,22 +277,6 @@ func produceReq(version int16, acks int16, topic string, partition int32, record
 	return req
 }
 
-// eventually retries fn until it returns nil or d passes.
-func eventually(t testing.TB, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", d, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // ctxT is a context for a test's requests.
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -53,22 +54,6 @@ func startNode(t *testing.T, cfg Config) *Node {
 	}
 	t.Cleanup(func() { n.Close() })
 	return n
-}
-
-// eventually retries fn until it returns nil or the deadline passes.
-func eventually(t *testing.T, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func newClient(t *testing.T, n *Node, opts ...kgo.Opt) *kgo.Client {
@@ -121,7 +106,7 @@ func consumeAll(t *testing.T, n *Node, topic string, partitions int32, want int)
 func TestProduceConsumeRestart(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, testConfig(t, dir))
-	eventually(t, 10*time.Second, n.Ready)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
 
 	const topic, partitions, records = "orders", 3, 300
 	adm := kadm.NewClient(newClient(t, n))
@@ -170,7 +155,7 @@ func TestProduceConsumeRestart(t *testing.T) {
 	if n2.ClusterID() != clusterID {
 		t.Fatalf("cluster id after restart %q, want %q", n2.ClusterID(), clusterID)
 	}
-	eventually(t, 10*time.Second, n2.Ready)
+	testutil.Eventually(t, 10*time.Second, n2.Ready)
 	checkRecords(t, consumeAll(t, n2, topic, partitions, records), want)
 }
 
@@ -208,7 +193,7 @@ func TestReadyzAndHealthz(t *testing.T) {
 	if err != nil || code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz = %d %q %v, want 200 ok", code, body, err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		code, body, err := get("/readyz")
 		if err != nil {
 			return err
@@ -266,7 +251,7 @@ func TestNodeIDMismatchRefused(t *testing.T) {
 func TestClusterIDMismatchRefused(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, testConfig(t, dir))
-	eventually(t, 10*time.Second, n.Ready)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl := newClient(t, n, kgo.DefaultProduceTopic("keep"), kgo.AllowAutoTopicCreation())
@@ -294,7 +279,7 @@ func TestClusterIDMismatchRefused(t *testing.T) {
 func TestSecondNodeOnSameDataDirRefused(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, testConfig(t, dir))
-	eventually(t, 10*time.Second, n.Ready)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -326,7 +311,7 @@ func TestStartFailureReleasesEverything(t *testing.T) {
 		t.Fatalf("Start with a busy controller port: %v, want an error naming controller-addr", err)
 	}
 	n := startNode(t, testConfig(t, dir))
-	eventually(t, 10*time.Second, n.Ready)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
 
 	cfg = testConfig(t, t.TempDir())
 	cfg.HTTPAddr = busy.Addr().String()

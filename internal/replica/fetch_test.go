@@ -12,6 +12,7 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 type fetchOutcome struct {
@@ -32,7 +33,7 @@ func (e *testEnv) startFetch(ctx context.Context, params FetchParams, parts ...F
 // awaitParked waits until n requests are parked on the partition.
 func (e *testEnv) awaitParked(topic string, partition int32, n int) {
 	e.t.Helper()
-	eventually(e.t, 5*time.Second, func() error {
+	testutil.Eventually(e.t, 5*time.Second, func() error {
 		if got := e.waiters(topic, partition); got != n {
 			return fmt.Errorf("%d requests parked on %s-%d, want %d", got, topic, partition, n)
 		}

@@ -230,22 +230,6 @@ func part(topic string, partition int32, offset int64) FetchPartition {
 	return FetchPartition{Topic: topic, Partition: partition, FetchOffset: offset, CurrentLeaderEpoch: -1, MaxBytes: 1 << 20}
 }
 
-// eventually polls cond until it returns nil or the deadline passes.
-func eventually(t testing.TB, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", d, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // waiters returns how many requests are parked on the partition.
 func (e *testEnv) waiters(topic string, partition int32) int {
 	p, ok := e.m.Partition(topic, partition)

@@ -12,6 +12,7 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 func TestProduceFetchRoundTrip(t *testing.T) {
@@ -258,7 +259,7 @@ func TestAcksAllWaitsForISR(t *testing.T) {
 		_, err := e.m.Append(ctx, "t", 0, batch(t, "x", 1, 0), AcksAll, time.Minute)
 		done <- err
 	}()
-	eventually(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if n := e.waiters("t", 0); n != 1 {
 			return fmt.Errorf("%d waiters", n)
 		}
@@ -275,7 +276,7 @@ func TestAcksAllWaitsForISR(t *testing.T) {
 		_, err := e.m.Append(context.Background(), "t", 0, batch(t, "y", 1, 0), AcksAll, time.Minute)
 		done <- err
 	}()
-	eventually(t, 5*time.Second, func() error {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		if n := e.waiters("t", 0); n != 1 {
 			return fmt.Errorf("%d waiters", n)
 		}
@@ -308,7 +309,7 @@ func TestParkedProduceLearnsOfLeadershipLossAndDeletion(t *testing.T) {
 			_, err := e.m.Append(context.Background(), "t", 0, batch(t, "x", 1, 0), AcksAll, time.Minute)
 			done <- err
 		}()
-		eventually(t, 5*time.Second, func() error {
+		testutil.Eventually(t, 5*time.Second, func() error {
 			if n := e.waiters("t", 0); n != 1 {
 				return fmt.Errorf("%d waiters", n)
 			}

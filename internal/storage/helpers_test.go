@@ -97,22 +97,6 @@ func readAllRecords(t testing.TB, l *Log, from, upTo int64) []record.Record {
 	return out
 }
 
-// eventually polls cond until it returns nil or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond) //nolint: polling a condition, not waiting for time
-	}
-}
-
 // fakeClock is a settable clock for retention, roll and tombstone tests.
 type fakeClock struct{ ms int64 }
 

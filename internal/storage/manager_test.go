@@ -13,6 +13,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage/checkpoint"
+	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -580,7 +581,7 @@ func TestManagerBackgroundFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 		leo := l.LogEndOffset()
-		eventually(t, 10*time.Second, func() error {
+		testutil.Eventually(t, 10*time.Second, func() error {
 			if rp := l.RecoveryPoint(); rp < leo {
 				return fmt.Errorf("recovery point %d, LEO %d", rp, leo)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -306,7 +307,7 @@ func TestRetentionWaitsForReader(t *testing.T) {
 		}()
 		// A writer queued on an RWMutex makes TryRLock fail: retention is
 		// waiting for the reader.
-		eventually(t, 10*time.Second, func() error {
+		testutil.Eventually(t, 10*time.Second, func() error {
 			if l.segLock.TryRLock() {
 				l.segLock.RUnlock()
 				return errors.New("retention not yet waiting on the segment lock")

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // starts returns the lines the fake wrote, one per start, in dir.
@@ -28,24 +30,6 @@ func dialable(addr string) error {
 		return err
 	}
 	return c.Close()
-}
-
-// eventually polls cond until it returns nil or the deadline passes.
-func eventually(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		<-tick.C
-	}
 }
 
 func TestStartKillRestartStop(t *testing.T) {
@@ -177,7 +161,7 @@ func TestStartNotReadyKillsNode(t *testing.T) {
 	if _, err := fmt.Sscanf(line, "pid=%d", &pid); err != nil {
 		t.Fatalf("parsing %q: %v", line, err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if err := syscall.Kill(pid, 0); err == nil {
 			return fmt.Errorf("pid %d still alive", pid)
 		}
@@ -205,7 +189,7 @@ func TestKillAfterCrashReportsExit(t *testing.T) {
 	if err := syscall.Kill(n.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if n.Running() {
 			return errors.New("still running")
 		}

@@ -1,0 +1,33 @@
+// Package testutil holds helpers shared by Fjord's tests. It is imported
+// only from _test.go files.
+package testutil
+
+import (
+	"testing"
+	"time"
+)
+
+// pollInterval is how often Eventually looks again: short enough that a
+// test waits for the condition, not for the poll.
+const pollInterval = 5 * time.Millisecond
+
+// Eventually calls cond until it returns nil, and fails the test with
+// cond's last error once d has passed. Tests wait for conditions, not for
+// time (STYLE.md, example 10): d is a bound on a condition that normally
+// holds in milliseconds, never a duration the test relies on.
+func Eventually(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", d, err)
+		}
+		<-tick.C // poll again
+	}
+}
