@@ -30,42 +30,79 @@ func handleAlterConfigs(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	resp := kmsg.NewPtrAlterConfigsResponse()
 	resp.SetVersion(req.version)
 
-	keys := make([]configResourceKey, len(r.Resources))
-	for i, rr := range r.Resources {
-		keys[i] = configResourceKey{rr.ResourceType, rr.ResourceName}
-	}
-	counts := countResources(keys)
-	img := s.image()
+	resources := make([]configAlteration, len(r.Resources))
 	for i := range r.Resources {
 		rr := &r.Resources[i]
-		out := kmsg.NewAlterConfigsResponseResource()
-		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
-		err := func() error {
-			if err := checkAlterResource(img, keys[i], counts[keys[i]]); err != nil {
-				return err
-			}
-			ops := make([]controller.ConfigOp, 0, len(rr.Configs))
-			seen := make(map[string]bool, len(rr.Configs))
-			for _, c := range rr.Configs {
-				if seen[c.Name] {
-					return invalidRequest("topic %q: config %q given more than once", rr.ResourceName, c.Name)
-				}
-				seen[c.Name] = true
+		res := configAlteration{key: configResourceKey{rr.ResourceType, rr.ResourceName}}
+		for _, c := range rr.Configs {
+			res.ops = append(res.ops, func() (controller.ConfigOp, error) {
 				if c.Value == nil {
-					return invalidRequest("topic %q: config %q has a null value; leave it out to return it to its default",
+					return controller.ConfigOp{}, invalidRequest("topic %q: config %q has a null value; leave it out to return it to its default",
 						rr.ResourceName, c.Name)
 				}
 				if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
-					return err
+					return controller.ConfigOp{}, err
 				}
-				ops = append(ops, controller.ConfigOp{Name: c.Name, Op: controller.ConfigSet, Value: c.Value})
-			}
-			return s.controller.AlterConfigs(ctx, rr.ResourceName, ops, true, r.ValidateOnly)
-		}()
+				return controller.ConfigOp{Name: c.Name, Op: controller.ConfigSet, Value: c.Value}, nil
+			})
+			res.names = append(res.names, c.Name)
+		}
+		resources[i] = res
+	}
+	for i, err := range s.alterConfigResources(ctx, resources, true, r.ValidateOnly) {
+		rr := &r.Resources[i]
+		out := kmsg.NewAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
 		out.ErrorCode, out.ErrorMessage = s.errorAndMessage(err, "AlterConfigs", "resource", rr.ResourceName)
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp, nil, nil
+}
+
+// configAlteration is one resource of an AlterConfigs or
+// IncrementalAlterConfigs request: its key, and per config its name and a
+// check that turns it into the controller's operation.
+type configAlteration struct {
+	key   configResourceKey
+	names []string
+	ops   []func() (controller.ConfigOp, error)
+}
+
+// alterConfigResources applies what both alter APIs do per resource, in
+// request order: the resource checks (checkAlterResource), no config named
+// twice, each config's own check, then the controller commits (or, with
+// validateOnly, only checks). errs[i] answers resources[i].
+func (s *Server) alterConfigResources(ctx context.Context, resources []configAlteration, replaceAll, validateOnly bool) (errs []error) {
+	keys := make([]configResourceKey, len(resources))
+	for i := range resources {
+		keys[i] = resources[i].key
+	}
+	counts := countResources(keys)
+	img := s.image()
+	errs = make([]error, len(resources))
+	for i := range resources {
+		res := &resources[i]
+		errs[i] = func() error {
+			if err := checkAlterResource(img, res.key, counts[res.key]); err != nil {
+				return err
+			}
+			ops := make([]controller.ConfigOp, 0, len(res.ops))
+			seen := make(map[string]bool, len(res.ops))
+			for j, toOp := range res.ops {
+				if seen[res.names[j]] {
+					return invalidRequest("topic %q: config %q given more than once", res.key.name, res.names[j])
+				}
+				seen[res.names[j]] = true
+				op, err := toOp()
+				if err != nil {
+					return err
+				}
+				ops = append(ops, op)
+			}
+			return s.controller.AlterConfigs(ctx, res.key.name, ops, replaceAll, validateOnly)
+		}()
+	}
+	return errs
 }
 
 // configResourceKey names a config resource in an alter request.

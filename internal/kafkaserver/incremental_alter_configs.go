@@ -32,35 +32,20 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
 	resp.SetVersion(req.version)
 
-	keys := make([]configResourceKey, len(r.Resources))
-	for i, rr := range r.Resources {
-		keys[i] = configResourceKey{rr.ResourceType, rr.ResourceName}
-	}
-	counts := countResources(keys)
-	img := s.image()
+	resources := make([]configAlteration, len(r.Resources))
 	for i := range r.Resources {
+		rr := &r.Resources[i]
+		res := configAlteration{key: configResourceKey{rr.ResourceType, rr.ResourceName}}
+		for _, c := range rr.Configs {
+			res.ops = append(res.ops, func() (controller.ConfigOp, error) { return incrementalConfigOp(rr.ResourceName, c) })
+			res.names = append(res.names, c.Name)
+		}
+		resources[i] = res
+	}
+	for i, err := range s.alterConfigResources(ctx, resources, false, r.ValidateOnly) {
 		rr := &r.Resources[i]
 		out := kmsg.NewIncrementalAlterConfigsResponseResource()
 		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
-		err := func() error {
-			if err := checkAlterResource(img, keys[i], counts[keys[i]]); err != nil {
-				return err
-			}
-			ops := make([]controller.ConfigOp, 0, len(rr.Configs))
-			seen := make(map[string]bool, len(rr.Configs))
-			for _, c := range rr.Configs {
-				if seen[c.Name] {
-					return invalidRequest("topic %q: config %q given more than once", rr.ResourceName, c.Name)
-				}
-				seen[c.Name] = true
-				op, err := incrementalConfigOp(rr.ResourceName, c)
-				if err != nil {
-					return err
-				}
-				ops = append(ops, op)
-			}
-			return s.controller.AlterConfigs(ctx, rr.ResourceName, ops, false, r.ValidateOnly)
-		}()
 		out.ErrorCode, out.ErrorMessage = s.errorAndMessage(err, "IncrementalAlterConfigs", "resource", rr.ResourceName)
 		resp.Resources = append(resp.Resources, out)
 	}
