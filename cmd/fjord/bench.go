@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,6 +53,10 @@ type benchRunOptions struct {
 	warmupSet   bool
 	nodePID     int32
 	cpuProfile  string
+	// cpuProfileSeconds is the node profile's length; 0 is the measured
+	// window's.
+	cpuProfileSeconds int32
+	clientProfile     string
 }
 
 const defaultBenchOut = "./bench-results"
@@ -73,7 +78,10 @@ or a path to a workload YAML file with OMB's field names.
 workload against it, stops it and removes the directory. Otherwise the
 workload runs against --brokers; --node-pid names that node's process for the
 resource figures. With --local, --cpu-profile FILE also writes a CPU profile
-of the node over the measured window (read it with go tool pprof).
+of the node over the measured window (read it with go tool pprof); a
+catch-up or message-count run, whose window ends with its last record, needs
+--cpu-profile-seconds for the profile's length. --client-cpu-profile FILE
+writes one of this process, the load generator, over the measured window.
 
 The result is written to <out>/<workload>-fjord.json and .png. The run checks
 its own numbers (every record acknowledged is consumed exactly once, intact;
@@ -96,6 +104,9 @@ no send failed) and exits non-zero when a check fails.`,
 			if !o.local && o.cpuProfile != "" {
 				return errors.New("--cpu-profile is for --local: it profiles the node the run starts")
 			}
+			if o.cpuProfile == "" && o.cpuProfileSeconds != 0 {
+				return errors.New("--cpu-profile-seconds is the length of --cpu-profile's profile; give --cpu-profile too")
+			}
 			return runBench(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -108,6 +119,8 @@ no send failed) and exits non-zero when a check fails.`,
 	f.DurationVar(&o.duration, "duration", 0, "measured duration, e.g. 30s (default: the workload's testDurationSeconds)")
 	f.DurationVar(&o.warmup, "warmup", 0, "warmup before the measured window, e.g. 10s (default: the workload's warmupSeconds)")
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "with --local: write a CPU profile of the node over the measured window to this file")
+	f.Var(newIntFlag(&o.cpuProfileSeconds, 0, 0, 3600, "(0: the measured window's)"), "cpu-profile-seconds", "length of the node's CPU profile from the window's start, in seconds (required for a run whose window ends with its last record)")
+	f.StringVar(&o.clientProfile, "client-cpu-profile", "", "write a CPU profile of this process, the load generator, over the measured window to this file")
 	f.Var(newIntFlag(&o.nodePID, 0, 0, 1<<22, "(0: none)"), "node-pid", "with --brokers: the node's process id on this machine, for its memory and CPU figures")
 	return cmd
 }
@@ -147,16 +160,20 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	if err != nil {
 		return err
 	}
-	if o.cpuProfile != "" && (w.ConsumerBacklogSizeGB > 0 || w.MessageCount > 0) {
-		// The profile's length is asked for when the window starts.
+	if o.cpuProfile != "" && o.cpuProfileSeconds == 0 && (w.ConsumerBacklogSizeGB > 0 || w.MessageCount > 0) {
+		// The node's profile is fetched with its length, asked for when
+		// the window starts.
 		return fmt.Errorf("--cpu-profile: %s's measured window ends with its last record, so its length is not known when it starts; "+
-			"profile a run of fixed --duration", w.Name)
+			"give --cpu-profile-seconds", w.Name)
 	}
-	if o.cpuProfile != "" {
-		// Made now, as --out is: the profile is written mid-run, and a
-		// missing directory found then would waste the whole run.
-		if err := os.MkdirAll(filepath.Dir(o.cpuProfile), 0o755); err != nil {
-			return fmt.Errorf("--cpu-profile: %w", err)
+	// Made now, as --out is: a profile is written mid-run, and a
+	// missing directory found then would waste the whole run.
+	for flag, path := range map[string]string{"--cpu-profile": o.cpuProfile, "--client-cpu-profile": o.clientProfile} {
+		if path == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
 		}
 	}
 	if ctx == nil {
@@ -210,19 +227,46 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	var profile *nodeProfile
 	if o.cpuProfile != "" {
 		profile = &nodeProfile{url: "http://" + node.pprofAddr + "/debug/pprof/profile", path: o.cpuProfile, done: make(chan struct{})}
-		opts.OnMeasure = func(seconds float64) { profile.start(runCtx, seconds, stderr) }
+	}
+	var client *clientProfile
+	if o.clientProfile != "" {
+		client = &clientProfile{path: o.clientProfile}
+	}
+	opts.OnMeasure = func(seconds float64) {
+		if profile != nil {
+			if o.cpuProfileSeconds > 0 {
+				seconds = float64(o.cpuProfileSeconds)
+			}
+			profile.start(runCtx, seconds, stderr)
+		}
+		if client != nil {
+			client.start(stderr)
+		}
+	}
+	opts.OnMeasureEnd = func() {
+		if client != nil {
+			client.stop()
+		}
 	}
 	res, runErr := bench.Run(runCtx, w, d, opts)
+	var profErr error
+	if client != nil {
+		client.stop() // the run may have ended before its window did
+		profErr = client.err
+	}
 	if profile != nil {
-		if perr := profile.wait(); perr != nil && runErr == nil && res != nil {
-			// The results are still written below; the exit says the
-			// profile is missing.
-			defer func() {
-				if err == nil {
-					err = perr
-				}
-			}()
+		if perr := profile.wait(); perr != nil {
+			profErr = perr
 		}
+	}
+	if profErr != nil && runErr == nil && res != nil {
+		// The results are still written below; the exit says the
+		// profile is missing.
+		defer func() {
+			if err == nil {
+				err = profErr
+			}
+		}()
 	}
 	if res == nil {
 		switch {
@@ -302,6 +346,43 @@ func (p *nodeProfile) wait() error {
 	}
 	<-p.done
 	return p.err
+}
+
+// clientProfile is a CPU profile of this process over the measured
+// window.
+type clientProfile struct {
+	path    string
+	f       *os.File
+	stopped bool
+	err     error
+}
+
+func (p *clientProfile) start(stderr io.Writer) {
+	f, err := os.Create(p.path)
+	if err != nil {
+		p.err = fmt.Errorf("--client-cpu-profile: %w", err)
+		return
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		p.err = fmt.Errorf("--client-cpu-profile: %w", err)
+		return
+	}
+	p.f = f
+	fmt.Fprintf(stderr, "profiling this process over the window into %s\n", p.path)
+}
+
+// stop ends the profile; it is safe to call more than once, and before
+// start (then nothing was profiled, and the run says why it ended).
+func (p *clientProfile) stop() {
+	if p.f == nil || p.stopped {
+		return
+	}
+	p.stopped = true
+	pprof.StopCPUProfile()
+	if err := p.f.Close(); err != nil && p.err == nil {
+		p.err = fmt.Errorf("--client-cpu-profile: %w", err)
+	}
 }
 
 // localNode is a `fjord serve` child process for --local: this same

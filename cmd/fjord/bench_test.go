@@ -104,25 +104,74 @@ func TestBenchRunLocalCPUProfile(t *testing.T) {
 	if !strings.Contains(r.stderr, "profiling the node for 2 s into "+prof) {
 		t.Errorf("stderr does not say the node is profiled:\n%s", r.stderr)
 	}
-	data, err := os.ReadFile(prof)
+	// The node's samples carry its functions' names.
+	checkProfile(t, prof, "github.com/fjordmq/fjord/")
+	res := readBenchResult(t, filepath.Join(out, "max-rate-1p-1kb-fjord.json"))
+	if res.Client == nil || res.Client.CPUSeconds <= 0 || res.Client.CPUWindowSeconds != 2 {
+		t.Errorf("client stats %+v, want CPU over the 2 s window", res.Client)
+	}
+}
+
+// A catch-up run's window ends with its last record, so the node's
+// profile takes --cpu-profile-seconds; the client's profile stops with
+// the window by itself.
+func TestBenchRunLocalCatchUpProfiles(t *testing.T) {
+	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	dir := t.TempDir()
+	wl := filepath.Join(dir, "catchup-small.yaml")
+	if err := os.WriteFile(wl, []byte(`
+name: catchup-small
+topics: 1
+partitionsPerTopic: 4
+messageSize: 1024
+payloadRandomness: 1
+producersPerTopic: 2
+consumerPerSubscription: 2
+consumerBacklogSizeGB: 0.25
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results")
+	nodeProf := filepath.Join(dir, "profiles", "node.pprof")
+	clientProf := filepath.Join(dir, "profiles", "client.pprof")
+	r := benchCLI(t, "run", wl, "--local", "--data-dir", dir, "--out", out,
+		"--cpu-profile", nodeProf, "--cpu-profile-seconds", "1", "--client-cpu-profile", clientProf)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"profiling the node for 1 s into " + nodeProf, "profiling this process over the window into " + clientProf} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	// 256 MiB to serve keeps both processes busy for many 10 ms
+	// samples, even on a fast machine.
+	checkProfile(t, nodeProf, "github.com/fjordmq/fjord/")
+	// The load generator's consumers are franz-go's.
+	checkProfile(t, clientProf, "github.com/twmb/franz-go/")
+	if res := readBenchResult(t, filepath.Join(out, "catchup-small-fjord.json")); !res.Passed || res.Consume.Records == 0 {
+		t.Errorf("catch-up run: passed %v, consumed %d", res.Passed, res.Consume.Records)
+	}
+}
+
+// checkProfile fails t unless path is a gzipped pprof profile whose
+// symbols include want.
+func checkProfile(t *testing.T, path, want string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		t.Fatalf("profile of %d bytes is not gzipped: %v", len(data), err)
+		t.Fatalf("profile %s of %d bytes is not gzipped: %v", path, len(data), err)
 	}
 	raw, err := io.ReadAll(zr)
 	if err != nil || len(raw) == 0 {
-		t.Fatalf("profile does not decompress to anything: %d bytes, %v", len(raw), err)
+		t.Fatalf("profile %s does not decompress to anything: %d bytes, %v", path, len(raw), err)
 	}
-	// The node's samples carry its functions' names.
-	if !bytes.Contains(raw, []byte("github.com/fjordmq/fjord/")) {
-		t.Errorf("profile names no Fjord function")
-	}
-	res := readBenchResult(t, filepath.Join(out, "max-rate-1p-1kb-fjord.json"))
-	if res.Client == nil || res.Client.CPUSeconds <= 0 || res.Client.CPUWindowSeconds != 2 {
-		t.Errorf("client stats %+v, want CPU over the 2 s window", res.Client)
+	if !bytes.Contains(raw, []byte(want)) {
+		t.Errorf("profile %s names nothing under %s", path, want)
 	}
 }
 
@@ -171,7 +220,10 @@ func TestBenchRunRejects(t *testing.T) {
 		{[]string{"run", "max-rate-1p-1kb", "--local", "--node-pid", "7"}, "--node-pid is for --brokers"},
 		{[]string{"run", "max-rate-1p-1kb", "--flush-policy", "sometimes"}, "allowed: ack, interval"},
 		{[]string{"run", "max-rate-1p-1kb", "--cpu-profile", "x.pprof"}, "--cpu-profile is for --local"},
-		{[]string{"run", "catchup-2gb", "--local", "--cpu-profile", "x.pprof"}, "--cpu-profile: catchup-2gb's measured window ends with its last record"},
+		{[]string{"run", "catchup-2gb", "--local", "--cpu-profile", "x.pprof"}, "--cpu-profile: catchup-2gb's measured window ends with its last record, so its length is not known when it starts; give --cpu-profile-seconds"},
+		{[]string{"run", "catchup-2gb", "--local", "--cpu-profile-seconds", "3"}, "give --cpu-profile too"},
+		{[]string{"run", "catchup-2gb", "--local", "--cpu-profile", "x.pprof", "--cpu-profile-seconds", "-1"}, "allowed: an integer from 0 to 3600 (0: the measured window's)"},
+		{[]string{"run", "catchup-2gb", "--local", "--cpu-profile", "x.pprof", "--cpu-profile-seconds", "1e9"}, "allowed: an integer from 0 to 3600"},
 		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:1"}, "cannot reach a broker at 127.0.0.1:1"},
 		{[]string{"run"}, "accepts 1 arg(s), received 0"},
 	} {

@@ -69,6 +69,10 @@ type RunOptions struct {
 	// the run's last record (a message-count or catch-up run). It is
 	// called from Run's goroutine and must not block.
 	OnMeasure func(seconds float64)
+	// OnMeasureEnd, when set, is called once the measured window has
+	// ended (for an open-ended window, at its last record), from Run's
+	// goroutine; it must not block.
+	OnMeasureEnd func()
 
 	// progressEvery overrides progressEvery (tests).
 	progressEvery int
@@ -448,6 +452,9 @@ func (r *runner) markWindowStart(win window) {
 
 func (r *runner) markWindowEnd(win window, end int64) {
 	r.client.windowEnd(float64(end-win.from) / 1e9)
+	if r.opts.OnMeasureEnd != nil {
+		r.opts.OnMeasureEnd()
+	}
 	if r.node != nil {
 		r.node.windowEnd(float64(end-win.from) / 1e9)
 	}

@@ -104,12 +104,19 @@ func TestRunRecordsClientCPU(t *testing.T) {
 	// benchmark process itself.
 	d.spinPerSend = 100 * time.Microsecond
 	var measured []float64
-	res, err := runFake(t, w, d, RunOptions{OnMeasure: func(s float64) { measured = append(measured, s) }})
+	var events []string
+	res, err := runFake(t, w, d, RunOptions{
+		OnMeasure:    func(s float64) { measured = append(measured, s); events = append(events, "start") },
+		OnMeasureEnd: func() { events = append(events, "end") },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(measured) != 1 || measured[0] != 0.5 {
 		t.Errorf("OnMeasure called with %v, want once with the 0.5 s window", measured)
+	}
+	if strings.Join(events, ",") != "start,end" {
+		t.Errorf("window hooks called %v, want start then end, once each", events)
 	}
 	c := res.Client
 	if c == nil {
@@ -141,12 +148,19 @@ func TestRunMessageCount(t *testing.T) {
 	w.TestDurationSeconds, w.MessageCount, w.WarmupSeconds = 0, 3001, 0
 	w.ProducerRate = 0 // as fast as possible
 	var measured []float64
-	res, err := runFake(t, w, newFakeDriver(), RunOptions{OnMeasure: func(s float64) { measured = append(measured, s) }})
+	var events []string
+	res, err := runFake(t, w, newFakeDriver(), RunOptions{
+		OnMeasure:    func(s float64) { measured = append(measured, s); events = append(events, "start") },
+		OnMeasureEnd: func() { events = append(events, "end") },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(measured) != 1 || measured[0] != 0 {
 		t.Errorf("OnMeasure called with %v, want once with 0 (the window ends with the last record)", measured)
+	}
+	if strings.Join(events, ",") != "start,end" {
+		t.Errorf("window hooks called %v, want start then end, once each", events)
 	}
 	// No warmup: every record sent is one of the 3,001, split 1,501 +
 	// 1,500 between the two producers.
