@@ -161,3 +161,16 @@ func decodeTimeIndex(b []byte, limitRel uint64) (timeIndex, error) {
 	}
 	return x, nil
 }
+
+// lastEntryWithin returns the last entry at or before position maxPos
+// whose relative offset is at most maxRel (the entries grow in both),
+// or false when there is none.
+func (x *offsetIndex) lastEntryWithin(maxPos int64, maxRel uint32) (offsetEntry, bool) {
+	byPos := sort.Search(len(x.entries), func(i int) bool { return int64(x.entries[i].pos) > maxPos })
+	byRel := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].rel > maxRel })
+	i := min(byPos, byRel)
+	if i == 0 {
+		return offsetEntry{}, false
+	}
+	return x.entries[i-1], true
+}

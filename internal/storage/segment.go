@@ -413,6 +413,99 @@ func (s *segment) read(buf []byte, pos int64, first record.Header, maxBytes int,
 	return buf[:off], nil
 }
 
+// rangeEnd is read's bound without the bytes: the end of the whole
+// batches from pos (whose first batch is first) that read would return.
+// It walks batch headers from the last index entry inside the bounds, so
+// a 1 MiB range costs an index search and a read or two of headers, not
+// a read of the megabyte.
+// REQUIRES: Log.segLock held (shared suffices).
+func (s *segment) rangeEnd(pos int64, first record.Header, maxBytes int, maxOffset int64, minOne bool) (int64, error) {
+	if first.LastOffset() >= maxOffset {
+		return pos, nil
+	}
+	size := s.size.Load()
+	firstEnd := pos + int64(first.Size())
+	if firstEnd > size {
+		return 0, s.corrupt(pos, errTornBatch)
+	}
+	limit := min(size, pos+int64(maxBytes))
+	if firstEnd > limit {
+		if !minOne {
+			return pos, nil
+		}
+		return firstEnd, nil
+	}
+	f, err := s.handle()
+	if err != nil {
+		return 0, err
+	}
+	bp := findBufPool.Get().(*[]byte)
+	defer findBufPool.Put(bp)
+	// Every batch before an index entry ends below the entry's offset,
+	// so with the entry's offset at most maxOffset the walk may start
+	// there. An entry that does not name the batch it points at (a
+	// damaged index) is ignored: the walk starts at pos instead.
+	start := firstEnd
+	maxRel := min(max(maxOffset-s.baseOffset, 0), 1<<32-1)
+	if e, ok, err := s.indexEntryWithin(limit, uint32(maxRel)); err != nil {
+		return 0, err
+	} else if ok && int64(e.pos) > start {
+		sc := &scanner{f: f, pos: int64(e.pos), end: limit, buf: (*bp)[:0]}
+		if h, err := sc.header(); err == nil && h.BaseOffset == s.baseOffset+int64(e.rel) {
+			start = int64(e.pos)
+		}
+	}
+	sc := &scanner{f: f, pos: start, end: limit, buf: (*bp)[:0]}
+	for {
+		h, err := sc.header()
+		switch {
+		case err == io.EOF || errors.Is(err, errTornBatch):
+			return sc.pos, nil // the byte limit cuts the next header
+		case err != nil:
+			return 0, s.corrupt(sc.pos, err)
+		case h.LastOffset() >= maxOffset || sc.pos+int64(h.Size()) > limit:
+			return sc.pos, nil
+		}
+		sc.advance(h)
+	}
+}
+
+// fileRange returns read's batches as a FileRange when they come to at
+// least minBytes and the file is an operating-system file; ok is false
+// when they should be read instead.
+// REQUIRES: Log.segLock held (shared suffices): it keeps the descriptor
+// open while it is duplicated.
+func (s *segment) fileRange(pos int64, first record.Header, maxBytes int, maxOffset int64, minBytes int) (r FileRange, ok bool, err error) {
+	end, err := s.rangeEnd(pos, first, maxBytes, maxOffset, true)
+	if err != nil || end-pos < int64(max(minBytes, 1)) {
+		return FileRange{}, false, err
+	}
+	f, err := s.handle()
+	if err != nil {
+		return FileRange{}, false, err
+	}
+	dup, err := vfs.DupOSFile(f)
+	if errors.Is(err, vfs.ErrNotOSFile) {
+		return FileRange{}, false, nil
+	}
+	if err != nil {
+		return FileRange{}, false, fmt.Errorf("segment %s: %w", s.logPath(), err)
+	}
+	return FileRange{File: dup, Pos: pos, Size: int(end - pos)}, true, nil
+}
+
+// indexEntryWithin is offsetIndex.lastEntryWithin, loading the index
+// first if the segment was opened lazily.
+func (s *segment) indexEntryWithin(maxPos int64, maxRel uint32) (offsetEntry, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.loadLocked(); err != nil {
+		return offsetEntry{}, false, err
+	}
+	e, ok := s.mu.offsets.lastEntryWithin(maxPos, maxRel)
+	return e, ok, nil
+}
+
 // indexLookup returns the offset index's position for rel, loading (or
 // rebuilding) the index first if the segment was opened lazily. The lookup
 // runs under s.mu: the appender grows the entries slice concurrently, so

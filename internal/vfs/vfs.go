@@ -98,6 +98,10 @@ var (
 	// ErrNotDir: a path component, or a directory operation's target, is a
 	// file.
 	ErrNotDir = errors.New("vfs: not a directory")
+	// ErrNotOSFile: DupOSFile was given a File that has no operating
+	// system descriptor (MemFS), or runs where descriptors are not
+	// duplicated.
+	ErrNotOSFile = errors.New("vfs: not an operating-system file")
 	// ErrNotEmpty: Remove or Rename over a directory that has entries.
 	ErrNotEmpty = errors.New("vfs: directory not empty")
 	// ErrTooLarge: a MemFS write or truncate would make a file larger than
