@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // This file is the replica manager's surface as the protocol layers
@@ -52,6 +53,11 @@ type FetchParams struct {
 	MinBytes  int32
 	MaxBytes  int32 // response-wide byte limit
 	Isolation Isolation
+	// MinRangeBytes > 0 lets a partition's answer of at least this
+	// many bytes come as a file range (FetchPartitionResult.Range) for
+	// the caller to send with sendfile; 0 reads every answer into
+	// Records.
+	MinRangeBytes int
 }
 
 // FetchPartition is one partition of a fetch, in request order.
@@ -74,6 +80,18 @@ type FetchPartitionResult struct {
 	// FetchOffset). It aliases a pooled buffer owned by the FetchResult
 	// until Release.
 	Records []byte
+	// Range holds the batches instead of Records when Range.File is set
+	// (FetchParams.MinRangeBytes). Its descriptor belongs to the
+	// FetchResult until Release.
+	Range storage.FileRange
+}
+
+// Size is the bytes of batches in the answer, in Records or Range.
+func (r *FetchPartitionResult) Size() int {
+	if r.Range.File != nil {
+		return r.Range.Size
+	}
+	return len(r.Records)
 }
 
 // FetchResult holds a fetch's answers. Call Release once the response
@@ -83,8 +101,8 @@ type FetchResult struct {
 	release    func()
 }
 
-// Release returns the result's buffers to the pool. Records must not be
-// used after it.
+// Release returns the result's buffers to the pool and closes its file
+// ranges. Records and Range must not be used after it.
 func (r *FetchResult) Release() {
 	if r != nil && r.release != nil {
 		r.release()

@@ -2,9 +2,11 @@ package replica
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/bufpool"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // The fetch path (DESIGN.md section 11), after kafkaserver resolved the
@@ -44,6 +46,11 @@ import (
 // until its response is written.
 const maxReadBufBytes = 8 << 20
 
+// maxFetchRanges bounds the file ranges (each an open descriptor until
+// the response is written) one fetch holds; partitions past it are read.
+// 64 ranges of a consumer's 1 MiB partition limit fill its 50 MiB fetch.
+const maxFetchRanges = 64
+
 // sameBuffer reports whether records aliases buf (storage reads into buf
 // when it is large enough, else allocates).
 func sameBuffer(records, buf []byte) bool {
@@ -64,7 +71,8 @@ type fetch struct {
 	params FetchParams
 	parts  []FetchPartition
 	res    *FetchResult
-	bufs   [][]byte // pooled buffers the results alias
+	bufs   [][]byte   // pooled buffers the results alias
+	files  []*os.File // the results' file ranges' descriptors
 	// resolved[i] is the partition parts[i] found on the last read.
 	resolved []*Partition
 }
@@ -132,6 +140,10 @@ func (f *fetch) releaseBuffers() {
 		bufpool.Put(b)
 	}
 	f.bufs = f.bufs[:0]
+	for _, file := range f.files {
+		file.Close() // read-only: nothing to lose
+	}
+	f.files = f.files[:0]
 }
 
 // readAll reads every partition afresh, in request order, applying the
@@ -155,7 +167,7 @@ func (f *fetch) readAll() (bytes int, anyErr bool) {
 			anyErr = true
 			continue
 		}
-		if n := len(r.Records); n > 0 {
+		if n := r.Size(); n > 0 {
 			minOne = false
 			remaining -= int64(n)
 			bytes += n
@@ -195,10 +207,31 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 		bound = fp.FetchOffset
 	}
 	buf := bufpool.Get(min(limit, maxReadBufBytes))
-	rr, err := p.log.ReadInto(buf, fp.FetchOffset, limit, bound)
+	var rr storage.ReadResult
+	var err error
+	if f.params.MinRangeBytes > 0 && len(f.files) < maxFetchRanges {
+		rr, err = p.log.ReadRange(buf, fp.FetchOffset, limit, bound, f.params.MinRangeBytes)
+	} else {
+		rr, err = p.log.ReadInto(buf, fp.FetchOffset, limit, bound)
+	}
 	if err != nil {
 		bufpool.Put(buf)
 		return FetchPartitionResult{}, p.explainClosed(err)
+	}
+	if r := rr.Range; r.File != nil {
+		bufpool.Put(buf)
+		if !minOne && r.Size > limit {
+			r.File.Close() // see below: only the first partition with data may exceed its limit
+			r = storage.FileRange{}
+		} else {
+			f.files = append(f.files, r.File)
+		}
+		return FetchPartitionResult{
+			HighWatermark:    hw,
+			LastStableOffset: lso,
+			LogStartOffset:   rr.LogStartOffset,
+			Range:            r,
+		}, nil
 	}
 	records := rr.Records
 	if !minOne && len(records) > limit {
