@@ -34,7 +34,9 @@ func TestLibrdkafkaIdempotent(t *testing.T) {
 		msgs[i] = rdkRecord{
 			partition: kafka.PartitionAny,
 			key:       fmt.Appendf(nil, "k%02d", i%50),
-			value:     fmt.Appendf(nil, "librdkafka record %06d", i),
+			// Padded so each partition's log passes 64 KiB: the
+			// consumer's fetches are answered with sendfile.
+			value: fmt.Appendf(nil, "librdkafka record %06d %0100d", i, i),
 		}
 		checker.Sent(topic, msgs[i].key, msgs[i].value)
 	}

@@ -47,7 +47,9 @@ func TestSarama(t *testing.T) {
 				msgs[i] = &sarama.ProducerMessage{
 					Topic: topic,
 					Key:   sarama.ByteEncoder(fmt.Appendf(nil, "k%03d", i%97)),
-					Value: sarama.ByteEncoder(fmt.Appendf(nil, "sarama %s record %06d", tc.version, i)),
+					// Padded so each partition's log passes 64 KiB: the
+					// consumer's fetches are answered with sendfile.
+					Value: sarama.ByteEncoder(fmt.Appendf(nil, "sarama %s record %06d %0100d", tc.version, i, i)),
 				}
 			}
 			sent := saramaProduce(t, n, cfg, msgs)

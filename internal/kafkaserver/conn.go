@@ -94,6 +94,8 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
+	// sendfile: fetch answers may carry file ranges (fetch_ranges.go).
+	sendfile bool
 
 	// ctx ends when the connection closes (or the server does), so
 	// handlers stop waiting for anyone.
@@ -142,12 +144,13 @@ type slot struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		s:      s,
-		nc:     nc,
-		remote: nc.RemoteAddr().String(),
-		sem:    make(chan struct{}, s.cfg.MaxInFlight),
-		queue:  make(chan *slot, s.cfg.MaxInFlight),
-		closed: make(chan struct{}),
+		s:        s,
+		nc:       nc,
+		sendfile: s.cfg.SendfileMinBytes > 0 && canSendfile(nc),
+		remote:   nc.RemoteAddr().String(),
+		sem:      make(chan struct{}, s.cfg.MaxInFlight),
+		queue:    make(chan *slot, s.cfg.MaxInFlight),
+		closed:   make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.touch()
@@ -499,7 +502,9 @@ func (c *conn) writeLoop() (abandoned []*slot) {
 			return nil
 		}
 		var err error
-		if sl.resp != nil {
+		if rf, ok := sl.resp.(*rangedFetch); ok {
+			buf, err = c.writeRanged(bw, buf, sl, rf)
+		} else if sl.resp != nil {
 			if hint := responseSizeHint(sl.resp); hint > cap(buf) {
 				putBuffer(buf)
 				buf = getBuffer(hint)
@@ -562,10 +567,66 @@ func (c *conn) flush(bw *bufio.Writer) error {
 	return err
 }
 
+// writeRanged writes a fetch answer with file ranges: its bytes through
+// bw, each range with sendfile once bw is flushed. It returns buf, which
+// held the bytes, for reuse.
+func (c *conn) writeRanged(bw *bufio.Writer, buf []byte, sl *slot, rf *rangedFetch) ([]byte, error) {
+	var ends []int
+	err := c.guardEncode(sl, func() (err error) {
+		buf, ends, err = encodeRanged(buf[:0], sl, rf)
+		return err
+	})
+	if errors.Is(err, errPlaceholders) {
+		// A bug, not the client's doing: answer with the records copied
+		// in, as without sendfile, and say so.
+		c.s.log.Error("kafkaserver: fetch answer with file ranges did not encode; copying its records", slog.Any("err", err))
+		if err = inlineRanges(rf); err == nil {
+			sl.resp = rf.FetchResponse
+			buf, err = c.encode(buf[:0], sl)
+			if err == nil {
+				err = c.write(bw, buf)
+			}
+		}
+		return buf, err
+	}
+	if err != nil {
+		return buf, err
+	}
+	prev := 0
+	for k, r := range rf.ranges {
+		if err := c.write(bw, buf[prev:ends[k]]); err != nil {
+			return buf, err
+		}
+		if err := c.flush(bw); err != nil {
+			return buf, err
+		}
+		if err := sendRange(c.nc, r); err != nil {
+			return buf, err
+		}
+		c.s.rangeBytesSent.Add(int64(r.Size))
+		c.touch()
+		prev = ends[k]
+	}
+	return buf, c.write(bw, buf[prev:])
+}
+
 // encode appends sl's framed response to dst. A panic while encoding (a
 // handler that built a response kmsg cannot encode) closes the
 // connection instead of the node.
 func (c *conn) encode(dst []byte, sl *slot) (out []byte, err error) {
+	err = c.guardEncode(sl, func() error {
+		out = appendResponse(dst, sl)
+		return nil
+	})
+	if err != nil {
+		out = dst[:0]
+	}
+	return out, err
+}
+
+// guardEncode runs fn, turning a panic while encoding (a handler that
+// built a response kmsg cannot encode) into an error.
+func (c *conn) guardEncode(sl *slot, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("kafkaserver: encoding a response panicked; closing the connection",
@@ -574,10 +635,10 @@ func (c *conn) encode(dst []byte, sl *slot) (out []byte, err error) {
 			if h := c.s.testHookPanic; h != nil {
 				h(kmsg.NameForKey(sl.key), r)
 			}
-			out, err = dst[:0], fmt.Errorf("encoding %s response: %v", kmsg.NameForKey(sl.key), r)
+			err = fmt.Errorf("encoding %s response: %v", kmsg.NameForKey(sl.key), r)
 		}
 	}()
-	return appendResponse(dst, sl), nil
+	return fn()
 }
 
 // appendResponse appends a framed response: size, header, body.

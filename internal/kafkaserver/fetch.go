@@ -50,6 +50,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
@@ -104,6 +105,9 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		MinBytes:  body.MinBytes,
 		MaxBytes:  body.MaxBytes,
 		Isolation: replica.IsolationHighWatermark,
+	}
+	if req.conn != nil && req.conn.sendfile {
+		params.MinRangeBytes = s.cfg.SendfileMinBytes
 	}
 	switch {
 	case replicaID >= 0:
@@ -172,6 +176,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	// Per part: the answer and its session state.
 	answers := make([]kmsg.FetchResponseTopicPartition, len(fc.parts))
 	states := make([]partState, len(fc.parts))
+	var ranges []storage.FileRange // ranges[i]: parts[i]'s, when it has one
 	for i, p := range fc.parts {
 		a := kmsg.NewFetchResponseTopicPartition()
 		a.Partition = p.key.partition
@@ -202,7 +207,13 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		a.HighWatermark = r.HighWatermark
 		a.LastStableOffset = r.LastStableOffset
 		a.LogStartOffset = r.LogStartOffset
-		if len(r.Records) > 0 {
+		if r.Range.File != nil {
+			if ranges == nil {
+				ranges = make([]storage.FileRange, len(fc.parts))
+			}
+			ranges[i] = r.Range
+			a.RecordBatches = rangePlaceholder
+		} else if len(r.Records) > 0 {
 			a.RecordBatches = r.Records
 		}
 		if params.Isolation == replica.IsolationTxnCommitted {
@@ -232,10 +243,15 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	include := fc.update(states)
 
 	// Group the included partitions by topic, keeping part order (a full
-	// fetch: request order; incremental: session order).
+	// fetch: request order; incremental: session order). Ranges go in
+	// the same order, the order the writer meets their placeholders.
+	var sent []storage.FileRange
 	for i := range answers {
 		if !include[i] {
 			continue
+		}
+		if ranges != nil && ranges[i].File != nil {
+			sent = append(sent, ranges[i])
 		}
 		n := len(resp.Topics)
 		if n == 0 || !sameFetchTopic(&resp.Topics[n-1], fc.parts[i].key, usesIDs) {
@@ -274,8 +290,11 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	if result == nil {
 		return resp, nil, nil
 	}
-	// RecordBatches alias result's pooled buffers until the writer has
-	// encoded the response.
+	// RecordBatches alias result's pooled buffers, and ranges hold its
+	// descriptors, until the writer has written the response.
+	if len(sent) > 0 {
+		return &rangedFetch{FetchResponse: resp, ranges: sent}, result.Release, nil
+	}
 	return resp, result.Release, nil
 }
 

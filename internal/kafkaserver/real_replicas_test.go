@@ -13,20 +13,35 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
+// Each way a fetch answer is written: records copied into the response,
+// and every partition's records sent from the page cache with sendfile
+// (the default sends only answers of 64 KiB or more that way). Consumers
+// read at Fetch v16 (flexible, topic ids) and, through a client capped
+// at Kafka 2.0's versions, at v8 (length prefixes of four bytes).
 func TestKgoAgainstRealReplicaManager(t *testing.T) {
+	for _, mode := range []struct {
+		name     string
+		minBytes int
+	}{{"copy", -1}, {"sendfile", 1}} {
+		t.Run(mode.name, func(t *testing.T) { testKgoAgainstRealReplicaManager(t, mode.minBytes) })
+	}
+}
+
+func testKgoAgainstRealReplicaManager(t *testing.T, sendfileMinBytes int) {
 	dir := t.TempDir()
 	sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rm := replica.NewManager(replica.Options{NodeID: 1, Storage: sm, Defaults: storage.DefaultConfig(), Logger: testLogger(t), DataDir: dir})
-	h := newWireHarness(t, withReplicas(func(h *wireHarness) Replicas {
+	h := newWireHarness(t, withConfig(func(c *Config) { c.SendfileMinBytes = sendfileMinBytes }), withReplicas(func(h *wireHarness) Replicas {
 		// The real manager, fed every image as a controller
 		// subscriber would be.
 		h.ctrl.onImage = rm.ApplyImage
@@ -80,8 +95,30 @@ func TestKgoAgainstRealReplicaManager(t *testing.T) {
 		produced = append(produced, recs...)
 	}
 
+	for _, versions := range []struct {
+		name string
+		max  *kversion.Versions
+	}{{"latest", kversion.Stable()}, {"kafka 2.0", kversion.V2_0_0()}} {
+		before := h.srv.rangeBytesSent.Load()
+		consumeAll(ctx, t, h.addr, versions.max, produced)
+		sent := h.srv.rangeBytesSent.Load() - before
+		if sendfileMinBytes > 0 && sent == 0 {
+			t.Errorf("%s: no record bytes went out with sendfile", versions.name)
+		}
+		if sendfileMinBytes < 0 && sent != 0 {
+			t.Errorf("%s: %d bytes went out with sendfile, which is off", versions.name, sent)
+		}
+	}
+}
+
+// consumeAll reads the topic "real" from the start with a client capped
+// at max's versions and checks every produced record comes back once,
+// where it was produced.
+func consumeAll(ctx context.Context, t *testing.T, addr string, max *kversion.Versions, produced []*kgo.Record) {
+	t.Helper()
 	c, err := kgo.NewClient(
-		kgo.SeedBrokers(h.addr),
+		kgo.SeedBrokers(addr),
+		kgo.MaxVersions(max),
 		kgo.ConsumeTopics("real"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(100*time.Millisecond),

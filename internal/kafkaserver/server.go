@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -77,7 +78,12 @@ type Config struct {
 	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots
 	// (default 1000; negative disables fetch sessions).
 	FetchSessionCacheSlots int
-	Logger                 *slog.Logger
+	// SendfileMinBytes: a fetched partition's records of at least this
+	// many bytes are sent from the page cache with sendfile rather than
+	// copied through the node (fetch_ranges.go); default
+	// DefaultSendfileMinBytes, negative: always copy.
+	SendfileMinBytes int
+	Logger           *slog.Logger
 }
 
 // Server is the Kafka protocol listener. It owns its connections (a
@@ -106,6 +112,10 @@ type Server struct {
 	// writer may write it); testHookPanic when a handler panicked.
 	testHookHandled func(key int16, correlationID int32)
 	testHookPanic   func(api string, recovered any)
+
+	// rangeBytesSent counts record bytes sent with sendfile (tests read
+	// it; an operator's metric once the node exports metrics).
+	rangeBytesSent atomic.Int64
 	// testHookProduceTurn: a Produce is about to wait for its turn to
 	// append (see produceTurn).
 	testHookProduceTurn func(correlationID int32)
@@ -161,6 +171,9 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs) *Serv
 	}
 	if cfg.FetchSessionCacheSlots == 0 {
 		cfg.FetchSessionCacheSlots = defaultFetchSessionCacheSlots
+	}
+	if cfg.SendfileMinBytes == 0 {
+		cfg.SendfileMinBytes = DefaultSendfileMinBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
