@@ -1,0 +1,150 @@
+package group
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sort"
+	"strings"
+)
+
+// DescribeGroup: DescribeGroups v0+ for one group. Members are listed in
+// join order; protocol, member metadata and assignments only while the
+// group is Stable, as in Kafka. A group this coordinator does not have is
+// described as Dead with no members and a nil error (Kafka's answer
+// through DescribeGroups v5; v6 answers GROUP_ID_NOT_FOUND for it, which
+// the server derives from the Dead state: a group held here is never
+// Dead).
+func (c *Coordinator) DescribeGroup(group string) (GroupDescription, error) {
+	g, err := c.lookup(group, false)
+	if err != nil {
+		return GroupDescription{Group: group}, err
+	}
+	if g == nil {
+		return GroupDescription{Group: group, State: stateDead.String()}, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := GroupDescription{Group: group, State: g.mu.state.String(), ProtocolType: g.mu.protocolType}
+	stable := g.mu.state == stateStable
+	if stable {
+		d.Protocol = g.mu.protocol
+	}
+	for _, m := range g.membersLocked() {
+		md := MemberDescription{
+			MemberID:   m.id,
+			InstanceID: cloneString(m.instanceID),
+			ClientID:   m.clientID,
+			ClientHost: m.clientHost,
+		}
+		if stable {
+			md.Metadata = bytes.Clone(m.metadataFor(g.mu.protocol))
+			md.Assignment = bytes.Clone(m.assignment)
+		}
+		d.Members = append(d.Members, md)
+	}
+	return d, nil
+}
+
+// ListGroups: ListGroups v0+. It lists the groups of every loaded
+// partition (not those still loading), sorted by id, keeping those whose
+// state is in states (compared without case, as Kafka does) unless
+// states is nil or empty.
+func (c *Coordinator) ListGroups(states []string) []GroupListing {
+	var out []GroupListing
+	for _, g := range c.loadedGroups() {
+		g.mu.Lock()
+		l := GroupListing{Group: g.id, ProtocolType: g.mu.protocolType, State: g.mu.state.String()}
+		dead := g.mu.state == stateDead
+		g.mu.Unlock()
+		if dead || !stateIn(l.State, states) {
+			continue
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+func stateIn(state string, states []string) bool {
+	if len(states) == 0 {
+		return true
+	}
+	for _, s := range states {
+		if strings.EqualFold(s, state) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteGroups: DeleteGroups v0+. errs[i] answers groups[i]: an Empty
+// group is deleted (tombstones for its offsets and metadata are written
+// first; if that fails the group stays and the error is answered), a
+// group with members answers NON_EMPTY_GROUP, an unknown one
+// GROUP_ID_NOT_FOUND.
+func (c *Coordinator) DeleteGroups(ctx context.Context, groups []string) []error {
+	errs := make([]error, len(groups))
+	for i, id := range groups {
+		errs[i] = c.deleteGroup(ctx, id)
+	}
+	return errs
+}
+
+func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
+	g, err := c.lookup(id, false)
+	if err != nil {
+		return err
+	}
+	if g == nil {
+		return ErrGroupIDNotFound
+	}
+	if err := g.acquireWrite(ctx); err != nil {
+		return waitError(ctx)
+	}
+	defer g.releaseWrite()
+
+	g.mu.Lock()
+	switch g.mu.state {
+	case stateEmpty:
+	case stateDead:
+		g.mu.Unlock()
+		return ErrGroupIDNotFound
+	default:
+		g.mu.Unlock()
+		return ErrNonEmptyGroup
+	}
+	tps := make([]TopicPartition, 0, len(g.mu.offsets))
+	for tp := range g.mu.offsets {
+		tps = append(tps, tp)
+	}
+	sortPartitions(tps)
+	recs := make([]Record, 0, len(tps)+1)
+	for _, tp := range tps {
+		recs = append(recs, offsetTombstone(g.id, tp))
+	}
+	if g.mu.generation > 0 {
+		recs = append(recs, groupTombstone(g.id))
+	}
+	g.mu.deleting = true
+	g.mu.Unlock()
+
+	if len(recs) > 0 {
+		actx, cancel := c.appendContext(ctx)
+		err = c.log.Append(actx, g.partition, recs)
+		cancel()
+	}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mu.deleting = false
+	if err != nil {
+		return mapAppendError(err, appendDelete)
+	}
+	if g.mu.state != stateDead {
+		c.killGroupLocked(g, ErrCoordinatorNotAvailable)
+		c.removeGroupLocked(g)
+	}
+	c.logger.Info("group: deleted", slog.String("group", g.id), slog.Int("offsets", len(tps)))
+	return nil
+}

@@ -1,0 +1,148 @@
+// Package group is Fjord's classic consumer group coordinator: Kafka's
+// GroupCoordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+// OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups,
+// OffsetDelete) over the partitions of __consumer_offsets this node leads.
+// It knows nothing of the wire: internal/kafkaserver decodes requests into
+// this package's types and answers its kerr errors by code.
+//
+// # Placement and ownership
+//
+// A group lives on partition PartitionFor(group, OffsetsPartitions) of
+// __consumer_offsets, and its coordinator is that partition's leader. The
+// node calls Load when this node becomes leader (the partition is replayed
+// into memory; meanwhile requests answer COORDINATOR_LOAD_IN_PROGRESS) and
+// Unload when it stops (groups dropped, parked requests answered
+// NOT_COORDINATOR). Requests for a partition not loaded answer
+// NOT_COORDINATOR.
+//
+// # The state machine
+//
+// Each group is in one of Kafka's five states:
+//
+//	+-------+ member joins  +--------------------+ all rejoined, or  +---------------------+
+//	| Empty |-------------->| PreparingRebalance |------------------>| CompletingRebalance |
+//	+-------+               +--------------------+ rebalance timeout +---------------------+
+//	    ^                     |    ^         ^                          |             |
+//	    |  join completes     |    |         |  member joins, leaves,   |             |
+//	    +---------------------+    |         +--------------------------+             |
+//	       with nobody left        |            new protocols, session                 | leader's
+//	                               |            ends                                   | assignment
+//	                               |                        +--------+                 | written
+//	                               +------------------------| Stable |<----------------+
+//	                                 member joins, leaves,  +--------+
+//	                                 new protocols, session ends,
+//	                                 leader rejoins
+//
+// Dead is entered from any state when the group is removed (its offsets
+// all expired while Empty, DeleteGroups, Unload, Close). A removed group
+// is gone from the coordinator; clients see Dead only as DescribeGroup's
+// answer for a group the coordinator does not have.
+//
+// PreparingRebalance collects JoinGroups. It ends when every member has
+// rejoined (and every id handed out with MEMBER_ID_REQUIRED has been used)
+// or when the largest member rebalance timeout passes (KIP-62), which
+// drops the dynamic members that did not rejoin; a group coming from Empty
+// first waits InitialRebalanceDelay, extended while members keep arriving
+// but never past the rebalance timeout (KIP-134). Completing the join
+// starts the next generation, chooses the protocol (each member votes for
+// its most preferred protocol among those all support), answers every
+// parked join (the leader's with all members' metadata) and moves to
+// CompletingRebalance, or to Empty if nobody is left.
+//
+// CompletingRebalance parks followers' SyncGroups until the leader's
+// arrives; its assignments are written as the group's metadata record, and
+// once that is committed every member gets its assignment and the group is
+// Stable. Members that do not sync within the rebalance timeout are
+// dropped and the group rebalances.
+//
+// Stable answers heartbeats, syncs (with the current assignment) and a
+// follower's JoinGroup with unchanged protocols (the current generation,
+// no rebalance). The leader's JoinGroup, a JoinGroup with new protocols
+// (every second round of a KIP-429 cooperative rebalance), a new member,
+// a LeaveGroup or an expired session start a rebalance.
+//
+// Static members (KIP-345) carry a group.instance.id. One that restarts
+// rejoins with no member id and takes its old id's place, assignment and
+// generation without a rebalance; the old id is fenced at once
+// (FENCED_INSTANCE_ID). At a rebalance timeout static members are not
+// dropped; only their session timeout removes them.
+//
+// # What is persisted, when
+//
+// Everything goes through Log.Append to the group's partition, in Kafka's
+// own record schemas (see records.go), and nothing a client is told about
+// is changed in memory before its records are committed:
+//
+//   - the group's metadata record (members, their subscriptions and
+//     assignments, generation, leader, protocol): when the leader's
+//     SyncGroup completes a rebalance (before any member is answered),
+//     when a static member takes over its old id in a Stable group (before
+//     it is answered), and when the group becomes Empty (in the
+//     background; a failure there is only logged, as in Kafka);
+//   - an offset record per partition on each commit, before it is answered
+//     or visible to fetches;
+//   - tombstones for offsets and metadata on DeleteGroups, OffsetDelete and
+//     retention, before anything is removed from memory.
+//
+// Groups in PreparingRebalance and CompletingRebalance are not persisted:
+// a new coordinator loads the last Stable or Empty generation, and members
+// mid-rebalance rejoin it.
+//
+// Retention (KIP-211): every RetentionCheckInterval, an Empty group's
+// offsets expire OffsetsRetention after it became Empty (a group that
+// never had members: after each offset's commit), and a Stable consumer
+// group's offsets of topics no member subscribes to expire after their
+// commit. An Empty group left without offsets is removed, its metadata
+// tombstoned.
+//
+// # Concurrency
+//
+// There is no coordinator goroutine. Who runs what:
+//
+//   - a request runs on its caller's goroutine (the connection's), under
+//     its group's lock; JoinGroup and SyncGroup park on a channel that is
+//     answered under that lock by whichever goroutine completes them;
+//   - timers (sessions, rebalance and sync timeouts, the initial delay,
+//     MEMBER_ID_REQUIRED ids, the retention check) run on Clock callbacks;
+//   - group metadata writes whose outcome must not depend on the request
+//     that caused them (the leader's SyncGroup, a static member's
+//     takeover, becoming Empty) run on background goroutines;
+//   - Load's replay runs on its caller's goroutine with no lock held.
+//
+// Close waits for the timers and background goroutines it admitted.
+//
+// Lock order: a group's write turn, then its mutex (group.mu), then the
+// coordinator's map lock (Coordinator.mu); never the reverse. group.mu is
+// never held across Log.Append, so a group's heartbeats and timers carry
+// on while its writes wait for replicas; the write turn, held from before
+// a write's records are built until its outcome is applied, keeps one
+// group's appends in the order its state changed.
+//
+// # Where Fjord differs from Kafka
+//
+//   - Protocol votes that tie go to the lexically smallest protocol name
+//     (Kafka: hash-map order).
+//   - A parked JoinGroup or SyncGroup superseded by another from the same
+//     member is answered REBALANCE_IN_PROGRESS, and a member removed while
+//     parked in SyncGroup is answered UNKNOWN_MEMBER_ID; Kafka leaves both
+//     unanswered until the client times out.
+//   - A static member presenting an id handed out with MEMBER_ID_REQUIRED
+//     gets UNKNOWN_MEMBER_ID (Kafka fails an internal assertion).
+//   - Deleting a group, expiring offsets and deleting offsets wait for
+//     their tombstones to be committed (acks=all) before changing memory;
+//     Kafka appends them with acks=0 and removes at once. A group a failed
+//     request created and left empty is dropped at once rather than at the
+//     next retention check.
+//   - ListGroups omits the groups of partitions still loading; Kafka
+//     lists what it has and adds COORDINATOR_LOAD_IN_PROGRESS, which this
+//     API has no error to carry.
+//   - A commit's or delete's request context bounds its append (with
+//     CommitTimeout); a context that ends first answers REQUEST_TIMED_OUT
+//     (deadline) or COORDINATOR_NOT_AVAILABLE (cancel), and the write may
+//     still land: the usual ambiguity of a timed-out write.
+//   - Describing an unknown group answers Dead with no error for every
+//     version; DescribeGroups v6's GROUP_ID_NOT_FOUND is the server's to
+//     derive from that.
+//   - Transactional offset commits (TxnOffsetCommit) do not exist yet, so
+//     OffsetFetch's requireStable has nothing to wait for.
+package group
