@@ -515,7 +515,7 @@ func newAdminFixture(t *testing.T) *adminFixture {
 		reps: newAdminFakeReplicas(),
 		pids: &adminFakeProducerIDs{next: 1000},
 	}
-	f.s = New(Config{NodeID: adminTestNodeID, AutoCreateTopics: true}, f.ctrl, f.reps, f.pids)
+	f.s = New(Config{NodeID: adminTestNodeID, AutoCreateTopics: true}, f.ctrl, f.reps, f.pids, nil)
 	t.Cleanup(func() { f.s.Close() })
 	return f
 }

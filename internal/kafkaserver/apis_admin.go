@@ -35,7 +35,6 @@ var adminAPIs = []api{
 	{key: 37, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions},
 	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs},
 	{key: 60, minVersion: 0, maxVersion: 1, handle: handleDescribeCluster},
-	{key: 10, minVersion: 0, maxVersion: 4, handle: handleFindCoordinator},
 }
 
 // leaderPartition checks, against img, that this node can answer for

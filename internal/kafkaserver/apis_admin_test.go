@@ -31,7 +31,6 @@ var wantAdminVersions = map[int16][2]int16{
 	37: {0, 3}, // CreatePartitions
 	44: {0, 1}, // IncrementalAlterConfigs
 	60: {0, 1}, // DescribeCluster
-	10: {0, 4}, // FindCoordinator (COORDINATOR_NOT_AVAILABLE until groups; see its file)
 }
 
 func TestAdminAPIVersionRanges(t *testing.T) {

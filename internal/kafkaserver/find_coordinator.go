@@ -2,52 +2,133 @@ package kafkaserver
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
-// FindCoordinator: v0-4
+// FindCoordinator: v0-6
 //
-// Consumer groups and transactions have no coordinator yet (groups come
-// with the consumer group issue), so every key, group or transactional,
-// is answered COORDINATOR_NOT_AVAILABLE, with a message saying why on
-// v1+. That is an honest, retriable answer: a group consumer waits and
-// retries rather than failing on an API it did not expect.
+// A group's coordinator is the leader of its __consumer_offsets
+// partition, abs(javaStringHashCode(group)) % partitions, as Kafka
+// computes it (group.PartitionFor), so a client that computes it too (or
+// a tool reading the topic) agrees with the answer. The topic is created
+// on the first group lookup, compacted, with OffsetsTopicPartitions
+// partitions and the replication the cluster allows; until its partition
+// has a leader the answer is COORDINATOR_NOT_AVAILABLE, which clients
+// retry.
 //
-// It is advertised before groups exist because librdkafka reads its
-// presence as a sign of a broker new enough for LZ4 (its feature map
-// ties "lz4" to FindCoordinator v0): without it librdkafka and kcat
-// silently send lz4-configured batches uncompressed.
+// Transactions have no coordinator yet: key type 1 is answered
+// COORDINATOR_NOT_AVAILABLE, with a message saying why (v1+). That is an
+// honest, retriable answer.
+//
+// It was advertised before groups existed because librdkafka reads its
+// presence as a sign of a broker new enough for LZ4 (its feature map ties
+// "lz4" to FindCoordinator v0).
 //
 // v4 (KIP-699) answers a list of keys; v0-3 one key. Key types other
-// than group (0) and transaction (1) are INVALID_REQUEST.
-func handleFindCoordinator(_ context.Context, _ *Server, req *request) (kmsg.Response, func(), error) {
+// than group (0) and transaction (1) are INVALID_REQUEST. v6 (share
+// groups, KIP-932) adds nothing a classic group uses.
+func handleFindCoordinator(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.FindCoordinatorRequest)
 	resp := body.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	answer := func(keyType int8) (int16, *string) {
-		if req.version >= 1 && keyType != 0 && keyType != 1 {
-			msg := "unknown coordinator key type: allowed 0 (group) and 1 (transaction)"
-			return kerr.InvalidRequest.Code, &msg
-		}
-		msg := "Fjord has no group or transaction coordinator yet"
-		return kerr.CoordinatorNotAvailable.Code, &msg
-	}
 	if req.version >= 4 {
 		for _, key := range body.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
-			c.NodeID, c.Port = -1, -1
-			c.ErrorCode, c.ErrorMessage = answer(body.CoordinatorType)
+			a := s.findCoordinator(ctx, body.CoordinatorType, key)
+			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = a.nodeID, a.host, a.port, a.code, a.msg
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return resp, nil, nil
 	}
-	resp.NodeID, resp.Port = -1, -1
-	var msg *string
-	resp.ErrorCode, msg = answer(body.CoordinatorType)
+	a := s.findCoordinator(ctx, body.CoordinatorType, body.CoordinatorKey)
+	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = a.nodeID, a.host, a.port, a.code
 	if req.version >= 1 {
-		resp.ErrorMessage = msg
+		resp.ErrorMessage = a.msg
 	}
 	return resp, nil, nil
+}
+
+// coordinatorAnswer is one key's answer.
+type coordinatorAnswer struct {
+	nodeID int32
+	host   string
+	port   int32
+	code   int16
+	msg    *string
+}
+
+func coordinatorError(code int16, msg string) coordinatorAnswer {
+	return coordinatorAnswer{nodeID: -1, port: -1, code: code, msg: &msg}
+}
+
+func (s *Server) findCoordinator(ctx context.Context, keyType int8, key string) coordinatorAnswer {
+	switch keyType {
+	case 0: // group
+	case 1:
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "Fjord has no transaction coordinator yet")
+	default:
+		return coordinatorError(kerr.InvalidRequest.Code, "unknown coordinator key type: allowed 0 (group) and 1 (transaction)")
+	}
+	if s.groups == nil {
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "this node runs no group coordinator")
+	}
+	t, err := s.offsetsTopic(ctx)
+	if err != nil {
+		return coordinatorError(s.errorCodeLogged(err, "FindCoordinator: creating "+offsetsTopic), err.Error())
+	}
+	p := &t.Partitions[group.PartitionFor(key, int32(len(t.Partitions)))]
+	b, ok := s.image().Broker(p.Leader)
+	if p.Leader < 0 || !ok {
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "the group's __consumer_offsets partition has no leader yet")
+	}
+	return coordinatorAnswer{nodeID: b.NodeID, host: b.Host, port: b.Port}
+}
+
+// offsetsTopic is Kafka's name for the topic of committed offsets and
+// group metadata.
+const offsetsTopic = "__consumer_offsets"
+
+// Kafka's defaults for the offsets topic.
+const (
+	DefaultOffsetsTopicPartitions        = 50
+	DefaultOffsetsTopicReplicationFactor = 3
+	// offsetsTopicSegmentBytes is offsets.topic.segment.bytes: small
+	// segments so the cleaner can compact the topic often.
+	offsetsTopicSegmentBytes = "104857600"
+)
+
+// offsetsTopic returns __consumer_offsets, creating it first if this is
+// the first group lookup. A create that loses a race to another is
+// answered from the image.
+func (s *Server) offsetsTopic(ctx context.Context) (*metadata.Topic, error) {
+	if t, ok := lookupTopic(s.image(), offsetsTopic); ok {
+		return t, nil
+	}
+	rf := s.cfg.OffsetsTopicReplicationFactor
+	if n := int16(len(s.image().BrokerIDs())); n > 0 && rf > n {
+		rf = n // "as the cluster allows"
+	}
+	res := s.controller.CreateTopics(ctx, []controller.CreateTopic{{
+		Name:              offsetsTopic,
+		NumPartitions:     s.cfg.OffsetsTopicPartitions,
+		ReplicationFactor: rf,
+		Configs: map[string]string{
+			"cleanup.policy": "compact",
+			"segment.bytes":  offsetsTopicSegmentBytes,
+		},
+	}}, false)
+	if err := res[0].Err; err != nil && !errors.Is(err, controller.ErrTopicExists) {
+		return nil, err
+	}
+	if t, ok := lookupTopic(s.image(), offsetsTopic); ok {
+		return t, nil
+	}
+	return nil, kerr.CoordinatorNotAvailable
 }

@@ -164,9 +164,11 @@ func metadataTopic(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponse
 	return mt
 }
 
-func nonNil(s []int32) []int32 {
+// nonNil is s, or an empty slice for nil: arrays and bytes Kafka never
+// answers null.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []int32{}
+		return []T{}
 	}
 	return s
 }

@@ -94,14 +94,24 @@ func fuzzSeedRequests(f *testing.F, topicID [16]byte) []kmsg.Request {
 		fetchReq(13, 100, 1, fetchPart{id: topicID, partition: 1}),
 		sessionFetch(12, 0, 0, fetchPart{topic: "fuzz", partition: 0}),
 	}
-	for _, a := range adminAPIs {
+	for _, a := range append(append([]api(nil), adminAPIs...), groupAPIs...) {
 		for _, v := range []int16{a.minVersion, a.maxVersion} {
 			req := kmsg.RequestForKey(a.key)
 			req.SetVersion(v)
 			reqs = append(reqs, req)
 		}
 	}
-	return reqs
+	// Group requests that get past the coordinator's first checks.
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.SessionTimeoutMillis, join.ProtocolType = 5, "fuzz-group", 10_000, "consumer"
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1}}}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version, commit.Group, commit.Generation = 8, "fuzz-group", -1
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "fuzz", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 1, Offset: 3, LeaderEpoch: -1}}}}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version = 8
+	fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "fuzz-group"}}
+	return append(reqs, join, commit, fetch)
 }
 
 // fuzzServer is one Server shared by every input of a fuzz run, so "the
@@ -117,6 +127,7 @@ type fuzzServer struct {
 func newFuzzServer(f *testing.F) *fuzzServer {
 	fz := &fuzzServer{}
 	fz.h = newWireHarness(f,
+		withGroups(&memOffsetsLog{}),
 		withConfig(func(c *Config) {
 			c.MaxRequestBytes = 1 << 20
 			c.IdleTimeout = 5 * time.Second

@@ -13,9 +13,10 @@
 //   - The fetch session cache is shared by all connections (a client may
 //     continue a session on a new connection) behind its own lock.
 //
-// Everything else (topics, partitions, producer ids) lives behind the
-// Controller, Replicas and ProducerIDs interfaces; the server keeps no
-// state beyond its connections and fetch sessions.
+// Everything else (topics, partitions, producer ids, consumer groups)
+// lives behind the Controller, Replicas, ProducerIDs and Groups
+// interfaces; the server keeps no state beyond its connections and fetch
+// sessions.
 package kafkaserver
 
 import (
@@ -83,7 +84,14 @@ type Config struct {
 	// copied through the node (fetch_ranges.go); default
 	// DefaultSendfileMinBytes, negative: always copy.
 	SendfileMinBytes int
-	Logger           *slog.Logger
+	// OffsetsTopicPartitions is offsets.topic.num.partitions: the
+	// partitions of __consumer_offsets when FindCoordinator creates it
+	// (default 50). It must match the group coordinator's.
+	OffsetsTopicPartitions int32
+	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
+	// (default 3, capped at the brokers there are).
+	OffsetsTopicReplicationFactor int16
+	Logger                        *slog.Logger
 }
 
 // Server is the Kafka protocol listener. It owns its connections (a
@@ -94,6 +102,7 @@ type Server struct {
 	controller  Controller
 	replicas    Replicas
 	producerIDs ProducerIDs
+	groups      Groups
 	log         *slog.Logger
 
 	// ctx is canceled by Close: it ends every handler's wait (long-poll
@@ -159,7 +168,7 @@ func (r *request) releaseFrame() {
 }
 
 // New returns a Server. It does not listen until Serve.
-func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs) *Server {
+func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, groups Groups) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
@@ -175,6 +184,12 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs) *Serv
 	if cfg.SendfileMinBytes == 0 {
 		cfg.SendfileMinBytes = DefaultSendfileMinBytes
 	}
+	if cfg.OffsetsTopicPartitions <= 0 {
+		cfg.OffsetsTopicPartitions = DefaultOffsetsTopicPartitions
+	}
+	if cfg.OffsetsTopicReplicationFactor <= 0 {
+		cfg.OffsetsTopicReplicationFactor = DefaultOffsetsTopicReplicationFactor
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -183,6 +198,7 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs) *Serv
 		controller:  ctrl,
 		replicas:    replicas,
 		producerIDs: pids,
+		groups:      groups,
 		log:         cfg.Logger,
 		sessions:    newFetchSessionCache(cfg.FetchSessionCacheSlots),
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
 )
@@ -66,4 +67,22 @@ type ProducerIDs interface {
 	// InitProducerID returns a fresh producer id with epoch 0. Calls that
 	// carry transactional ids are refused until transactions exist.
 	InitProducerID(ctx context.Context) (producerID int64, epoch int16, err error)
+}
+
+// Groups is the consumer group coordinator (*group.Coordinator): the
+// classic protocol's groups and their committed offsets, for the
+// __consumer_offsets partitions this node leads. Its errors are kerr
+// values. JoinGroup and SyncGroup block until the rebalance lets them
+// answer, or ctx ends.
+type Groups interface {
+	JoinGroup(ctx context.Context, req group.JoinRequest) group.JoinResult
+	SyncGroup(ctx context.Context, req group.SyncRequest) group.SyncResult
+	Heartbeat(req group.HeartbeatRequest) error
+	LeaveGroup(ctx context.Context, groupID string, members []group.LeaveMember) (err error, memberErrs []error)
+	CommitOffsets(ctx context.Context, req group.CommitRequest) (err error, partErrs []error)
+	FetchOffsets(groupID string, parts []group.TopicPartition, requireStable bool) ([]group.CommittedOffset, error)
+	DescribeGroup(groupID string) (group.GroupDescription, error)
+	ListGroups(states []string) []group.GroupListing
+	DeleteGroups(ctx context.Context, groups []string) []error
+	DeleteOffsets(ctx context.Context, groupID string, parts []group.TopicPartition) (err error, partErrs []error)
 }

@@ -26,11 +26,12 @@ import (
 )
 
 type wireHarness struct {
-	t    testing.TB
-	srv  *Server
-	ctrl *memController
-	reps *memReplicas
-	addr string
+	t      testing.TB
+	srv    *Server
+	ctrl   *memController
+	reps   *memReplicas
+	groups Groups // nil unless withGroups
+	addr   string
 }
 
 // harnessOpt changes the harness before the server starts serving.
@@ -38,6 +39,7 @@ type harnessOpt struct {
 	config   func(*Config)
 	server   func(*Server)
 	replicas func(h *wireHarness) Replicas
+	groups   func(h *wireHarness) Groups
 }
 
 func withConfig(fn func(*Config)) harnessOpt { return harnessOpt{config: fn} }
@@ -69,8 +71,11 @@ func newWireHarness(t testing.TB, opts ...harnessOpt) *wireHarness {
 		if o.replicas != nil {
 			reps = o.replicas(h)
 		}
+		if o.groups != nil {
+			h.groups = o.groups(h)
+		}
 	}
-	h.srv = New(cfg, h.ctrl, reps, &memPIDs{})
+	h.srv = New(cfg, h.ctrl, reps, &memPIDs{}, h.groups)
 	for _, o := range opts {
 		if o.server != nil {
 			o.server(h.srv)

@@ -1,0 +1,62 @@
+package kafkaserver
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/group"
+)
+
+// OffsetDelete: v0
+//
+// Deletes a group's committed offsets for some partitions (KIP-496). The
+// coordinator refuses a topic a current member is subscribed to
+// (GROUP_SUBSCRIBED_TO_TOPIC, per partition). A topic or partition that
+// does not exist is UNKNOWN_TOPIC_OR_PARTITION here, as for commits.
+func handleOffsetDelete(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	body := req.body.(*kmsg.OffsetDeleteRequest)
+	resp := body.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if s.groups == nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp, nil, nil
+	}
+	img := s.image()
+	codes := make([][]int16, len(body.Topics))
+	var parts []group.TopicPartition
+	var where [][2]int
+	for i, t := range body.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+		mt, ok := lookupTopic(img, t.Topic)
+		for j, p := range t.Partitions {
+			if !ok || !partitionExists(mt, p.Partition) {
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			parts = append(parts, group.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			where = append(where, [2]int{i, j})
+		}
+	}
+	err, partErrs := s.groups.DeleteOffsets(ctx, body.Group, parts)
+	resp.ErrorCode = s.errorCodeLogged(err, "OffsetDelete", "group", body.Group)
+	if err != nil {
+		return resp, nil, nil
+	}
+	for k, w := range where {
+		if k < len(partErrs) {
+			codes[w[0]][w[1]] = s.errorCodeLogged(partErrs[k], "OffsetDelete", "group", body.Group)
+		}
+	}
+	for i, t := range body.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codes[i][j]
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil, nil
+}
