@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,8 @@ type serveOptions struct {
 	autoCreateTopics    bool
 	numPartitions       int32
 	logLevel            string
+	// groupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms.
+	groupInitialRebalanceDelayMs int32
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -93,6 +96,8 @@ signal exits at once.`,
 	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
 	f.Var(newIntFlag(&o.numPartitions, node.DefaultNumPartitions, 1, math.MaxInt32, ""), "num-partitions", "partitions of a topic created without a count (num.partitions)")
 	f.Var(newEnumFlag(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn, error")
+	f.Var(newIntFlag(&o.groupInitialRebalanceDelayMs, int32(node.DefaultGroupInitialRebalanceDelay/time.Millisecond), 0, 300_000, ""),
+		"group-initial-rebalance-delay-ms", "how long a new consumer group waits for more members before its first rebalance (group.initial.rebalance.delay.ms)")
 	return cmd
 }
 
@@ -137,16 +142,17 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 	}()
 
 	n, err := node.Start(ctx, node.Config{
-		NodeID:              o.nodeID,
-		DataDir:             o.dataDir,
-		KafkaAddr:           o.kafkaAddr,
-		AdvertisedKafkaAddr: o.advertisedKafkaAddr,
-		ControllerAddr:      o.controllerAddr,
-		HTTPAddr:            o.httpAddr,
-		PprofAddr:           o.pprofAddr,
-		AutoCreateTopics:    o.autoCreateTopics,
-		NumPartitions:       o.numPartitions,
-		Logger:              logger,
+		NodeID:                     o.nodeID,
+		DataDir:                    o.dataDir,
+		KafkaAddr:                  o.kafkaAddr,
+		AdvertisedKafkaAddr:        o.advertisedKafkaAddr,
+		ControllerAddr:             o.controllerAddr,
+		HTTPAddr:                   o.httpAddr,
+		PprofAddr:                  o.pprofAddr,
+		AutoCreateTopics:           o.autoCreateTopics,
+		NumPartitions:              o.numPartitions,
+		Logger:                     logger,
+		GroupInitialRebalanceDelay: groupInitialRebalanceDelay(o.groupInitialRebalanceDelayMs),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -178,4 +184,13 @@ func startError(err error) error {
 		return errors.New(strings.TrimPrefix(err.Error(), node.ErrInvalidConfig.Error()+": "))
 	}
 	return err
+}
+
+// groupInitialRebalanceDelay maps the flag to node's field, where zero
+// is the default and a negative duration none.
+func groupInitialRebalanceDelay(ms int32) time.Duration {
+	if ms == 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
 }

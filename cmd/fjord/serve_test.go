@@ -255,6 +255,8 @@ func TestServePrecedence(t *testing.T) {
 		httpAddr:         "127.0.0.1:8082",
 		pprofAddr:        "10.0.0.2:6060", // env beats file
 		logLevel:         "info",
+		// Kafka's group.initial.rebalance.delay.ms, by default.
+		groupInitialRebalanceDelayMs: 3000,
 	}
 	if got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -303,6 +305,9 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"bad node id", []string{"serve", "--node-id", "x"}, nil, `"--node-id" flag: allowed: an integer from 0 to 2147483647`},
 		{"negative node id", []string{"serve", "--node-id", "-1"}, nil, `"--node-id" flag: allowed: an integer from 0`},
 		{"zero partitions", []string{"serve", "--num-partitions", "0"}, nil, `"--num-partitions" flag: allowed: an integer from 1`},
+		{"negative rebalance delay", []string{"serve", "--group-initial-rebalance-delay-ms", "-1"}, nil, `"--group-initial-rebalance-delay-ms" flag: allowed: an integer from 0 to 300000`},
+		{"rebalance delay too long", []string{"serve", "--group-initial-rebalance-delay-ms", "300001"}, nil, `allowed: an integer from 0 to 300000`},
+		{"rebalance delay not a number", []string{"serve", "--group-initial-rebalance-delay-ms", "3s"}, nil, `allowed: an integer from 0 to 300000`},
 		{"bad bool", []string{"serve", "--auto-create-topics=maybe"}, nil, `"--auto-create-topics" flag: allowed: true or false`},
 		{"bad env value", []string{"serve"}, []string{"FJORD_NUM_PARTITIONS=-2"}, `FJORD_NUM_PARTITIONS="-2": allowed: an integer from 1`},
 		{"empty data dir", []string{"serve", "--data-dir", ""}, nil, "data-dir is empty"},
@@ -360,5 +365,15 @@ func TestServeSecondSignalExitsAtOnce(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, storage.CleanShutdownFile)); err == nil {
 		t.Errorf("clean-shutdown marker written although the shutdown was cut short")
+	}
+}
+
+// The flag's 0 is no delay, which node spells as a negative duration
+// (its zero is Kafka's default).
+func TestGroupInitialRebalanceDelay(t *testing.T) {
+	for ms, want := range map[int32]time.Duration{0: -1, 1: time.Millisecond, 3000: 3 * time.Second} {
+		if got := groupInitialRebalanceDelay(ms); got != want {
+			t.Errorf("%d ms: %v, want %v", ms, got, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Defaults for the fields of Config left zero, and the values `fjord
@@ -18,6 +19,9 @@ const (
 	DefaultHTTPAddr        = "127.0.0.1:8082"
 	DefaultNumPartitions   = 1
 	DefaultMaxRequestBytes = 100 << 20 // socket.request.max.bytes
+	// DefaultGroupInitialRebalanceDelay is Kafka's
+	// group.initial.rebalance.delay.ms.
+	DefaultGroupInitialRebalanceDelay = 3 * time.Second
 )
 
 // Config is one node's configuration. Its field names follow the flags of
@@ -53,6 +57,12 @@ type Config struct {
 	// MaxRequestBytes is socket.request.max.bytes. 0:
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int32
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms:
+	// how long a new (empty) group waits for more members before its
+	// first rebalance, so a group of consumers starting together
+	// rebalances once. 0: DefaultGroupInitialRebalanceDelay; negative:
+	// none.
+	GroupInitialRebalanceDelay time.Duration
 	// Logger receives the node's logs. nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -64,6 +74,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	switch {
+	case c.GroupInitialRebalanceDelay == 0:
+		c.GroupInitialRebalanceDelay = DefaultGroupInitialRebalanceDelay
+	case c.GroupInitialRebalanceDelay < 0:
+		c.GroupInitialRebalanceDelay = 0
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

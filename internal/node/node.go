@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/kafkaserver"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
@@ -85,6 +86,9 @@ type Node struct {
 	ctrl       *controller.Controller
 	replicas   *replica.Manager
 	unsubImage func()
+	groups     *group.Coordinator
+	loader     *groupLoader
+	unsubGroup func()
 	kafka      *kafkaserver.Server
 	http       *http.Server
 	pprof      *http.Server
@@ -222,14 +226,26 @@ func (n *Node) start(ctx context.Context) error {
 	// data directory's (the check above) names none of them.
 	n.unsubImage = n.ctrl.Subscribe(n.replicas.ApplyImage)
 
+	// The group coordinator follows this node's leadership of
+	// __consumer_offsets, after the replica manager has opened the logs
+	// of each image (subscribers run in the order they subscribed).
+	n.groups = group.New(group.Config{
+		OffsetsPartitions:     kafkaserver.DefaultOffsetsTopicPartitions,
+		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
+		Logger:                n.log,
+	}, offsetsLog{replicas: n.replicas, now: time.Now})
+	n.loader = newGroupLoader(n.groups, n.replicas, cfg.NodeID, n.log)
+	n.unsubGroup = n.ctrl.Subscribe(n.loader.onImage)
+
 	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
 	n.kafka = kafkaserver.New(kafkaserver.Config{
-		Addr:             n.kafkaLn.Addr().String(),
-		NodeID:           cfg.NodeID,
-		MaxRequestBytes:  cfg.MaxRequestBytes,
-		AutoCreateTopics: cfg.AutoCreateTopics,
-		Logger:           n.log,
-	}, n.ctrl, n.replicas, pids)
+		Addr:                   n.kafkaLn.Addr().String(),
+		NodeID:                 cfg.NodeID,
+		MaxRequestBytes:        cfg.MaxRequestBytes,
+		AutoCreateTopics:       cfg.AutoCreateTopics,
+		OffsetsTopicPartitions: kafkaserver.DefaultOffsetsTopicPartitions,
+		Logger:                 n.log,
+	}, n.ctrl, n.replicas, pids, n.groups)
 	n.servers.Add(1)
 	go func() {
 		defer n.servers.Done()
@@ -404,6 +420,15 @@ func (n *Node) Close() error {
 			add("closing pprof listener", n.pprofLn.Close())
 		}
 		n.servers.Wait()
+		if n.unsubGroup != nil {
+			n.unsubGroup()
+		}
+		if n.loader != nil {
+			n.loader.close()
+		}
+		if n.groups != nil {
+			n.groups.Close()
+		}
 		if n.unsubImage != nil {
 			n.unsubImage()
 		}

@@ -1,0 +1,188 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
+)
+
+// The group coordinator's two links to the rest of the node: its Log is
+// __consumer_offsets through the replica manager, and the partitions it
+// coordinates follow this node's leadership of that topic's partitions,
+// read from each metadata image.
+
+// offsetsTopic is Kafka's name for the topic of committed offsets and
+// group metadata (kafkaserver creates it on the first FindCoordinator).
+const offsetsTopic = "__consumer_offsets"
+
+// offsetsAppendTimeout bounds one write of the coordinator, as Kafka's
+// offsets.commit.timeout.ms does.
+const offsetsAppendTimeout = 5 * time.Second
+
+// offsetsLog is group.Log over the replica manager: one batch per Append,
+// acks=all, so a commit is acknowledged only once it is durable.
+type offsetsLog struct {
+	replicas *replica.Manager
+	now      func() time.Time
+}
+
+func (l offsetsLog) Append(ctx context.Context, p int32, recs []group.Record) error {
+	b := record.NewBuilder(record.DefaultBatchOptions())
+	ts := l.now().UnixMilli()
+	for _, r := range recs {
+		b.Add(r.Key, r.Value, nil, ts)
+	}
+	batch, err := b.Build()
+	if err != nil {
+		return err
+	}
+	_, err = l.replicas.Append(ctx, offsetsTopic, p, batch, replica.AcksAll, offsetsAppendTimeout)
+	return offsetsAppendError(err)
+}
+
+// offsetsAppendError gives storage's errors the Kafka codes the
+// coordinator maps to its answers, as Kafka's GroupMetadataManager does
+// (an assignment too large to write is UNKNOWN_SERVER_ERROR for
+// SyncGroup, INVALID_COMMIT_OFFSET_SIZE for a commit). The replica
+// manager's own errors are kerr values already.
+func offsetsAppendError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrBatchTooLarge), errors.Is(err, record.ErrBatchTooLarge):
+		return fmt.Errorf("%w: %w", kerr.MessageTooLarge, err)
+	case errors.Is(err, storage.ErrStorage):
+		return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
+	case errors.Is(err, storage.ErrLogClosed):
+		return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
+	}
+	return err
+}
+
+// groupLoader hands the coordinator the __consumer_offsets partitions
+// this node leads: Load when it comes to lead one (or leads it in a new
+// epoch), Unload when it stops. Loads run off the publisher's goroutine,
+// one partition at a time each, since replaying a partition reads its
+// whole log.
+type groupLoader struct {
+	coord    *group.Coordinator
+	replicas *replica.Manager
+	nodeID   int32
+	log      *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		// epochs[p] is the leader epoch partition p was (or is being)
+		// loaded in.
+		epochs map[int32]int32
+	}
+}
+
+func newGroupLoader(coord *group.Coordinator, replicas *replica.Manager, nodeID int32, log *slog.Logger) *groupLoader {
+	g := &groupLoader{coord: coord, replicas: replicas, nodeID: nodeID, log: log}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.mu.epochs = make(map[int32]int32)
+	return g
+}
+
+// onImage is a controller subscriber, registered after the replica
+// manager's: by the time it runs, the image's logs are open.
+func (g *groupLoader) onImage(img *metadata.Image) {
+	if img == nil {
+		return
+	}
+	led := map[int32]int32{}
+	if t, ok := img.Topics[offsetsTopic]; ok && t != nil {
+		for i := range t.Partitions {
+			if p := &t.Partitions[i]; p.Leader == g.nodeID {
+				led[int32(i)] = p.LeaderEpoch
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range g.mu.epochs {
+		if _, ok := led[p]; !ok {
+			delete(g.mu.epochs, p)
+			g.coord.Unload(p)
+		}
+	}
+	for p, epoch := range led {
+		if cur, ok := g.mu.epochs[p]; ok && cur == epoch {
+			continue
+		}
+		g.mu.epochs[p] = epoch
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			g.load(p, epoch)
+		}()
+	}
+}
+
+func (g *groupLoader) load(p, epoch int32) {
+	start := time.Now()
+	records := 0
+	err := g.coord.Load(p, func(fn func(group.Record) error) error {
+		return g.replicas.ScanCommitted(g.ctx, offsetsTopic, p, func(batch []byte) error {
+			h, err := record.ParseHeader(batch)
+			if err != nil {
+				return err
+			}
+			if h.IsControl() {
+				return nil // transaction markers: none are written yet
+			}
+			recs, err := record.Records(batch)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				records++
+				// The batch's buffer is reused for the next read.
+				if err := fn(group.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	switch {
+	case err == nil:
+		g.log.Info("group coordinator loaded partition", "partition", p, "leader_epoch", epoch,
+			"records", records, "took", time.Since(start).Round(time.Millisecond))
+	case errors.Is(err, context.Canceled), errors.Is(err, group.ErrLoadSuperseded):
+		// The node is closing, or a newer leadership of the partition
+		// started its own load.
+	default:
+		// The partition's groups answer NOT_COORDINATOR until the next
+		// metadata image tries again.
+		g.log.Error("group coordinator could not load partition", "partition", p, "leader_epoch", epoch, "err", err)
+		g.mu.Lock()
+		if g.mu.epochs[p] == epoch {
+			delete(g.mu.epochs, p)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// close stops loads under way and waits for them.
+func (g *groupLoader) close() {
+	g.cancel()
+	g.wg.Wait()
+}

@@ -1,0 +1,127 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/testutil"
+)
+
+// Committed offsets live in __consumer_offsets: after a restart the
+// coordinator rebuilds them from the log (groupLoader, offsetsLog) and
+// answers exactly what was acknowledged before.
+func TestGroupOffsetsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.GroupInitialRebalanceDelay = -1
+	n := startNode(t, cfg)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, n))
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	var want kadm.Offsets
+	for round := range 3 { // later commits replace earlier ones
+		want = kadm.Offsets{}
+		for p := range int32(3) {
+			want.Add(kadm.Offset{Topic: "orders", Partition: p, At: int64(10*round) + int64(p), LeaderEpoch: -1, Metadata: "round"})
+		}
+		resp, err := adm.CommitOffsets(ctx, "billing", want)
+		if err != nil || resp.Error() != nil {
+			t.Fatalf("commit round %d: %v, %v", round, err, resp.Error())
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n2 := startNode(t, cfg)
+	testutil.Eventually(t, 10*time.Second, n2.Ready)
+	adm2 := kadm.NewClient(newClient(t, n2))
+	var got kadm.OffsetResponses
+	testutil.Eventually(t, 20*time.Second, func() error {
+		var err error
+		got, err = adm2.FetchOffsets(ctx, "billing")
+		if err == nil {
+			err = got.Error()
+		}
+		return err // COORDINATOR_LOAD_IN_PROGRESS while the partition loads
+	})
+	for p := range int32(3) {
+		o, ok := got.Lookup("orders", p)
+		if !ok || o.At != want["orders"][p].At || o.Metadata != "round" {
+			t.Errorf("partition %d after restart: %+v (found %v), want offset %d", p, o, ok, want["orders"][p].At)
+		}
+	}
+}
+
+// A group whose assignment cannot be written (larger than
+// __consumer_offsets' max.message.bytes) is answered as Kafka answers it,
+// UNKNOWN_SERVER_ERROR on SyncGroup, and nothing of it is stored.
+func TestGroupAssignmentTooLargeToStore(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.GroupInitialRebalanceDelay = -1
+	n := startNode(t, cfg)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := newClient(t, n)
+
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorKey = "huge"
+	testutil.Eventually(t, 20*time.Second, func() error {
+		resp, err := find.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		return err
+	})
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "huge", 10_000, 10_000, "consumer"
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{1}}}
+	var jr *kmsg.JoinGroupResponse
+	testutil.Eventually(t, 20*time.Second, func() error {
+		var err error
+		jr, err = join.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if jr.ErrorCode == kerr.MemberIDRequired.Code {
+			join.MemberID = jr.MemberID
+		}
+		return kerr.ErrorForCode(jr.ErrorCode) // loading: retry
+	})
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "huge", jr.MemberID, jr.Generation
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: make([]byte, 2<<20)}}
+	sr, err := sync.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.ErrorCode != kerr.UnknownServerError.Code {
+		t.Fatalf("SyncGroup with a 2 MiB assignment: %v, want UNKNOWN_SERVER_ERROR", kerr.ErrorForCode(sr.ErrorCode))
+	}
+	describe := kmsg.NewPtrDescribeGroupsRequest()
+	describe.Groups = []string{"huge"}
+	dr, err := describe.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range dr.Groups {
+		if g.State == "Stable" {
+			t.Fatalf("the group became Stable although its assignment was not written: %+v", g)
+		}
+		for _, m := range g.Members {
+			if len(m.MemberAssignment) > 0 {
+				t.Fatalf("member %s has a %d-byte assignment after the write failed", m.MemberID, len(m.MemberAssignment))
+			}
+		}
+	}
+}
