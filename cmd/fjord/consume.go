@@ -5,14 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type consumeOptions struct {
@@ -22,6 +27,7 @@ type consumeOptions struct {
 	partition     int32
 	maxMessages   int64
 	format        string
+	group         string
 }
 
 func newConsumeCommand() *cobra.Command {
@@ -33,8 +39,16 @@ func newConsumeCommand() *cobra.Command {
 (or only --partition), starting at the end (new records only), at the start
 (--from-beginning) or at --offset.
 
-It reads the partitions directly, not as a member of a consumer group, and
-commits no offsets. Without --max-messages it runs until interrupted.
+Without --group it reads the partitions directly and commits no offsets.
+With --group G it consumes as a member of consumer group G: the group shares
+the topic's partitions among its members, each member starts at the group's
+committed offsets (where the group has none: at the start with
+--from-beginning, else at the end), commits the offsets of what it has
+printed every few seconds and on exit, and leaves the group on exit.
+--partition and --offset do not go with --group (move a group's offsets with
+"fjord group reset-offsets").
+
+Without --max-messages it runs until interrupted.
 
 --format verbs: ` + formatHelp,
 		Args: cobra.ExactArgs(1),
@@ -47,18 +61,41 @@ commits no offsets. Without --max-messages it runs until interrupted.
 	}
 	o.addFlags(cmd)
 	f := cmd.Flags()
-	addBoolFlag(f, &o.fromBeginning, "from-beginning", false, "start at the log start offset of each partition")
+	addBoolFlag(f, &o.fromBeginning, "from-beginning", false, "start at the log start offset of each partition (with --group: of each partition the group has no offset for)")
 	f.Var(newIntFlag(&o.offset, 0, 0, math.MaxInt64, ""), "offset", "start at this offset (in each partition read)")
 	f.Var(newIntFlag(&o.partition, 0, 0, math.MaxInt32, ""), "partition", "read only this partition (default: all)")
 	f.Var(newIntFlag(&o.maxMessages, 0, 0, math.MaxInt64, "(0: no limit)"), "max-messages", "exit after printing this many records")
 	f.StringVar(&o.format, "format", `%v\n`, "output template per record")
+	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, from its committed offsets, committing what is printed")
 	return cmd
+}
+
+// checkGroupFlags refuses the flags that contradict --group: a member
+// reads what the group assigns it, from where the group left off.
+func checkGroupFlags(cmd *cobra.Command, o consumeOptions) error {
+	switch {
+	case o.group == "":
+		return errors.New("--group is empty: give the consumer group's name")
+	case cmd.Flags().Changed("partition"):
+		return errors.New("--partition and --group exclude each other: a group member reads the partitions the group assigns it; " +
+			"leave out --group to read one partition directly")
+	case cmd.Flags().Changed("offset"):
+		return errors.New("--offset and --group exclude each other: a group member starts at the group's committed offsets; " +
+			"move them with \"fjord group reset-offsets\", or leave out --group to read from an offset directly")
+	}
+	return nil
 }
 
 func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 	format, err := parseFormat(o.format)
 	if err != nil {
 		return err
+	}
+	grouped := cmd.Flags().Changed("group")
+	if grouped {
+		if err := checkGroupFlags(cmd, o); err != nil {
+			return err
+		}
 	}
 	if o.fromBeginning && cmd.Flags().Changed("offset") {
 		return errors.New("--from-beginning and --offset exclude each other: give one")
@@ -88,6 +125,13 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 	if err != nil {
 		admin.Close()
 		return err
+	}
+	printer := newRecordPrinter(cmd, format, o.maxMessages)
+	if grouped {
+		// The member resolves where a partition without a committed
+		// offset starts through this client.
+		defer admin.Close()
+		return consumeInGroup(ctx, stop, o, topic, seeds, adm, printer)
 	}
 	parts := map[int32]kgo.Offset{}
 	if cmd.Flags().Changed("partition") {
@@ -123,52 +167,125 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 	}
 	defer cl.Close()
 
-	out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
-	var (
-		buf    []byte
-		count  int64
-		warned = map[topicPartition]string{}
-	)
-	for o.maxMessages == 0 || count < o.maxMessages {
+	for !printer.done() {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			break // interrupted
 		}
-		var fatal error
-		fetches.EachError(func(t string, p int32, err error) {
-			switch {
-			case errors.Is(err, context.Canceled):
-			case errors.Is(err, kerr.UnknownTopicID):
-				// The client stops fetching a partition whose topic id
-				// changed and would report it on every poll.
-				fatal = fmt.Errorf("topic %s was deleted or re-created while reading it (%v)", t, err)
-			case warned[topicPartition{t, p}] != err.Error():
-				// Each distinct error once per partition: a retriable one
-				// comes back on every poll until it clears.
-				warned[topicPartition{t, p}] = err.Error()
-				fmt.Fprintf(cmd.ErrOrStderr(), "fjord: warning: %s-%d: %v\n", t, p, err)
-			}
-		})
-		if fatal != nil {
-			out.Flush()
-			return fatal
+		if err := printer.checkErrors(fetches); err != nil {
+			return err
 		}
-		iter := fetches.RecordIter()
-		for !iter.Done() && (o.maxMessages == 0 || count < o.maxMessages) {
-			buf = format.appendRecord(buf[:0], iter.Next())
-			if _, err := out.Write(buf); err != nil {
-				return err
-			}
-			count++
-		}
-		if err := out.Flush(); err != nil {
+		if _, err := printer.print(fetches); err != nil {
 			return err
 		}
 	}
-	if err := out.Flush(); err != nil {
+	return printer.finish()
+}
+
+// recordPrinter prints polled records and reports fetch errors: the part
+// of consume that reading partitions directly and reading as a group
+// member share.
+type recordPrinter struct {
+	out    *bufio.Writer
+	stderr io.Writer
+	format recordFormat
+	max    int64 // --max-messages; 0: no limit
+	count  int64
+	buf    []byte
+	// warned holds the last error printed per partition, so that each
+	// distinct error is printed once: a retriable one comes back on
+	// every poll until it clears.
+	warned map[topicPartition]string
+}
+
+func newRecordPrinter(cmd *cobra.Command, format recordFormat, maxMessages int64) *recordPrinter {
+	return &recordPrinter{
+		out:    bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10),
+		stderr: cmd.ErrOrStderr(),
+		format: format,
+		max:    maxMessages,
+		warned: map[topicPartition]string{},
+	}
+}
+
+// done says whether --max-messages records have been printed.
+func (p *recordPrinter) done() bool { return p.max > 0 && p.count >= p.max }
+
+// remaining is the most records the next poll should return (0: no
+// limit), so that a group member is not handed records it will not print.
+func (p *recordPrinter) remaining() int {
+	if p.max == 0 {
+		return 0
+	}
+	return int(min(p.max-p.count, math.MaxInt32))
+}
+
+// checkErrors prints each fetch error as a warning, once, and returns the
+// first one that ends consumption.
+func (p *recordPrinter) checkErrors(fetches kgo.Fetches) error {
+	var fatal error
+	fetches.EachError(func(t string, part int32, err error) {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrClientClosed):
+			// Our own poll deadline or shutdown, not the cluster's.
+		case errors.Is(err, kerr.UnknownTopicID):
+			// The client stops fetching a partition whose topic id
+			// changed and would report it on every poll.
+			fatal = fmt.Errorf("topic %s was deleted or re-created while reading it (%v)", t, err)
+		case t == "" && fatalGroupError(err):
+			fatal = err
+		case p.warned[topicPartition{t, part}] != err.Error():
+			p.warned[topicPartition{t, part}] = err.Error()
+			if t == "" {
+				// A group session error: kgo rejoins by itself.
+				fmt.Fprintf(p.stderr, "fjord: warning: %v\n", err)
+			} else {
+				fmt.Fprintf(p.stderr, "fjord: warning: %s-%d: %v\n", t, part, err)
+			}
+		}
+	})
+	return fatal
+}
+
+// fatalGroupError is an error of the group session that rejoining cannot
+// cure; any other kgo retries with a new session.
+func fatalGroupError(err error) bool {
+	for _, e := range []error{kerr.InvalidGroupID, kerr.GroupAuthorizationFailed, kerr.InconsistentGroupProtocol,
+		kerr.GroupMaxSizeReached, kerr.TopicAuthorizationFailed, kerr.UnsupportedVersion} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// print prints the fetched records, stopping at --max-messages, and
+// returns those printed once they are flushed to the output: only those
+// may be committed.
+func (p *recordPrinter) print(fetches kgo.Fetches) ([]*kgo.Record, error) {
+	var printed []*kgo.Record
+	iter := fetches.RecordIter()
+	for !iter.Done() && !p.done() {
+		r := iter.Next()
+		p.buf = p.format.appendRecord(p.buf[:0], r)
+		if _, err := p.out.Write(p.buf); err != nil {
+			return nil, err
+		}
+		p.count++
+		printed = append(printed, r)
+	}
+	if err := p.out.Flush(); err != nil {
+		return nil, err
+	}
+	return printed, nil
+}
+
+// finish flushes and writes the summary line.
+func (p *recordPrinter) finish() error {
+	if err := p.out.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "consumed %s\n", plural(count, "record"))
+	fmt.Fprintf(p.stderr, "consumed %s\n", plural(p.count, "record"))
 	return nil
 }
 
@@ -203,4 +320,232 @@ func checkOffsetInRange(ctx context.Context, adm *kadm.Client, topic string, par
 		}
 	}
 	return nil
+}
+
+// groupCommitInterval is how often a group member commits what it has
+// printed while it runs: Kafka's auto.commit.interval.ms default.
+const groupCommitInterval = 5 * time.Second
+
+// groupMember is what consume --group keeps across polls: the offsets it
+// owes the group.
+//
+// Offsets are committed by hand rather than by kgo's autocommit because
+// a partition the group has no offset for must be committed where
+// consumption started even if nothing was printed from it (as Kafka's
+// console consumer does). Otherwise a group that printed nothing from a
+// partition before exiting would start at the end again next time and
+// skip the records produced in between.
+//
+// Threads: the poll loop prints and commits. kgo's group goroutine calls
+// startAt when a session fetches offsets, concurrently with the loop, and
+// onRevoked and onLost, which BlockRebalanceOnPoll keeps from running
+// between a poll and the loop's AllowRebalance, so never concurrently
+// with printing or the loop's commits.
+type groupMember struct {
+	group, topic  string
+	adm           *kadm.Client
+	fromBeginning bool
+	stderr        io.Writer
+
+	mu struct {
+		sync.Mutex
+		// uncommitted maps each partition owned whose commit is behind
+		// to the offset to commit: just past the last record printed,
+		// or where consumption started when the group had none.
+		uncommitted map[int32]kgo.EpochOffset
+	}
+}
+
+// consumeInGroup is consume --group. stop ends the handling of SIGINT
+// and SIGTERM that cancels ctx.
+func consumeInGroup(ctx context.Context, stop func(), o consumeOptions, topic string, seeds []string, adm *kadm.Client, printer *recordPrinter) error {
+	m := &groupMember{group: o.group, topic: topic, adm: adm, fromBeginning: o.fromBeginning, stderr: printer.stderr}
+	m.mu.uncommitted = map[int32]kgo.EpochOffset{}
+	reset := kgo.NewOffset().AtEnd()
+	if o.fromBeginning {
+		reset = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID("fjord-cli"),
+		kgo.DialTimeout(reachTimeout),
+		kgo.ConsumerGroup(o.group),
+		kgo.ConsumeTopics(topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.ConsumeResetOffset(reset),
+		kgo.DisableAutoCommit(),
+		// Records of a partition being revoked are printed before the
+		// revoke commits them, never after: no record is printed by
+		// two members unless one of them dies.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.AdjustFetchOffsetsFn(m.startAt),
+		kgo.OnPartitionsRevoked(m.onRevoked),
+		kgo.OnPartitionsLost(m.onLost),
+	)
+	if err != nil {
+		return err
+	}
+
+	var loopErr error
+	nextCommit := time.Now().Add(groupCommitInterval)
+	for {
+		// The deadline wakes an idle poll to commit periodically.
+		pollCtx, cancel := context.WithDeadline(ctx, nextCommit)
+		fetches := cl.PollRecords(pollCtx, printer.remaining())
+		cancel()
+		if ctx.Err() != nil {
+			break // interrupted
+		}
+		if loopErr = printer.checkErrors(fetches); loopErr != nil {
+			break
+		}
+		printed, err := printer.print(fetches)
+		m.printed(printed)
+		if loopErr = err; loopErr != nil || printer.done() {
+			break
+		}
+		if !time.Now().Before(nextCommit) {
+			if err := m.commit(ctx, cl); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(m.stderr, "fjord: warning: committing offsets to group %s (retried in %v): %v\n", o.group, groupCommitInterval, err)
+			}
+			nextCommit = time.Now().Add(groupCommitInterval)
+		}
+		cl.AllowRebalance()
+	}
+
+	// The commit outlives an interrupt, but a second one exits at once
+	// without it (the signal's default action), for a node that does
+	// not answer.
+	stop()
+	// Rebalances are still blocked, so every partition printed from is
+	// still ours to commit.
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer cancel()
+	commitErr := m.commit(commitCtx, cl)
+	cl.AllowRebalance()
+	// Close leaves the group, so that its partitions move to the other
+	// members now rather than after the session timeout.
+	cl.Close()
+	switch {
+	case loopErr != nil:
+		return loopErr
+	case commitErr != nil:
+		return fmt.Errorf("committing the offsets of the records printed to group %q: %w", o.group, commitErr)
+	}
+	return printer.finish()
+}
+
+// startAt resolves where each partition the group has no offset for
+// starts (the log start with --from-beginning, else the log end) to an
+// exact offset, and owes the group a commit of it.
+// (kgo.AdjustFetchOffsetsFn)
+func (m *groupMember) startAt(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	var missing []int32
+	for p, o := range offsets[m.topic] {
+		// kgo puts the reset offset, a negative sentinel, where the
+		// group has no commit.
+		if o.EpochOffset().Offset < 0 {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return offsets, nil
+	}
+	list := m.adm.ListEndOffsets
+	if m.fromBeginning {
+		list = m.adm.ListStartOffsets
+	}
+	listed, err := list(ctx, m.topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		// kgo ends the session and joins again.
+		return nil, fmt.Errorf("listing where partitions of %s without a committed offset start: %w", m.topic, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range missing {
+		l, ok := listed.Lookup(m.topic, p)
+		if !ok {
+			return nil, fmt.Errorf("listing where %s-%d starts: no answer for the partition", m.topic, p)
+		}
+		offsets[m.topic][p] = kgo.NewOffset().At(l.Offset)
+		m.mu.uncommitted[p] = kgo.EpochOffset{Epoch: -1, Offset: l.Offset}
+	}
+	return offsets, nil
+}
+
+// printed records that the group is owed a commit past each record.
+func (m *groupMember) printed(records []*kgo.Record) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range records {
+		m.mu.uncommitted[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+	}
+}
+
+// commit commits what the group is owed, synchronously.
+// REQUIRES: not called concurrently with itself; the poll loop and the
+// revoke callback are kept apart by BlockRebalanceOnPoll.
+func (m *groupMember) commit(ctx context.Context, cl *kgo.Client) error {
+	m.mu.Lock()
+	owed := maps.Clone(m.mu.uncommitted)
+	m.mu.Unlock()
+	if len(owed) == 0 {
+		return nil
+	}
+	var firstErr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.topic: owed},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				firstErr = err
+				return
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						if firstErr == nil {
+							firstErr = fmt.Errorf("%s-%d: %w", m.topic, p.Partition, err)
+						}
+						continue
+					}
+					// A record printed since the snapshot keeps the
+					// partition owed.
+					if m.mu.uncommitted[p.Partition] == owed[p.Partition] {
+						delete(m.mu.uncommitted, p.Partition)
+					}
+				}
+			}
+		})
+	return firstErr
+}
+
+// onRevoked hands revoked partitions over at the offsets printed, so that
+// the next owner neither skips nor repeats records. kgo also calls it
+// with every partition when the member leaves the group.
+// (kgo.OnPartitionsRevoked)
+func (m *groupMember) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	if err := m.commit(ctx, cl); err != nil {
+		fmt.Fprintf(m.stderr, "fjord: warning: committing offsets to group %s before giving up partitions: %v\n", m.group, err)
+	}
+	m.forget(revoked)
+}
+
+// onLost drops what is owed for partitions lost without a revoke (the
+// session expired, say): the group no longer takes this member's
+// commits, and the next owner re-reads from the last commit.
+// (kgo.OnPartitionsLost)
+func (m *groupMember) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	m.forget(lost)
+}
+
+func (m *groupMember) forget(partitions map[string][]int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range partitions[m.topic] {
+		delete(m.mu.uncommitted, p)
+	}
 }

@@ -41,6 +41,7 @@ func newRootCommand() *cobra.Command {
 		newTopicCommand(),
 		newProduceCommand(),
 		newConsumeCommand(),
+		newGroupCommand(),
 		newClusterCommand(),
 		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand(), newBenchReportCommand()),
 	)

@@ -1,0 +1,644 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The consumer-group commands: what kafka-consumer-groups.sh does, over
+// the same requests (ListGroups, DescribeGroups, OffsetFetch,
+// ListOffsets, OffsetCommit, DeleteGroups), so they work against any
+// Kafka-compatible cluster, not only Fjord.
+
+func newGroupCommand() *cobra.Command {
+	var o clientOptions
+	cmd := &cobra.Command{
+		Use:   "group",
+		Short: "List, describe, reset and delete consumer groups",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	o.addFlags(cmd)
+	cmd.AddCommand(
+		newGroupListCommand(&o),
+		newGroupDescribeCommand(&o),
+		newGroupResetOffsetsCommand(&o),
+		newGroupDeleteCommand(&o),
+	)
+	return cmd
+}
+
+// groupStates are the states of a classic group, as Kafka names them.
+var groupStates = []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
+
+// parseGroupStates maps --state values (repeatable, comma-separated,
+// any case, as Kafka's tool accepts them) to Kafka's spelling.
+func parseGroupStates(values []string) ([]string, error) {
+	var out []string
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		i := slices.IndexFunc(groupStates, func(s string) bool { return strings.EqualFold(s, v) })
+		if i < 0 {
+			return nil, fmt.Errorf("--state %q: allowed: %s (any case, comma-separated or repeated)", v, strings.Join(groupStates, ", "))
+		}
+		if !slices.Contains(out, groupStates[i]) {
+			out = append(out, groupStates[i])
+		}
+	}
+	return out, nil
+}
+
+// checkGroupID refuses the empty group id before any request: Kafka
+// answers it with INVALID_GROUP_ID, which says less.
+func checkGroupID(group string) error {
+	if group == "" {
+		return errors.New("the group id is empty: give the consumer group's name")
+	}
+	return nil
+}
+
+func newGroupListCommand(o *clientOptions) *cobra.Command {
+	var states []string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List consumer groups with their state and protocol type",
+		Args:  cobra.NoArgs,
+		// Bad flags fail before the command connects.
+		PreRunE: func(*cobra.Command, []string) error {
+			_, err := parseGroupStates(states)
+			return err
+		},
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, _ []string) error {
+			want, err := parseGroupStates(states)
+			if err != nil {
+				return err
+			}
+			listed, err := adm.ListGroups(ctx, want...)
+			if err != nil {
+				return fmt.Errorf("listing groups: %w", err)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL-TYPE")
+			for _, g := range listed.Sorted() {
+				// A broker older than ListGroups v4 ignores the filter
+				// (and sends no state): filter here too.
+				if len(want) > 0 && !slices.Contains(want, g.State) {
+					continue
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\n", g.Group, orDash(g.State), orDash(g.ProtocolType))
+			}
+			return w.Flush()
+		}),
+	}
+	cmd.Flags().StringSliceVar(&states, "state", nil,
+		"list only groups in this state (repeatable or comma-separated): "+strings.Join(groupStates, ", "))
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// describedGroup describes one group, or says it does not exist. Kafka
+// answers an unknown group either with GROUP_ID_NOT_FOUND (DescribeGroups
+// v6+) or, before that, as a group in state Dead with no error.
+func describedGroup(ctx context.Context, adm *kadm.Client, group string) (kadm.DescribedGroup, bool, error) {
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return kadm.DescribedGroup{}, false, fmt.Errorf("describing group %q: %w", group, err)
+	}
+	d, err := described.On(group, nil)
+	if err == nil {
+		err = d.Err
+	}
+	switch {
+	case errors.Is(err, kerr.GroupIDNotFound), err == nil && (d.State == "Dead" || d.State == ""):
+		return d, false, nil
+	case err != nil:
+		return d, false, fmt.Errorf("describing group %q: %w", group, kafkaError(err, d.ErrMessage))
+	}
+	return d, true, nil
+}
+
+func groupNotFound(group string) error {
+	return fmt.Errorf("group %q does not exist (fjord group list shows the groups there are)", group)
+}
+
+func newGroupDescribeCommand(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "Show a group's state, members and assignments, and per partition its committed offset, log end offset and lag",
+		Args:  cobra.ExactArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			return checkGroupID(args[0])
+		},
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+			return describeGroup(ctx, cmd.OutOrStdout(), adm, args[0])
+		}),
+	}
+}
+
+// groupPartition is one row of describe's partition table.
+type groupPartition struct {
+	topic     string
+	partition int32
+	committed int64 // -1: none
+	member    string
+}
+
+func describeGroup(ctx context.Context, out io.Writer, adm *kadm.Client, group string) error {
+	d, exists, err := describedGroup(ctx, adm, group)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return groupNotFound(group)
+	}
+	commits, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
+	}
+
+	// The rows are every partition assigned to a member and every
+	// partition with a commit, as kafka-consumer-groups --describe has.
+	rows := map[topicPartition]*groupPartition{}
+	row := func(t string, p int32) *groupPartition {
+		k := topicPartition{t, p}
+		if rows[k] == nil {
+			rows[k] = &groupPartition{topic: t, partition: p, committed: -1}
+		}
+		return rows[k]
+	}
+	for _, m := range d.Members {
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range a.Topics {
+				for _, p := range t.Partitions {
+					row(t.Topic, p).member = m.MemberID
+				}
+			}
+		}
+	}
+	var commitErr error
+	commits.Each(func(c kadm.OffsetResponse) {
+		switch {
+		case c.Err != nil:
+			commitErr = fmt.Errorf("committed offset of %s-%d: %w", c.Topic, c.Partition, c.Err)
+		case c.At >= 0:
+			row(c.Topic, c.Partition).committed = c.At
+		}
+	})
+	if commitErr != nil {
+		return fmt.Errorf("fetching the committed offsets of group %q: %w", group, commitErr)
+	}
+	var topics []string
+	for k := range rows {
+		if !slices.Contains(topics, k.topic) {
+			topics = append(topics, k.topic)
+		}
+	}
+	var ends kadm.ListedOffsets
+	if len(topics) > 0 {
+		// A deleted topic comes back as an error for it alone; its rows
+		// then show no log end.
+		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return fmt.Errorf("listing the end offsets of %s: %w", strings.Join(topics, ", "), err)
+		}
+	}
+
+	fmt.Fprintf(out, "Group: %s\nState: %s\nProtocol type: %s\nProtocol: %s\nCoordinator: %d\nMembers: %d\n",
+		d.Group, d.State, orDash(d.ProtocolType), orDash(d.Protocol), d.Coordinator.NodeID, len(d.Members))
+	if len(d.Members) > 0 {
+		fmt.Fprintln(out)
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "MEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tASSIGNMENT")
+		for _, m := range d.Members {
+			instance := "-"
+			if m.InstanceID != nil {
+				instance = *m.InstanceID
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, instance, orDash(m.ClientID), orDash(m.ClientHost), assignment(m.Assigned))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out)
+	if len(rows) == 0 {
+		fmt.Fprintln(out, "No committed offsets and no assigned partitions.")
+		return nil
+	}
+	sorted := make([]*groupPartition, 0, len(rows))
+	for _, r := range rows {
+		sorted = append(sorted, r)
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		return a.topic < b.topic || a.topic == b.topic && a.partition < b.partition
+	})
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER-ID")
+	for _, r := range sorted {
+		committed, logEnd, lag := "-", "-", "-"
+		if r.committed >= 0 {
+			committed = strconv.FormatInt(r.committed, 10)
+		}
+		if e, ok := ends.Lookup(r.topic, r.partition); ok && e.Err == nil {
+			logEnd = strconv.FormatInt(e.Offset, 10)
+			if r.committed >= 0 {
+				lag = strconv.FormatInt(e.Offset-r.committed, 10)
+			}
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", r.topic, r.partition, committed, logEnd, lag, orDash(r.member))
+	}
+	return w.Flush()
+}
+
+// assignment formats a member's assignment as topic:p,p topic:p; a
+// group of another protocol type (Kafka Connect, say) shows its size.
+func assignment(a kadm.GroupMemberAssignment) string {
+	if c, ok := a.AsConsumer(); ok {
+		var parts []string
+		topics := slices.Clone(c.Topics)
+		sort.Slice(topics, func(i, j int) bool { return topics[i].Topic < topics[j].Topic })
+		for _, t := range topics {
+			ps := slices.Clone(t.Partitions)
+			slices.Sort(ps)
+			s := make([]string, len(ps))
+			for i, p := range ps {
+				s[i] = strconv.Itoa(int(p))
+			}
+			parts = append(parts, t.Topic+":"+strings.Join(s, ","))
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, " ")
+	}
+	if raw, ok := a.Raw(); ok && len(raw) > 0 {
+		return fmt.Sprintf("(%d bytes, not the consumer protocol)", len(raw))
+	}
+	return "-"
+}
+
+// resetOptions are the flags of group reset-offsets.
+type resetOptions struct {
+	topics     []string
+	toEarliest bool
+	toLatest   bool
+	toOffset   int64
+	toDatetime string
+	shiftBy    int64
+	dryRun     bool
+}
+
+// resetTargets names the options that say where to reset to; exactly
+// one is given.
+var resetTargets = []string{"to-earliest", "to-latest", "to-offset", "to-datetime", "shift-by"}
+
+const resetTargetsHelp = "--to-earliest, --to-latest, --to-offset N, --to-datetime T or --shift-by N"
+
+// resetTopic is one --topic: a topic and the partitions asked for (nil:
+// all of them).
+type resetTopic struct {
+	topic      string
+	partitions []int32
+}
+
+// parseResetTopics parses --topic TOPIC and --topic TOPIC:P,P,...; a
+// topic given twice merges, and a topic given without partitions means
+// all of them.
+func parseResetTopics(specs []string) ([]resetTopic, error) {
+	if len(specs) == 0 {
+		return nil, errors.New("--topic is required: give TOPIC or TOPIC:PARTITION[,PARTITION...] (repeatable), e.g. --topic orders:0,2")
+	}
+	var out []resetTopic
+	for _, spec := range specs {
+		bad := fmt.Errorf("--topic %q: want TOPIC or TOPIC:PARTITION[,PARTITION...], e.g. orders or orders:0,2", spec)
+		name, list, hasList := strings.Cut(strings.TrimSpace(spec), ":")
+		if name == "" {
+			return nil, bad
+		}
+		var ps []int32
+		if hasList {
+			for _, s := range strings.Split(list, ",") {
+				p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+				if err != nil || p < 0 {
+					return nil, bad
+				}
+				ps = append(ps, int32(p))
+			}
+		}
+		i := slices.IndexFunc(out, func(t resetTopic) bool { return t.topic == name })
+		switch {
+		case i < 0:
+			out = append(out, resetTopic{topic: name, partitions: ps})
+		case out[i].partitions == nil || ps == nil:
+			out[i].partitions = nil
+		default:
+			out[i].partitions = append(out[i].partitions, ps...)
+		}
+	}
+	for i := range out {
+		slices.Sort(out[i].partitions)
+		out[i].partitions = slices.Compact(out[i].partitions)
+	}
+	return out, nil
+}
+
+// datetimeLayouts are what --to-datetime takes: RFC 3339, and the same
+// without a zone (local time), as Kafka's tool takes
+// "YYYY-MM-DDTHH:mm:SS.sss".
+var datetimeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04:05"}
+
+func parseDatetime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range datetimeLayouts[1:] {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--to-datetime %q: want RFC 3339 (e.g. 2024-05-01T12:00:00Z or 2024-05-01T14:00:00+02:00) or local time 2006-01-02T15:04:05[.000]", s)
+}
+
+// check validates the flags without a node: exactly one target, the
+// topics, the datetime.
+func (r *resetOptions) check(cmd *cobra.Command, group string) ([]resetTopic, error) {
+	if err := checkGroupID(group); err != nil {
+		return nil, err
+	}
+	var given []string
+	for _, name := range resetTargets {
+		f := cmd.Flags().Lookup(name)
+		// --to-earliest=false is no choice at all.
+		if f.Changed && f.Value.String() != "false" {
+			given = append(given, "--"+name)
+		}
+	}
+	switch {
+	case len(given) == 0:
+		return nil, errors.New("say where to move the offsets: give one of " + resetTargetsHelp)
+	case len(given) > 1:
+		return nil, fmt.Errorf("%s exclude each other: give one of %s", strings.Join(given, " and "), resetTargetsHelp)
+	}
+	if cmd.Flags().Changed("to-datetime") {
+		if _, err := parseDatetime(r.toDatetime); err != nil {
+			return nil, err
+		}
+	}
+	return parseResetTopics(r.topics)
+}
+
+func newGroupResetOffsetsCommand(o *clientOptions) *cobra.Command {
+	var r resetOptions
+	cmd := &cobra.Command{
+		Use:   "reset-offsets GROUP --topic TOPIC[:P,P...] (--to-earliest | --to-latest | --to-offset N | --to-datetime T | --shift-by N)",
+		Short: "Move a group's committed offsets: to the start, the end, an offset, a time, or by a shift",
+		Long: `Move the committed offsets of GROUP for the partitions of each --topic (all of
+its partitions, or only those listed after a colon), so that the group's next
+consumer starts there:
+
+  --to-earliest     the log start offset
+  --to-latest       the log end offset
+  --to-offset N     offset N
+  --to-datetime T   the first offset whose record's timestamp is at or after T
+                    (the log end if there is none); T is RFC 3339, e.g.
+                    2024-05-01T12:00:00Z, or local time 2024-05-01T14:00:00
+  --shift-by N      the committed offset plus N (negative: back)
+
+An offset outside a partition's log is moved to its log start or log end, as
+kafka-consumer-groups does. The group must have no members: stop its
+consumers first. The plan (old and new offset per partition) is printed;
+with --dry-run nothing is committed.`,
+		Args: cobra.ExactArgs(1),
+		// Bad flags fail before the command connects.
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			_, err := r.check(cmd, args[0])
+			return err
+		},
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+			topics, err := r.check(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return resetOffsets(ctx, cmd, adm, args[0], topics, &r)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&r.topics, "topic", nil, "TOPIC or TOPIC:PARTITION[,PARTITION...] whose offsets to move (repeatable)")
+	addBoolFlag(f, &r.toEarliest, "to-earliest", false, "to the log start offset")
+	addBoolFlag(f, &r.toLatest, "to-latest", false, "to the log end offset")
+	f.Var(newIntFlag(&r.toOffset, 0, 0, math.MaxInt64, ""), "to-offset", "to this offset (kept within the log)")
+	f.StringVar(&r.toDatetime, "to-datetime", "", "to the first record at or after this time: RFC 3339, or local 2006-01-02T15:04:05")
+	f.Var(newIntFlag(&r.shiftBy, 0, math.MinInt64, math.MaxInt64, "(negative: back, positive: forward)"), "shift-by", "by this many offsets from the committed offset (kept within the log)")
+	addBoolFlag(f, &r.dryRun, "dry-run", false, "print the plan, commit nothing")
+	return cmd
+}
+
+// resetPlan is one partition's move.
+type resetPlan struct {
+	topic     string
+	partition int32
+	old       int64 // -1: none committed
+	new       int64
+}
+
+func resetOffsets(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, group string, topics []resetTopic, r *resetOptions) error {
+	// Kafka's coordinator takes a commit without a member (generation -1)
+	// only for a group without members; the check here says why in
+	// words before the coordinator would refuse with UNKNOWN_MEMBER_ID.
+	d, exists, err := describedGroup(ctx, adm, group)
+	if err != nil {
+		return err
+	}
+	if exists && (len(d.Members) > 0 || d.State != "Empty") {
+		return fmt.Errorf("group %q has %s (state %s): stop its consumers first; offsets can be reset only while a group has no members",
+			group, plural(int64(len(d.Members)), "member"), d.State)
+	}
+
+	// Every topic and partition named must exist before anything moves.
+	var names []string
+	for i, t := range topics {
+		n, err := partitionCount(ctx, adm, t.topic)
+		if err != nil {
+			return err
+		}
+		if t.partitions == nil {
+			for p := range n {
+				topics[i].partitions = append(topics[i].partitions, p)
+			}
+		} else if last := t.partitions[len(t.partitions)-1]; last >= n {
+			return fmt.Errorf("--topic %s: partition %d does not exist; topic %s has %d partitions (0 to %d)", t.topic, last, t.topic, n, n-1)
+		}
+		names = append(names, t.topic)
+	}
+
+	commits, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
+	}
+	list := func(what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
+		l, err := fn(ctx, names...)
+		if err == nil {
+			err = l.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the %s offsets of %s: %w", what, strings.Join(names, ", "), err)
+		}
+		return l, nil
+	}
+	starts, err := list("start", adm.ListStartOffsets)
+	if err != nil {
+		return err
+	}
+	ends, err := list("end", adm.ListEndOffsets)
+	if err != nil {
+		return err
+	}
+	var byTime kadm.ListedOffsets
+	if cmd.Flags().Changed("to-datetime") {
+		at, _ := parseDatetime(r.toDatetime) // checked in PreRunE
+		byTime, err = list("by-time", func(ctx context.Context, ts ...string) (kadm.ListedOffsets, error) {
+			return adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), ts...)
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	var plan []resetPlan
+	for _, t := range topics {
+		for _, p := range t.partitions {
+			start, _ := starts.Lookup(t.topic, p)
+			end, _ := ends.Lookup(t.topic, p)
+			old := int64(-1)
+			if c, ok := commits.Lookup(t.topic, p); ok && c.Err == nil && c.At >= 0 {
+				old = c.At
+			}
+			var target int64
+			switch {
+			case r.toEarliest:
+				target = start.Offset
+			case r.toLatest:
+				target = end.Offset
+			case cmd.Flags().Changed("to-offset"):
+				target = r.toOffset
+			case cmd.Flags().Changed("to-datetime"):
+				// No record at or after the time: the log end, where the
+				// next record will be.
+				target = end.Offset
+				if o, ok := byTime.Lookup(t.topic, p); ok && o.Offset >= 0 {
+					target = o.Offset
+				}
+			default: // --shift-by
+				if old < 0 {
+					return fmt.Errorf("--shift-by: group %q has no committed offset for %s-%d to shift from; use --to-earliest, --to-latest, --to-offset or --to-datetime",
+						group, t.topic, p)
+				}
+				target = shift(old, r.shiftBy)
+			}
+			switch {
+			case target < start.Offset:
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s-%d: offset %d is before the log start offset %d; using %d\n", t.topic, p, target, start.Offset, start.Offset)
+				target = start.Offset
+			case target > end.Offset:
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s-%d: offset %d is past the log end offset %d; using %d\n", t.topic, p, target, end.Offset, end.Offset)
+				target = end.Offset
+			}
+			plan = append(plan, resetPlan{topic: t.topic, partition: p, old: old, new: target})
+		}
+	}
+
+	out := cmd.OutOrStdout()
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tOLD-OFFSET\tNEW-OFFSET")
+	for _, p := range plan {
+		old := "-"
+		if p.old >= 0 {
+			old = strconv.FormatInt(p.old, 10)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\n", p.topic, p.partition, old, p.new)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if r.dryRun {
+		fmt.Fprintf(out, "dry run: nothing committed; run without --dry-run to move the offsets of group %s\n", group)
+		return nil
+	}
+
+	// Committed as a consumer outside the group would: no member id,
+	// generation -1, no leader epoch (the old one does not describe the
+	// new position).
+	offsets := make(kadm.Offsets)
+	for _, p := range plan {
+		offsets.Add(kadm.Offset{Topic: p.topic, Partition: p.partition, At: p.new, LeaderEpoch: -1})
+	}
+	committed, err := adm.CommitOffsets(ctx, group, offsets)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress) {
+			return fmt.Errorf("committing the offsets of group %q: %w (a consumer joined the group meanwhile: stop its consumers first)", group, err)
+		}
+		return fmt.Errorf("committing the offsets of group %q: %w", group, err)
+	}
+	fmt.Fprintf(out, "moved the offsets of group %s for %s\n", group, plural(int64(len(plan)), "partition"))
+	return nil
+}
+
+// shift adds n to offset without wrapping around; the result is clamped
+// to the log afterwards.
+func shift(offset, n int64) int64 {
+	switch {
+	case n > 0 && offset > math.MaxInt64-n:
+		return math.MaxInt64
+	case n < 0 && offset < math.MinInt64-n:
+		return math.MinInt64
+	}
+	return offset + n
+}
+
+func newGroupDeleteCommand(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete GROUP",
+		Short: "Delete a group without members and its committed offsets",
+		Args:  cobra.ExactArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			return checkGroupID(args[0])
+		},
+		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+			group := args[0]
+			resp, err := adm.DeleteGroup(ctx, group)
+			switch {
+			case errors.Is(err, kerr.GroupIDNotFound):
+				return groupNotFound(group)
+			case errors.Is(err, kerr.NonEmptyGroup):
+				return fmt.Errorf("cannot delete group %q while it has members (stop its consumers first): %w", group, kafkaError(err, resp.ErrMessage))
+			case err != nil:
+				return fmt.Errorf("deleting group %q: %w", group, kafkaError(err, resp.ErrMessage))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted group %s\n", group)
+			return nil
+		}),
+	}
+}
