@@ -399,3 +399,56 @@ func TestGroupAPIVersionRanges(t *testing.T) {
 		}
 	}
 }
+
+// Bad group requests get Kafka's errors and store nothing.
+func TestGroupBadInput(t *testing.T) {
+	log := &memOffsetsLog{}
+	h := newWireHarness(t, withGroups(log))
+	h.ctrl.addTopic("t", 1)
+	c := h.dial()
+	join := func(groupID, protocol string) *kmsg.JoinGroupResponse {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version = 3 // no MEMBER_ID_REQUIRED round trip
+		req.Group, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis, req.ProtocolType = groupID, 10_000, 10_000, "consumer"
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: protocol, Metadata: []byte{1}}}
+		return c.roundTrip(req).(*kmsg.JoinGroupResponse)
+	}
+	if r := join("", "range"); r.ErrorCode != kerr.InvalidGroupID.Code {
+		t.Errorf("JoinGroup with an empty group id: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	// A second member that shares no assignor with the first.
+	if r := join("picky", "range"); r.ErrorCode != 0 {
+		t.Fatalf("first member: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := join("picky", "roundrobin"); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Errorf("JoinGroup with no protocol in common: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+
+	// Kafka takes commits, fetches, describes and deletes for the empty
+	// group id (for old clients); the membership APIs refuse it.
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.MemberID, hb.Generation = "m", 1
+	if r := c.roundTrip(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != kerr.InvalidGroupID.Code {
+		t.Errorf("Heartbeat with an empty group id: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 8
+	commit.Group, commit.Generation = "simple", -1
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+	tooLong := strings.Repeat("m", 4097) // offset.metadata.max.bytes is 4096
+	commit.Topics[0].Partitions[0].Metadata = &tooLong
+	if r := c.roundTrip(commit).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != kerr.OffsetMetadataTooLarge.Code {
+		t.Errorf("OffsetCommit with 4097 bytes of metadata: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "picky", "m", 1
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "a"}, {MemberID: "a"}}
+	if r := c.roundTrip(sync).(*kmsg.SyncGroupResponse); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("SyncGroup naming a member twice: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if n := log.count(); n != 0 {
+		t.Errorf("%d records stored by requests that all failed", n)
+	}
+}

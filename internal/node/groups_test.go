@@ -62,10 +62,17 @@ func TestGroupOffsetsSurviveRestart(t *testing.T) {
 	}
 }
 
-// A group whose assignment cannot be written (larger than
-// __consumer_offsets' max.message.bytes) is answered as Kafka answers it,
-// UNKNOWN_SERVER_ERROR on SyncGroup, and nothing of it is stored.
-func TestGroupAssignmentTooLargeToStore(t *testing.T) {
+// A group whose metadata record cannot be written (larger than
+// __consumer_offsets' max.message.bytes), because of a member's
+// subscription metadata or the leader's assignment, is answered as Kafka
+// answers it, UNKNOWN_SERVER_ERROR on SyncGroup, and nothing of it is
+// stored.
+func TestGroupMetadataTooLargeToStore(t *testing.T) {
+	t.Run("member metadata", func(t *testing.T) { testGroupTooLargeToStore(t, 2<<20, 1) })
+	t.Run("assignment", func(t *testing.T) { testGroupTooLargeToStore(t, 1, 2<<20) })
+}
+
+func testGroupTooLargeToStore(t *testing.T, metadataBytes, assignmentBytes int) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.GroupInitialRebalanceDelay = -1
 	n := startNode(t, cfg)
@@ -85,7 +92,7 @@ func TestGroupAssignmentTooLargeToStore(t *testing.T) {
 	})
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "huge", 10_000, 10_000, "consumer"
-	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{1}}}
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: make([]byte, metadataBytes)}}
 	var jr *kmsg.JoinGroupResponse
 	testutil.Eventually(t, 20*time.Second, func() error {
 		var err error
@@ -100,13 +107,13 @@ func TestGroupAssignmentTooLargeToStore(t *testing.T) {
 	})
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Group, sync.MemberID, sync.Generation = "huge", jr.MemberID, jr.Generation
-	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: make([]byte, 2<<20)}}
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: make([]byte, assignmentBytes)}}
 	sr, err := sync.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sr.ErrorCode != kerr.UnknownServerError.Code {
-		t.Fatalf("SyncGroup with a 2 MiB assignment: %v, want UNKNOWN_SERVER_ERROR", kerr.ErrorForCode(sr.ErrorCode))
+		t.Fatalf("SyncGroup: %v, want UNKNOWN_SERVER_ERROR", kerr.ErrorForCode(sr.ErrorCode))
 	}
 	describe := kmsg.NewPtrDescribeGroupsRequest()
 	describe.Groups = []string{"huge"}
