@@ -15,6 +15,16 @@
 //	TestCrashKeepsAckedRecords  SIGKILL under an acks=all idempotent producer, restart
 //	TestHostileInput            garbage on raw sockets while a good client works
 //	TestMetadataSurvivesRestart topics, configs, offsets, deletions across SIGTERM and SIGKILL
+//	TestGroupCooperativeSticky  3 franz-go members (one joins late, one leaves, one is SIGKILLed
+//	                            in its own process) under 60,000 keyed records; checkCoop
+//	                            checks ownership, order, duplicates and rebalance gaps
+//	TestGroupSarama             Sarama's consumer group, two versions: all, then nothing old
+//	TestGroupLibrdkafka         librdkafka's group consumer, default and cooperative assignors
+//	TestGroupStaticMemberRestart static members restarted without a rebalance; old ids fenced
+//	TestGroupCommitsSurviveKill committed offsets across SIGKILL and restart, exactly
+//
+// The SIGKILLed group member is this test binary run again with
+// FJORD_E2E_COOP_MEMBER set (groups_coopmember_test.go's init).
 //
 // Running:
 //
@@ -24,8 +34,10 @@
 //
 // FJORD_E2E_LONG=1 makes the runs longer: 1,000,000 records instead of
 // 100,000 for franz-go, ten times the records for Sarama and librdkafka,
-// five SIGKILL/restart cycles instead of one in the crash test, and 2,000
-// garbage connections instead of 64 in the hostile-input test.
+// five SIGKILL/restart cycles instead of one in the crash test, 2,000
+// garbage connections instead of 64 in the hostile-input test, 200,000
+// records in the cooperative group test, and three kill cycles in the
+// group restart test.
 //
 // kcat: TestKcat and TestCompression need `kcat` on PATH. When it is
 // missing and the test runs as root, the test installs it with
