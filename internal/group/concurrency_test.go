@@ -162,8 +162,11 @@ func TestConcurrentGroups(t *testing.T) {
 		t.Fatal("no commit succeeded")
 	}
 	// Wait for background writes (the groups becoming Empty) to land
-	// before reading the log back.
+	// before reading the log back. Time must keep passing meanwhile: a
+	// group whose last member left while its initial rebalance delay was
+	// running becomes Empty only when that timer fires.
 	h.eventually(func() error {
+		h.clock.Advance(50 * time.Millisecond)
 		for g := range groups {
 			if recs := h.groupRecords(fmt.Sprintf("g%d", g)); len(recs) == 0 || recs[len(recs)-1].metadata == nil ||
 				len(recs[len(recs)-1].metadata.Members) != 0 {
