@@ -57,6 +57,7 @@ type benchRunOptions struct {
 	// window's.
 	cpuProfileSeconds int32
 	clientProfile     string
+	groups            bool
 }
 
 const defaultBenchOut = "./bench-results"
@@ -82,6 +83,10 @@ of the node over the measured window (read it with go tool pprof); a
 catch-up or message-count run, whose window ends with its last record, needs
 --cpu-profile-seconds for the profile's length. --client-cpu-profile FILE
 writes one of this process, the load generator, over the measured window.
+
+--group runs each subscription's consumers as members of one consumer group,
+which assigns them the partitions (cooperative-sticky), as OMB's Kafka driver
+does; by default each consumer reads its own share of the partitions directly.
 
 The result is written to <out>/<workload>-fjord.json and .png. The run checks
 its own numbers (every record acknowledged is consumed exactly once, intact;
@@ -121,6 +126,7 @@ no send failed) and exits non-zero when a check fails.`,
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "with --local: write a CPU profile of the node over the measured window to this file")
 	f.Var(newIntFlag(&o.cpuProfileSeconds, 0, 0, 3600, "(0: the measured window's)"), "cpu-profile-seconds", "length of the node's CPU profile from the window's start, in seconds (required for a run whose window ends with its last record)")
 	f.StringVar(&o.clientProfile, "client-cpu-profile", "", "write a CPU profile of this process, the load generator, over the measured window to this file")
+	addBoolFlag(f, &o.groups, "group", false, "run each subscription's consumers as one consumer group (cooperative-sticky), as OMB does, instead of giving each its own partitions")
 	f.Var(newIntFlag(&o.nodePID, 0, 0, 1<<22, "(0: none)"), "node-pid", "with --brokers: the node's process id on this machine, for its memory and CPU figures")
 	return cmd
 }
@@ -223,7 +229,7 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	defer d.Close()
 	fmt.Fprintf(stderr, "running %s against %s\n", w.Name, strings.Join(seeds, ","))
 
-	opts := bench.RunOptions{NodePID: pid, Progress: stderr}
+	opts := bench.RunOptions{NodePID: pid, Progress: stderr, Groups: o.groups}
 	var profile *nodeProfile
 	if o.cpuProfile != "" {
 		profile = &nodeProfile{url: "http://" + node.pprofAddr + "/debug/pprof/profile", path: o.cpuProfile, done: make(chan struct{})}
@@ -463,6 +469,9 @@ func launchLocalNode(ctx context.Context, exe, dir string, pprof bool) (*localNo
 		"--auto-create-topics=false",
 		"--num-partitions", "1",
 		"--log-level", "warn",
+		// A --group catch-up run's window opens before its consumers
+		// join; Kafka's 3 s wait for more members would be measured.
+		"--group-initial-rebalance-delay-ms", "0",
 	)
 	n.cmd.Dir = dir
 	n.cmd.Stdout, n.cmd.Stderr = log, log

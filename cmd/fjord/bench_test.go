@@ -247,3 +247,29 @@ func TestBenchCommandTakesExtraSubcommands(t *testing.T) {
 		t.Errorf("subcommands %v, want limits and run", names)
 	}
 }
+
+// --group: each subscription's consumers are one consumer group on a
+// local node, and the run's own checks (every record once) still hold,
+// for a timed run and a catch-up run.
+func TestBenchRunLocalGroups(t *testing.T) {
+	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"timed-groups":   "topics: 1\npartitionsPerTopic: 4\nmessageSize: 256\nproducersPerTopic: 2\nconsumerPerSubscription: 2\nproducerRate: 2000\ntestDurationSeconds: 2\nwarmupSeconds: 1\n",
+		"catchup-groups": "topics: 1\npartitionsPerTopic: 4\nmessageSize: 1024\nproducersPerTopic: 2\nconsumerPerSubscription: 3\nconsumerBacklogSizeGB: 0.02\n",
+	} {
+		wl := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(wl, []byte("name: "+name+"\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "results")
+		r := benchCLI(t, "run", wl, "--local", "--data-dir", dir, "--out", out, "--group")
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", name, r.code, r.stdout, r.stderr)
+		}
+		res := readBenchResult(t, filepath.Join(out, name+"-fjord.json"))
+		if !res.Passed || res.Consume.Records == 0 || !strings.HasPrefix(res.DriverSettings["consumer"], "consumer group per subscription") {
+			t.Errorf("%s: passed %v, consumed %d, consumer setting %q", name, res.Passed, res.Consume.Records, res.DriverSettings["consumer"])
+		}
+	}
+}

@@ -34,6 +34,20 @@ type Driver interface {
 	Close() error
 }
 
+// GroupDriver is a Driver whose consumers can also share a topic's
+// partitions as members of a consumer group, as OMB's Kafka driver runs
+// a subscription: the system assigns the partitions, and rebalances them
+// as members come.
+type GroupDriver interface {
+	Driver
+	// NewGroupConsumer joins consumer group group on topic; with no
+	// committed offsets it starts at each partition's start. Its records
+	// are delivered once each while the group's membership only grows
+	// or shrinks cleanly (a revoked partition's progress is committed
+	// before it moves).
+	NewGroupConsumer(ctx context.Context, topic, group string) (Consumer, error)
+}
+
 // Producer sends records of one topic.
 type Producer interface {
 	// Send queues a record and returns without waiting for it to be

@@ -98,7 +98,7 @@ type KafkaDriver struct {
 	}
 }
 
-var _ Driver = (*KafkaDriver)(nil)
+var _ GroupDriver = (*KafkaDriver)(nil)
 
 // NewKafkaDriver connects to the brokers (failing promptly if none
 // answers) and sizes the producers' buffers for w.
@@ -355,8 +355,47 @@ func (d *KafkaDriver) NewConsumer(ctx context.Context, topic string, partitions 
 	return &kafkaConsumer{cl: cl}, nil
 }
 
+// NewGroupConsumer returns a member of consumer group group on topic,
+// with its own client: cooperative-sticky, starting where the group
+// committed (at the start when it has not), committing what it delivered
+// every 5 s and, before a partition moves, in the revoke callback. Run
+// holds rebalances while it delivers a poll (BlockRebalanceOnPoll), so a
+// revoked partition's delivered records are always committed first and
+// the next owner does not deliver them again.
+func (d *KafkaDriver) NewGroupConsumer(ctx context.Context, topic, group string) (Consumer, error) {
+	d.mu.Lock()
+	d.mu.settings["consumer"] = "consumer group per subscription, cooperative-sticky, from the start, commits every 5s and on revoke"
+	d.mu.Unlock()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(d.cfg.Brokers...),
+		kgo.ClientID("fjord-bench-consumer"),
+		kgo.DialTimeout(kafkaDialTimeout),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+			// A failed commit here means the next owner re-delivers,
+			// which the run's checks count as duplicates.
+			_ = cl.CommitUncommittedOffsets(ctx)
+		}),
+		kgo.FetchMaxBytes(kafkaFetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(kafkaFetchMaxPartBytes),
+		kgo.FetchMaxWait(kafkaFetchMaxWait),
+		kgo.FetchMinBytes(1),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &kafkaConsumer{cl: cl, group: true}, nil
+}
+
 type kafkaConsumer struct {
 	cl *kgo.Client
+	// group: a group member, whose rebalances wait for each poll to be
+	// delivered (AllowRebalance).
+	group bool
 }
 
 // Run delivers records until ctx ends (then it returns nil) or a fetch
@@ -377,6 +416,9 @@ func (c *kafkaConsumer) Run(ctx context.Context, fn func(value []byte)) error {
 			}
 		})
 		fetches.EachRecord(func(r *kgo.Record) { fn(r.Value) })
+		if c.group {
+			c.cl.AllowRebalance()
+		}
 		if fatal != nil {
 			return fatal
 		}
@@ -384,6 +426,11 @@ func (c *kafkaConsumer) Run(ctx context.Context, fn func(value []byte)) error {
 }
 
 func (c *kafkaConsumer) Close() error {
+	if c.group {
+		// Leaving the group revokes the partitions, which waits for
+		// the last poll to be allowed: Run may have returned without.
+		c.cl.AllowRebalance()
+	}
 	c.cl.Close()
 	return nil
 }

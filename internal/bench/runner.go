@@ -73,6 +73,10 @@ type RunOptions struct {
 	// ended (for an open-ended window, at its last record), from Run's
 	// goroutine; it must not block.
 	OnMeasureEnd func()
+	// Groups runs each subscription's consumers as one consumer group
+	// (the driver must be a GroupDriver) instead of giving each its own
+	// partitions.
+	Groups bool
 
 	// progressEvery overrides progressEvery (tests).
 	progressEvery int
@@ -213,6 +217,9 @@ type runner struct {
 func Run(ctx context.Context, w *Workload, d Driver, opts RunOptions) (*Result, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
+	}
+	if _, ok := d.(GroupDriver); opts.Groups && !ok {
+		return nil, fmt.Errorf("%s's driver has no consumer groups", d.Name())
 	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
@@ -490,7 +497,16 @@ func (r *runner) createConsumers(ctx context.Context, endToEnd bool) error {
 				for p := c; p < w.PartitionsPerTopic; p += w.ConsumerPerSubscription {
 					parts = append(parts, int32(p))
 				}
-				cons, err := r.d.NewConsumer(ctx, topic, parts)
+				var cons Consumer
+				var err error
+				if r.opts.Groups {
+					// The group assigns the partitions; parts says only
+					// how many the consumer would have had.
+					cons, err = r.d.(GroupDriver).NewGroupConsumer(ctx, topic, fmt.Sprintf("%s-sub%d", topic, s))
+					parts = nil
+				} else {
+					cons, err = r.d.NewConsumer(ctx, topic, parts)
+				}
 				if err != nil {
 					return fmt.Errorf("consumer %d of topic %s: %w", c, topic, err)
 				}
