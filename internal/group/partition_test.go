@@ -16,13 +16,15 @@ func TestPartitionForMatchesJava(t *testing.T) {
 		{"a", 97, 50, 47},
 		{"hello", 99162322, 50, 22},
 		// Java's hashCode of this string is Integer.MIN_VALUE; Kafka's
-		// abs (x & 0x7fffffff) maps it to 0, where Math.abs would stay
-		// negative.
+		// Utils.abs maps it to 0, where Math.abs would stay negative.
 		{"polygenelubricants", -2147483648, 50, 0},
+		// Negative hashes take Math.abs: 1906497762 % 50 = 12. Masking
+		// the sign bit would give 36.
+		{"my-group", -1906497762, 50, 12},
+		{"billing", -109829509, 50, 9},
 		// A supplementary character hashes as its two UTF-16 surrogates
 		// (0xD83D, 0xDE00): 0xD83D*31 + 0xDE00.
 		{"\U0001F600", 1772899, 50, 49},
-		{"my-group", javaHashReference("my-group"), 50, (javaHashReference("my-group") & 0x7fffffff) % 50},
 		{"hello", 99162322, 1, 0},
 	} {
 		if got := javaStringHashCode(tc.group); got != tc.hash {
