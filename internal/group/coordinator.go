@@ -234,9 +234,13 @@ func stopTimer(t *Timer) {
 	}
 }
 
-// appendContext bounds an append by CommitTimeout and by Close.
+// appendContext bounds an append by CommitTimeout and by Close, but not
+// by the request's own end: a client that goes away must not cancel a
+// write that may still land, or the log would hold a commit (or a
+// tombstone) that memory never learned of, as Kafka never cancels its
+// coordinator's writes either.
 func (c *Coordinator) appendContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CommitTimeout)
 	stop := context.AfterFunc(c.ctx, cancel)
 	return ctx, func() {
 		stop()

@@ -136,10 +136,11 @@
 //   - ListGroups omits the groups of partitions still loading; Kafka
 //     lists what it has and adds COORDINATOR_LOAD_IN_PROGRESS, which this
 //     API has no error to carry.
-//   - A commit's or delete's request context bounds its append (with
-//     CommitTimeout); a context that ends first answers REQUEST_TIMED_OUT
-//     (deadline) or COORDINATOR_NOT_AVAILABLE (cancel), and the write may
-//     still land: the usual ambiguity of a timed-out write.
+//   - A commit's or delete's append is bounded by CommitTimeout (and
+//     Close), not by its request: a client that goes away does not cancel
+//     a write that may still land, so memory always learns its outcome.
+//     A write that times out answers REQUEST_TIMED_OUT and may still
+//     land: the usual ambiguity of a timed-out write.
 //   - Describing an unknown group answers Dead with no error for every
 //     version; DescribeGroups v6's GROUP_ID_NOT_FOUND is the server's to
 //     derive from that.

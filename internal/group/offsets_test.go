@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -401,5 +402,38 @@ func TestExpiryWriteFailureRetries(t *testing.T) {
 	h.clock.Advance(10 * time.Minute)
 	if h.committed("s", tp("t", 0)) != -1 {
 		t.Fatal("the retry did not expire the offset")
+	}
+}
+
+// A client that goes away while its commit is being written does not
+// cancel the write: the record lands, and memory learns of it, so what
+// OffsetFetch answers matches what a reload of the log would.
+func TestCommitOutlivesItsRequest(t *testing.T) {
+	h := newHarness(t)
+	release := h.log.hold()
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := start(t, func() error {
+		err, partErrs := h.c.CommitOffsets(ctx, CommitRequest{Group: "g", Generation: -1, Offsets: []OffsetCommit{oc("t", 0, 42)}})
+		if err == nil {
+			err = partErrs[0]
+		}
+		return err
+	})
+	h.eventually(func() error {
+		if h.log.waitingAppends() != 1 {
+			return errors.New("the commit's append is not waiting yet")
+		}
+		return nil
+	})
+	cancel() // the connection closes
+	release()
+	if err := done.result(); err != nil {
+		t.Fatalf("commit answered %v once its write landed", err)
+	}
+	if got := h.committed("g", tp("t", 0)); got != 42 {
+		t.Fatalf("committed offset %d, want 42: the write landed but memory did not learn of it", got)
+	}
+	if got := h.reload().committed("g", tp("t", 0)); got != 42 {
+		t.Fatalf("reloaded offset %d, want 42", got)
 	}
 }
