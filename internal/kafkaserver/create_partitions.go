@@ -61,6 +61,11 @@ func checkCreatePartitions(img *metadata.Image, t *kmsg.CreatePartitionsRequestT
 	if err := metadata.ValidateTopicName(t.Topic); err != nil {
 		return nil, err
 	}
+	if isInternalTopic(t.Topic) {
+		// Groups are hashed over __consumer_offsets' partition count:
+		// growing it would move every group away from its offsets.
+		return nil, invalidRequest("topic %q is internal: its partition count is fixed", t.Topic)
+	}
 	topic, ok := lookupTopic(img, t.Topic)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, t.Topic)

@@ -15,6 +15,8 @@ package kafkaserver
 //     gives ReplicaAssignment, which needs both to be -1 in every version;
 //   - ReplicaAssignment must name each partition 0..n-1 exactly once
 //     (INVALID_REPLICA_ASSIGNMENT);
+//   - an internal topic's name (__consumer_offsets, ...) is
+//     INVALID_REQUEST: its coordinator creates it;
 //   - the topic name (INVALID_TOPIC_EXCEPTION) and every config
 //     (INVALID_CONFIG naming the value and what is allowed) are checked
 //     here and again by the controller when it commits.
@@ -115,6 +117,11 @@ func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic) (co
 	}
 	if err := metadata.ValidateTopicName(t.Topic); err != nil {
 		return ct, err
+	}
+	if isInternalTopic(t.Topic) {
+		// Its coordinator creates it with its own settings (the group
+		// coordinator hashes groups over a fixed partition count).
+		return ct, invalidRequest("topic %q is internal: the node creates it when it is first needed", t.Topic)
 	}
 
 	if len(t.ReplicaAssignment) > 0 {

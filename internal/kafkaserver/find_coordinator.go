@@ -3,6 +3,7 @@ package kafkaserver
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,7 +84,16 @@ func (s *Server) findCoordinator(ctx context.Context, keyType int8, key string) 
 	if err != nil {
 		return coordinatorError(s.errorCodeLogged(err, "FindCoordinator: creating "+offsetsTopic), err.Error())
 	}
-	p := &t.Partitions[group.PartitionFor(key, int32(len(t.Partitions)))]
+	n := s.cfg.OffsetsTopicPartitions
+	if int32(len(t.Partitions)) != n {
+		// The coordinator hashes groups over n partitions; with another
+		// count it would never own the group it is sent.
+		s.log.Error("kafkaserver: __consumer_offsets has the wrong partition count for the group coordinator",
+			"partitions", len(t.Partitions), "want", n)
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code,
+			fmt.Sprintf("%s has %d partitions, the group coordinator %d", offsetsTopic, len(t.Partitions), n))
+	}
+	p := &t.Partitions[group.PartitionFor(key, n)]
 	b, ok := s.image().Broker(p.Leader)
 	if p.Leader < 0 || !ok {
 		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "the group's __consumer_offsets partition has no leader yet")

@@ -442,13 +442,45 @@ func TestGroupBadInput(t *testing.T) {
 		t.Errorf("OffsetCommit with 4097 bytes of metadata: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
 
+	// SyncGroup v5+ must name the protocol type and protocol.
 	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Version = 5
 	sync.Group, sync.MemberID, sync.Generation = "picky", "m", 1
-	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "a"}, {MemberID: "a"}}
-	if r := c.roundTrip(sync).(*kmsg.SyncGroupResponse); r.ErrorCode != kerr.InvalidRequest.Code {
-		t.Errorf("SyncGroup naming a member twice: %v", kerr.ErrorForCode(r.ErrorCode))
+	if r := c.roundTrip(sync).(*kmsg.SyncGroupResponse); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Errorf("SyncGroup v5 without a protocol: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	if n := log.count(); n != 0 {
 		t.Errorf("%d records stored by requests that all failed", n)
+	}
+}
+
+// __consumer_offsets belongs to the group coordinator, which hashes
+// groups over its partition count: clients may not create it or grow it,
+// and a topic of another count (made some other way) is not used.
+func TestOffsetsTopicIsTheCoordinators(t *testing.T) {
+	h := newWireHarness(t, withGroups(&memOffsetsLog{}))
+	c := h.dial()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version = 5
+	create.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: offsetsTopic, NumPartitions: 3, ReplicationFactor: 1}}
+	if r := c.roundTrip(create).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("CreateTopics %s: %v", offsetsTopic, kerr.ErrorForCode(r.Topics[0].ErrorCode))
+	}
+	if _, ok := lookupTopic(h.ctrl.Image(), offsetsTopic); ok {
+		t.Fatalf("%s was created by a client", offsetsTopic)
+	}
+
+	h.ctrl.addTopic(offsetsTopic, 3) // as no client can
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.Version = 3
+	find.CoordinatorKey = "g"
+	if r := c.roundTrip(find).(*kmsg.FindCoordinatorResponse); r.ErrorCode != kerr.CoordinatorNotAvailable.Code ||
+		r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "has 3 partitions") {
+		t.Errorf("FindCoordinator with a 3-partition %s: %+v", offsetsTopic, r)
+	}
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: offsetsTopic, Count: 50}}
+	if r := c.roundTrip(grow).(*kmsg.CreatePartitionsResponse); r.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("CreatePartitions %s: %v", offsetsTopic, kerr.ErrorForCode(r.Topics[0].ErrorCode))
 	}
 }

@@ -17,10 +17,11 @@ import (
 // topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION
 // here, as Kafka answers, and never reaches the coordinator, so nothing is
 // stored for it. Per version: v1 adds a per-partition commit timestamp and
-// v2-4 a retention time, both ignored (Kafka ignores them too since
-// KIP-211: offsets expire by offsets.retention.minutes once the group is
-// empty); v6 a leader epoch; v7 group.instance.id. v10 (topic ids) is not
-// served.
+// v2-4 a retention time, which Fjord does not honour yet (Kafka does: it
+// stores a per-offset expiry, value v1); offsets expire by
+// offsets.retention.minutes once the group is empty (KIP-211), the rule
+// for v5+. v6 adds a leader epoch; v7 group.instance.id. v10 (topic ids)
+// is not served.
 func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.OffsetCommitRequest)
 	resp := body.ResponseKind().(*kmsg.OffsetCommitResponse)

@@ -14,10 +14,10 @@ import (
 // The leader's assignments go to the coordinator, which answers every
 // member with its own once the leader's have been written to
 // __consumer_offsets; a follower's request waits for that. A member
-// named twice in the leader's assignments is INVALID_REQUEST (Kafka
-// checks the same). v3+ carries group.instance.id; v5+ the protocol type
-// and name, which must match the group's (INCONSISTENT_GROUP_PROTOCOL),
-// and answers them.
+// named twice in the leader's assignments gets the last one, as in
+// Kafka. v3+ carries group.instance.id; v5+ the protocol type and name,
+// which must be given and match the group's (INCONSISTENT_GROUP_PROTOCOL
+// otherwise, as Kafka answers), and answers them.
 func handleSyncGroup(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.SyncGroupRequest)
 	resp := body.ResponseKind().(*kmsg.SyncGroupResponse)
@@ -32,15 +32,15 @@ func handleSyncGroup(ctx context.Context, s *Server, req *request) (kmsg.Respons
 		Generation: body.Generation,
 	}
 	if req.version >= 5 {
+		if body.ProtocolType == nil || body.Protocol == nil {
+			resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+			return resp, nil, nil
+		}
 		sr.ProtocolType, sr.Protocol = body.ProtocolType, body.Protocol
 	}
 	if len(body.GroupAssignment) > 0 {
 		sr.Assignments = make(map[string][]byte, len(body.GroupAssignment))
 		for _, a := range body.GroupAssignment {
-			if _, dup := sr.Assignments[a.MemberID]; dup {
-				resp.ErrorCode = kerr.InvalidRequest.Code
-				return resp, nil, nil
-			}
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}

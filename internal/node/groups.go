@@ -140,7 +140,7 @@ func (g *groupLoader) load(p, epoch int32) {
 	start := time.Now()
 	records := 0
 	err := g.coord.Load(p, func(fn func(group.Record) error) error {
-		return g.replicas.ScanCommitted(g.ctx, offsetsTopic, p, func(batch []byte) error {
+		return g.replicas.ScanLog(g.ctx, offsetsTopic, p, func(batch []byte) error {
 			h, err := record.ParseHeader(batch)
 			if err != nil {
 				return err

@@ -9,9 +9,9 @@ import (
 	"github.com/fjordmq/fjord/internal/record"
 )
 
-// ScanCommitted hands over every committed batch in order, across reads
+// ScanLog hands over every batch in order, across reads
 // of its buffer's size, and nothing of a partition it does not lead.
-func TestScanCommitted(t *testing.T) {
+func TestScanLog(t *testing.T) {
 	e := newEnv(t, "")
 	e.put(newTopic("t", 1, 1, nil))
 	var want []string
@@ -25,7 +25,7 @@ func TestScanCommitted(t *testing.T) {
 
 	var got []string
 	var next int64
-	err := e.m.ScanCommitted(context.Background(), "t", 0, func(b []byte) error {
+	err := e.m.ScanLog(context.Background(), "t", 0, func(b []byte) error {
 		h, err := record.ParseHeader(b)
 		if err != nil {
 			return err
@@ -45,10 +45,10 @@ func TestScanCommitted(t *testing.T) {
 	}
 
 	stop := errors.New("stop")
-	if err := e.m.ScanCommitted(context.Background(), "t", 0, func([]byte) error { return stop }); !errors.Is(err, stop) {
+	if err := e.m.ScanLog(context.Background(), "t", 0, func([]byte) error { return stop }); !errors.Is(err, stop) {
 		t.Fatalf("fn's error: got %v", err)
 	}
-	if err := e.m.ScanCommitted(context.Background(), "t", 7, func([]byte) error { return nil }); !errors.Is(err, ErrUnknownTopicOrPartition) {
+	if err := e.m.ScanLog(context.Background(), "t", 7, func([]byte) error { return nil }); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("unknown partition: %v", err)
 	}
 }
