@@ -47,12 +47,18 @@ func (c *Coordinator) DescribeGroup(group string) (GroupDescription, error) {
 }
 
 // ListGroups: ListGroups v0+. It lists the groups of every loaded
-// partition (not those still loading), sorted by id, keeping those whose
-// state is in states (compared without case, as Kafka does) unless
-// states is nil or empty.
-func (c *Coordinator) ListGroups(states []string) []GroupListing {
+// partition, sorted by id, keeping those whose state is in states
+// (compared without case, as Kafka does) unless states is nil or empty.
+// While a partition is still loading its groups are missing, and err is
+// ErrCoordinatorLoadInProgress beside what is listed, as Kafka answers,
+// so an admin client retries.
+func (c *Coordinator) ListGroups(states []string) (listed []GroupListing, err error) {
 	var out []GroupListing
-	for _, g := range c.loadedGroups() {
+	groups, loading := c.loadedGroups()
+	if loading {
+		err = ErrCoordinatorLoadInProgress
+	}
+	for _, g := range groups {
 		g.mu.Lock()
 		l := GroupListing{Group: g.id, ProtocolType: g.mu.protocolType, State: g.mu.state.String()}
 		dead := g.mu.state == stateDead
@@ -63,7 +69,7 @@ func (c *Coordinator) ListGroups(states []string) []GroupListing {
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
-	return out
+	return out, err
 }
 
 func stateIn(state string, states []string) bool {

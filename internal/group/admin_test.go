@@ -48,7 +48,7 @@ func TestListGroupsStateFilter(t *testing.T) {
 	h.waitAwaitingJoin("rebalancing", 1)
 	h.c.CommitOffsets(h.ctx, CommitRequest{Group: "simple", Generation: -1, Offsets: []OffsetCommit{oc("t", 0, 1)}})
 
-	all := h.c.ListGroups(nil)
+	all := h.list(nil)
 	want := []GroupListing{
 		{"rebalancing", "consumer", "PreparingRebalance"},
 		{"simple", "", "Empty"},
@@ -62,10 +62,10 @@ func TestListGroupsStateFilter(t *testing.T) {
 			t.Fatalf("group %d: %+v, want %+v", i, all[i], want[i])
 		}
 	}
-	if got := h.c.ListGroups([]string{"stable", "EMPTY"}); len(got) != 2 || got[0].Group != "simple" || got[1].Group != "stable" {
+	if got := h.list([]string{"stable", "EMPTY"}); len(got) != 2 || got[0].Group != "simple" || got[1].Group != "stable" {
 		t.Fatalf("filtered: %+v", got)
 	}
-	if got := h.c.ListGroups([]string{"Dead"}); len(got) != 0 {
+	if got := h.list([]string{"Dead"}); len(got) != 0 {
 		t.Fatalf("dead filter: %+v", got)
 	}
 }
@@ -82,7 +82,7 @@ func TestDeleteGroups(t *testing.T) {
 	for i, want := range []error{ErrNonEmptyGroup, nil, ErrGroupIDNotFound, nil} {
 		wantErr(t, "group "+string(rune('0'+i)), errs[i], want)
 	}
-	if got := h.c.ListGroups(nil); len(got) != 1 || got[0].Group != "busy" {
+	if got := h.list(nil); len(got) != 1 || got[0].Group != "busy" {
 		t.Fatalf("groups after delete: %+v", got)
 	}
 	if h.committed("gone", tp("t", 0)) != -1 || h.committed("simple", tp("t", 0)) != -1 {
@@ -117,7 +117,7 @@ func TestDeleteGroupWriteFailure(t *testing.T) {
 	if h.committed("simple", tp("t", 0)) != 1 {
 		t.Fatal("a failed delete removed the offsets")
 	}
-	if got := h.c.ListGroups(nil); len(got) != 1 {
+	if got := h.list(nil); len(got) != 1 {
 		t.Fatalf("groups %+v", got)
 	}
 	// And the group is usable: a member may join.

@@ -122,7 +122,7 @@ func TestConcurrentGroups(t *testing.T) {
 	go func() { // admin readers
 		defer side.Done()
 		for !done.Load() {
-			for _, l := range h.c.ListGroups(nil) {
+			for _, l := range h.list(nil) {
 				h.c.DescribeGroup(l.Group)
 				h.c.FetchOffsets(l.Group, nil, false)
 			}

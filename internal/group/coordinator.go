@@ -124,19 +124,19 @@ func (c *Coordinator) lookup(id string, create bool) (*group, error) {
 }
 
 // loadedGroups returns every group of every loaded partition.
-func (c *Coordinator) loadedGroups() []*group {
+func (c *Coordinator) loadedGroups() (groups []*group, loading bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var groups []*group
 	for _, ps := range c.mu.partitions {
 		if ps.loading {
+			loading = true
 			continue
 		}
 		for _, g := range ps.groups {
 			groups = append(groups, g)
 		}
 	}
-	return groups
+	return groups, loading
 }
 
 // removeGroupLocked takes a group that has just died out of its

@@ -133,9 +133,6 @@
 //     Kafka appends them with acks=0 and removes at once. A group a failed
 //     request created and left empty is dropped at once rather than at the
 //     next retention check.
-//   - ListGroups omits the groups of partitions still loading; Kafka
-//     lists what it has and adds COORDINATOR_LOAD_IN_PROGRESS, which this
-//     API has no error to carry.
 //   - A commit's or delete's append is bounded by CommitTimeout (and
 //     Close), not by its request: a client that goes away does not cancel
 //     a write that may still land, so memory always learns its outcome.

@@ -588,3 +588,13 @@ func testEventually(t *testing.T, cond func() error) {
 	t.Helper()
 	testutil.Eventually(t, waitBound, cond)
 }
+
+// list is ListGroups on a coordinator with every partition loaded.
+func (h *harness) list(states []string) []GroupListing {
+	h.t.Helper()
+	listed, err := h.c.ListGroups(states)
+	if err != nil {
+		h.t.Fatalf("ListGroups: %v", err)
+	}
+	return listed
+}

@@ -49,7 +49,7 @@ func TestJoinValidation(t *testing.T) {
 			if res.Generation != -1 {
 				t.Fatalf("generation %d on error, want -1", res.Generation)
 			}
-			if groups := h.c.ListGroups(nil); len(groups) != 0 {
+			if groups := h.list(nil); len(groups) != 0 {
 				t.Fatalf("a failed join left groups %+v", groups)
 			}
 			if n := h.log.appendCount(); n != 0 {

@@ -86,7 +86,7 @@ func TestLoadRebuildsWhatWasWritten(t *testing.T) {
 	h.c.DeleteGroups(h.ctx, []string{"deleted"})
 
 	h2 := h.reload()
-	if a, b := h.c.ListGroups(nil), h2.c.ListGroups(nil); !reflect.DeepEqual(a, b) || len(a) != 3 {
+	if a, b := h.list(nil), h2.list(nil); !reflect.DeepEqual(a, b) || len(a) != 3 {
 		t.Fatalf("groups before %+v, after %+v", a, b)
 	}
 	for _, id := range []string{"stable", "empty", "simple", "deleted"} {
@@ -307,8 +307,8 @@ func TestLoadInProgress(t *testing.T) {
 	wantErr(t, "fetch", err, ErrCoordinatorLoadInProgress)
 	wantErr(t, "sync", h2.sync(m.syncReq(nil)).Err, ErrRebalanceInProgress)
 	wantErr(t, "heartbeat", m.heartbeat(h2), nil)
-	if groups := h2.c.ListGroups(nil); len(groups) != 0 {
-		t.Fatalf("loading groups listed: %+v", groups)
+	if groups, err := h2.c.ListGroups(nil); len(groups) != 0 || err != ErrCoordinatorLoadInProgress {
+		t.Fatalf("ListGroups while loading: %+v, %v; want none, COORDINATOR_LOAD_IN_PROGRESS", groups, err)
 	}
 	close(proceed)
 	if err := loaded.result(); err != nil {
@@ -454,7 +454,11 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		for _, l := range c.ListGroups(nil) {
+		listed, err := c.ListGroups(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range listed {
 			if _, err := c.DescribeGroup(l.Group); err != nil {
 				t.Fatal(err)
 			}

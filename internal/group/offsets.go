@@ -265,7 +265,8 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []T
 // removed, and an Empty group left with no offsets dies (its metadata
 // tombstoned too).
 func (c *Coordinator) runRetention() {
-	for _, g := range c.loadedGroups() {
+	groups, _ := c.loadedGroups()
+	for _, g := range groups {
 		c.expireGroup(g)
 	}
 	c.mu.Lock()

@@ -11,7 +11,9 @@ import (
 
 // ListGroups: v0-5
 //
-// The groups this node coordinates. v4+ filter by state (KIP-518; Kafka
+// The groups this node coordinates; while some of its __consumer_offsets
+// partitions are still loading, those it has, with
+// COORDINATOR_LOAD_IN_PROGRESS. v4+ filter by state (KIP-518; Kafka
 // matches state names case-insensitively); v5+ by type (KIP-848): every
 // group here is "classic", so a filter without "classic" lists none.
 func handleListGroups(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
@@ -29,7 +31,11 @@ func handleListGroups(_ context.Context, s *Server, req *request) (kmsg.Response
 	if req.version >= 4 && len(body.StatesFilter) > 0 {
 		states = body.StatesFilter
 	}
-	for _, g := range s.groups.ListGroups(states) {
+	listed, err := s.groups.ListGroups(states)
+	// COORDINATOR_LOAD_IN_PROGRESS beside the groups already loaded, as
+	// Kafka answers: the admin client retries.
+	resp.ErrorCode = s.errorCodeLogged(err, "ListGroups")
+	for _, g := range listed {
 		rg := kmsg.NewListGroupsResponseGroup()
 		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, g.State, "classic"
 		resp.Groups = append(resp.Groups, rg)

@@ -82,7 +82,7 @@ type Groups interface {
 	CommitOffsets(ctx context.Context, req group.CommitRequest) (err error, partErrs []error)
 	FetchOffsets(groupID string, parts []group.TopicPartition, requireStable bool) ([]group.CommittedOffset, error)
 	DescribeGroup(groupID string) (group.GroupDescription, error)
-	ListGroups(states []string) []group.GroupListing
+	ListGroups(states []string) ([]group.GroupListing, error)
 	DeleteGroups(ctx context.Context, groups []string) []error
 	DeleteOffsets(ctx context.Context, groupID string, parts []group.TopicPartition) (err error, partErrs []error)
 }
