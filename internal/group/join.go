@@ -306,6 +306,11 @@ func (c *Coordinator) replaceStaticMemberLocked(g *group, oldID, newID string, r
 				res.LeaderID = oldLeader
 			}
 			g.answerJoinLocked(m, res)
+			// The session timer may have fired while the join was
+			// parked (it spares parked members); answered, the member's
+			// session starts again, or a client that then died would
+			// never be expired.
+			c.scheduleSessionLocked(g, m, m.sessionTimeout)
 		})
 	case stateCompletingRebalance:
 		// The leader may be assigning to the old id right now; its

@@ -1,6 +1,8 @@
 package group
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -256,4 +258,40 @@ func TestRebalanceWaitsForStaticMembers(t *testing.T) {
 	if res.Err != nil || res.LeaderID != ms[0].MemberID || len(res.Members) != 2 {
 		t.Fatalf("s1's join: %+v", res)
 	}
+}
+
+// A static member whose replacement write outlasts its session timeout
+// still has a session once answered: if its client then dies, the
+// member expires like any other.
+func TestStaticReplacementRestartsSessionWhenAnswered(t *testing.T) {
+	h := newHarness(t)
+	// One member: nobody else's session runs out and rebalances the
+	// group while the clock jumps.
+	h.formGroup(staticReq("g", "s2"))
+	session := staticReq("g", "s2").SessionTimeout
+	release := h.log.hold()
+	restart := h.startJoin(staticReq("g", "s2"))
+	h.eventually(func() error {
+		if h.log.waitingAppends() != 1 {
+			return errors.New("the replacement's write is not waiting yet")
+		}
+		return nil
+	})
+	h.clock.Advance(session + time.Second) // the session timer fires while the join is parked
+	restart.parked()
+	release()
+	res := restart.result()
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	// Nobody heartbeats for s2 from here on.
+	h.clock.Advance(session + time.Second)
+	h.eventually(func() error {
+		for _, id := range h.memberIDs("g") {
+			if id == res.MemberID {
+				return fmt.Errorf("member %s still in the group a session timeout after its last word", id)
+			}
+		}
+		return nil
+	})
 }
