@@ -67,9 +67,13 @@ func handleJoinGroup(ctx context.Context, s *Server, req *request) (kmsg.Respons
 	resp.LeaderID = res.LeaderID
 	resp.SkipAssignment = res.SkipAssignment
 	protocol, protocolType := res.Protocol, res.ProtocolType
-	resp.Protocol = &protocol
-	if req.version >= 7 && res.Err == nil {
-		resp.ProtocolType = &protocolType
+	switch {
+	case req.version < 7:
+		resp.Protocol = &protocol // not nullable before v7
+	case res.Err == nil:
+		resp.Protocol, resp.ProtocolType = &protocol, &protocolType
+	default:
+		resp.Protocol = nil // Kafka answers an error with no protocol
 	}
 	for _, m := range res.Members {
 		rm := kmsg.NewJoinGroupResponseMember()
