@@ -107,6 +107,7 @@ func testGroupTooLargeToStore(t *testing.T, metadataBytes, assignmentBytes int) 
 	})
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Group, sync.MemberID, sync.Generation = "huge", jr.MemberID, jr.Generation
+	sync.ProtocolType, sync.Protocol = jr.ProtocolType, jr.Protocol // v5+ names them
 	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: make([]byte, assignmentBytes)}}
 	sr, err := sync.RequestWith(ctx, cl)
 	if err != nil {
