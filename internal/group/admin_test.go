@@ -166,6 +166,25 @@ func TestDeleteOffsets(t *testing.T) {
 	if h.committed("g", tp("t", 0)) != -1 {
 		t.Fatal("offset survived")
 	}
+	h.wantState("g", "Empty") // u-0 is left
+
+	// Its last offset deleted, the Empty group is gone at once, its
+	// metadata tombstoned with the offset, as Kafka does.
+	if err, errs := h.c.DeleteOffsets(h.ctx, "g", []TopicPartition{tp("u", 0), tp("u", 0)}); err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("delete of the last offset: %v %v", err, errs)
+	}
+	h.wantState("g", "Dead")
+	if listed := h.list(nil); len(listed) != 0 {
+		t.Fatalf("listed after its last offset was deleted: %+v", listed)
+	}
+	recs := h.groupRecords("g")
+	last := recs[len(recs)-1]
+	if last.kind != "group" || !last.tombstone || recs[len(recs)-2].tp != tp("u", 0) || !recs[len(recs)-2].tombstone {
+		t.Fatalf("last records %+v, %+v; want u-0's tombstone, then the group's", recs[len(recs)-2], last)
+	}
+	if got := h.reload(); len(got.list(nil)) != 0 {
+		t.Fatal("the group came back on reload")
+	}
 }
 
 func TestDeleteOffsetsGroupErrors(t *testing.T) {

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"log/slog"
+	"slices"
 )
 
 // CommitOffsets: OffsetCommit v0+ for one group.
@@ -231,10 +232,17 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []T
 	var recs []Record
 	var deleted []TopicPartition
 	for _, i := range eligible {
-		if _, ok := g.mu.offsets[parts[i]]; ok {
+		if _, ok := g.mu.offsets[parts[i]]; ok && !slices.Contains(deleted, parts[i]) {
 			recs = append(recs, offsetTombstone(g.id, parts[i]))
 			deleted = append(deleted, parts[i])
 		}
+	}
+	// An Empty group left with no offsets is gone, as Kafka removes it
+	// (and tombstones its metadata) at once rather than at the next
+	// retention check.
+	dies := len(recs) > 0 && g.mu.state == stateEmpty && len(g.mu.pending) == 0 && len(deleted) == len(g.mu.offsets)
+	if dies && g.mu.generation > 0 {
+		recs = append(recs, groupTombstone(g.id))
 	}
 	g.mu.Unlock()
 	if len(recs) == 0 {
@@ -256,6 +264,11 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []T
 	}
 	for _, tp := range deleted {
 		delete(g.mu.offsets, tp)
+	}
+	if dies && g.mu.state == stateEmpty && len(g.mu.offsets) == 0 {
+		c.logger.Info("group: removed after its last offsets were deleted", slog.String("group", g.id))
+		c.killGroupLocked(g, ErrCoordinatorNotAvailable)
+		c.removeGroupLocked(g)
 	}
 	return nil, partErrs
 }
