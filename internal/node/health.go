@@ -12,9 +12,12 @@ import (
 //	GET /readyz   200 "ready" once the node serves its partitions
 //	              (Node.Ready), else 503 with the reason.
 //
-// The HTTP/JSON API of a later issue mounts beside these.
+// The HTTP/JSON API (internal/httpapi) is mounted beside them.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	if n.api != nil {
+		n.api.Register(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")

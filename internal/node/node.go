@@ -33,12 +33,14 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/kafkaserver"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
@@ -90,6 +92,7 @@ type Node struct {
 	loader     *groupLoader
 	unsubGroup func()
 	kafka      *kafkaserver.Server
+	api        *httpapi.API
 	http       *http.Server
 	pprof      *http.Server
 	clusterID  string
@@ -255,6 +258,16 @@ func (n *Node) start(ctx context.Context) error {
 	}()
 
 	if n.httpLn != nil {
+		// The HTTP API is a gateway over the Kafka protocol, dialing
+		// this node at the address it gives clients.
+		api, err := httpapi.New(httpapi.Config{
+			Brokers: []string{net.JoinHostPort(host, strconv.Itoa(int(port)))},
+			Logger:  n.log,
+		})
+		if err != nil {
+			return err
+		}
+		n.api = api
 		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 		n.servers.Add(1)
 		go func() {
@@ -420,6 +433,9 @@ func (n *Node) Close() error {
 			add("closing pprof listener", n.pprofLn.Close())
 		}
 		n.servers.Wait()
+		if n.api != nil {
+			n.api.Close()
+		}
 		if n.unsubGroup != nil {
 			n.unsubGroup()
 		}

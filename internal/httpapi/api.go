@@ -1,0 +1,141 @@
+// Package httpapi is Fjord's HTTP/JSON API, mounted on the node's
+// --http-addr beside /healthz and /readyz.
+//
+// It is a gateway: it speaks the Kafka protocol to the cluster through
+// franz-go, as any client does, so an HTTP producer gets the guarantees
+// of a Kafka producer (a 200 with acks=all means what acks=all means),
+// keys route with Kafka's partitioner (an HTTP producer and a Kafka
+// producer put the same key in the same partition), and the API works on
+// any node, whichever leads the partition.
+//
+// Built so far (issue 6 is open):
+//
+//	POST /v1/topics/{topic}/produce                 one record, or {"records": [...]}
+//	GET  /v1/topics/{topic}/partitions/{p}/records  a stateless read from an offset
+//
+// Bytes travel as base64 (values, header values), keys as strings, and
+// times as Unix milliseconds. Every error is JSON, {"error": "<stable
+// code>", "message": "<text>"}, with the status that fits (errors.go).
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures the API.
+type Config struct {
+	// Brokers are the Kafka listeners the gateway's clients dial (the
+	// node's own).
+	Brokers []string
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
+	// larger is 413.
+	MaxBodyBytes int64
+	// MaxReadBytes bounds a read's answer (default DefaultMaxReadBytes).
+	MaxReadBytes int32
+	Logger       *slog.Logger
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxBodyBytes = 16 << 20
+	DefaultMaxReadBytes = 8 << 20
+	// maxReadWait bounds a read's long-poll (timeout_ms).
+	maxReadWait = 30 * time.Second
+)
+
+// API serves the routes. Its clients are shared by every request.
+type API struct {
+	cfg Config
+	log *slog.Logger
+	// producers[acks] is the client for acks=all ("all"), 1 and 0: acks
+	// is a client-wide setting in franz-go, and only acks=all may be
+	// idempotent.
+	producers map[string]*kgo.Client
+	// reader serves reads and metadata.
+	reader *kgo.Client
+	adm    *kadm.Client
+}
+
+// New makes the API's clients. They dial lazily: the node's own listener
+// need not be serving yet.
+func New(cfg Config) (*API, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("httpapi: no brokers")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxReadBytes <= 0 {
+		cfg.MaxReadBytes = DefaultMaxReadBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}}
+	common := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID("fjord-http"),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(newPartitioner()),
+		// An unknown topic is the client's mistake (404), not a reason
+		// to wait for the topic to appear.
+		kgo.UnknownTopicRetries(0),
+		kgo.RecordDeliveryTimeout(30 * time.Second),
+	}
+	for acks, opts := range map[string][]kgo.Opt{
+		"all": {kgo.RequiredAcks(kgo.AllISRAcks())},
+		"1":   {kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()},
+		"0":   {kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()},
+	} {
+		cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), common...), opts...)...)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		a.producers[acks] = cl
+	}
+	reader, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("fjord-http"))
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	a.reader, a.adm = reader, kadm.NewClient(reader)
+	return a, nil
+}
+
+// Register mounts the API's routes on mux.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/topics/{topic}/produce", a.handleProduce)
+	mux.HandleFunc("GET /v1/topics/{topic}/partitions/{partition}/records", a.handleRead)
+}
+
+// Close closes the clients; requests under way fail.
+func (a *API) Close() {
+	for _, cl := range a.producers {
+		cl.Close()
+	}
+	if a.reader != nil {
+		a.reader.Close()
+	}
+}
+
+// topicPartitions returns topic's partition count and id, or a 404.
+func (a *API) topicPartitions(ctx context.Context, topic string) (kadm.TopicDetail, error) {
+	topics, err := a.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return kadm.TopicDetail{}, unavailable(err)
+	}
+	td, ok := topics[topic]
+	if !ok || td.Err != nil {
+		return kadm.TopicDetail{}, &apiError{status: http.StatusNotFound, code: "unknown_topic", msg: fmt.Sprintf("topic %q does not exist", topic)}
+	}
+	return td, nil
+}

@@ -1,0 +1,257 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/node"
+	"github.com/fjordmq/fjord/internal/testutil"
+)
+
+// The API against a real node: the requests go through the node's HTTP
+// listener and, from there, the Kafka protocol.
+
+type env struct {
+	t    *testing.T
+	n    *node.Node
+	base string
+	adm  *kadm.Client
+	kcl  *kgo.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{
+		NodeID: 1, DataDir: t.TempDir(),
+		KafkaAddr: "127.0.0.1:0", ControllerAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	testutil.Eventually(t, 10*time.Second, n.Ready)
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kcl.Close)
+	return &env{t: t, n: n, base: "http://" + n.HTTPAddr().String(), adm: kadm.NewClient(kcl), kcl: kcl}
+}
+
+func (e *env) createTopic(name string, partitions int32) {
+	e.t.Helper()
+	if _, err := e.adm.CreateTopic(context.Background(), partitions, 1, nil, name); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// do sends a request and decodes the JSON answer into out (when not nil).
+func (e *env) do(method, path, body string, out any) int {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		e.t.Fatalf("%s %s: Content-Type %q, body %s", method, path, ct, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			e.t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+type result struct {
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Timestamp int64  `json:"timestamp"`
+	Error     string `json:"error"`
+	Message   string `json:"message"`
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// A produced record is where the answer says, readable by a Kafka client
+// and by the API's own read, key, value and headers intact; a key lands
+// where a Kafka producer's would.
+func TestProduceThenRead(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("orders", 4)
+	var res result
+	body := fmt.Sprintf(`{"key": "user-8841", "value": %q, "headers": {"trace": %q}}`, b64("first order"), b64("abc"))
+	if st := e.do("POST", "/v1/topics/orders/produce", body, &res); st != 200 || res.Error != "" {
+		t.Fatalf("produce: %d %+v", st, res)
+	}
+	// The same key from a Kafka producer goes to the same partition.
+	kr := &kgo.Record{Topic: "orders", Key: []byte("user-8841"), Value: []byte("second order")}
+	if err := e.kcl.ProduceSync(context.Background(), kr).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if kr.Partition != res.Partition || kr.Offset != res.Offset+1 {
+		t.Fatalf("Kafka producer: partition %d offset %d; HTTP: partition %d offset %d", kr.Partition, kr.Offset, res.Partition, res.Offset)
+	}
+
+	var read struct {
+		Records []struct {
+			Partition int32             `json:"partition"`
+			Offset    int64             `json:"offset"`
+			Key       *string           `json:"key"`
+			Value     *string           `json:"value"`
+			Headers   map[string]string `json:"headers"`
+			Timestamp int64             `json:"timestamp"`
+		} `json:"records"`
+		NextOffset    int64 `json:"next_offset"`
+		HighWatermark int64 `json:"high_watermark"`
+	}
+	path := fmt.Sprintf("/v1/topics/orders/partitions/%d/records?offset=%d", res.Partition, res.Offset)
+	if st := e.do("GET", path, "", &read); st != 200 {
+		t.Fatalf("read: %d", st)
+	}
+	if len(read.Records) != 2 || read.NextOffset != res.Offset+2 || read.HighWatermark != res.Offset+2 {
+		t.Fatalf("read %+v", read)
+	}
+	r0 := read.Records[0]
+	if *r0.Key != "user-8841" || *r0.Value != b64("first order") || r0.Headers["trace"] != b64("abc") || r0.Timestamp != res.Timestamp {
+		t.Fatalf("first record %+v", r0)
+	}
+	if *read.Records[1].Value != b64("second order") {
+		t.Fatalf("second record %+v", read.Records[1])
+	}
+	// Nothing more: an empty page, and where to continue.
+	path = fmt.Sprintf("/v1/topics/orders/partitions/%d/records?offset=%d", res.Partition, read.NextOffset)
+	if st := e.do("GET", path, "", &read); st != 200 || len(read.Records) != 0 || read.NextOffset != res.Offset+2 {
+		t.Fatalf("read at the end: %d %+v", st, read)
+	}
+}
+
+// A batch answers each record in order, with explicit partitions kept and
+// acks honoured.
+func TestProduceBatchAndAcks(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("events", 3)
+	var batch struct{ Results []result }
+	body := fmt.Sprintf(`{"records": [{"value": %q, "partition": 2}, {"value": %q, "partition": 0}, {"value": null, "key": "gone", "partition": 2}]}`, b64("a"), b64("b"))
+	if st := e.do("POST", "/v1/topics/events/produce", body, &batch); st != 200 || len(batch.Results) != 3 {
+		t.Fatalf("batch: %d %+v", st, batch)
+	}
+	want := []struct{ p int32 }{{2}, {0}, {2}}
+	for i, r := range batch.Results {
+		if r.Error != "" || r.Partition != want[i].p {
+			t.Fatalf("result %d: %+v (all %+v)", i, r, batch.Results)
+		}
+	}
+	if batch.Results[2].Offset != batch.Results[0].Offset+1 {
+		t.Fatalf("offsets in partition 2: %d then %d", batch.Results[0].Offset, batch.Results[2].Offset)
+	}
+	for _, acks := range []string{"1", "0"} {
+		var res result
+		body := fmt.Sprintf(`{"value": %q, "partition": 1, "acks": %q}`, b64("x"), acks)
+		if st := e.do("POST", "/v1/topics/events/produce", body, &res); st != 200 || res.Partition != 1 {
+			t.Fatalf("acks=%s: %d %+v", acks, st, res)
+		}
+		if acks == "0" && res.Offset != -1 {
+			t.Errorf("acks=0 answered offset %d; nothing says where it went", res.Offset)
+		}
+	}
+	// Both records reached partition 1.
+	testutil.Eventually(t, 5*time.Second, func() error {
+		ends, err := e.adm.ListEndOffsets(context.Background(), "events")
+		if err != nil {
+			return err
+		}
+		if o, _ := ends.Lookup("events", 1); o.Offset != 2 {
+			return fmt.Errorf("partition 1 ends at %d, want 2", o.Offset)
+		}
+		return nil
+	})
+}
+
+// Bad input is refused with a stable code and the right status, and
+// nothing is produced.
+func TestBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("t", 2)
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"malformed JSON", "POST", "/v1/topics/t/produce", `{"value": `, 400, "malformed_json"},
+		{"unknown field", "POST", "/v1/topics/t/produce", `{"valu": "YQ=="}`, 400, "malformed_json"},
+		{"two values", "POST", "/v1/topics/t/produce", `{"value": "YQ=="} {"value": "YQ=="}`, 400, "malformed_json"},
+		{"bad base64", "POST", "/v1/topics/t/produce", `{"value": "not base64!"}`, 400, "bad_base64"},
+		{"bad header base64", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "headers": {"h": "%%%"}}`, 400, "bad_base64"},
+		{"negative partition", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "partition": -1}`, 400, "bad_partition"},
+		{"partition past the end", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "partition": 2}`, 400, "bad_partition"},
+		{"huge partition", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "partition": 99999999999}`, 400, "malformed_json"},
+		{"bad acks", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "acks": "2"}`, 400, "bad_acks"},
+		{"no record", "POST", "/v1/topics/t/produce", `{}`, 400, "malformed_request"},
+		{"empty records", "POST", "/v1/topics/t/produce", `{"records": []}`, 400, "malformed_request"},
+		{"record and records", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "records": [{"value": "YQ=="}]}`, 400, "malformed_request"},
+		{"bad record in a batch", "POST", "/v1/topics/t/produce", `{"records": [{"value": "YQ=="}, {"value": "??"}]}`, 400, "bad_base64"},
+		{"idempotency key", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "idempotency_key": "k"}`, 400, "unsupported"},
+		{"unknown topic", "POST", "/v1/topics/nope/produce", `{"value": "YQ=="}`, 404, "unknown_topic"},
+		{"read unknown topic", "GET", "/v1/topics/nope/partitions/0/records", "", 404, "unknown_topic"},
+		{"read unknown partition", "GET", "/v1/topics/t/partitions/7/records", "", 404, "unknown_partition"},
+		{"read bad partition", "GET", "/v1/topics/t/partitions/x/records", "", 400, "bad_partition"},
+		{"read bad offset", "GET", "/v1/topics/t/partitions/0/records?offset=-5", "", 400, "bad_offset"},
+		{"read offset past the end", "GET", "/v1/topics/t/partitions/0/records?offset=100", "", 416, "offset_out_of_range"},
+		{"read bad max_bytes", "GET", "/v1/topics/t/partitions/0/records?max_bytes=0", "", 400, "bad_max_bytes"},
+		{"read bad timeout", "GET", "/v1/topics/t/partitions/0/records?timeout_ms=999999999", "", 400, "bad_timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var res result
+			if st := e.do(tc.method, tc.path, tc.body, &res); st != tc.status || res.Error != tc.code || res.Message == "" {
+				t.Errorf("%d %+v, want %d %q with a message", st, res, tc.status, tc.code)
+			}
+		})
+	}
+	ends, err := e.adm.ListEndOffsets(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset != 0 {
+			t.Errorf("partition %d has %d records after requests that all failed", o.Partition, o.Offset)
+		}
+	})
+}
+
+// A body over the limit is 413 and produces nothing; so is a record over
+// the topic's max.message.bytes.
+func TestTooLarge(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("t", 1)
+	big := bytes.Repeat([]byte("a"), 17<<20)
+	var res result
+	if st := e.do("POST", "/v1/topics/t/produce", `{"value": "`+string(big)+`"}`, &res); st != 413 || res.Error != "body_too_large" {
+		t.Fatalf("17 MiB body: %d %+v", st, res)
+	}
+	value := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 2<<20)) // over 1 MiB max.message.bytes
+	if st := e.do("POST", "/v1/topics/t/produce", `{"value": "`+value+`"}`, &res); st != 413 || res.Error != "record_too_large" {
+		t.Fatalf("2 MiB record: %d %+v", st, res)
+	}
+}

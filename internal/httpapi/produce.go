@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// POST /v1/topics/{topic}/produce
+//
+//	{"key": "user-8841", "value": "<base64>", "headers": {"k": "<base64>"},
+//	 "partition": 17, "acks": "all" | "1" | "0"}
+//	or {"records": [ ...records as above, without acks... ], "acks": ...}
+//
+// One record answers {"partition", "offset", "timestamp"}; a batch
+// {"results": [...]}, in request order, each a result or its own error.
+// acks defaults to "all" and means what it means for a Kafka producer:
+// with "all" a 200 is an fsynced, replicated record. With "0" nothing is
+// waited for and the offset is -1. A null value is a tombstone.
+//
+// Refused whole (400), before anything is produced: malformed JSON,
+// unknown fields, bad base64, a negative partition or one the topic does
+// not have, an acks value not in the list, both a record and "records",
+// neither, or idempotency_key, which is not built yet. A body over the
+// limit is 413; an unknown topic 404.
+
+// produceRecord is one record of a produce request.
+type produceRecord struct {
+	Key            *string           `json:"key"`
+	Value          *string           `json:"value"`
+	Headers        map[string]string `json:"headers"`
+	Partition      *int32            `json:"partition"`
+	IdempotencyKey *string           `json:"idempotency_key"`
+}
+
+type produceRequest struct {
+	produceRecord
+	Records []produceRecord `json:"records"`
+	Acks    *string         `json:"acks"`
+}
+
+// produceResult is one record's answer.
+type produceResult struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+	Timestamp int64 `json:"timestamp"`
+}
+
+func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	req, err := decodeProduce(w, r, a.cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	acks := "all"
+	if req.Acks != nil {
+		acks = *req.Acks
+	}
+	cl, ok := a.producers[acks]
+	if !ok {
+		writeError(w, badRequest("bad_acks", `acks %q: allowed: "all", "1", "0"`, acks))
+		return
+	}
+	batch := req.Records != nil
+	in := req.Records
+	if !batch {
+		in = []produceRecord{req.produceRecord}
+	}
+	recs := make([]*kgo.Record, len(in))
+	explicit := false
+	for i, pr := range in {
+		rec, err := toRecord(topic, pr)
+		if err != nil {
+			if batch {
+				err = badRequest(err.(*apiError).code, "record %d: %s", i, err.(*apiError).msg)
+			}
+			writeError(w, err)
+			return
+		}
+		explicit = explicit || pr.Partition != nil
+		recs[i] = rec
+	}
+	// The topic must exist (404), and an explicit partition be one of
+	// its: the partitioner cannot refuse a record.
+	td, err := a.topicPartitions(r.Context(), topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if explicit {
+		for i, pr := range in {
+			if pr.Partition != nil && int(*pr.Partition) >= len(td.Partitions) {
+				writeError(w, badRequest("bad_partition", "record %d: partition %d: topic %q has partitions 0 to %d",
+					i, *pr.Partition, topic, len(td.Partitions)-1))
+				return
+			}
+		}
+	}
+
+	results := cl.ProduceSync(r.Context(), recs...)
+	if !batch {
+		if err := results[0].Err; err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resultOf(results[0].Record, acks))
+		return
+	}
+	// ProduceSync answers in the order the records completed, which
+	// across partitions is not the request's.
+	index := make(map[*kgo.Record]int, len(recs))
+	for i, rec := range recs {
+		index[rec] = i
+	}
+	out := make([]any, len(results))
+	for _, res := range results {
+		i := index[res.Record]
+		if res.Err != nil {
+			ae := kafkaError(res.Err)
+			out[i] = errorBody{Error: ae.code, Message: ae.msg}
+			continue
+		}
+		out[i] = resultOf(res.Record, acks)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+}
+
+func resultOf(r *kgo.Record, acks string) produceResult {
+	offset := r.Offset
+	if acks == "0" {
+		offset = -1 // nothing came back to say where it went
+	}
+	return produceResult{Partition: r.Partition, Offset: offset, Timestamp: r.Timestamp.UnixMilli()}
+}
+
+// decodeProduce reads and checks the body's shape.
+func decodeProduce(w http.ResponseWriter, r *http.Request, limit int64) (*produceRequest, error) {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req produceRequest
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
+				msg: fmt.Sprintf("the body is over %d bytes", limit)}
+		}
+		return nil, badRequest("malformed_json", "%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("malformed_json", "more than one JSON value in the body")
+	}
+	single := req.Key != nil || req.Value != nil || req.Headers != nil || req.Partition != nil || req.IdempotencyKey != nil
+	switch {
+	case req.Records != nil && single:
+		return nil, badRequest("malformed_request", `give one record or "records", not both`)
+	case req.Records != nil && len(req.Records) == 0:
+		return nil, badRequest("malformed_request", `"records" is empty`)
+	case req.Records == nil && !single:
+		return nil, badRequest("malformed_request", `no record: give "value" (and "key", "headers", "partition") or "records"`)
+	}
+	return &req, nil
+}
+
+// toRecord checks one record and builds it.
+func toRecord(topic string, pr produceRecord) (*kgo.Record, error) {
+	if pr.IdempotencyKey != nil {
+		return nil, badRequest("unsupported", "idempotency_key is not supported yet")
+	}
+	rec := &kgo.Record{Topic: topic}
+	if pr.Key != nil {
+		rec.Key = []byte(*pr.Key)
+	}
+	if pr.Value != nil {
+		v, err := base64.StdEncoding.DecodeString(*pr.Value)
+		if err != nil {
+			return nil, badRequest("bad_base64", "value: %v", err)
+		}
+		rec.Value = v
+	}
+	// In name order: a JSON object has none of its own.
+	for _, k := range slices.Sorted(maps.Keys(pr.Headers)) {
+		v, err := base64.StdEncoding.DecodeString(pr.Headers[k])
+		if err != nil {
+			return nil, badRequest("bad_base64", "header %q: %v", k, err)
+		}
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: v})
+	}
+	if pr.Partition != nil {
+		if *pr.Partition < 0 {
+			return nil, badRequest("bad_partition", "partition %d: must be 0 or more", *pr.Partition)
+		}
+		withPartition(rec, *pr.Partition)
+	}
+	if strings.TrimSpace(topic) == "" {
+		return nil, badRequest("bad_topic", "the topic name is empty")
+	}
+	return rec, nil
+}

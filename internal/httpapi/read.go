@@ -1,0 +1,169 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// GET /v1/topics/{topic}/partitions/{p}/records?offset=N&max_bytes=M&timeout_ms=T
+//
+// A stateless read, without a group: the records of one partition from
+// offset N (default: the log start), at most max_bytes of them (default
+// and cap: Config.MaxReadBytes; the first record comes whole whatever its
+// size, as Kafka's fetch rule), waiting up to timeout_ms (default 0, at
+// most 30 s) for at least one when there are none yet. The answer:
+//
+//	{"records": [{"partition", "offset", "key", "value", "headers",
+//	  "timestamp"}], "next_offset": N', "high_watermark": H,
+//	 "log_start_offset": L}
+//
+// next_offset is where the next read continues. An offset outside the
+// log is 416 offset_out_of_range; an unknown topic or partition 404.
+
+type readRecord struct {
+	Partition int32             `json:"partition"`
+	Offset    int64             `json:"offset"`
+	Key       *string           `json:"key"`
+	Value     *string           `json:"value"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Timestamp int64             `json:"timestamp"`
+}
+
+type readResponse struct {
+	Records        []readRecord `json:"records"`
+	NextOffset     int64        `json:"next_offset"`
+	HighWatermark  int64        `json:"high_watermark"`
+	LogStartOffset int64        `json:"log_start_offset"`
+}
+
+func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	partition, err := strconv.ParseInt(r.PathValue("partition"), 10, 32)
+	if err != nil || partition < 0 {
+		writeError(w, badRequest("bad_partition", "partition %q: want 0 or more", r.PathValue("partition")))
+		return
+	}
+	q := r.URL.Query()
+	offset, err := queryInt(q.Get("offset"), -2, 0, 1<<62)
+	if err != nil {
+		writeError(w, badRequest("bad_offset", "offset %q: want 0 or more", q.Get("offset")))
+		return
+	}
+	maxBytes, err := queryInt(q.Get("max_bytes"), int64(a.cfg.MaxReadBytes), 1, int64(a.cfg.MaxReadBytes))
+	if err != nil {
+		writeError(w, badRequest("bad_max_bytes", "max_bytes %q: want 1 to %d", q.Get("max_bytes"), a.cfg.MaxReadBytes))
+		return
+	}
+	waitMs, err := queryInt(q.Get("timeout_ms"), 0, 0, maxReadWait.Milliseconds())
+	if err != nil {
+		writeError(w, badRequest("bad_timeout", "timeout_ms %q: want 0 to %d", q.Get("timeout_ms"), maxReadWait.Milliseconds()))
+		return
+	}
+
+	td, err := a.topicPartitions(r.Context(), topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	pd, ok := td.Partitions[int32(partition)]
+	if !ok {
+		writeError(w, &apiError{status: http.StatusNotFound, code: "unknown_partition",
+			msg: "topic " + strconv.Quote(topic) + " has no partition " + strconv.FormatInt(partition, 10)})
+		return
+	}
+	if pd.Err != nil || pd.Leader < 0 {
+		writeError(w, unavailable(kerr.LeaderNotAvailable))
+		return
+	}
+
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(waitMs)
+	req.MinBytes = 1
+	req.MaxBytes = int32(maxBytes)
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, td.ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(partition), offset, int32(maxBytes)
+	rp.CurrentLeaderEpoch, rp.LogStartOffset = -1, -1
+	if offset == -2 { // the log start: the broker tells us where that is
+		lo, err := a.adm.ListStartOffsets(r.Context(), topic)
+		if err != nil {
+			writeError(w, unavailable(err))
+			return
+		}
+		o, _ := lo.Lookup(topic, int32(partition))
+		if o.Err != nil {
+			writeError(w, o.Err)
+			return
+		}
+		rp.FetchOffset = o.Offset
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx := r.Context()
+	resp, err := a.reader.Broker(int(pd.Leader)).Request(ctx, req)
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 {
+		writeError(w, unavailable(kerr.UnknownServerError))
+		return
+	}
+	part := &fr.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
+		writeError(w, err)
+		return
+	}
+	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset: rp.FetchOffset, Topic: topic, Partition: int32(partition),
+	}, part, kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil {
+		writeError(w, fp.Err)
+		return
+	}
+	out := readResponse{Records: []readRecord{}, NextOffset: rp.FetchOffset, HighWatermark: part.HighWatermark, LogStartOffset: part.LogStartOffset}
+	for _, rec := range fp.Records {
+		rr := readRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UnixMilli()}
+		if rec.Key != nil {
+			k := string(rec.Key)
+			rr.Key = &k
+		}
+		if rec.Value != nil {
+			v := base64.StdEncoding.EncodeToString(rec.Value)
+			rr.Value = &v
+		}
+		for _, h := range rec.Headers {
+			if rr.Headers == nil {
+				rr.Headers = map[string]string{}
+			}
+			rr.Headers[h.Key] = base64.StdEncoding.EncodeToString(h.Value)
+		}
+		out.Records = append(out.Records, rr)
+		out.NextOffset = rec.Offset + 1
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queryInt parses a query parameter in [min, max]; empty is def.
+func queryInt(s string, def, min, max int64) (int64, error) {
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < min || v > max {
+		return 0, strconv.ErrRange
+	}
+	return v, nil
+}
