@@ -12,6 +12,8 @@
 //
 //	POST /v1/topics/{topic}/produce                 one record, or {"records": [...]}
 //	GET  /v1/topics/{topic}/partitions/{p}/records  a stateless read from an offset
+//	/v1/topics, /v1/topics/{topic}, /v1/cluster,
+//	/v1/groups, /v1/groups/{group}                  administration (admin.go)
 //
 // Bytes travel as base64 (values, header values), keys as strings, and
 // times as Unix milliseconds. Every error is JSON, {"error": "<stable
@@ -27,7 +29,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Config configures the API.
@@ -49,6 +53,8 @@ const (
 	DefaultMaxReadBytes = 8 << 20
 	// maxReadWait bounds a read's long-poll (timeout_ms).
 	maxReadWait = 30 * time.Second
+	// metadataMinAge: see New.
+	metadataMinAge = 10 * time.Millisecond
 )
 
 // API serves the routes. Its clients are shared by every request.
@@ -83,6 +89,10 @@ func New(cfg Config) (*API, error) {
 	common := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("fjord-http"),
+		// franz-go answers metadata from a cache younger than this; a
+		// gateway must see a topic created or deleted a moment ago by
+		// the request before.
+		kgo.MetadataMinAge(metadataMinAge),
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(newPartitioner()),
 		// An unknown topic is the client's mistake (404), not a reason
@@ -102,7 +112,7 @@ func New(cfg Config) (*API, error) {
 		}
 		a.producers[acks] = cl
 	}
-	reader, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("fjord-http"))
+	reader, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("fjord-http"), kgo.MetadataMinAge(metadataMinAge))
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
@@ -115,6 +125,7 @@ func New(cfg Config) (*API, error) {
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/topics/{topic}/produce", a.handleProduce)
 	mux.HandleFunc("GET /v1/topics/{topic}/partitions/{partition}/records", a.handleRead)
+	a.registerAdmin(mux)
 }
 
 // Close closes the clients; requests under way fail.
@@ -127,9 +138,47 @@ func (a *API) Close() {
 	}
 }
 
-// topicPartitions returns topic's partition count and id, or a 404.
+// metadata describes topics (nil: every topic) as the cluster sees them
+// now. It asks a broker directly: franz-go's metadata cache, which kadm
+// reads, can still hold a topic deleted by the request before.
+func (a *API) metadata(ctx context.Context, topics []string) (kadm.TopicDetails, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	if topics != nil {
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	seeds := a.reader.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, errors.New("no broker to ask")
+	}
+	resp, err := seeds[0].Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := kadm.TopicDetails{}
+	for _, t := range resp.(*kmsg.MetadataResponse).Topics {
+		if t.Topic == nil {
+			continue
+		}
+		td := kadm.TopicDetail{Topic: *t.Topic, ID: t.TopicID, IsInternal: t.IsInternal,
+			Err: kerr.ErrorForCode(t.ErrorCode), Partitions: kadm.PartitionDetails{}}
+		for _, p := range t.Partitions {
+			td.Partitions[p.Partition] = kadm.PartitionDetail{Topic: *t.Topic, Partition: p.Partition,
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
+				OfflineReplicas: p.OfflineReplicas, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		out[td.Topic] = td
+	}
+	return out, nil
+}
+
+// topicPartitions describes one topic, or is a 404.
 func (a *API) topicPartitions(ctx context.Context, topic string) (kadm.TopicDetail, error) {
-	topics, err := a.adm.ListTopics(ctx, topic)
+	topics, err := a.metadata(ctx, []string{topic})
 	if err != nil {
 		return kadm.TopicDetail{}, unavailable(err)
 	}

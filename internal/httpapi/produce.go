@@ -2,10 +2,6 @@ package httpapi
 
 import (
 	"encoding/base64"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -144,20 +140,9 @@ func resultOf(r *kgo.Record, acks string) produceResult {
 
 // decodeProduce reads and checks the body's shape.
 func decodeProduce(w http.ResponseWriter, r *http.Request, limit int64) (*produceRequest, error) {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
 	var req produceRequest
-	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
-				msg: fmt.Sprintf("the body is over %d bytes", limit)}
-		}
-		return nil, badRequest("malformed_json", "%v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badRequest("malformed_json", "more than one JSON value in the body")
+	if err := decodeJSON(w, r, limit, &req); err != nil {
+		return nil, err
 	}
 	single := req.Key != nil || req.Value != nil || req.Headers != nil || req.Partition != nil || req.IdempotencyKey != nil
 	switch {

@@ -1,0 +1,337 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Administration and operations, through kadm (the same requests as the
+// fjord CLI and Kafka's tools):
+//
+//	GET    /v1/topics          names, partition counts, replication
+//	POST   /v1/topics          {"name", "partitions", "replication_factor", "configs"}
+//	GET    /v1/topics/{topic}  partitions (leader, replicas, ISR, log start
+//	                           and end offsets) and configs
+//	DELETE /v1/topics/{topic}
+//	GET    /v1/cluster         cluster id, controller, nodes
+//	GET    /v1/groups          groups, state, protocol type
+//	GET    /v1/groups/{group}  members and assignments; per partition the
+//	                           committed offset, log end offset and lag
+
+func (a *API) registerAdmin(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/topics", a.handleListTopics)
+	mux.HandleFunc("POST /v1/topics", a.handleCreateTopic)
+	mux.HandleFunc("GET /v1/topics/{topic}", a.handleDescribeTopic)
+	mux.HandleFunc("DELETE /v1/topics/{topic}", a.handleDeleteTopic)
+	mux.HandleFunc("GET /v1/cluster", a.handleCluster)
+	mux.HandleFunc("GET /v1/groups", a.handleListGroups)
+	mux.HandleFunc("GET /v1/groups/{group}", a.handleDescribeGroup)
+}
+
+type topicSummary struct {
+	Name              string `json:"name"`
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Internal          bool   `json:"internal"`
+}
+
+func (a *API) handleListTopics(w http.ResponseWriter, r *http.Request) {
+	topics, err := a.metadata(r.Context(), nil)
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
+	}
+	out := []topicSummary{}
+	for _, td := range topics.Sorted() {
+		if td.Err != nil {
+			continue // a topic the client asked about before, not one that exists
+		}
+		out = append(out, topicSummary{Name: td.Topic, Partitions: len(td.Partitions), ReplicationFactor: td.Partitions.NumReplicas(), Internal: td.IsInternal})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
+}
+
+type createTopicRequest struct {
+	Name              string            `json:"name"`
+	Partitions        *int32            `json:"partitions"`
+	ReplicationFactor *int16            `json:"replication_factor"`
+	Configs           map[string]string `json:"configs"`
+}
+
+func (a *API) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
+	var req createTopicRequest
+	if err := decodeJSON(w, r, a.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	partitions, rf := int32(-1), int16(-1) // -1: the node's defaults
+	if req.Partitions != nil {
+		if *req.Partitions < 1 {
+			writeError(w, badRequest("bad_partitions", "partitions %d: want 1 or more", *req.Partitions))
+			return
+		}
+		partitions = *req.Partitions
+	}
+	if req.ReplicationFactor != nil {
+		if *req.ReplicationFactor < 1 {
+			writeError(w, badRequest("bad_replication_factor", "replication_factor %d: want 1 or more", *req.ReplicationFactor))
+			return
+		}
+		rf = *req.ReplicationFactor
+	}
+	configs := make(map[string]*string, len(req.Configs))
+	for k, v := range req.Configs {
+		configs[k] = &v
+	}
+	resp, err := a.adm.CreateTopic(r.Context(), partitions, rf, configs, req.Name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		writeError(w, adminError(err, resp.ErrMessage))
+		return
+	}
+	writeJSON(w, http.StatusCreated, topicSummary{Name: resp.Topic, Partitions: int(resp.NumPartitions), ReplicationFactor: int(resp.ReplicationFactor)})
+}
+
+type partitionDetail struct {
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	LogStartOffset int64   `json:"log_start_offset"`
+	LogEndOffset   int64   `json:"log_end_offset"`
+}
+
+func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	td, err := a.topicPartitions(r.Context(), topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	starts, err := a.adm.ListStartOffsets(r.Context(), topic)
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
+	}
+	ends, err := a.adm.ListEndOffsets(r.Context(), topic)
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
+	}
+	parts := []partitionDetail{}
+	for _, p := range td.Partitions.Sorted() {
+		d := partitionDetail{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: nonNilInt32(p.Replicas), ISR: nonNilInt32(p.ISR), LogStartOffset: -1, LogEndOffset: -1}
+		if o, ok := starts.Lookup(topic, p.Partition); ok && o.Err == nil {
+			d.LogStartOffset = o.Offset
+		}
+		if o, ok := ends.Lookup(topic, p.Partition); ok && o.Err == nil {
+			d.LogEndOffset = o.Offset
+		}
+		parts = append(parts, d)
+	}
+	configs := map[string]string{}
+	if rcs, err := a.adm.DescribeTopicConfigs(r.Context(), topic); err == nil {
+		for _, rc := range rcs {
+			for _, c := range rc.Configs {
+				if c.Value != nil {
+					configs[c.Key] = *c.Value
+				}
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"name": topic, "id": td.ID.String(), "internal": td.IsInternal,
+		"partitions": parts, "configs": configs,
+	})
+}
+
+func (a *API) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	resp, err := a.adm.DeleteTopic(r.Context(), topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		writeError(w, adminError(err, resp.ErrMessage))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": topic})
+}
+
+func (a *API) handleCluster(w http.ResponseWriter, r *http.Request) {
+	md, err := a.adm.BrokerMetadata(r.Context())
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
+	}
+	type nodeJSON struct {
+		NodeID int32   `json:"node_id"`
+		Host   string  `json:"host"`
+		Port   int32   `json:"port"`
+		Rack   *string `json:"rack,omitempty"`
+	}
+	nodes := []nodeJSON{}
+	for _, b := range md.Brokers {
+		nodes = append(nodes, nodeJSON{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].NodeID < nodes[j].NodeID })
+	writeJSON(w, http.StatusOK, map[string]any{"cluster_id": md.Cluster, "controller": md.Controller, "nodes": nodes})
+}
+
+func (a *API) handleListGroups(w http.ResponseWriter, r *http.Request) {
+	listed, err := a.adm.ListGroups(r.Context())
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
+	}
+	type groupJSON struct {
+		Group        string `json:"group"`
+		State        string `json:"state"`
+		ProtocolType string `json:"protocol_type"`
+	}
+	out := []groupJSON{}
+	for _, g := range listed.Sorted() {
+		out = append(out, groupJSON{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
+}
+
+func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
+	group := r.PathValue("group")
+	described, err := a.adm.DescribeGroups(r.Context(), group)
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
+	}
+	d := described[group]
+	if d.Err != nil && !errors.Is(d.Err, kerr.GroupIDNotFound) {
+		writeError(w, d.Err)
+		return
+	}
+	offsets, err := a.adm.FetchOffsets(r.Context(), group)
+	if err == nil {
+		err = offsets.Error()
+	}
+	if err != nil {
+		writeError(w, kafkaError(err))
+		return
+	}
+	if errors.Is(d.Err, kerr.GroupIDNotFound) || (d.State == "Dead" && len(offsets) == 0) {
+		writeError(w, &apiError{status: http.StatusNotFound, code: "unknown_group", msg: "group " + group + " does not exist"})
+		return
+	}
+	type memberJSON struct {
+		MemberID    string             `json:"member_id"`
+		InstanceID  *string            `json:"instance_id"`
+		ClientID    string             `json:"client_id"`
+		Host        string             `json:"host"`
+		Assignments map[string][]int32 `json:"assignments"`
+	}
+	owner := map[string]map[int32]string{}
+	members := []memberJSON{}
+	for _, m := range d.Members {
+		mj := memberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignments: map[string][]int32{}}
+		if ca, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range ca.Topics {
+				mj.Assignments[t.Topic] = slices.Clone(t.Partitions)
+				for _, p := range t.Partitions {
+					if owner[t.Topic] == nil {
+						owner[t.Topic] = map[int32]string{}
+					}
+					owner[t.Topic][p] = m.MemberID
+				}
+			}
+		}
+		members = append(members, mj)
+	}
+	var topics []string
+	offsets.Each(func(o kadm.OffsetResponse) {
+		if !slices.Contains(topics, o.Topic) {
+			topics = append(topics, o.Topic)
+		}
+	})
+	ends := kadm.ListedOffsets{}
+	if len(topics) > 0 {
+		if ends, err = a.adm.ListEndOffsets(r.Context(), topics...); err != nil {
+			writeError(w, unavailable(err))
+			return
+		}
+	}
+	type offsetJSON struct {
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Committed int64  `json:"committed"`
+		LogEnd    int64  `json:"log_end"`
+		Lag       int64  `json:"lag"`
+		Member    string `json:"member,omitempty"`
+	}
+	rows := []offsetJSON{}
+	for _, o := range offsets.Sorted() {
+		row := offsetJSON{Topic: o.Topic, Partition: o.Partition, Committed: o.At, LogEnd: -1, Lag: -1, Member: owner[o.Topic][o.Partition]}
+		if e, ok := ends.Lookup(o.Topic, o.Partition); ok && e.Err == nil {
+			row.LogEnd = e.Offset
+			row.Lag = max(e.Offset-o.At, 0)
+		}
+		rows = append(rows, row)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"group": group, "state": d.State, "protocol_type": d.ProtocolType, "protocol": d.Protocol,
+		"members": members, "offsets": rows,
+	})
+}
+
+// adminError maps a topic admin error, with the server's message when it
+// gave one.
+func adminError(err error, msg string) *apiError {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		text := err.Error()
+		if msg != "" {
+			text = msg
+		}
+		switch ke {
+		case kerr.TopicAlreadyExists:
+			return &apiError{status: http.StatusConflict, code: "topic_exists", msg: text}
+		case kerr.InvalidTopicException, kerr.InvalidPartitions, kerr.InvalidReplicationFactor,
+			kerr.InvalidConfig, kerr.InvalidRequest, kerr.InvalidReplicaAssignment, kerr.PolicyViolation:
+			return &apiError{status: http.StatusBadRequest, code: "invalid_topic", msg: text}
+		}
+	}
+	return kafkaError(err)
+}
+
+// decodeJSON decodes one JSON value of at most limit bytes into v,
+// refusing unknown fields.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", msg: err.Error()}
+		}
+		return badRequest("malformed_json", "%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("malformed_json", "more than one JSON value in the body")
+	}
+	return nil
+}
+
+func nonNilInt32(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
