@@ -44,13 +44,19 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxReadBytes bounds a read's answer (default DefaultMaxReadBytes).
 	MaxReadBytes int32
-	Logger       *slog.Logger
+	// MaxConcurrent bounds the API requests served at once (default
+	// DefaultMaxConcurrent); more are answered 429 at once, so slow or
+	// hostile clients (long-polls, big bodies) cannot take every
+	// goroutine and buffer the node has.
+	MaxConcurrent int
+	Logger        *slog.Logger
 }
 
 // Defaults for zero Config fields.
 const (
-	DefaultMaxBodyBytes = 16 << 20
-	DefaultMaxReadBytes = 8 << 20
+	DefaultMaxBodyBytes  = 16 << 20
+	DefaultMaxReadBytes  = 8 << 20
+	DefaultMaxConcurrent = 256
 	// maxReadWait bounds a read's long-poll (timeout_ms).
 	maxReadWait = 30 * time.Second
 	// metadataMinAge: see New.
@@ -68,6 +74,8 @@ type API struct {
 	// reader serves reads and metadata.
 	reader *kgo.Client
 	adm    *kadm.Client
+	// inFlight holds one token per request being served.
+	inFlight chan struct{}
 }
 
 // New makes the API's clients. They dial lazily: the node's own listener
@@ -82,10 +90,13 @@ func New(cfg Config) (*API, error) {
 	if cfg.MaxReadBytes <= 0 {
 		cfg.MaxReadBytes = DefaultMaxReadBytes
 	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}}
+	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}, inFlight: make(chan struct{}, cfg.MaxConcurrent)}
 	common := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("fjord-http"),
@@ -121,11 +132,33 @@ func New(cfg Config) (*API, error) {
 	return a, nil
 }
 
-// Register mounts the API's routes on mux.
+// Register mounts the API's routes on mux, each behind the concurrency
+// limit.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/topics/{topic}/produce", a.handleProduce)
-	mux.HandleFunc("GET /v1/topics/{topic}/partitions/{partition}/records", a.handleRead)
-	a.registerAdmin(mux)
+	routes := http.NewServeMux()
+	routes.HandleFunc("POST /v1/topics/{topic}/produce", a.handleProduce)
+	routes.HandleFunc("GET /v1/topics/{topic}/partitions/{partition}/records", a.handleRead)
+	a.registerAdmin(routes)
+	routes.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
+			msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+	})
+	mux.Handle("/v1/", a.limit(routes))
+}
+
+// limit answers 429 when MaxConcurrent requests are being served.
+func (a *API) limit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case a.inFlight <- struct{}{}:
+		default:
+			writeError(w, &apiError{status: http.StatusTooManyRequests, code: "too_many_requests",
+				msg: fmt.Sprintf("%d requests are being served; try again", cap(a.inFlight))})
+			return
+		}
+		defer func() { <-a.inFlight }()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Close closes the clients; requests under way fail.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -253,5 +255,87 @@ func TestTooLarge(t *testing.T) {
 	value := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 2<<20)) // over 1 MiB max.message.bytes
 	if st := e.do("POST", "/v1/topics/t/produce", `{"value": "`+value+`"}`, &res); st != 413 || res.Error != "record_too_large" {
 		t.Fatalf("2 MiB record: %d %+v", st, res)
+	}
+}
+
+// Past MaxConcurrent requests in flight, the next is 429 at once; routes
+// that do not exist are JSON 404s.
+func TestConcurrencyLimitAndUnknownRoutes(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("quiet", 1)
+	api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	mux := http.NewServeMux()
+	api.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(ctx context.Context, path string) (int, result, error) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, result{}, err
+		}
+		defer resp.Body.Close()
+		var res result
+		json.NewDecoder(resp.Body).Decode(&res)
+		return resp.StatusCode, res, nil
+	}
+
+	// A long-poll read of an empty partition holds the only slot. A probe
+	// that arrives first takes the slot itself and turns the long-poll
+	// away; then the long-poll starts again.
+	ctx, cancel := context.WithCancel(context.Background())
+	var held chan int
+	hold := func() {
+		held = make(chan int, 1)
+		go func(done chan int) {
+			st, _, _ := get(ctx, "/v1/topics/quiet/partitions/0/records?timeout_ms=30000")
+			done <- st
+		}(held)
+	}
+	hold()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		select {
+		case <-held: // turned away by a probe
+			hold()
+		default:
+		}
+		st, res, err := get(context.Background(), "/v1/cluster")
+		if err != nil {
+			return err
+		}
+		if st != http.StatusTooManyRequests || res.Error != "too_many_requests" {
+			return fmt.Errorf("%d %+v while the slot should be held", st, res)
+		}
+		return nil
+	})
+	cancel() // the client gives up; its slot comes back
+	<-held
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if st, res, err := get(context.Background(), "/v1/cluster"); err != nil || st != 200 {
+			return fmt.Errorf("%d %+v %v after the slot came back", st, res, err)
+		}
+		return nil
+	})
+	if st, res, _ := get(context.Background(), "/v1/nothing/here"); st != 404 || res.Error != "not_found" {
+		t.Errorf("unknown route: %d %+v", st, res)
+	}
+}
+
+// Headers over the node's 64 KiB bound are refused before any route runs.
+func TestOversizedHeaders(t *testing.T) {
+	e := newEnv(t)
+	req, _ := http.NewRequest("GET", e.base+"/v1/cluster", nil)
+	req.Header.Set("X-Padding", strings.Repeat("a", 100<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("100 KiB of headers: %d", resp.StatusCode)
 	}
 }

@@ -268,7 +268,16 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 		n.api = api
-		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		// Bounds a slow or hostile client cannot hold the node past:
+		// the write bound is above the API's longest long-poll (30 s).
+		n.http = &http.Server{
+			Handler:           n.httpHandler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       time.Minute,
+			WriteTimeout:      2 * time.Minute,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+		}
 		n.servers.Add(1)
 		go func() {
 			defer n.servers.Done()
