@@ -12,6 +12,8 @@
 //
 //	POST /v1/topics/{topic}/produce                 one record, or {"records": [...]}
 //	GET  /v1/topics/{topic}/partitions/{p}/records  a stateless read from an offset
+//	GET  /v1/topics/{topic}/consume, POST .../commit, POST .../seek
+//	                                                as a consumer group member (consume.go)
 //	/v1/topics, /v1/topics/{topic}, /v1/cluster,
 //	/v1/groups, /v1/groups/{group}                  administration (admin.go)
 //
@@ -49,7 +51,14 @@ type Config struct {
 	// hostile clients (long-polls, big bodies) cannot take every
 	// goroutine and buffer the node has.
 	MaxConcurrent int
-	Logger        *slog.Logger
+	// ConsumerIdleTimeout is http.consumer.idle.timeout.ms: a consumer
+	// instance unused this long leaves its group (default
+	// DefaultConsumerIdleTimeout).
+	ConsumerIdleTimeout time.Duration
+	// MaxConsumers bounds the consumer instances on this node (default
+	// DefaultMaxConsumers); past it a new one is 429.
+	MaxConsumers int
+	Logger       *slog.Logger
 }
 
 // Defaults for zero Config fields.
@@ -76,6 +85,8 @@ type API struct {
 	adm    *kadm.Client
 	// inFlight holds one token per request being served.
 	inFlight chan struct{}
+	// consumers are the HTTP consumer instances (consume.go).
+	consumers *consumers
 }
 
 // New makes the API's clients. They dial lazily: the node's own listener
@@ -92,6 +103,12 @@ func New(cfg Config) (*API, error) {
 	}
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.ConsumerIdleTimeout <= 0 {
+		cfg.ConsumerIdleTimeout = DefaultConsumerIdleTimeout
+	}
+	if cfg.MaxConsumers <= 0 {
+		cfg.MaxConsumers = DefaultMaxConsumers
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -129,6 +146,7 @@ func New(cfg Config) (*API, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	a.reader, a.adm = reader, kadm.NewClient(reader)
+	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.MaxConsumers)
 	return a, nil
 }
 
@@ -138,6 +156,9 @@ func (a *API) Register(mux *http.ServeMux) {
 	routes := http.NewServeMux()
 	routes.HandleFunc("POST /v1/topics/{topic}/produce", a.handleProduce)
 	routes.HandleFunc("GET /v1/topics/{topic}/partitions/{partition}/records", a.handleRead)
+	routes.HandleFunc("GET /v1/topics/{topic}/consume", a.handleConsume)
+	routes.HandleFunc("POST /v1/topics/{topic}/commit", a.handleCommit)
+	routes.HandleFunc("POST /v1/topics/{topic}/seek", a.handleSeek)
 	a.registerAdmin(routes)
 	routes.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
@@ -161,8 +182,12 @@ func (a *API) limit(next http.Handler) http.Handler {
 	})
 }
 
-// Close closes the clients; requests under way fail.
+// Close closes the clients, the consumer instances leaving their groups;
+// requests under way fail.
 func (a *API) Close() {
+	if a.consumers != nil {
+		a.consumers.close()
+	}
 	for _, cl := range a.producers {
 		cl.Close()
 	}

@@ -1,0 +1,476 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Group consumption over HTTP:
+//
+//	GET  /v1/topics/{topic}/consume?group=G&max_bytes=M&timeout_ms=T&consumer=C
+//	POST /v1/topics/{topic}/commit  {"group": G, "offsets": {"17": 884214}, "consumer": C}
+//	POST /v1/topics/{topic}/seek    {"group": G, "partition": P, "offset": N | "timestamp": T, "consumer": C}
+//
+// The first consume for (group, topic, consumer) starts a consumer
+// instance on this node: a real member of the group (franz-go,
+// cooperative-sticky), which shares the partitions with the group's other
+// members, HTTP or Kafka. Without consumer, one default instance per
+// group and topic. An instance unused for ConsumerIdleTimeout leaves the
+// group. Delivery is at-least-once: the instance commits only what a
+// commit request names (offsets are the next to read, Kafka's
+// convention; a consume's next_offsets can be committed as they are), so
+// records handed out and not committed come again after the instance
+// expires or its partitions move. A group with no committed offset
+// starts at the log end, as Kafka's consumers do by default.
+
+// Defaults for the consumer instances.
+const (
+	DefaultConsumerIdleTimeout = 5 * time.Minute
+	DefaultMaxConsumers        = 100
+	defaultConsumeWait         = time.Second
+)
+
+type instanceKey struct{ group, topic, consumer string }
+
+// instance is one HTTP consumer: a group member and the records it
+// fetched but has not handed out yet (a consume's max_bytes can stop
+// short of what one poll brought).
+type instance struct {
+	key instanceKey
+	cl  *kgo.Client
+
+	mu       sync.Mutex // one request at a time
+	pending  []*kgo.Record
+	lastUsed time.Time
+
+	// owned is the partitions the group gave this member, kept by its
+	// callbacks (which run apart from requests, hence the lock of its
+	// own).
+	ownedMu sync.Mutex
+	owned   map[int32]bool
+}
+
+func (in *instance) owns(p int32) bool {
+	in.ownedMu.Lock()
+	defer in.ownedMu.Unlock()
+	return in.owned[p]
+}
+
+func (in *instance) setOwned(topics map[string][]int32, owned bool) {
+	in.ownedMu.Lock()
+	defer in.ownedMu.Unlock()
+	for _, p := range topics[in.key.topic] {
+		if owned {
+			in.owned[p] = true
+		} else {
+			delete(in.owned, p)
+		}
+	}
+}
+
+// consumers holds the node's instances.
+type consumers struct {
+	brokers []string
+	idle    time.Duration
+	max     int
+
+	mu   sync.Mutex
+	m    map[instanceKey]*instance
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newConsumers(brokers []string, idle time.Duration, max int) *consumers {
+	c := &consumers{brokers: brokers, idle: idle, max: max, m: map[instanceKey]*instance{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go c.expire()
+	return c
+}
+
+// get returns the instance for key, creating it (and so joining the
+// group) if needed; a full table is 429.
+func (c *consumers) get(key instanceKey) (*instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in, ok := c.m[key]; ok {
+		return in, nil
+	}
+	if len(c.m) >= c.max {
+		return nil, &apiError{status: http.StatusTooManyRequests, code: "too_many_consumers",
+			msg: fmt.Sprintf("this node runs %d consumer instances, its limit; let some expire or reuse them", c.max)}
+	}
+	in := &instance{key: key, lastUsed: time.Now(), owned: map[int32]bool{}}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(c.brokers...),
+		kgo.ClientID("fjord-http-consumer"),
+		kgo.ConsumerGroup(key.group),
+		kgo.ConsumeTopics(key.topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.MetadataMinAge(metadataMinAge),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, true) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, false) }),
+	)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	in.cl = cl
+	c.m[key] = in
+	return in, nil
+}
+
+// lookup returns a running instance, or nil.
+func (c *consumers) lookup(key instanceKey) *instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[key]
+}
+
+// expire closes instances idle past the timeout: leaving the group
+// hands their partitions to the other members.
+func (c *consumers) expire() {
+	defer close(c.done)
+	t := time.NewTicker(max(c.idle/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		var idle []*instance
+		c.mu.Lock()
+		for k, in := range c.m {
+			if in.mu.TryLock() {
+				if time.Since(in.lastUsed) > c.idle {
+					delete(c.m, k)
+					idle = append(idle, in)
+				}
+				in.mu.Unlock()
+			}
+		}
+		c.mu.Unlock()
+		for _, in := range idle {
+			in.cl.Close() // leaves the group
+		}
+	}
+}
+
+func (c *consumers) close() {
+	close(c.stop)
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, in := range c.m {
+		in.cl.Close()
+		delete(c.m, k)
+	}
+}
+
+type consumeResponse struct {
+	Records     []readRecord     `json:"records"`
+	NextOffsets map[string]int64 `json:"next_offsets"`
+}
+
+func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	q := r.URL.Query()
+	group := q.Get("group")
+	if group == "" {
+		writeError(w, badRequest("bad_group", "group is required: the consumer group to consume as"))
+		return
+	}
+	maxBytes, err := queryInt(q.Get("max_bytes"), int64(a.cfg.MaxReadBytes), 1, int64(a.cfg.MaxReadBytes))
+	if err != nil {
+		writeError(w, badRequest("bad_max_bytes", "max_bytes %q: want 1 to %d", q.Get("max_bytes"), a.cfg.MaxReadBytes))
+		return
+	}
+	waitMs, err := queryInt(q.Get("timeout_ms"), defaultConsumeWait.Milliseconds(), 0, maxReadWait.Milliseconds())
+	if err != nil {
+		writeError(w, badRequest("bad_timeout", "timeout_ms %q: want 0 to %d", q.Get("timeout_ms"), maxReadWait.Milliseconds()))
+		return
+	}
+	if _, err := a.topicPartitions(r.Context(), topic); err != nil {
+		writeError(w, err)
+		return
+	}
+	in, err := a.consumers.get(instanceKey{group: group, topic: topic, consumer: q.Get("consumer")})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	in.mu.Lock()
+	defer func() {
+		in.lastUsed = time.Now()
+		in.mu.Unlock()
+	}()
+	// Records of partitions taken away since they were fetched are the
+	// new owner's to hand out.
+	kept := in.pending[:0]
+	for _, rec := range in.pending {
+		if in.owns(rec.Partition) {
+			kept = append(kept, rec)
+		}
+	}
+	in.pending = kept
+	if len(in.pending) == 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(waitMs)*time.Millisecond)
+		fetches := in.cl.PollFetches(ctx)
+		cancel()
+		var fetchErr error
+		fetches.EachError(func(_ string, _ int32, err error) {
+			if fetchErr == nil && !isContextErr(err) {
+				fetchErr = err
+			}
+		})
+		if fetchErr != nil && !kerr.IsRetriable(fetchErr) {
+			writeError(w, fetchErr)
+			return
+		}
+		in.pending = fetches.Records()
+	}
+	out := consumeResponse{Records: []readRecord{}, NextOffsets: map[string]int64{}}
+	var bytes int64
+	n := 0
+	for ; n < len(in.pending); n++ {
+		rec := in.pending[n]
+		size := int64(len(rec.Key) + len(rec.Value))
+		if n > 0 && bytes+size > maxBytes {
+			break // the first record goes whole whatever its size
+		}
+		bytes += size
+		out.Records = append(out.Records, recordJSON(rec))
+		out.NextOffsets[strconv.Itoa(int(rec.Partition))] = rec.Offset + 1
+	}
+	in.pending = in.pending[n:]
+	writeJSON(w, http.StatusOK, out)
+}
+
+func isContextErr(err error) bool {
+	return err == context.DeadlineExceeded || err == context.Canceled
+}
+
+func recordJSON(rec *kgo.Record) readRecord {
+	rr := readRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UnixMilli()}
+	if rec.Key != nil {
+		k := string(rec.Key)
+		rr.Key = &k
+	}
+	if rec.Value != nil {
+		v := base64.StdEncoding.EncodeToString(rec.Value)
+		rr.Value = &v
+	}
+	for _, h := range rec.Headers {
+		if rr.Headers == nil {
+			rr.Headers = map[string]string{}
+		}
+		rr.Headers[h.Key] = base64.StdEncoding.EncodeToString(h.Value)
+	}
+	return rr
+}
+
+type commitRequest struct {
+	Group    string           `json:"group"`
+	Consumer string           `json:"consumer"`
+	Offsets  map[string]int64 `json:"offsets"`
+}
+
+// POST /v1/topics/{topic}/commit commits through the group's instance
+// on this node, as a member (so a rebalance that moved a partition
+// refuses it), or, with none running here, as a simple commit, which
+// the coordinator takes only while the group has no members (409).
+func (a *API) handleCommit(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	var req commitRequest
+	if err := decodeJSON(w, r, a.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Group == "" {
+		writeError(w, badRequest("bad_group", "group is required"))
+		return
+	}
+	if len(req.Offsets) == 0 {
+		writeError(w, badRequest("bad_offsets", `offsets is empty: give {"<partition>": <next offset>}`))
+		return
+	}
+	td, err := a.topicPartitions(r.Context(), topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	offsets := map[int32]kgo.EpochOffset{}
+	for ps, off := range req.Offsets {
+		p, err := strconv.ParseInt(ps, 10, 32)
+		if err != nil || p < 0 || int(p) >= len(td.Partitions) {
+			writeError(w, badRequest("bad_partition", "partition %q: topic %q has partitions 0 to %d", ps, topic, len(td.Partitions)-1))
+			return
+		}
+		if off < 0 {
+			writeError(w, badRequest("bad_offset", "partition %s: offset %d: want 0 or more", ps, off))
+			return
+		}
+		offsets[int32(p)] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	if in := a.consumers.lookup(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
+		in.mu.Lock()
+		var commitErr error
+		in.cl.CommitOffsetsSync(r.Context(), map[string]map[int32]kgo.EpochOffset{topic: offsets},
+			func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				commitErr = commitResponseError(resp, err)
+			})
+		in.lastUsed = time.Now()
+		in.mu.Unlock()
+		if commitErr != nil {
+			writeError(w, commitError(commitErr))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"committed": req.Offsets})
+		return
+	}
+	os := kadm.Offsets{}
+	for p, eo := range offsets {
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: eo.Offset, LeaderEpoch: -1})
+	}
+	resp, err := a.adm.CommitOffsets(r.Context(), req.Group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		writeError(w, commitError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"committed": req.Offsets})
+}
+
+// commitError maps a refused commit: a group that has moved on (a
+// rebalance, or members elsewhere) is a conflict.
+func commitError(err error) *apiError {
+	for _, ke := range []*kerr.Error{kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress, kerr.FencedInstanceID} {
+		if errors.Is(err, ke) {
+			return &apiError{status: http.StatusConflict, code: "group_conflict",
+				msg: "the group moved on (a rebalance, or members elsewhere own these partitions): " + err.Error()}
+		}
+	}
+	return kafkaError(err)
+}
+
+// commitResponseError is the first error in a commit's answer.
+func commitResponseError(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+type seekRequest struct {
+	Group     string `json:"group"`
+	Consumer  string `json:"consumer"`
+	Partition *int32 `json:"partition"`
+	Offset    *int64 `json:"offset"`
+	Timestamp *int64 `json:"timestamp"`
+}
+
+// POST /v1/topics/{topic}/seek moves where the group next reads a
+// partition: the first offset at or after a timestamp (ListOffsets by
+// time; the log end when no record is that new), or an offset. An
+// instance on this node owning the partition moves at once (what it had
+// fetched beyond is dropped); otherwise the position is committed, which
+// the coordinator takes only while the group has no members: with the
+// partition owned elsewhere it is 409.
+func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	var req seekRequest
+	if err := decodeJSON(w, r, a.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	switch {
+	case req.Group == "":
+		writeError(w, badRequest("bad_group", "group is required"))
+		return
+	case req.Partition == nil:
+		writeError(w, badRequest("bad_partition", "partition is required"))
+		return
+	case (req.Offset == nil) == (req.Timestamp == nil):
+		writeError(w, badRequest("bad_seek", `give "offset" or "timestamp", one of them`))
+		return
+	case req.Offset != nil && *req.Offset < 0:
+		writeError(w, badRequest("bad_offset", "offset %d: want 0 or more", *req.Offset))
+		return
+	}
+	td, err := a.topicPartitions(r.Context(), topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p := *req.Partition
+	if p < 0 || int(p) >= len(td.Partitions) {
+		writeError(w, badRequest("bad_partition", "partition %d: topic %q has partitions 0 to %d", p, topic, len(td.Partitions)-1))
+		return
+	}
+	offset := int64(0)
+	if req.Offset != nil {
+		offset = *req.Offset
+	} else {
+		listed, err := a.adm.ListOffsetsAfterMilli(r.Context(), *req.Timestamp, topic)
+		if err != nil {
+			writeError(w, unavailable(err))
+			return
+		}
+		o, ok := listed.Lookup(topic, p)
+		if !ok || o.Err != nil {
+			writeError(w, unavailable(fmt.Errorf("listing offsets of %s/%d: %v", topic, p, o.Err)))
+			return
+		}
+		offset = o.Offset
+	}
+	if in := a.consumers.lookup(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
+		in.mu.Lock()
+		owned := in.owns(p)
+		if owned {
+			in.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p: {Epoch: -1, Offset: offset}}})
+			kept := in.pending[:0]
+			for _, rec := range in.pending {
+				if rec.Partition != p {
+					kept = append(kept, rec)
+				}
+			}
+			in.pending = kept
+		}
+		in.lastUsed = time.Now()
+		in.mu.Unlock()
+		if owned {
+			writeJSON(w, http.StatusOK, map[string]any{"partition": p, "offset": offset})
+			return
+		}
+	}
+	resp, err := a.adm.CommitOffsets(r.Context(), req.Group, kadm.Offsets{topic: {p: {Topic: topic, Partition: p, At: offset, LeaderEpoch: -1}}})
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		writeError(w, commitError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"partition": p, "offset": offset})
+}
