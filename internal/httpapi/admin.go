@@ -25,16 +25,6 @@ import (
 //	GET    /v1/groups/{group}  members and assignments; per partition the
 //	                           committed offset, log end offset and lag
 
-func (a *API) registerAdmin(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/topics", a.handleListTopics)
-	mux.HandleFunc("POST /v1/topics", a.handleCreateTopic)
-	mux.HandleFunc("GET /v1/topics/{topic}", a.handleDescribeTopic)
-	mux.HandleFunc("DELETE /v1/topics/{topic}", a.handleDeleteTopic)
-	mux.HandleFunc("GET /v1/cluster", a.handleCluster)
-	mux.HandleFunc("GET /v1/groups", a.handleListGroups)
-	mux.HandleFunc("GET /v1/groups/{group}", a.handleDescribeGroup)
-}
-
 type topicSummary struct {
 	Name              string `json:"name"`
 	Partitions        int    `json:"partitions"`

@@ -150,16 +150,24 @@ func New(cfg Config) (*API, error) {
 	return a, nil
 }
 
+// route is one of the API's routes, with what /v1/openapi.json says of
+// it (openapi.go).
+type route struct {
+	method, path string // path in ServeMux's pattern syntax
+	handler      func(*API, http.ResponseWriter, *http.Request)
+	doc          routeDoc
+}
+
 // Register mounts the API's routes on mux, each behind the concurrency
 // limit.
 func (a *API) Register(mux *http.ServeMux) {
 	routes := http.NewServeMux()
-	routes.HandleFunc("POST /v1/topics/{topic}/produce", a.handleProduce)
-	routes.HandleFunc("GET /v1/topics/{topic}/partitions/{partition}/records", a.handleRead)
-	routes.HandleFunc("GET /v1/topics/{topic}/consume", a.handleConsume)
-	routes.HandleFunc("POST /v1/topics/{topic}/commit", a.handleCommit)
-	routes.HandleFunc("POST /v1/topics/{topic}/seek", a.handleSeek)
-	a.registerAdmin(routes)
+	for _, rt := range apiRoutes {
+		routes.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) })
+	}
+	routes.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, openAPIDocument())
+	})
 	routes.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
 			msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})

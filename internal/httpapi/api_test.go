@@ -339,3 +339,42 @@ func TestOversizedHeaders(t *testing.T) {
 		t.Fatalf("100 KiB of headers: %d", resp.StatusCode)
 	}
 }
+
+// /v1/openapi.json is OpenAPI 3.0 and describes exactly the routes
+// there are: every path and method in it is served (a request to it is
+// never the catch-all not_found), and the routes the tests use are in it.
+func TestOpenAPIDocument(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("t", 1)
+	var doc struct {
+		OpenAPI string                               `json:"openapi"`
+		Paths   map[string]map[string]map[string]any `json:"paths"`
+	}
+	if st := e.do("GET", "/v1/openapi.json", "", &doc); st != 200 || doc.OpenAPI != "3.0.3" {
+		t.Fatalf("openapi.json: %d %q", st, doc.OpenAPI)
+	}
+	for _, want := range []string{"post /v1/topics/{topic}/produce", "get /v1/topics/{topic}/partitions/{partition}/records",
+		"get /v1/topics/{topic}/consume", "post /v1/topics/{topic}/commit", "post /v1/topics/{topic}/seek",
+		"get /v1/topics", "post /v1/topics", "get /v1/topics/{topic}", "delete /v1/topics/{topic}",
+		"get /v1/cluster", "get /v1/groups", "get /v1/groups/{group}"} {
+		method, path, _ := strings.Cut(want, " ")
+		if doc.Paths[path][method] == nil {
+			t.Errorf("openapi.json lacks %s", want)
+		}
+	}
+	n := 0
+	for path, ops := range doc.Paths {
+		concrete := strings.NewReplacer("{topic}", "zz-none", "{partition}", "0", "{group}", "zz-none").Replace(path)
+		for method := range ops {
+			n++
+			var res result
+			e.do(strings.ToUpper(method), concrete, "{}", &res)
+			if res.Error == "not_found" {
+				t.Errorf("%s %s is documented but not served", method, path)
+			}
+		}
+	}
+	if n != 12 {
+		t.Errorf("%d operations documented, want 12", n)
+	}
+}

@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// GET /v1/openapi.json describes every route in OpenAPI 3.0, built from
+// the same table Register mounts, so the document cannot name a route
+// that does not exist or miss one that does.
+
+// routeDoc is what the document says of a route.
+type routeDoc struct {
+	summary string
+	query   []param // query parameters
+	body    string  // the request body's JSON, described; "" for none
+	answer  string  // the 2xx answer's JSON, described
+	errors  []int   // the error statuses it can answer (besides 429)
+}
+
+type param struct {
+	name, typ, desc string
+	required        bool
+}
+
+// apiRoutes is every route of the API.
+var apiRoutes = []route{
+	{"POST", "/v1/topics/{topic}/produce", (*API).handleProduce, routeDoc{
+		summary: "Produce one record, or a batch, with Kafka's guarantees for the acks asked for",
+		body:    `{"key": string, "value": base64 | null, "headers": {name: base64}, "partition": int, "acks": "all" | "1" | "0"} or {"records": [...], "acks": ...}`,
+		answer:  `{"partition": int, "offset": int, "timestamp": ms} or {"results": [that | {"error", "message"}]} in request order`,
+		errors:  []int{400, 404, 413, 503},
+	}},
+	{"GET", "/v1/topics/{topic}/partitions/{partition}/records", (*API).handleRead, routeDoc{
+		summary: "Read a partition from an offset, without a group",
+		query: []param{{"offset", "integer", "first offset (default: the log start)", false},
+			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000", false}},
+		answer: `{"records": [{"partition", "offset", "key", "value", "headers", "timestamp"}], "next_offset", "high_watermark", "log_start_offset"}`,
+		errors: []int{400, 404, 416, 503},
+	}},
+	{"GET", "/v1/topics/{topic}/consume", (*API).handleConsume, routeDoc{
+		summary: "Consume as a member of a consumer group (at-least-once)",
+		query: []param{{"group", "string", "the consumer group", true}, {"consumer", "string", "instance id (default: one per group and topic)", false},
+			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000 (default 1000)", false}},
+		answer: `{"records": [...], "next_offsets": {partition: next offset}}`,
+		errors: []int{400, 404, 503},
+	}},
+	{"POST", "/v1/topics/{topic}/commit", (*API).handleCommit, routeDoc{
+		summary: "Commit a group's next offsets (Kafka's convention)",
+		body:    `{"group": string, "consumer": string, "offsets": {partition: next offset}}`,
+		answer:  `{"committed": {partition: offset}}`,
+		errors:  []int{400, 404, 409, 503},
+	}},
+	{"POST", "/v1/topics/{topic}/seek", (*API).handleSeek, routeDoc{
+		summary: "Move where a group next reads a partition (replay)",
+		body:    `{"group": string, "consumer": string, "partition": int, "offset": int | "timestamp": ms}`,
+		answer:  `{"partition": int, "offset": int}`,
+		errors:  []int{400, 404, 409, 503},
+	}},
+	{"GET", "/v1/topics", (*API).handleListTopics, routeDoc{
+		summary: "List topics",
+		answer:  `{"topics": [{"name", "partitions", "replication_factor", "internal"}]}`,
+		errors:  []int{503},
+	}},
+	{"POST", "/v1/topics", (*API).handleCreateTopic, routeDoc{
+		summary: "Create a topic",
+		body:    `{"name": string, "partitions": int, "replication_factor": int, "configs": {name: value}}`,
+		answer:  `{"name", "partitions", "replication_factor"}`,
+		errors:  []int{400, 409, 503},
+	}},
+	{"GET", "/v1/topics/{topic}", (*API).handleDescribeTopic, routeDoc{
+		summary: "Describe a topic: partitions (leader, replicas, ISR, log start and end offsets) and configs",
+		answer:  `{"name", "id", "internal", "partitions": [...], "configs": {name: value}}`,
+		errors:  []int{404, 503},
+	}},
+	{"DELETE", "/v1/topics/{topic}", (*API).handleDeleteTopic, routeDoc{
+		summary: "Delete a topic",
+		answer:  `{"deleted": name}`,
+		errors:  []int{404, 503},
+	}},
+	{"GET", "/v1/cluster", (*API).handleCluster, routeDoc{
+		summary: "The cluster: id, controller, nodes",
+		answer:  `{"cluster_id", "controller", "nodes": [{"node_id", "host", "port", "rack"}]}`,
+		errors:  []int{503},
+	}},
+	{"GET", "/v1/groups", (*API).handleListGroups, routeDoc{
+		summary: "List consumer groups",
+		answer:  `{"groups": [{"group", "state", "protocol_type"}]}`,
+		errors:  []int{503},
+	}},
+	{"GET", "/v1/groups/{group}", (*API).handleDescribeGroup, routeDoc{
+		summary: "Describe a group: members, assignments, committed offsets, log ends and lag",
+		answer:  `{"group", "state", "protocol_type", "protocol", "members": [...], "offsets": [{"topic", "partition", "committed", "log_end", "lag", "member"}]}`,
+		errors:  []int{404, 503},
+	}},
+}
+
+var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// openAPIDocument is the OpenAPI 3.0 document of apiRoutes.
+func openAPIDocument() map[string]any {
+	errorSchema := map[string]any{
+		"type":     "object",
+		"required": []string{"error", "message"},
+		"properties": map[string]any{
+			"error":   map[string]any{"type": "string", "description": "a stable code, e.g. unknown_topic"},
+			"message": map[string]any{"type": "string"},
+		},
+	}
+	paths := map[string]map[string]any{}
+	for _, rt := range apiRoutes {
+		var params []map[string]any
+		for _, m := range pathParam.FindAllStringSubmatch(rt.path, -1) {
+			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		for _, q := range rt.doc.query {
+			params = append(params, map[string]any{"name": q.name, "in": "query", "required": q.required,
+				"description": q.desc, "schema": map[string]any{"type": q.typ}})
+		}
+		ok := "200"
+		if rt.method == http.MethodPost && rt.path == "/v1/topics" {
+			ok = "201"
+		}
+		responses := map[string]any{ok: map[string]any{"description": rt.doc.answer,
+			"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}}}
+		for _, st := range append(append([]int(nil), rt.doc.errors...), http.StatusTooManyRequests) {
+			responses[strconv.Itoa(st)] = map[string]any{"description": http.StatusText(st),
+				"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
+		}
+		op := map[string]any{"summary": rt.doc.summary, "responses": responses}
+		if params != nil {
+			op["parameters"] = params
+		}
+		if rt.doc.body != "" {
+			op["requestBody"] = map[string]any{"required": true, "description": rt.doc.body,
+				"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}}
+		}
+		if paths[rt.path] == nil {
+			paths[rt.path] = map[string]any{}
+		}
+		paths[rt.path][strings.ToLower(rt.method)] = op
+	}
+	return map[string]any{
+		"openapi": "3.0.3",
+		"info": map[string]any{"title": "Fjord HTTP API", "version": "1",
+			"description": "Produce, read, consume as a group, commit and seek over JSON; topic, cluster and group administration. Bytes are base64, times Unix milliseconds."},
+		"paths":      paths,
+		"components": map[string]any{"schemas": map[string]any{"Error": errorSchema}},
+	}
+}
