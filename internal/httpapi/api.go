@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -58,7 +59,9 @@ type Config struct {
 	// MaxConsumers bounds the consumer instances on this node (default
 	// DefaultMaxConsumers); past it a new one is 429.
 	MaxConsumers int
-	Logger       *slog.Logger
+	// Metrics, when set, receives the API's Prometheus metrics.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
 }
 
 // Defaults for zero Config fields.
@@ -87,6 +90,7 @@ type API struct {
 	inFlight chan struct{}
 	// consumers are the HTTP consumer instances (consume.go).
 	consumers *consumers
+	metrics   *apiMetrics
 }
 
 // New makes the API's clients. They dial lazily: the node's own listener
@@ -113,7 +117,8 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}, inFlight: make(chan struct{}, cfg.MaxConcurrent)}
+	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}, inFlight: make(chan struct{}, cfg.MaxConcurrent),
+		metrics: newAPIMetrics(cfg.Metrics)}
 	common := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("fjord-http"),
@@ -163,7 +168,8 @@ type route struct {
 func (a *API) Register(mux *http.ServeMux) {
 	routes := http.NewServeMux()
 	for _, rt := range apiRoutes {
-		routes.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) })
+		pattern := rt.method + " " + rt.path
+		routes.HandleFunc(pattern, a.metrics.instrument(pattern, func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) }))
 	}
 	routes.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, openAPIDocument())

@@ -378,3 +378,40 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Errorf("%d operations documented, want 12", n)
 	}
 }
+
+// /metrics has the Kafka listener's and the API's request metrics by API
+// and route, each hosted partition's offsets, and the Go runtime's.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("metered", 2)
+	var res result
+	for range 3 {
+		if st := e.do("POST", "/v1/topics/metered/produce", `{"value": "YQ==", "partition": 1}`, &res); st != 200 {
+			t.Fatalf("produce: %d %+v", st, res)
+		}
+	}
+	e.do("POST", "/v1/topics/metered/produce", `{"value": "not base64"}`, &res)
+	resp, err := http.Get(e.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(raw)
+	for _, want := range []string{
+		`fjord_http_requests_total{code="200",route="POST /v1/topics/{topic}/produce"} 3`,
+		`fjord_http_requests_total{code="400",route="POST /v1/topics/{topic}/produce"} 1`,
+		`fjord_kafka_requests_total{api="Produce"} 3`,
+		`fjord_partition_log_end_offset{partition="1",topic="metered"} 3`,
+		`fjord_partition_high_watermark{partition="1",topic="metered"} 3`,
+		`fjord_partition_log_end_offset{partition="0",topic="metered"} 0`,
+		`fjord_kafka_request_duration_seconds_count{api="Metadata"}`,
+		"fjord_kafka_connections ",
+		"go_goroutines ",
+		"process_resident_memory_bytes ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -443,6 +443,8 @@ func (c *conn) handle(a api, req *request, sl *slot) {
 // runHandler fills sl with the handler's answer, turning a panic into a
 // closed connection: one bad request must not take the node down.
 func (c *conn) runHandler(a api, req *request, sl *slot) {
+	start := time.Now()
+	defer func() { c.s.metrics.observe(req.key, start, sl.err != nil) }()
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("kafkaserver: handler panicked; closing the connection",

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -91,7 +92,9 @@ type Config struct {
 	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
 	// (default 3, capped at the brokers there are).
 	OffsetsTopicReplicationFactor int16
-	Logger                        *slog.Logger
+	// Metrics, when set, receives the listener's Prometheus metrics.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
 }
 
 // Server is the Kafka protocol listener. It owns its connections (a
@@ -104,6 +107,7 @@ type Server struct {
 	producerIDs ProducerIDs
 	groups      Groups
 	log         *slog.Logger
+	metrics     *serverMetrics
 
 	// ctx is canceled by Close: it ends every handler's wait (long-poll
 	// fetches, acks=all produces) so Close does not wait for them.
@@ -200,6 +204,7 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		producerIDs: pids,
 		groups:      groups,
 		log:         cfg.Logger,
+		metrics:     newServerMetrics(cfg.Metrics),
 		sessions:    newFetchSessionCache(cfg.FetchSessionCacheSlots),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -257,6 +262,7 @@ func (s *Server) Serve(l net.Listener) error {
 			return nil
 		}
 		s.mu.conns[c] = struct{}{}
+		s.metrics.connections.Inc()
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
@@ -264,6 +270,7 @@ func (s *Server) Serve(l net.Listener) error {
 			c.serve()
 			s.mu.Lock()
 			delete(s.mu.conns, c)
+			s.metrics.connections.Dec()
 			s.mu.Unlock()
 		}()
 	}

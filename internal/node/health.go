@@ -11,12 +11,16 @@ import (
 //	GET /healthz  200 "ok" while the process serves HTTP at all.
 //	GET /readyz   200 "ready" once the node serves its partitions
 //	              (Node.Ready), else 503 with the reason.
+//	GET /metrics  Prometheus metrics (metrics.go).
 //
 // The HTTP/JSON API (internal/httpapi) is mounted beside them.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	if n.api != nil {
 		n.api.Register(mux)
+	}
+	if n.metrics != nil {
+		mux.Handle("GET /metrics", metricsHandler(n.metrics))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -38,6 +38,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/httpapi"
@@ -93,6 +95,7 @@ type Node struct {
 	unsubGroup func()
 	kafka      *kafkaserver.Server
 	api        *httpapi.API
+	metrics    *prometheus.Registry
 	http       *http.Server
 	pprof      *http.Server
 	clusterID  string
@@ -240,6 +243,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.loader = newGroupLoader(n.groups, n.replicas, cfg.NodeID, n.log)
 	n.unsubGroup = n.ctrl.Subscribe(n.loader.onImage)
 
+	n.metrics = newRegistry(n.storage)
 	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                   n.kafkaLn.Addr().String(),
@@ -247,6 +251,7 @@ func (n *Node) start(ctx context.Context) error {
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		AutoCreateTopics:       cfg.AutoCreateTopics,
 		OffsetsTopicPartitions: kafkaserver.DefaultOffsetsTopicPartitions,
+		Metrics:                n.metrics,
 		Logger:                 n.log,
 	}, n.ctrl, n.replicas, pids, n.groups)
 	n.servers.Add(1)
@@ -262,6 +267,7 @@ func (n *Node) start(ctx context.Context) error {
 		// this node at the address it gives clients.
 		api, err := httpapi.New(httpapi.Config{
 			Brokers: []string{net.JoinHostPort(host, strconv.Itoa(int(port)))},
+			Metrics: n.metrics,
 			Logger:  n.log,
 		})
 		if err != nil {
