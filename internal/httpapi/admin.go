@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,6 +17,7 @@ import (
 // fjord CLI and Kafka's tools):
 //
 //	GET    /v1/topics          names, partition counts, replication
+//	                           (internal ones with ?internal=true)
 //	POST   /v1/topics          {"name", "partitions", "replication_factor", "configs"}
 //	GET    /v1/topics/{topic}  partitions (leader, replicas, ISR, log start
 //	                           and end offsets) and configs
@@ -38,10 +40,16 @@ func (a *API) handleListTopics(w http.ResponseWriter, r *http.Request) {
 		writeError(w, unavailable(err))
 		return
 	}
+	// Internal topics (Kafka's, and Fjord's own "__" ones such as the
+	// idempotency index) only when asked for, as Kafka's tools do.
+	withInternal := r.URL.Query().Get("internal") == "true"
 	out := []topicSummary{}
 	for _, td := range topics.Sorted() {
 		if td.Err != nil {
 			continue // a topic the client asked about before, not one that exists
+		}
+		if !withInternal && (td.IsInternal || strings.HasPrefix(td.Topic, "__")) {
+			continue
 		}
 		out = append(out, topicSummary{Name: td.Topic, Partitions: len(td.Partitions), ReplicationFactor: td.Partitions.NumReplicas(), Internal: td.IsInternal})
 	}

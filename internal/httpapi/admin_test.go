@@ -45,6 +45,14 @@ func TestTopicAdmin(t *testing.T) {
 	if st := e.do("GET", "/v1/topics", "", &listed); st != 200 || len(listed.Topics) != 1 || listed.Topics[0].Name != "payments" || listed.Topics[0].Partitions != 3 {
 		t.Fatalf("list: %d %+v", st, listed)
 	}
+	// The first idempotent produce creates the API's idempotency index,
+	// an internal topic listed only when asked for.
+	if st := e.do("POST", "/v1/topics/payments/produce", `{"value": "YQ==", "partition": 0, "idempotency_key": "k"}`, &res); st != 200 {
+		t.Fatalf("idempotent produce: %d %+v", st, res)
+	}
+	if st := e.do("GET", "/v1/topics?internal=true", "", &listed); st != 200 || len(listed.Topics) != 2 || listed.Topics[0].Name != "__fjord_http_idempotency" {
+		t.Fatalf("list with internal topics: %d %+v", st, listed)
+	}
 
 	var described struct {
 		Name       string `json:"name"`
@@ -87,8 +95,8 @@ func TestTopicAdmin(t *testing.T) {
 			t.Errorf("%s %s %s: %d %+v, want %d %q", tc.method, tc.path, tc.body, st, res, tc.status, tc.code)
 		}
 	}
-	if topics, err := e.adm.ListTopics(context.Background()); err != nil || len(topics) != 1 {
-		t.Fatalf("topics on the node: %v, %v", topics.Names(), err)
+	if topics, err := e.adm.ListTopics(context.Background()); err != nil || len(topics) != 2 {
+		t.Fatalf("topics on the node: %v, %v (want payments and the idempotency index)", topics.Names(), err)
 	}
 	if st := e.do("GET", "/v1/topics", "", &listed); st != 200 || len(listed.Topics) != 1 {
 		t.Fatalf("bad creates created something: %+v", listed)

@@ -8,12 +8,16 @@
 // producer put the same key in the same partition), and the API works on
 // any node, whichever leads the partition.
 //
-// Built so far (issue 6 is open):
+// Routes (issue 6 is open: some metrics are still to come):
 //
 //	POST /v1/topics/{topic}/produce                 one record, or {"records": [...]}
 //	GET  /v1/topics/{topic}/partitions/{p}/records  a stateless read from an offset
 //	GET  /v1/topics/{topic}/consume, POST .../commit, POST .../seek
 //	                                                as a consumer group member (consume.go)
+//
+// A produce's idempotency_key makes its retries answer the first
+// attempt's result (idempotency.go).
+//
 //	/v1/topics, /v1/topics/{topic}, /v1/cluster,
 //	/v1/groups, /v1/groups/{group}                  administration (admin.go)
 //
@@ -59,6 +63,10 @@ type Config struct {
 	// MaxConsumers bounds the consumer instances on this node (default
 	// DefaultMaxConsumers); past it a new one is 429.
 	MaxConsumers int
+	// IdempotencyWindow is http.idempotency.window.ms: how long a
+	// produce's idempotency_key is remembered (default
+	// DefaultIdempotencyWindow).
+	IdempotencyWindow time.Duration
 	// Metrics, when set, receives the API's Prometheus metrics.
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
@@ -91,6 +99,10 @@ type API struct {
 	// consumers are the HTTP consumer instances (consume.go).
 	consumers *consumers
 	metrics   *apiMetrics
+	// dedup remembers idempotency keys (idempotency.go); stop ends its
+	// load.
+	dedup *dedup
+	stop  context.CancelFunc
 }
 
 // New makes the API's clients. They dial lazily: the node's own listener
@@ -113,6 +125,9 @@ func New(cfg Config) (*API, error) {
 	}
 	if cfg.MaxConsumers <= 0 {
 		cfg.MaxConsumers = DefaultMaxConsumers
+	}
+	if cfg.IdempotencyWindow <= 0 {
+		cfg.IdempotencyWindow = DefaultIdempotencyWindow
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -152,6 +167,15 @@ func New(cfg Config) (*API, error) {
 	}
 	a.reader, a.adm = reader, kadm.NewClient(reader)
 	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.MaxConsumers)
+	if a.dedup, err = newDedup(cfg.Brokers, cfg.IdempotencyWindow, reader, a.adm); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	// The index loads in the background: the node's listener may not
+	// serve yet, and only idempotent produces wait for it.
+	ctx, stop := context.WithCancel(context.Background())
+	a.stop = stop
+	go a.dedup.load(ctx)
 	return a, nil
 }
 
@@ -199,6 +223,13 @@ func (a *API) limit(next http.Handler) http.Handler {
 // Close closes the clients, the consumer instances leaving their groups;
 // requests under way fail.
 func (a *API) Close() {
+	if a.stop != nil {
+		a.stop()
+		<-a.dedup.loaded
+	}
+	if a.dedup != nil {
+		a.dedup.writer.Close()
+	}
 	if a.consumers != nil {
 		a.consumers.close()
 	}

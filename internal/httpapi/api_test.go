@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,13 +34,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvIn(t, t.TempDir())
+}
+
+func newEnvWith(t *testing.T, cfg node.Config) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
-		NodeID: 1, DataDir: t.TempDir(),
-		KafkaAddr: "127.0.0.1:0", ControllerAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Logger: slog.New(slog.DiscardHandler),
-	})
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,9 @@ func TestBadInput(t *testing.T) {
 		{"empty records", "POST", "/v1/topics/t/produce", `{"records": []}`, 400, "malformed_request"},
 		{"record and records", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "records": [{"value": "YQ=="}]}`, 400, "malformed_request"},
 		{"bad record in a batch", "POST", "/v1/topics/t/produce", `{"records": [{"value": "YQ=="}, {"value": "??"}]}`, 400, "bad_base64"},
-		{"idempotency key", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "idempotency_key": "k"}`, 400, "unsupported"},
+		{"empty idempotency key", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "idempotency_key": ""}`, 400, "bad_idempotency_key"},
+		{"idempotency key too long", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "idempotency_key": "` + strings.Repeat("k", 257) + `"}`, 400, "bad_idempotency_key"},
+		{"idempotency key without acks all", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "idempotency_key": "k", "acks": "1"}`, 400, "bad_acks"},
 		{"unknown topic", "POST", "/v1/topics/nope/produce", `{"value": "YQ=="}`, 404, "unknown_topic"},
 		{"read unknown topic", "GET", "/v1/topics/nope/partitions/0/records", "", 404, "unknown_topic"},
 		{"read unknown partition", "GET", "/v1/topics/t/partitions/7/records", "", 404, "unknown_partition"},

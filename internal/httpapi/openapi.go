@@ -29,7 +29,7 @@ type param struct {
 var apiRoutes = []route{
 	{"POST", "/v1/topics/{topic}/produce", (*API).handleProduce, routeDoc{
 		summary: "Produce one record, or a batch, with Kafka's guarantees for the acks asked for",
-		body:    `{"key": string, "value": base64 | null, "headers": {name: base64}, "partition": int, "acks": "all" | "1" | "0"} or {"records": [...], "acks": ...}`,
+		body:    `{"key": string, "value": base64 | null, "headers": {name: base64}, "partition": int, "idempotency_key": string, "acks": "all" | "1" | "0"} or {"records": [...], "acks": ...}`,
 		answer:  `{"partition": int, "offset": int, "timestamp": ms} or {"results": [that | {"error", "message"}]} in request order`,
 		errors:  []int{400, 404, 413, 503},
 	}},

@@ -25,8 +25,9 @@ import (
 // Refused whole (400), before anything is produced: malformed JSON,
 // unknown fields, bad base64, a negative partition or one the topic does
 // not have, an acks value not in the list, both a record and "records",
-// neither, or idempotency_key, which is not built yet. A body over the
-// limit is 413; an unknown topic 404.
+// neither, an idempotency_key that is empty, over 256 bytes, or with
+// acks other than "all" (idempotency.go). A body over the limit is 413; an
+// unknown topic 404.
 
 // produceRecord is one record of a produce request.
 type produceRecord struct {
@@ -102,6 +103,10 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if hasIdempotencyKeys(in) {
+		a.produceEach(w, r, cl, topic, len(td.Partitions), in, recs, acks, batch)
+		return
+	}
 	results := cl.ProduceSync(r.Context(), recs...)
 	if !batch {
 		if err := results[0].Err; err != nil {
@@ -158,8 +163,8 @@ func decodeProduce(w http.ResponseWriter, r *http.Request, limit int64) (*produc
 
 // toRecord checks one record and builds it.
 func toRecord(topic string, pr produceRecord) (*kgo.Record, error) {
-	if pr.IdempotencyKey != nil {
-		return nil, badRequest("unsupported", "idempotency_key is not supported yet")
+	if pr.IdempotencyKey != nil && (*pr.IdempotencyKey == "" || len(*pr.IdempotencyKey) > maxIdempotencyKeyBytes) {
+		return nil, badRequest("bad_idempotency_key", "idempotency_key: want 1 to %d bytes", maxIdempotencyKeyBytes)
 	}
 	rec := &kgo.Record{Topic: topic}
 	if pr.Key != nil {
@@ -190,4 +195,55 @@ func toRecord(topic string, pr produceRecord) (*kgo.Record, error) {
 		return nil, badRequest("bad_topic", "the topic name is empty")
 	}
 	return rec, nil
+}
+
+func hasIdempotencyKeys(in []produceRecord) bool {
+	for _, pr := range in {
+		if pr.IdempotencyKey != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// produceEach produces the records one at a time, those with an
+// idempotency key through the index, and answers as handleProduce does.
+func (a *API) produceEach(w http.ResponseWriter, r *http.Request, cl *kgo.Client, topic string, n int,
+	in []produceRecord, recs []*kgo.Record, acks string, batch bool) {
+	if acks != "all" {
+		writeError(w, badRequest("bad_acks", `idempotency_key needs acks "all": with less, where a record went is not known`))
+		return
+	}
+	out := make([]any, len(recs))
+	var firstErr error
+	for i, rec := range recs {
+		var res produceResult
+		var err error
+		if k := in[i].IdempotencyKey; k != nil {
+			res, err = a.produceIdempotent(r.Context(), cl, topic, n, rec, *k, in[i].Partition)
+		} else {
+			var pr *kgo.Record
+			if pr, err = cl.ProduceSync(r.Context(), rec).First(); err == nil {
+				res = resultOf(pr, acks)
+			}
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			ae := kafkaError(err)
+			out[i] = errorBody{Error: ae.code, Message: ae.msg}
+			continue
+		}
+		out[i] = res
+	}
+	if !batch {
+		if firstErr != nil {
+			writeError(w, firstErr)
+			return
+		}
+		writeJSON(w, http.StatusOK, out[0])
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
 }

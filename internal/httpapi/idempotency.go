@@ -1,0 +1,339 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Idempotency keys: a produce retried with the same idempotency_key
+// within the window returns the first one's partition and offset and
+// appends nothing, also after the node restarts.
+//
+// The record carries its key in a header (idempotencyHeader), and the
+// gateway keeps an index, key -> where the record went, in memory and in
+// a compacted topic of its own (dedupTopic), which a starting gateway
+// reads back. A produce writes a "pending" entry (the partition it is
+// about to use) before the record and a "done" entry (its offset) after.
+// A retry that finds only "pending" (the node died between the two)
+// scans that partition from the pending entry's time for the header, so
+// a record that did land is found rather than written twice. Records
+// without a key or partition are placed by the idempotency key, with
+// Kafka's hash, so a retry goes to the same partition. An idempotent
+// produce needs acks=all: with less, where the record went is not known.
+
+const (
+	dedupTopic                     = "__fjord_http_idempotency"
+	idempotencyHeader              = "fjord-idempotency-key"
+	DefaultIdempotencyWindow       = time.Hour
+	dedupLoadTimeout               = 30 * time.Second
+	maxIdempotencyKeyBytes         = 256
+	dedupStatePending              = "pending"
+	dedupStateDone                 = "done"
+	dedupPartitions          int32 = 1
+)
+
+// dedupEntry is one key's record in the index and in dedupTopic.
+type dedupEntry struct {
+	State     string `json:"state"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Timestamp int64  `json:"timestamp"`
+	At        int64  `json:"at"` // when the entry was written, Unix ms
+}
+
+type dedup struct {
+	brokers []string
+	window  time.Duration
+	writer  *kgo.Client // acks=all, to dedupTopic
+	reader  *kgo.Client
+	adm     *kadm.Client
+
+	loaded  chan struct{}
+	loadErr error
+
+	mu       sync.Mutex
+	entries  map[string]dedupEntry
+	inflight map[string]chan struct{}
+	created  bool // dedupTopic exists
+}
+
+// ensureTopic creates dedupTopic if this gateway has not seen it yet.
+func (d *dedup) ensureTopic(ctx context.Context) error {
+	d.mu.Lock()
+	created := d.created
+	d.mu.Unlock()
+	if created {
+		return nil
+	}
+	retention := fmt.Sprint(d.window.Milliseconds())
+	cleanup := "compact,delete"
+	resp, err := d.adm.CreateTopic(ctx, dedupPartitions, -1, map[string]*string{"cleanup.policy": &cleanup, "retention.ms": &retention}, dedupTopic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating %s: %w", dedupTopic, err)
+	}
+	d.mu.Lock()
+	d.created = true
+	d.mu.Unlock()
+	return nil
+}
+
+func newDedup(brokers []string, window time.Duration, reader *kgo.Client, adm *kadm.Client) (*dedup, error) {
+	writer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("fjord-http"), kgo.DefaultProduceTopic(dedupTopic),
+		kgo.ProducerLinger(0), kgo.MetadataMinAge(metadataMinAge))
+	if err != nil {
+		return nil, err
+	}
+	d := &dedup{brokers: brokers, window: window, writer: writer, reader: reader, adm: adm, loaded: make(chan struct{}),
+		entries: map[string]dedupEntry{}, inflight: map[string]chan struct{}{}}
+	return d, nil
+}
+
+// load reads dedupTopic back, when there is one; until it has,
+// idempotent produces wait (and answer 503 past dedupLoadTimeout).
+func (d *dedup) load(ctx context.Context) {
+	defer close(d.loaded)
+	for {
+		lctx, cancel := context.WithTimeout(ctx, dedupLoadTimeout)
+		err := d.loadTopic(lctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			d.loadErr = err
+			return
+		}
+		// The controller may not have a leader yet; try again.
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			d.loadErr = ctx.Err()
+			return
+		}
+	}
+}
+
+func (d *dedup) loadTopic(ctx context.Context) error {
+	// The index topic is created by the first idempotent produce (see
+	// ensureTopic): a cluster whose clients never send an idempotency
+	// key has no topic it did not ask for.
+	topics, err := d.adm.ListTopicsWithInternal(ctx, dedupTopic)
+	if err != nil {
+		return err
+	}
+	if td, ok := topics[dedupTopic]; !ok || td.Err != nil {
+		return nil
+	}
+	d.mu.Lock()
+	d.created = true
+	d.mu.Unlock()
+	ends, err := d.adm.ListEndOffsets(ctx, dedupTopic)
+	if err != nil {
+		return err
+	}
+	end, _ := ends.Lookup(dedupTopic, 0)
+	if end.Err != nil {
+		return end.Err
+	}
+	if end.Offset == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dedupTopic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cutoff := time.Now().Add(-d.window).UnixMilli()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var last int64 = -1
+		fs.EachRecord(func(r *kgo.Record) {
+			last = r.Offset
+			var e dedupEntry
+			if r.Value == nil {
+				delete(d.entries, string(r.Key))
+				return
+			}
+			if json.Unmarshal(r.Value, &e) == nil && e.At >= cutoff {
+				d.entries[string(r.Key)] = e
+			}
+		})
+		if last+1 >= end.Offset {
+			return nil
+		}
+	}
+}
+
+// acquire makes key's produces take turns: a retry racing its original
+// waits for it, then finds its entry.
+func (d *dedup) acquire(ctx context.Context, key string) error {
+	for {
+		d.mu.Lock()
+		wait, busy := d.inflight[key]
+		if !busy {
+			d.inflight[key] = make(chan struct{})
+			d.mu.Unlock()
+			return nil
+		}
+		d.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (d *dedup) release(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	close(d.inflight[key])
+	delete(d.inflight, key)
+}
+
+func (d *dedup) lookup(key string) (dedupEntry, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.entries[key]
+	if ok && time.UnixMilli(e.At).Before(time.Now().Add(-d.window)) {
+		delete(d.entries, key)
+		return dedupEntry{}, false
+	}
+	return e, ok
+}
+
+// put writes key's entry to dedupTopic and the index.
+func (d *dedup) put(ctx context.Context, key string, e dedupEntry) error {
+	e.At = time.Now().UnixMilli()
+	v, _ := json.Marshal(e)
+	if err := d.writer.ProduceSync(ctx, &kgo.Record{Key: []byte(key), Value: v}).FirstErr(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.entries[key] = e
+	d.mu.Unlock()
+	return nil
+}
+
+// produceIdempotent produces rec (to topic, which has n partitions)
+// once for idemKey within the window.
+func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic string, n int, rec *kgo.Record, idemKey string, explicit *int32) (produceResult, error) {
+	d := a.dedup
+	wait := time.NewTimer(dedupLoadTimeout)
+	defer wait.Stop()
+	select {
+	case <-d.loaded:
+	case <-wait.C:
+		return produceResult{}, unavailable(errors.New("the idempotency index is still loading; try again"))
+	case <-ctx.Done():
+		return produceResult{}, ctx.Err()
+	}
+	if d.loadErr != nil {
+		return produceResult{}, unavailable(fmt.Errorf("idempotency keys are unavailable: %w", d.loadErr))
+	}
+	key := topic + "\x00" + idemKey
+	if err := d.acquire(ctx, key); err != nil {
+		return produceResult{}, err
+	}
+	defer d.release(key)
+
+	if e, ok := d.lookup(key); ok {
+		if e.State == dedupStateDone {
+			return produceResult{Partition: e.Partition, Offset: e.Offset, Timestamp: e.Timestamp}, nil
+		}
+		// Pending: the record may have landed before the node died.
+		if res, found, err := a.findByHeader(ctx, topic, e.Partition, e.At, idemKey); err != nil {
+			return produceResult{}, unavailable(err)
+		} else if found {
+			_ = d.put(ctx, key, dedupEntry{State: dedupStateDone, Partition: res.Partition, Offset: res.Offset, Timestamp: res.Timestamp})
+			return res, nil
+		}
+	}
+
+	// Where the record goes is decided now, so the pending entry can
+	// name it: the request's partition, else Kafka's hash of the record
+	// key, else of the idempotency key.
+	p := int32(0)
+	switch {
+	case explicit != nil:
+		p = *explicit
+	default:
+		hashKey := rec.Key
+		if hashKey == nil {
+			hashKey = []byte(idemKey)
+		}
+		p = int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: hashKey}, n))
+	}
+	withPartition(rec, p)
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: idempotencyHeader, Value: []byte(idemKey)})
+	if err := d.ensureTopic(ctx); err != nil {
+		return produceResult{}, unavailable(err)
+	}
+	if err := d.put(ctx, key, dedupEntry{State: dedupStatePending, Partition: p}); err != nil {
+		return produceResult{}, unavailable(err)
+	}
+	r, err := cl.ProduceSync(ctx, rec).First()
+	if err != nil {
+		return produceResult{}, err
+	}
+	res := resultOf(r, "all")
+	// Best effort: were it lost, a retry's scan finds the record.
+	_ = d.put(ctx, key, dedupEntry{State: dedupStateDone, Partition: res.Partition, Offset: res.Offset, Timestamp: res.Timestamp})
+	return res, nil
+}
+
+// findByHeader looks through partition p of topic, from the time a
+// pending entry was written, for the record carrying idemKey.
+func (a *API) findByHeader(ctx context.Context, topic string, p int32, fromMs int64, idemKey string) (produceResult, bool, error) {
+	listed, err := a.adm.ListOffsetsAfterMilli(ctx, fromMs-1000, topic)
+	if err != nil {
+		return produceResult{}, false, err
+	}
+	start, _ := listed.Lookup(topic, p)
+	if start.Err != nil {
+		return produceResult{}, false, start.Err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(start.Offset)}}))
+	if err != nil {
+		return produceResult{}, false, err
+	}
+	defer cl.Close()
+	ends, err := a.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return produceResult{}, false, err
+	}
+	end, _ := ends.Lookup(topic, p)
+	next := start.Offset
+	for next < end.Offset {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return produceResult{}, false, err
+		}
+		var found *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			for _, h := range r.Headers {
+				if found == nil && h.Key == idempotencyHeader && string(h.Value) == idemKey {
+					found = r
+				}
+			}
+		})
+		if found != nil {
+			return produceResult{Partition: found.Partition, Offset: found.Offset, Timestamp: found.Timestamp.UnixMilli()}, true, nil
+		}
+	}
+	return produceResult{}, false, nil
+}
