@@ -426,11 +426,8 @@ func (n *Node) Close() error {
 				errs = append(errs, fmt.Errorf("%s: %w", what, err))
 			}
 		}
-		if n.kafka != nil {
-			add("closing kafka listener", n.kafka.Close())
-		} else if n.kafkaLn != nil {
-			add("closing kafka listener", n.kafkaLn.Close())
-		}
+		// HTTP first: the API's consumer instances leave their groups
+		// through the Kafka listener, which must still be serving.
 		if n.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := n.http.Shutdown(ctx); err != nil {
@@ -440,6 +437,15 @@ func (n *Node) Close() error {
 		} else if n.httpLn != nil {
 			add("closing http listener", n.httpLn.Close())
 		}
+		if n.api != nil {
+			n.api.Close()
+			n.api = nil
+		}
+		if n.kafka != nil {
+			add("closing kafka listener", n.kafka.Close())
+		} else if n.kafkaLn != nil {
+			add("closing kafka listener", n.kafkaLn.Close())
+		}
 		// A profile in progress is cut off rather than waited for: it
 		// would hold the shutdown for as many seconds as it covers.
 		if n.pprof != nil {
@@ -448,9 +454,6 @@ func (n *Node) Close() error {
 			add("closing pprof listener", n.pprofLn.Close())
 		}
 		n.servers.Wait()
-		if n.api != nil {
-			n.api.Close()
-		}
 		if n.unsubGroup != nil {
 			n.unsubGroup()
 		}
