@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -198,7 +199,23 @@ func (a *API) Register(mux *http.ServeMux) {
 	routes.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, openAPIDocument())
 	})
+	// The catch-all tells a known path asked with the wrong method (405,
+	// with Allow) from a path that is not the API's (404).
+	allowed := map[string][]string{}
+	paths := http.NewServeMux()
+	for _, rt := range apiRoutes {
+		if allowed[rt.path] == nil {
+			paths.HandleFunc(rt.path, func(http.ResponseWriter, *http.Request) {})
+		}
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
 	routes.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := paths.Handler(r); pattern != "" {
+			w.Header().Set("Allow", strings.Join(allowed[pattern], ", "))
+			writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+				msg: fmt.Sprintf("%s %s: allowed: %s", r.Method, r.URL.Path, strings.Join(allowed[pattern], ", "))})
+			return
+		}
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
 			msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	})

@@ -225,6 +225,16 @@ func TestBadInput(t *testing.T) {
 		{"read offset past the end", "GET", "/v1/topics/t/partitions/0/records?offset=100", "", 416, "offset_out_of_range"},
 		{"read bad max_bytes", "GET", "/v1/topics/t/partitions/0/records?max_bytes=0", "", 400, "bad_max_bytes"},
 		{"read bad timeout", "GET", "/v1/topics/t/partitions/0/records?timeout_ms=999999999", "", 400, "bad_timeout"},
+		{"read huge offset", "GET", "/v1/topics/t/partitions/0/records?offset=99999999999999999999", "", 400, "bad_offset"},
+		{"read huge partition", "GET", "/v1/topics/t/partitions/99999999999/records", "", 400, "bad_partition"},
+		{"partition of the wrong type", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "partition": "1"}`, 400, "malformed_json"},
+		{"value of the wrong type", "POST", "/v1/topics/t/produce", `{"value": 7}`, 400, "malformed_json"},
+		{"headers of the wrong type", "POST", "/v1/topics/t/produce", `{"value": "YQ==", "headers": ["a"]}`, 400, "malformed_json"},
+		{"records of the wrong type", "POST", "/v1/topics/t/produce", `{"records": {"value": "YQ=="}}`, 400, "malformed_json"},
+		{"not an object", "POST", "/v1/topics/t/produce", `"YQ=="`, 400, "malformed_json"},
+		{"wrong method", "PUT", "/v1/topics/t/produce", `{"value": "YQ=="}`, 405, "method_not_allowed"},
+		{"wrong method on topics", "PATCH", "/v1/topics", "", 405, "method_not_allowed"},
+		{"unknown route", "GET", "/v1/nothing", "", 404, "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var res result
@@ -249,10 +259,10 @@ func TestBadInput(t *testing.T) {
 func TestTooLarge(t *testing.T) {
 	e := newEnv(t)
 	e.createTopic("t", 1)
-	big := bytes.Repeat([]byte("a"), 17<<20)
+	big := bytes.Repeat([]byte("a"), 100<<20) // the issue's 100 MiB
 	var res result
 	if st := e.do("POST", "/v1/topics/t/produce", `{"value": "`+string(big)+`"}`, &res); st != 413 || res.Error != "body_too_large" {
-		t.Fatalf("17 MiB body: %d %+v", st, res)
+		t.Fatalf("100 MiB body: %d %+v", st, res)
 	}
 	value := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 2<<20)) // over 1 MiB max.message.bytes
 	if st := e.do("POST", "/v1/topics/t/produce", `{"value": "`+value+`"}`, &res); st != 413 || res.Error != "record_too_large" {
