@@ -68,6 +68,9 @@ type Config struct {
 	// produce's idempotency_key is remembered (default
 	// DefaultIdempotencyWindow).
 	IdempotencyWindow time.Duration
+	// Now is the clock idempotency keys age by (default time.Now;
+	// tests move it past the window).
+	Now func() time.Time
 	// Metrics, when set, receives the API's Prometheus metrics.
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
@@ -130,6 +133,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.IdempotencyWindow <= 0 {
 		cfg.IdempotencyWindow = DefaultIdempotencyWindow
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -168,7 +174,7 @@ func New(cfg Config) (*API, error) {
 	}
 	a.reader, a.adm = reader, kadm.NewClient(reader)
 	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.MaxConsumers)
-	if a.dedup, err = newDedup(cfg.Brokers, cfg.IdempotencyWindow, reader, a.adm); err != nil {
+	if a.dedup, err = newDedup(cfg.Brokers, cfg.IdempotencyWindow, cfg.Now, reader, a.adm); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}

@@ -52,6 +52,7 @@ type dedupEntry struct {
 type dedup struct {
 	brokers []string
 	window  time.Duration
+	now     func() time.Time
 	writer  *kgo.Client // acks=all, to dedupTopic
 	reader  *kgo.Client
 	adm     *kadm.Client
@@ -88,13 +89,13 @@ func (d *dedup) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
-func newDedup(brokers []string, window time.Duration, reader *kgo.Client, adm *kadm.Client) (*dedup, error) {
+func newDedup(brokers []string, window time.Duration, now func() time.Time, reader *kgo.Client, adm *kadm.Client) (*dedup, error) {
 	writer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("fjord-http"), kgo.DefaultProduceTopic(dedupTopic),
 		kgo.ProducerLinger(0), kgo.MetadataMinAge(metadataMinAge))
 	if err != nil {
 		return nil, err
 	}
-	d := &dedup{brokers: brokers, window: window, writer: writer, reader: reader, adm: adm, loaded: make(chan struct{}),
+	d := &dedup{brokers: brokers, window: window, now: now, writer: writer, reader: reader, adm: adm, loaded: make(chan struct{}),
 		entries: map[string]dedupEntry{}, inflight: map[string]chan struct{}{}}
 	return d, nil
 }
@@ -152,7 +153,7 @@ func (d *dedup) loadTopic(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
-	cutoff := time.Now().Add(-d.window).UnixMilli()
+	cutoff := d.now().Add(-d.window).UnixMilli()
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -207,7 +208,7 @@ func (d *dedup) lookup(key string) (dedupEntry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.entries[key]
-	if ok && time.UnixMilli(e.At).Before(time.Now().Add(-d.window)) {
+	if ok && time.UnixMilli(e.At).Before(d.now().Add(-d.window)) {
 		delete(d.entries, key)
 		return dedupEntry{}, false
 	}
@@ -216,7 +217,7 @@ func (d *dedup) lookup(key string) (dedupEntry, bool) {
 
 // put writes key's entry to dedupTopic and the index.
 func (d *dedup) put(ctx context.Context, key string, e dedupEntry) error {
-	e.At = time.Now().UnixMilli()
+	e.At = d.now().UnixMilli()
 	v, _ := json.Marshal(e)
 	if err := d.writer.ProduceSync(ctx, &kgo.Record{Key: []byte(key), Value: v}).FirstErr(); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"net/http"
 	"strconv"
 
@@ -135,22 +134,7 @@ func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
 	}
 	out := readResponse{Records: []readRecord{}, NextOffset: rp.FetchOffset, HighWatermark: part.HighWatermark, LogStartOffset: part.LogStartOffset}
 	for _, rec := range fp.Records {
-		rr := readRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UnixMilli()}
-		if rec.Key != nil {
-			k := string(rec.Key)
-			rr.Key = &k
-		}
-		if rec.Value != nil {
-			v := base64.StdEncoding.EncodeToString(rec.Value)
-			rr.Value = &v
-		}
-		for _, h := range rec.Headers {
-			if rr.Headers == nil {
-				rr.Headers = map[string]string{}
-			}
-			rr.Headers[h.Key] = base64.StdEncoding.EncodeToString(h.Value)
-		}
-		out.Records = append(out.Records, rr)
+		out.Records = append(out.Records, recordJSON(rec))
 		out.NextOffset = rec.Offset + 1
 	}
 	writeJSON(w, http.StatusOK, out)
