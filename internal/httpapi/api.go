@@ -52,11 +52,17 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxReadBytes bounds a read's answer (default DefaultMaxReadBytes).
 	MaxReadBytes int32
-	// MaxConcurrent bounds the API requests served at once (default
-	// DefaultMaxConcurrent); more are answered 429 at once, so slow or
-	// hostile clients (long-polls, big bodies) cannot take every
-	// goroutine and buffer the node has.
+	// MaxConcurrent bounds the API requests served at once, long-polls
+	// apart (default DefaultMaxConcurrent); more are answered 429 at
+	// once, so slow or hostile clients (big bodies, slow reads) cannot
+	// take every goroutine and buffer the node has.
 	MaxConcurrent int
+	// MaxLongPolls bounds the reads (consume and records) served at
+	// once (default DefaultMaxLongPolls); more are answered 429 at once.
+	// It is a pool of its own so that reads waiting out their
+	// timeout_ms, however many a client opens, never turn a produce
+	// away.
+	MaxLongPolls int
 	// ConsumerIdleTimeout is http.consumer.idle.timeout.ms: a consumer
 	// instance unused this long leaves its group (default
 	// DefaultConsumerIdleTimeout).
@@ -81,6 +87,7 @@ const (
 	DefaultMaxBodyBytes  = 16 << 20
 	DefaultMaxReadBytes  = 8 << 20
 	DefaultMaxConcurrent = 256
+	DefaultMaxLongPolls  = 256
 	// maxReadWait bounds a read's long-poll (timeout_ms).
 	maxReadWait = 30 * time.Second
 	// metadataMinAge: see New.
@@ -98,8 +105,9 @@ type API struct {
 	// reader serves reads and metadata.
 	reader *kgo.Client
 	adm    *kadm.Client
-	// inFlight holds one token per request being served.
-	inFlight chan struct{}
+	// inFlight holds one token per request being served, polls one per
+	// read (longPollRoutes).
+	inFlight, polls chan struct{}
 	// consumers are the HTTP consumer instances (consume.go).
 	consumers *consumers
 	metrics   *apiMetrics
@@ -124,6 +132,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if cfg.MaxLongPolls <= 0 {
+		cfg.MaxLongPolls = DefaultMaxLongPolls
+	}
 	if cfg.ConsumerIdleTimeout <= 0 {
 		cfg.ConsumerIdleTimeout = DefaultConsumerIdleTimeout
 	}
@@ -140,6 +151,7 @@ func New(cfg Config) (*API, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}, inFlight: make(chan struct{}, cfg.MaxConcurrent),
+		polls:   make(chan struct{}, cfg.MaxLongPolls),
 		metrics: newAPIMetrics(cfg.Metrics)}
 	common := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -194,13 +206,25 @@ type route struct {
 	doc          routeDoc
 }
 
-// Register mounts the API's routes on mux, each behind the concurrency
-// limit.
+// longPollRoutes are the routes that may wait for records (timeout_ms):
+// they are bounded by MaxLongPolls instead of MaxConcurrent.
+var longPollRoutes = map[string]bool{
+	"GET /v1/topics/{topic}/consume":                        true,
+	"GET /v1/topics/{topic}/partitions/{partition}/records": true,
+}
+
+// Register mounts the API's routes on mux, each behind its concurrency
+// limit and counted in the metrics (429s included).
 func (a *API) Register(mux *http.ServeMux) {
 	routes := http.NewServeMux()
 	for _, rt := range apiRoutes {
 		pattern := rt.method + " " + rt.path
-		routes.HandleFunc(pattern, a.metrics.instrument(pattern, func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) }))
+		pool, what := a.inFlight, "requests"
+		if longPollRoutes[pattern] {
+			pool, what = a.polls, "reads"
+		}
+		h := func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) }
+		routes.HandleFunc(pattern, a.metrics.instrument(pattern, limit(pool, what, h)))
 	}
 	routes.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, openAPIDocument())
@@ -215,7 +239,7 @@ func (a *API) Register(mux *http.ServeMux) {
 		}
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}
-	routes.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	routes.HandleFunc("/v1/", limit(a.inFlight, "requests", func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := paths.Handler(r); pattern != "" {
 			w.Header().Set("Allow", strings.Join(allowed[pattern], ", "))
 			writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
@@ -224,23 +248,25 @@ func (a *API) Register(mux *http.ServeMux) {
 		}
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
 			msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
-	})
-	mux.Handle("/v1/", a.limit(routes))
+	}))
+	mux.Handle("/v1/", routes)
 }
 
-// limit answers 429 when MaxConcurrent requests are being served.
-func (a *API) limit(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// limit answers 429 at once while pool is full: a client turned away
+// costs the node nothing, and one that waited would hold a goroutine and
+// a connection anyway.
+func limit(pool chan struct{}, what string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case a.inFlight <- struct{}{}:
+		case pool <- struct{}{}:
 		default:
 			writeError(w, &apiError{status: http.StatusTooManyRequests, code: "too_many_requests",
-				msg: fmt.Sprintf("%d requests are being served; try again", cap(a.inFlight))})
+				msg: fmt.Sprintf("%d %s are being served; try again", cap(pool), what)})
 			return
 		}
-		defer func() { <-a.inFlight }()
-		next.ServeHTTP(w, r)
-	})
+		defer func() { <-pool }()
+		next(w, r)
+	}
 }
 
 // Close closes the clients, the consumer instances leaving their groups;

@@ -270,12 +270,13 @@ func TestTooLarge(t *testing.T) {
 	}
 }
 
-// Past MaxConcurrent requests in flight, the next is 429 at once; routes
-// that do not exist are JSON 404s.
+// Past MaxConcurrent requests, or MaxLongPolls reads, in flight, the
+// next of that kind is 429 at once, and the other kind is still served;
+// routes that do not exist are JSON 404s.
 func TestConcurrencyLimitAndUnknownRoutes(t *testing.T) {
 	e := newEnv(t)
 	e.createTopic("quiet", 1)
-	api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, MaxConcurrent: 1})
+	api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, MaxConcurrent: 1, MaxLongPolls: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,8 +285,8 @@ func TestConcurrencyLimitAndUnknownRoutes(t *testing.T) {
 	api.Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	get := func(ctx context.Context, path string) (int, result, error) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+	do := func(ctx context.Context, method, path string, body io.Reader) (int, result, error) {
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, body)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, result{}, err
@@ -295,44 +296,66 @@ func TestConcurrencyLimitAndUnknownRoutes(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&res)
 		return resp.StatusCode, res, nil
 	}
+	const longPoll = "/v1/topics/quiet/partitions/0/records?timeout_ms=30000"
 
-	// A long-poll read of an empty partition holds the only slot. A probe
-	// that arrives first takes the slot itself and turns the long-poll
-	// away; then the long-poll starts again.
-	ctx, cancel := context.WithCancel(context.Background())
-	var held chan int
-	hold := func() {
-		held = make(chan int, 1)
-		go func(done chan int) {
-			st, _, _ := get(ctx, "/v1/topics/quiet/partitions/0/records?timeout_ms=30000")
-			done <- st
-		}(held)
+	// holdUntilTurnedAway keeps one request of a kind in flight, and
+	// checks that probe (of the same kind) is turned away and other (of
+	// the other kind) is not. A probe that arrives before the holder
+	// takes the slot itself and turns the holder away; then the holder
+	// starts again.
+	holdUntilTurnedAway := func(hold func(ctx context.Context) int, probe, other string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var held chan int
+		start := func() {
+			held = make(chan int, 1)
+			go func(done chan int) { done <- hold(ctx) }(held)
+		}
+		start()
+		testutil.Eventually(t, 10*time.Second, func() error {
+			select {
+			case <-held: // turned away by a probe
+				start()
+			default:
+			}
+			st, res, err := do(context.Background(), "GET", probe, nil)
+			if err != nil {
+				return err
+			}
+			if st != http.StatusTooManyRequests || res.Error != "too_many_requests" {
+				return fmt.Errorf("%s: %d %+v while the slot should be held", probe, st, res)
+			}
+			return nil
+		})
+		if st, res, err := do(context.Background(), "GET", other, nil); err != nil || st != 200 {
+			t.Errorf("%s while the other pool is full: %d %+v %v", other, st, res, err)
+		}
+		cancel() // the client gives up; its slot comes back
+		<-held
+		testutil.Eventually(t, 10*time.Second, func() error {
+			if st, res, err := do(context.Background(), "GET", probe, nil); err != nil || st != 200 {
+				return fmt.Errorf("%s: %d %+v %v after the slot came back", probe, st, res, err)
+			}
+			return nil
+		})
 	}
-	hold()
-	testutil.Eventually(t, 10*time.Second, func() error {
-		select {
-		case <-held: // turned away by a probe
-			hold()
-		default:
-		}
-		st, res, err := get(context.Background(), "/v1/cluster")
-		if err != nil {
-			return err
-		}
-		if st != http.StatusTooManyRequests || res.Error != "too_many_requests" {
-			return fmt.Errorf("%d %+v while the slot should be held", st, res)
-		}
-		return nil
-	})
-	cancel() // the client gives up; its slot comes back
-	<-held
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if st, res, err := get(context.Background(), "/v1/cluster"); err != nil || st != 200 {
-			return fmt.Errorf("%d %+v %v after the slot came back", st, res, err)
-		}
-		return nil
-	})
-	if st, res, _ := get(context.Background(), "/v1/nothing/here"); st != 404 || res.Error != "not_found" {
+
+	// A long-poll of an empty partition holds the only read slot: reads
+	// are turned away, the cluster is still described.
+	holdUntilTurnedAway(func(ctx context.Context) int {
+		st, _, _ := do(ctx, "GET", longPoll, nil)
+		return st
+	}, "/v1/topics/quiet/partitions/0/records", "/v1/cluster")
+
+	// A produce whose body never ends holds the only request slot:
+	// requests are turned away, reads are still served.
+	holdUntilTurnedAway(func(ctx context.Context) int {
+		body, w := io.Pipe()
+		go func() { w.Write([]byte(`{"value": `)); <-ctx.Done(); w.CloseWithError(ctx.Err()) }()
+		st, _, _ := do(ctx, "POST", "/v1/topics/quiet/produce", body)
+		return st
+	}, "/v1/cluster", "/v1/topics/quiet/partitions/0/records")
+
+	if st, res, _ := do(context.Background(), "GET", "/v1/nothing/here", nil); st != 404 || res.Error != "not_found" {
 		t.Errorf("unknown route: %d %+v", st, res)
 	}
 }
