@@ -84,6 +84,9 @@ type FetchPartitionResult struct {
 	// (FetchParams.MinRangeBytes). Its descriptor belongs to the
 	// FetchResult until Release.
 	Range storage.FileRange
+	// LastOffset is the last offset in Records or Range, -1 when they
+	// hold nothing (storage.ReadResult.LastOffset).
+	LastOffset int64
 }
 
 // Size is the bytes of batches in the answer, in Records or Range.

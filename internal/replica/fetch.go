@@ -220,9 +220,10 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 	}
 	if r := rr.Range; r.File != nil {
 		bufpool.Put(buf)
+		last := rr.LastOffset
 		if !minOne && r.Size > limit {
 			r.File.Close() // see below: only the first partition with data may exceed its limit
-			r = storage.FileRange{}
+			r, last = storage.FileRange{}, -1
 		} else {
 			f.files = append(f.files, r.File)
 		}
@@ -231,6 +232,7 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 			LastStableOffset: lso,
 			LogStartOffset:   rr.LogStartOffset,
 			Range:            r,
+			LastOffset:       last,
 		}, nil
 	}
 	records := rr.Records
@@ -239,10 +241,11 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 		// partition with data may exceed its limit.
 		records = nil
 	}
+	last := rr.LastOffset
 	switch {
 	case len(records) == 0:
 		bufpool.Put(buf)
-		records = nil
+		records, last = nil, -1
 	case !sameBuffer(records, buf):
 		bufpool.Put(buf) // storage allocated: the batch was larger than the buffer
 	case bufpool.ClassBytes(len(records)) < cap(buf)/2:
@@ -258,5 +261,6 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 		LastStableOffset: lso,
 		LogStartOffset:   rr.LogStartOffset,
 		Records:          records,
+		LastOffset:       last,
 	}, nil
 }

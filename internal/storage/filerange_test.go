@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -69,6 +70,20 @@ func TestReadRangeMatchesReadInto(t *testing.T) {
 		if !bytes.Equal(data, want.Records) {
 			t.Fatalf("read(%d, %d, %d): range of %d bytes, ReadInto %d bytes; contents differ: %v",
 				offset, maxBytes, maxOffset, len(data), len(want.Records), !bytes.Equal(data[:min(len(data), len(want.Records))], want.Records[:min(len(data), len(want.Records))]))
+		}
+		// No compaction here, so both reads know the last offset exactly:
+		// the last batch's, from its header.
+		last := int64(-1)
+		for b := data; len(b) > 0; {
+			h, err := record.ParseHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last, b = h.LastOffset(), b[h.Size():]
+		}
+		if got.LastOffset != last || want.LastOffset != last {
+			t.Fatalf("read(%d, %d, %d): LastOffset %d (range) and %d (ReadInto), batches end at %d",
+				offset, maxBytes, maxOffset, got.LastOffset, want.LastOffset, last)
 		}
 	}
 	if ranges < 1000 {

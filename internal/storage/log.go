@@ -35,7 +35,9 @@ type Log struct {
 	dir  string
 	name string // "<topic>-<partition>", for errors and log lines
 	now  func() time.Time
-	log  *slog.Logger
+	// observeSync is OpenOptions.ObserveSync, or nil.
+	observeSync func(time.Duration)
+	log         *slog.Logger
 
 	cfg    atomic.Pointer[Config]
 	epochs *leaderepoch.Cache
@@ -459,7 +461,12 @@ type ReadResult struct {
 	Records []byte
 	// Range, from ReadRange, holds the batches instead of Records when
 	// it is set (Range.File != nil).
-	Range          FileRange
+	Range FileRange
+	// LastOffset is the last offset of the last batch in Records or
+	// Range, -1 when there is none: what a fetch hands out runs from its
+	// fetch offset to here (see segment.rangeEnd for the one case where
+	// it may pass the true last offset).
+	LastOffset     int64
 	LogStartOffset int64
 	LogEndOffset   int64
 	HighWatermark  int64
@@ -512,6 +519,7 @@ func (l *Log) read(buf []byte, offset int64, maxBytes int, maxOffset int64, minR
 		return ReadResult{}, ErrLogClosed
 	}
 	res := ReadResult{
+		LastOffset:     -1,
 		LogEndOffset:   l.leo.Load(),
 		LogStartOffset: l.logStartOffset.Load(),
 		HighWatermark:  l.highWatermark.Load(),
@@ -544,13 +552,13 @@ func (l *Log) read(buf []byte, offset int64, maxBytes int, maxOffset int64, minR
 			continue // every batch here is below offset (compaction gap)
 		}
 		if minRangeBytes >= 0 {
-			if r, ok, err := s.fileRange(pos, h, maxBytes, maxOffset, minRangeBytes); err != nil || ok {
-				res.Range = r
+			if r, last, ok, err := s.fileRange(pos, h, maxBytes, maxOffset, minRangeBytes); err != nil || ok {
+				res.Range, res.LastOffset = r, last
 				return res, err
 			}
 		}
-		data, err := s.read(buf, pos, h, maxBytes, maxOffset, true)
-		res.Records = data
+		data, last, err := s.read(buf, pos, h, maxBytes, maxOffset, true)
+		res.Records, res.LastOffset = data, last
 		return res, err
 	}
 	return res, nil
@@ -581,6 +589,7 @@ func (l *Log) Flush(upTo int64) error {
 	}
 	target := l.leo.Load()
 	from := l.recoveryPoint.Load()
+	start := time.Now() // not l.now: a test's clock may stand still
 	l.segLock.RLock()
 	segs := *l.segments.Load()
 	var err error
@@ -601,6 +610,9 @@ func (l *Log) Flush(upTo int64) error {
 		if err = l.fs.SyncDir(l.dir); err != nil {
 			l.dirDirty.Store(true)
 		}
+	}
+	if l.observeSync != nil {
+		l.observeSync(time.Since(start))
 	}
 	if err != nil {
 		return l.fail("fsync", err)

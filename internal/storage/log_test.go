@@ -1505,3 +1505,32 @@ func TestLogCloseSkipsUnchangedIndexes(t *testing.T) {
 	m.check(t, l)
 	m.checkTimestamps(t, l)
 }
+
+// ObserveSync hears of every Flush that fsyncs, and only of those: a Flush
+// the recovery point already covers costs no fsync and reports none.
+func TestObserveSync(t *testing.T) {
+	var observed []time.Duration
+	l := openTestLog(t, vfs.NewMem(), "/data/t-0", logTestConfig(), OpenOptions{
+		ObserveSync: func(d time.Duration) { observed = append(observed, d) },
+	})
+	for i := range 3 {
+		info, err := l.Append(testBatch(t, 2, 10, int64(i), nil), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Flush(info.LastOffset + 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Flush(info.LastOffset + 1); err != nil { // already durable
+			t.Fatal(err)
+		}
+	}
+	if len(observed) != 3 {
+		t.Fatalf("%d syncs observed for 3 flushes that synced: %v", len(observed), observed)
+	}
+	for _, d := range observed {
+		if d < 0 {
+			t.Fatalf("negative sync time %v", d)
+		}
+	}
+}

@@ -58,6 +58,8 @@ type ManagerOptions struct {
 	// partition logs (the node keeps its Raft state in "metadata"). They
 	// are skipped without a warning, and never removed.
 	ReservedDirs []string
+	// ObserveSync is given to every log (OpenOptions.ObserveSync).
+	ObserveSync func(time.Duration)
 }
 
 // Manager owns the partition logs of one data directory: it opens them
@@ -227,6 +229,7 @@ func (m *Manager) openAll() error {
 					HighWatermark:  hws[j.tp],
 					Now:            m.opts.Now,
 					Logger:         m.log,
+					ObserveSync:    m.opts.ObserveSync,
 				})
 				mu.Lock()
 				if err != nil && firstErr == nil {
@@ -309,7 +312,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg Config) (*Log, error) {
 	if err := m.fs.SyncDir(m.dir); err != nil {
 		return nil, err
 	}
-	l, err := Open(m.fs, dir, cfg, OpenOptions{Name: logDirName(tp), Clean: true, Now: m.opts.Now, Logger: m.log})
+	l, err := Open(m.fs, dir, cfg, OpenOptions{Name: logDirName(tp), Clean: true, Now: m.opts.Now, Logger: m.log, ObserveSync: m.opts.ObserveSync})
 	if err != nil {
 		return nil, err
 	}

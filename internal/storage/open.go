@@ -35,6 +35,10 @@ type OpenOptions struct {
 	HighWatermark  int64
 	Now            func() time.Time
 	Logger         *slog.Logger
+	// ObserveSync, when set, is told how long each Flush spent in fsync
+	// (the node exports it as a histogram). It runs under the log's
+	// flush lock: it must be quick.
+	ObserveSync func(time.Duration)
 }
 
 // Open opens (or creates) the log in dir.
@@ -48,7 +52,7 @@ func Open(fsys vfs.FS, dir string, cfg Config, opts OpenOptions) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{fs: fsys, dir: dir, name: opts.Name, now: opts.Now, log: opts.Logger}
+	l := &Log{fs: fsys, dir: dir, name: opts.Name, now: opts.Now, log: opts.Logger, observeSync: opts.ObserveSync}
 	if l.name == "" {
 		l.name = filepath.Base(dir)
 	}

@@ -369,9 +369,9 @@ func (s *segment) corrupt(pos int64, err error) error {
 // least the first batch when minOne), stopping before the first batch whose
 // last offset is >= maxOffset. It reads into buf if buf is large enough.
 // REQUIRES: Log.segLock held (shared suffices).
-func (s *segment) read(buf []byte, pos int64, first record.Header, maxBytes int, maxOffset int64, minOne bool) ([]byte, error) {
+func (s *segment) read(buf []byte, pos int64, first record.Header, maxBytes int, maxOffset int64, minOne bool) (data []byte, last int64, err error) {
 	if first.LastOffset() >= maxOffset {
-		return nil, nil
+		return nil, -1, nil
 	}
 	n := s.size.Load() - pos
 	if int64(maxBytes) < n {
@@ -379,13 +379,13 @@ func (s *segment) read(buf []byte, pos int64, first record.Header, maxBytes int,
 	}
 	if n < int64(first.Size()) {
 		if !minOne {
-			return nil, nil
+			return nil, -1, nil
 		}
 		n = int64(first.Size())
 	}
 	f, err := s.handle()
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	if int64(cap(buf)) >= n {
 		buf = buf[:n]
@@ -396,48 +396,52 @@ func (s *segment) read(buf []byte, pos int64, first record.Header, maxBytes int,
 		if err == nil || err == io.EOF {
 			err = errTornBatch
 		}
-		return nil, s.corrupt(pos, err)
+		return nil, -1, s.corrupt(pos, err)
 	}
 	// Cut at the last whole batch below maxOffset.
-	off := 0
+	off, last := 0, int64(-1)
 	for off+record.HeaderSize <= len(buf) {
 		h, err := record.ParseHeader(buf[off:])
 		if err != nil {
-			return nil, s.corrupt(pos+int64(off), err)
+			return nil, -1, s.corrupt(pos+int64(off), err)
 		}
 		if h.LastOffset() >= maxOffset || off+h.Size() > len(buf) {
 			break
 		}
 		off += h.Size()
+		last = h.LastOffset()
 	}
-	return buf[:off], nil
+	return buf[:off], last, nil
 }
 
 // rangeEnd is read's bound without the bytes: the end of the whole
 // batches from pos (whose first batch is first) that read would return.
 // It walks batch headers from the last index entry inside the bounds, so
 // a 1 MiB range costs an index search and a read or two of headers, not
-// a read of the megabyte.
+// a read of the megabyte. last is the last offset of the last batch in
+// the range (-1 for none); when the range ends just before an index
+// entry the walk started at, it is that entry's offset less one, which a
+// compaction gap there would make past the batch's true last offset.
 // REQUIRES: Log.segLock held (shared suffices).
-func (s *segment) rangeEnd(pos int64, first record.Header, maxBytes int, maxOffset int64, minOne bool) (int64, error) {
+func (s *segment) rangeEnd(pos int64, first record.Header, maxBytes int, maxOffset int64, minOne bool) (end, last int64, err error) {
 	if first.LastOffset() >= maxOffset {
-		return pos, nil
+		return pos, -1, nil
 	}
 	size := s.size.Load()
 	firstEnd := pos + int64(first.Size())
 	if firstEnd > size {
-		return 0, s.corrupt(pos, errTornBatch)
+		return 0, -1, s.corrupt(pos, errTornBatch)
 	}
 	limit := min(size, pos+int64(maxBytes))
 	if firstEnd > limit {
 		if !minOne {
-			return pos, nil
+			return pos, -1, nil
 		}
-		return firstEnd, nil
+		return firstEnd, first.LastOffset(), nil
 	}
 	f, err := s.handle()
 	if err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	bp := findBufPool.Get().(*[]byte)
 	defer findBufPool.Put(bp)
@@ -445,14 +449,14 @@ func (s *segment) rangeEnd(pos int64, first record.Header, maxBytes int, maxOffs
 	// so with the entry's offset at most maxOffset the walk may start
 	// there. An entry that does not name the batch it points at (a
 	// damaged index) is ignored: the walk starts at pos instead.
-	start := firstEnd
+	start, last := firstEnd, first.LastOffset()
 	maxRel := min(max(maxOffset-s.baseOffset, 0), 1<<32-1)
 	if e, ok, err := s.indexEntryWithin(limit, uint32(maxRel)); err != nil {
-		return 0, err
+		return 0, -1, err
 	} else if ok && int64(e.pos) > start {
 		sc := &scanner{f: f, pos: int64(e.pos), end: limit, buf: (*bp)[:0]}
 		if h, err := sc.header(); err == nil && h.BaseOffset == s.baseOffset+int64(e.rel) {
-			start = int64(e.pos)
+			start, last = int64(e.pos), h.BaseOffset-1
 		}
 	}
 	sc := &scanner{f: f, pos: start, end: limit, buf: (*bp)[:0]}
@@ -460,13 +464,14 @@ func (s *segment) rangeEnd(pos int64, first record.Header, maxBytes int, maxOffs
 		h, err := sc.header()
 		switch {
 		case err == io.EOF || errors.Is(err, errTornBatch):
-			return sc.pos, nil // the byte limit cuts the next header
+			return sc.pos, last, nil // the byte limit cuts the next header
 		case err != nil:
-			return 0, s.corrupt(sc.pos, err)
+			return 0, -1, s.corrupt(sc.pos, err)
 		case h.LastOffset() >= maxOffset || sc.pos+int64(h.Size()) > limit:
-			return sc.pos, nil
+			return sc.pos, last, nil
 		}
 		sc.advance(h)
+		last = h.LastOffset()
 	}
 }
 
@@ -475,23 +480,23 @@ func (s *segment) rangeEnd(pos int64, first record.Header, maxBytes int, maxOffs
 // when they should be read instead.
 // REQUIRES: Log.segLock held (shared suffices): it keeps the descriptor
 // open while it is duplicated.
-func (s *segment) fileRange(pos int64, first record.Header, maxBytes int, maxOffset int64, minBytes int) (r FileRange, ok bool, err error) {
-	end, err := s.rangeEnd(pos, first, maxBytes, maxOffset, true)
+func (s *segment) fileRange(pos int64, first record.Header, maxBytes int, maxOffset int64, minBytes int) (r FileRange, last int64, ok bool, err error) {
+	end, last, err := s.rangeEnd(pos, first, maxBytes, maxOffset, true)
 	if err != nil || end-pos < int64(max(minBytes, 1)) {
-		return FileRange{}, false, err
+		return FileRange{}, -1, false, err
 	}
 	f, err := s.handle()
 	if err != nil {
-		return FileRange{}, false, err
+		return FileRange{}, -1, false, err
 	}
 	dup, err := vfs.DupOSFile(f)
 	if errors.Is(err, vfs.ErrNotOSFile) {
-		return FileRange{}, false, nil
+		return FileRange{}, -1, false, nil
 	}
 	if err != nil {
-		return FileRange{}, false, fmt.Errorf("segment %s: %w", s.logPath(), err)
+		return FileRange{}, -1, false, fmt.Errorf("segment %s: %w", s.logPath(), err)
 	}
-	return FileRange{File: dup, Pos: pos, Size: int(end - pos)}, true, nil
+	return FileRange{File: dup, Pos: pos, Size: int(end - pos)}, last, true, nil
 }
 
 // indexEntryWithin is offsetIndex.lastEntryWithin, loading the index
