@@ -154,3 +154,27 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 	c.logger.Info("group: deleted", slog.String("group", g.id), slog.Int("offsets", len(tps)))
 	return nil
 }
+
+// CommittedOffsets calls visit with the committed offsets of each group
+// of every loaded partition, one group at a time, until visit returns
+// false. The map is visit's own. It is for metrics (lag): each group's
+// lock is held only while its offsets are copied, so a scrape never
+// stalls a group for longer than that.
+func (c *Coordinator) CommittedOffsets(visit func(group string, offsets map[TopicPartition]int64) bool) {
+	groups, _ := c.loadedGroups()
+	for _, g := range groups {
+		g.mu.Lock()
+		if g.mu.state == stateDead || len(g.mu.offsets) == 0 {
+			g.mu.Unlock()
+			continue
+		}
+		offsets := make(map[TopicPartition]int64, len(g.mu.offsets))
+		for tp, o := range g.mu.offsets {
+			offsets[tp] = o.offset
+		}
+		g.mu.Unlock()
+		if !visit(g.id, offsets) {
+			return
+		}
+	}
+}

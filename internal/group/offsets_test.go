@@ -437,3 +437,33 @@ func TestCommitOutlivesItsRequest(t *testing.T) {
 		t.Fatalf("reloaded offset %d, want 42", got)
 	}
 }
+
+// CommittedOffsets hands out every group's committed offsets, a copy per
+// group, and stops when asked to.
+func TestCommittedOffsets(t *testing.T) {
+	h := newHarness(t)
+	h.c.CommitOffsets(h.ctx, CommitRequest{Group: "g", Generation: -1, Offsets: []OffsetCommit{oc("t", 0, 5), oc("t", 1, 7)}})
+	h.c.CommitOffsets(h.ctx, CommitRequest{Group: "h", Generation: -1, Offsets: []OffsetCommit{oc("u", 0, 3)}})
+	h.c.CommitOffsets(h.ctx, CommitRequest{Group: "h", Generation: -1, Offsets: []OffsetCommit{oc("u", 0, 4)}})
+	got := map[string]map[TopicPartition]int64{}
+	h.c.CommittedOffsets(func(group string, offsets map[TopicPartition]int64) bool {
+		got[group] = offsets
+		offsets[tp("x", 9)] = 1 // the caller's copy: the group must not see it
+		return true
+	})
+	want := map[string]map[TopicPartition]int64{
+		"g": {tp("t", 0): 5, tp("t", 1): 7, tp("x", 9): 1},
+		"h": {tp("u", 0): 4, tp("x", 9): 1},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("committed offsets %v, want %v", got, want)
+	}
+	if all, _ := h.c.FetchOffsets("g", nil, true); len(all) != 2 {
+		t.Fatalf("the visitor's change reached the group: %+v", all)
+	}
+	visits := 0
+	h.c.CommittedOffsets(func(string, map[TopicPartition]int64) bool { visits++; return false })
+	if visits != 1 {
+		t.Fatalf("%d visits after the first said stop", visits)
+	}
+}

@@ -115,6 +115,9 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	}
 
 	for _, e := range entries {
+		if e.err == nil && e.name != nil {
+			s.metrics.forgetTopic(*e.name)
+		}
 		out := kmsg.NewDeleteTopicsResponseTopic()
 		out.Topic = e.name
 		out.TopicID = e.id

@@ -176,7 +176,8 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	// Per part: the answer and its session state.
 	answers := make([]kmsg.FetchResponseTopicPartition, len(fc.parts))
 	states := make([]partState, len(fc.parts))
-	var ranges []storage.FileRange // ranges[i]: parts[i]'s, when it has one
+	var ranges []storage.FileRange              // ranges[i]: parts[i]'s, when it has one
+	lastOffsets := make([]int64, len(fc.parts)) // the last offset in each part's answer
 	for i, p := range fc.parts {
 		a := kmsg.NewFetchResponseTopicPartition()
 		a.Partition = p.key.partition
@@ -207,6 +208,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		a.HighWatermark = r.HighWatermark
 		a.LastStableOffset = r.LastStableOffset
 		a.LogStartOffset = r.LogStartOffset
+		lastOffsets[i] = r.LastOffset
 		if r.Range.File != nil {
 			if ranges == nil {
 				ranges = make([]storage.FileRange, len(fc.parts))
@@ -250,8 +252,13 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		if !include[i] {
 			continue
 		}
+		size := len(answers[i].RecordBatches)
 		if ranges != nil && ranges[i].File != nil {
 			sent = append(sent, ranges[i])
+			size = ranges[i].Size
+		}
+		if size > 0 && replicaID < 0 {
+			s.metrics.fetched(names[i], size, fc.parts[i].fetchOffset, lastOffsets[i])
 		}
 		n := len(resp.Topics)
 		if n == 0 || !sameFetchTopic(&resp.Topics[n-1], fc.parts[i].key, usesIDs) {

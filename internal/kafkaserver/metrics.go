@@ -1,20 +1,33 @@
 package kafkaserver
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/record"
 )
 
-// serverMetrics are the Kafka listener's Prometheus metrics. Labels are
-// API names only (a fixed set), never topics or clients, so their
-// cardinality is bounded.
+// serverMetrics are the Kafka listener's Prometheus metrics. Request
+// metrics are labelled by API name (a fixed set), never by client. Data
+// metrics are labelled by topic, as Kafka's BytesInPerSec is: one series
+// per topic per metric, dropped when the topic is deleted here.
 type serverMetrics struct {
 	requests    *prometheus.CounterVec   // by API
 	failures    *prometheus.CounterVec   // requests that closed their connection, by API
 	duration    *prometheus.HistogramVec // handler time, by API
 	connections prometheus.Gauge
+
+	bytesIn, recordsIn, bytesOut, recordsOut *prometheus.CounterVec // by topic
+	// topics caches each topic's four counters: the produce and fetch
+	// paths would otherwise hash the label four times per partition.
+	topics sync.Map // topic name -> *topicCounters
+}
+
+type topicCounters struct {
+	bytesIn, recordsIn, bytesOut, recordsOut prometheus.Counter
 }
 
 func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
@@ -32,11 +45,70 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fjord_kafka_connections", Help: "Open Kafka protocol connections.",
 		}),
+		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_topic_bytes_in_total", Help: "Record batch bytes appended by producers (the HTTP API's included), by topic.",
+		}, []string{"topic"}),
+		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_topic_records_in_total", Help: "Records appended by producers (the HTTP API's included), by topic.",
+		}, []string{"topic"}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_topic_bytes_out_total", Help: "Record batch bytes sent to consumers in fetch responses (not to follower replicas), by topic.",
+		}, []string{"topic"}),
+		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_topic_records_out_total", Help: "Offsets handed to consumers in fetch responses, from each fetch offset to the last offset sent, by topic; in a compacted topic the offsets compaction removed count too.",
+		}, []string{"topic"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.failures, m.duration, m.connections)
+		reg.MustRegister(m.requests, m.failures, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut)
 	}
 	return m
+}
+
+func (m *serverMetrics) topic(name string) *topicCounters {
+	if c, ok := m.topics.Load(name); ok {
+		return c.(*topicCounters)
+	}
+	c, _ := m.topics.LoadOrStore(name, &topicCounters{
+		bytesIn: m.bytesIn.WithLabelValues(name), recordsIn: m.recordsIn.WithLabelValues(name),
+		bytesOut: m.bytesOut.WithLabelValues(name), recordsOut: m.recordsOut.WithLabelValues(name),
+	})
+	return c.(*topicCounters)
+}
+
+// produced counts batches a producer appended to topic. Their headers
+// were validated by the append.
+func (m *serverMetrics) produced(topic string, batches []byte) {
+	var records int64
+	for b := batches; len(b) >= record.HeaderSize; {
+		h, err := record.ParseHeader(b)
+		if err != nil || h.Size() > len(b) {
+			break
+		}
+		records += int64(h.NumRecords)
+		b = b[h.Size():]
+	}
+	c := m.topic(topic)
+	c.bytesIn.Add(float64(len(batches)))
+	c.recordsIn.Add(float64(records))
+}
+
+// fetched counts what a consumer's fetch of topic from fetchOffset sent:
+// size bytes of batches ending at lastOffset.
+func (m *serverMetrics) fetched(topic string, size int, fetchOffset, lastOffset int64) {
+	c := m.topic(topic)
+	c.bytesOut.Add(float64(size))
+	if lastOffset >= fetchOffset {
+		c.recordsOut.Add(float64(lastOffset - fetchOffset + 1))
+	}
+}
+
+// forgetTopic drops a deleted topic's series, so that topics created and
+// deleted over months do not grow the scrape forever.
+func (m *serverMetrics) forgetTopic(topic string) {
+	m.topics.Delete(topic)
+	for _, v := range []*prometheus.CounterVec{m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut} {
+		v.DeleteLabelValues(topic)
+	}
 }
 
 // observe records one handled request.

@@ -170,7 +170,9 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	}
 	req.turn.wait()
 	for i, j := range toAppend {
-		pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks)
+		if pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks); j.err == nil {
+			s.metrics.produced(j.topic, j.records)
+		}
 	}
 	req.turn.end()
 	// Every batch is in the log or refused: nothing reads the records

@@ -177,9 +177,11 @@ func (n *Node) start(ctx context.Context) error {
 		}
 	}
 
+	fsyncs := newFsyncHistogram()
 	n.storage, err = storage.OpenManager(fs, cfg.DataDir, storage.DefaultConfig(), storage.ManagerOptions{
 		Logger:       n.log,
 		ReservedDirs: []string{metadataDir},
+		ObserveSync:  observeSeconds(fsyncs),
 	})
 	if err != nil {
 		return fmt.Errorf("opening data directory %s: %w", cfg.DataDir, err)
@@ -243,7 +245,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.loader = newGroupLoader(n.groups, n.replicas, cfg.NodeID, n.log)
 	n.unsubGroup = n.ctrl.Subscribe(n.loader.onImage)
 
-	n.metrics = newRegistry(n.storage)
+	n.metrics = newRegistry(n.storage, fsyncs, n.groups)
 	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                   n.kafkaLn.Addr().String(),

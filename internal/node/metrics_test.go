@@ -1,0 +1,210 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/testutil"
+)
+
+// scrape reads /metrics through the Prometheus text parser, so a line
+// that does not parse fails the test.
+func scrape(t *testing.T, n *Node) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return families
+}
+
+// value is the value of family's series whose labels include labels
+// ("name=value" each); found is false when there is none.
+func value(families map[string]*dto.MetricFamily, family string, labels ...string) (v float64, found bool) {
+	for _, m := range families[family].GetMetric() {
+		have := map[string]bool{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()+"="+l.GetValue()] = true
+		}
+		match := true
+		for _, l := range labels {
+			match = match && have[l]
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// The data metrics follow traffic exactly: records and bytes in as
+// produced, out as fetched (through sendfile for the first, large fetch
+// and copied for the small one after), fsyncs as acknowledged writes
+// need them, and a group's lag as the high watermark less its commits.
+// A deleted topic's series go.
+func TestDataMetrics(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	n := startNode(t, cfg)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := newClient(t, n, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // batches as large as their values
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "m"); err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, n)
+	fsyncsBefore, _ := value(before, "fjord_log_flush_duration_seconds")
+
+	produce := func(count int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := range count {
+			recs = append(recs, &kgo.Record{Topic: "m", Partition: 0, Value: []byte(fmt.Sprintf("%0100d", i))})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Over 64 KiB of batches, so the first fetch answers with a file
+	// range (sendfile), and the later small one with copied bytes.
+	const first, second = 2000, 10
+	for range 4 {
+		produce(first / 4)
+	}
+	consumer := newClient(t, n, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"m": {0: kgo.NewOffset().AtStart()}}))
+	consumed := 0
+	poll := func(want int) {
+		t.Helper()
+		for consumed < want {
+			fs := consumer.PollFetches(ctx)
+			if err := fs.Err(); err != nil {
+				t.Fatal(err)
+			}
+			consumed += fs.NumRecords()
+		}
+	}
+	poll(first)
+	produce(second)
+	poll(first + second)
+
+	// commit 500 of partition 0, and 0 of partition 1 (empty): lag 1510.
+	commits := kadm.Offsets{}
+	commits.Add(kadm.Offset{Topic: "m", Partition: 0, At: 500, LeaderEpoch: -1})
+	commits.Add(kadm.Offset{Topic: "m", Partition: 1, At: 0, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(ctx, "billing", commits); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+
+	var after map[string]*dto.MetricFamily
+	// The fetch counters move when the response is built; the consumer
+	// has the records by then, so one scrape suffices for them. Lag needs
+	// the commit, which is synchronous too.
+	after = scrape(t, n)
+	recordsIn, _ := value(after, "fjord_topic_records_in_total", "topic=m")
+	recordsOut, _ := value(after, "fjord_topic_records_out_total", "topic=m")
+	bytesIn, _ := value(after, "fjord_topic_bytes_in_total", "topic=m")
+	bytesOut, _ := value(after, "fjord_topic_bytes_out_total", "topic=m")
+	if recordsIn != first+second || recordsOut != first+second {
+		t.Errorf("records in %v, out %v; want %d each", recordsIn, recordsOut, first+second)
+	}
+	// Every batch was fetched once, from its start: bytes out are bytes
+	// in. Both are at least the values' bytes.
+	if bytesIn < 100*(first+second) || bytesOut != bytesIn {
+		t.Errorf("bytes in %v, out %v; want equal and at least %d", bytesIn, bytesOut, 100*(first+second))
+	}
+	if fsyncs, _ := value(after, "fjord_log_flush_duration_seconds"); fsyncs <= fsyncsBefore {
+		t.Errorf("fsync observations %v before the writes, %v after", fsyncsBefore, fsyncs)
+	}
+	if lag, ok := value(after, "fjord_consumer_group_lag", "group=billing", "topic=m"); !ok || lag != first+second-500 {
+		t.Errorf("lag of billing on m: %v (found %v), want %d", lag, ok, first+second-500)
+	}
+	if dropped, ok := value(after, "fjord_consumer_group_lag_series_dropped"); !ok || dropped != 0 {
+		t.Errorf("lag series dropped: %v (found %v)", dropped, ok)
+	}
+
+	// Deleting the topic drops its series (and its partitions' logs, so
+	// their lag goes too).
+	if _, err := adm.DeleteTopic(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		fams := scrape(t, n)
+		var left []string
+		for _, f := range []string{"fjord_topic_records_in_total", "fjord_topic_bytes_out_total", "fjord_consumer_group_lag", "fjord_partition_high_watermark"} {
+			if _, ok := value(fams, f, "topic=m"); ok {
+				left = append(left, f)
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("series of the deleted topic remain: %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
+}
+
+// The lag collector keeps to its bound on series and says how many it
+// left out.
+func TestLagSeriesBound(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	n := startNode(t, cfg)
+	testutil.Eventually(t, 10*time.Second, n.Ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, n))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	const groups = 5
+	for i := range groups {
+		commits := kadm.Offsets{}
+		commits.Add(kadm.Offset{Topic: "t", Partition: 0, At: 0, LeaderEpoch: -1})
+		if resp, err := adm.CommitOffsets(ctx, fmt.Sprintf("g%d", i), commits); err != nil || resp.Error() != nil {
+			t.Fatalf("commit: %v %v", err, resp.Error())
+		}
+	}
+	ch := make(chan prometheus.Metric, 100)
+	lagCollector{groups: n.groups, logs: n.storage, maxSeries: 3}.Collect(ch)
+	close(ch)
+	lags, dropped := 0, -1.0
+	for m := range ch {
+		var out dto.Metric
+		if err := m.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(m.Desc().String(), "series_dropped") {
+			dropped = out.GetGauge().GetValue()
+		} else {
+			lags++
+		}
+	}
+	if lags != 3 || dropped != groups-3 {
+		t.Fatalf("%d lag series and %v dropped; want 3 and %d", lags, dropped, groups-3)
+	}
+}
