@@ -1,10 +1,12 @@
 package kafkaserver
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/record"
@@ -17,6 +19,7 @@ import (
 type serverMetrics struct {
 	requests    *prometheus.CounterVec   // by API
 	failures    *prometheus.CounterVec   // requests that closed their connection, by API
+	errors      *prometheus.CounterVec   // error codes in responses, by API and error
 	duration    *prometheus.HistogramVec // handler time, by API
 	connections prometheus.Gauge
 
@@ -38,6 +41,9 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_kafka_request_failures_total", Help: "Kafka protocol requests that could not be answered and closed their connection, by API.",
 		}, []string{"api"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_kafka_errors_total", Help: "Error codes in Kafka protocol responses (one per topic, partition or group that carries one), by API and error name.",
+		}, []string{"api", "error"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fjord_kafka_request_duration_seconds", Help: "Time to handle a Kafka protocol request (long-polls and acks waits included), by API.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100 µs to 26 s
@@ -59,7 +65,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		}, []string{"topic"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.failures, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut)
+		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut)
 	}
 	return m
 }
@@ -111,12 +117,30 @@ func (m *serverMetrics) forgetTopic(topic string) {
 	}
 }
 
-// observe records one handled request.
-func (m *serverMetrics) observe(key int16, start time.Time, failed bool) {
+// observe records one handled request and the error codes of its
+// response (nil when there is none).
+func (m *serverMetrics) observe(key int16, start time.Time, resp any, failed bool) {
 	api := kmsg.NameForKey(key)
 	m.requests.WithLabelValues(api).Inc()
 	m.duration.WithLabelValues(api).Observe(time.Since(start).Seconds())
 	if failed {
 		m.failures.WithLabelValues(api).Inc()
 	}
+	if resp != nil {
+		eachErrorCode(resp, func(code int16) {
+			m.errors.WithLabelValues(api, errorName(code)).Inc()
+		})
+	}
+}
+
+// errorName is the Kafka name of code, or its number for a code kerr
+// does not know (the label set stays bounded by the int16 range either
+// way, and in practice by the codes handlers answer).
+func errorName(code int16) string {
+	if e := kerr.ErrorForCode(code); e != nil {
+		if ke, ok := e.(*kerr.Error); ok && ke.Code == code { // kerr answers UNKNOWN_SERVER_ERROR for codes it does not know
+			return ke.Message
+		}
+	}
+	return strconv.Itoa(int(code))
 }

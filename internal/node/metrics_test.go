@@ -122,6 +122,11 @@ func TestDataMetrics(t *testing.T) {
 		t.Fatalf("commit: %v %v", err, resp.Error())
 	}
 
+	// An error code in a response is counted by API and name.
+	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, "m"); err == nil && resp.Err == nil {
+		t.Fatal("created m twice")
+	}
+
 	var after map[string]*dto.MetricFamily
 	// The fetch counters move when the response is built; the consumer
 	// has the records by then, so one scrape suffices for them. Lag needs
@@ -144,6 +149,9 @@ func TestDataMetrics(t *testing.T) {
 	}
 	if lag, ok := value(after, "fjord_consumer_group_lag", "group=billing", "topic=m"); !ok || lag != first+second-500 {
 		t.Errorf("lag of billing on m: %v (found %v), want %d", lag, ok, first+second-500)
+	}
+	if n, ok := value(after, "fjord_kafka_errors_total", "api=CreateTopics", "error=TOPIC_ALREADY_EXISTS"); !ok || n != 1 {
+		t.Errorf("CreateTopics TOPIC_ALREADY_EXISTS counted %v times (found %v), want 1", n, ok)
 	}
 	if dropped, ok := value(after, "fjord_consumer_group_lag_series_dropped"); !ok || dropped != 0 {
 		t.Errorf("lag series dropped: %v (found %v)", dropped, ok)
