@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/node"
 )
 
@@ -36,6 +37,12 @@ type serveOptions struct {
 	logLevel            string
 	// groupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms.
 	groupInitialRebalanceDelayMs int32
+	// The HTTP API's settings (node.HTTPConfig).
+	httpIdempotencyWindowMs   int32
+	httpConsumerIdleTimeoutMs int32
+	httpMaxConcurrent         int32
+	httpMaxLongPolls          int32
+	httpMaxConsumers          int32
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -91,13 +98,23 @@ signal exits at once.`,
 	f.StringVar(&o.kafkaAddr, "kafka-addr", node.DefaultKafkaAddr, "Kafka listener address (host:port)")
 	f.StringVar(&o.advertisedKafkaAddr, "advertised-kafka-addr", "", "host:port given to clients (default: the listener's address)")
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller address (host:port)")
-	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for /healthz and /readyz (host:port)")
+	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for the HTTP/JSON API, /metrics, /healthz and /readyz (host:port)")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "HTTP address for Go's profiles under /debug/pprof/ (host:port; default: off)")
 	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
 	f.Var(newIntFlag(&o.numPartitions, node.DefaultNumPartitions, 1, math.MaxInt32, ""), "num-partitions", "partitions of a topic created without a count (num.partitions)")
 	f.Var(newEnumFlag(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn, error")
 	f.Var(newIntFlag(&o.groupInitialRebalanceDelayMs, int32(node.DefaultGroupInitialRebalanceDelay/time.Millisecond), 0, 300_000, ""),
 		"group-initial-rebalance-delay-ms", "how long a new consumer group waits for more members before its first rebalance (group.initial.rebalance.delay.ms)")
+	f.Var(newIntFlag(&o.httpIdempotencyWindowMs, int32(httpapi.DefaultIdempotencyWindow/time.Millisecond), 1000, 7*24*3600*1000, ""),
+		"http-idempotency-window-ms", "how long the HTTP API remembers a produce's idempotency_key (http.idempotency.window.ms)")
+	f.Var(newIntFlag(&o.httpConsumerIdleTimeoutMs, int32(httpapi.DefaultConsumerIdleTimeout/time.Millisecond), 1000, 24*3600*1000, ""),
+		"http-consumer-idle-timeout-ms", "how long an HTTP consumer instance lives without requests before it leaves its group (http.consumer.idle.timeout.ms)")
+	f.Var(newIntFlag(&o.httpMaxConcurrent, httpapi.DefaultMaxConcurrent, 1, 65536, ""),
+		"http-max-concurrent", "HTTP API requests served at once, reads apart; more are answered 429")
+	f.Var(newIntFlag(&o.httpMaxLongPolls, httpapi.DefaultMaxLongPolls, 1, 65536, ""),
+		"http-max-long-polls", "HTTP API reads (consume, records) served at once; more are answered 429")
+	f.Var(newIntFlag(&o.httpMaxConsumers, httpapi.DefaultMaxConsumers, 1, 65536, ""),
+		"http-max-consumers", "HTTP consumer instances on this node; a new one past this is answered 429")
 	return cmd
 }
 
@@ -153,6 +170,13 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		NumPartitions:              o.numPartitions,
 		Logger:                     logger,
 		GroupInitialRebalanceDelay: groupInitialRebalanceDelay(o.groupInitialRebalanceDelayMs),
+		HTTP: node.HTTPConfig{
+			IdempotencyWindow:   time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
+			ConsumerIdleTimeout: time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,
+			MaxConcurrent:       int(o.httpMaxConcurrent),
+			MaxLongPolls:        int(o.httpMaxLongPolls),
+			MaxConsumers:        int(o.httpMaxConsumers),
+		},
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -231,7 +231,7 @@ func writeFile(t *testing.T, path, s string) {
 // for each kind of flag, without starting a node.
 func TestServePrecedence(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "fjord.yaml")
-	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\n")
+	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\nhttp-max-long-polls: 9\n")
 	t.Setenv("FJORD_NODE_ID", "5")
 	t.Setenv("FJORD_PPROF_ADDR", "10.0.0.2:6060")
 	t.Setenv("FJORD_KAFKA_ADDR", "10.0.0.2:2")
@@ -240,7 +240,7 @@ func TestServePrecedence(t *testing.T) {
 		got = o
 		return nil
 	})
-	cmd.SetArgs([]string{"--config", cfg, "--kafka-addr", "10.0.0.3:3"})
+	cmd.SetArgs([]string{"--config", cfg, "--kafka-addr", "10.0.0.3:3", "--http-idempotency-window-ms", "5000"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +257,11 @@ func TestServePrecedence(t *testing.T) {
 		logLevel:         "info",
 		// Kafka's group.initial.rebalance.delay.ms, by default.
 		groupInitialRebalanceDelayMs: 3000,
+		httpIdempotencyWindowMs:      5000, // flag
+		httpConsumerIdleTimeoutMs:    300_000,
+		httpMaxConcurrent:            256,
+		httpMaxLongPolls:             9, // file
+		httpMaxConsumers:             100,
 	}
 	if got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -308,6 +313,13 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"negative rebalance delay", []string{"serve", "--group-initial-rebalance-delay-ms", "-1"}, nil, `"--group-initial-rebalance-delay-ms" flag: allowed: an integer from 0 to 300000`},
 		{"rebalance delay too long", []string{"serve", "--group-initial-rebalance-delay-ms", "300001"}, nil, `allowed: an integer from 0 to 300000`},
 		{"rebalance delay not a number", []string{"serve", "--group-initial-rebalance-delay-ms", "3s"}, nil, `allowed: an integer from 0 to 300000`},
+		{"idempotency window too short", []string{"serve", "--http-idempotency-window-ms", "999"}, nil, `"--http-idempotency-window-ms" flag: allowed: an integer from 1000 to 604800000`},
+		{"idempotency window too long", []string{"serve", "--http-idempotency-window-ms", "604800001"}, nil, `allowed: an integer from 1000 to 604800000`},
+		{"idempotency window overflows", []string{"serve", "--http-idempotency-window-ms", "99999999999999999999"}, nil, `allowed: an integer from 1000 to 604800000`},
+		{"idle timeout in seconds", []string{"serve", "--http-consumer-idle-timeout-ms", "5m"}, nil, `"--http-consumer-idle-timeout-ms" flag: allowed: an integer from 1000 to 86400000`},
+		{"no concurrent requests", []string{"serve", "--http-max-concurrent", "0"}, nil, `"--http-max-concurrent" flag: allowed: an integer from 1 to 65536`},
+		{"negative long-polls", []string{"serve", "--http-max-long-polls", "-5"}, nil, `"--http-max-long-polls" flag: allowed: an integer from 1 to 65536`},
+		{"too many consumers in env", []string{"serve"}, []string{"FJORD_HTTP_MAX_CONSUMERS=70000"}, `FJORD_HTTP_MAX_CONSUMERS="70000": allowed: an integer from 1 to 65536`},
 		{"bad bool", []string{"serve", "--auto-create-topics=maybe"}, nil, `"--auto-create-topics" flag: allowed: true or false`},
 		{"bad env value", []string{"serve"}, []string{"FJORD_NUM_PARTITIONS=-2"}, `FJORD_NUM_PARTITIONS="-2": allowed: an integer from 1`},
 		{"empty data dir", []string{"serve", "--data-dir", ""}, nil, "data-dir is empty"},

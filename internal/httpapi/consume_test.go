@@ -3,15 +3,15 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fjordmq/fjord/internal/httpapi"
+	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -177,19 +177,16 @@ func TestConsumeBadInputAndConflicts(t *testing.T) {
 // An instance unused past the idle timeout leaves its group; past
 // MaxConsumers a new one is 429.
 func TestConsumerInstancesExpireAndAreBounded(t *testing.T) {
-	e := newEnv(t)
+	// Set through the node's config, as `fjord serve` sets them.
+	e := newEnvWith(t, node.Config{
+		NodeID: 1, DataDir: t.TempDir(),
+		KafkaAddr: "127.0.0.1:0", ControllerAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		HTTP:   node.HTTPConfig{ConsumerIdleTimeout: 500 * time.Millisecond, MaxConsumers: 1},
+		Logger: slog.New(slog.DiscardHandler),
+	})
 	e.createTopic("t", 1)
-	api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, ConsumerIdleTimeout: 500 * time.Millisecond, MaxConsumers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Close()
-	mux := http.NewServeMux()
-	api.Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
 	get := func(path string) int {
-		resp, err := http.Get(srv.URL + path)
+		resp, err := http.Get(e.base + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,9 +41,12 @@ type Config struct {
 	AdvertisedKafkaAddr string
 	// ControllerAddr is the Raft transport's bind address.
 	ControllerAddr string
-	// HTTPAddr is the HTTP listener (/healthz, /readyz). Empty: no HTTP
-	// listener.
+	// HTTPAddr is the HTTP listener (the HTTP/JSON API, /metrics,
+	// /healthz, /readyz). Empty: no HTTP listener.
 	HTTPAddr string
+	// HTTP configures the HTTP/JSON API; its zero fields take
+	// httpapi's defaults.
+	HTTP HTTPConfig
 	// PprofAddr is a listener of its own for Go's profiling endpoints
 	// (/debug/pprof/). Empty, the default: none is bound. They are kept
 	// off HTTPAddr because a profile shows the process's internals and
@@ -65,6 +68,21 @@ type Config struct {
 	GroupInitialRebalanceDelay time.Duration
 	// Logger receives the node's logs. nil: slog.Default().
 	Logger *slog.Logger
+}
+
+// HTTPConfig is the HTTP/JSON API's settings a node exposes (httpapi.Config
+// has the rest, which the node fills in). Zero: httpapi's default.
+type HTTPConfig struct {
+	// IdempotencyWindow is http.idempotency.window.ms.
+	IdempotencyWindow time.Duration
+	// ConsumerIdleTimeout is http.consumer.idle.timeout.ms.
+	ConsumerIdleTimeout time.Duration
+	// MaxConcurrent bounds the requests served at once, reads apart.
+	MaxConcurrent int
+	// MaxLongPolls bounds the reads (consume, records) served at once.
+	MaxLongPolls int
+	// MaxConsumers bounds the HTTP consumer instances on the node.
+	MaxConsumers int
 }
 
 // withDefaults fills the zero fields that have defaults.
