@@ -3,13 +3,10 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/testutil"
@@ -181,27 +178,7 @@ func TestMetricsParseAndMove(t *testing.T) {
 	e := newEnv(t)
 	e.createTopic("m", 1)
 	scrape := func() map[string]float64 {
-		resp, err := http.Get(e.base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		if err != nil {
-			t.Fatalf("/metrics does not parse: %v", err)
-		}
-		out := map[string]float64{}
-		for _, api := range []string{"Produce", "Fetch"} {
-			for _, m := range families["fjord_kafka_requests_total"].GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "api" && l.GetValue() == api {
-						out[api] = m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-		return out
+		return testutil.Scrape(t, nil, e.base+"/metrics").ByLabel("fjord_kafka_requests_total", "api")
 	}
 	before := scrape()
 	var res result

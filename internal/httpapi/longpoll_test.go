@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 
 	"github.com/fjordmq/fjord/internal/httpapi"
@@ -523,30 +521,5 @@ func send(t *testing.T, client *http.Client, method, url, body string) (int, []b
 // routeCodes scrapes fjord_http_requests_total for route, by code.
 func routeCodes(t *testing.T, client *http.Client, base, route string) map[string]float64 {
 	t.Helper()
-	resp, err := client.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
-	out := map[string]float64{}
-	for _, m := range families["fjord_http_requests_total"].GetMetric() {
-		var r, code string
-		for _, l := range m.GetLabel() {
-			switch l.GetName() {
-			case "route":
-				r = l.GetValue()
-			case "code":
-				code = l.GetValue()
-			}
-		}
-		if r == route {
-			out[code] = m.GetCounter().GetValue()
-		}
-	}
-	return out
+	return testutil.Scrape(t, client, base+"/metrics").ByLabel("fjord_http_requests_total", "code", "route="+route)
 }

@@ -3,63 +3,21 @@ package node
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
-// scrape reads /metrics through the Prometheus text parser, so a line
-// that does not parse fails the test.
-func scrape(t *testing.T, n *Node) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, n *Node) testutil.Metrics {
 	t.Helper()
-	resp, err := http.Get("http://" + n.HTTPAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return families
-}
-
-// value is the value of family's series whose labels include labels
-// ("name=value" each); found is false when there is none.
-func value(families map[string]*dto.MetricFamily, family string, labels ...string) (v float64, found bool) {
-	for _, m := range families[family].GetMetric() {
-		have := map[string]bool{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()+"="+l.GetValue()] = true
-		}
-		match := true
-		for _, l := range labels {
-			match = match && have[l]
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return testutil.Scrape(t, nil, "http://"+n.HTTPAddr().String()+"/metrics")
 }
 
 // The data metrics follow traffic exactly: records and bytes in as
@@ -80,7 +38,7 @@ func TestDataMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := scrape(t, n)
-	fsyncsBefore, _ := value(before, "fjord_log_flush_duration_seconds")
+	fsyncsBefore, _ := before.Value("fjord_log_flush_duration_seconds")
 
 	produce := func(count int) {
 		t.Helper()
@@ -127,15 +85,15 @@ func TestDataMetrics(t *testing.T) {
 		t.Fatal("created m twice")
 	}
 
-	var after map[string]*dto.MetricFamily
+	var after testutil.Metrics
 	// The fetch counters move when the response is built; the consumer
 	// has the records by then, so one scrape suffices for them. Lag needs
 	// the commit, which is synchronous too.
 	after = scrape(t, n)
-	recordsIn, _ := value(after, "fjord_topic_records_in_total", "topic=m")
-	recordsOut, _ := value(after, "fjord_topic_records_out_total", "topic=m")
-	bytesIn, _ := value(after, "fjord_topic_bytes_in_total", "topic=m")
-	bytesOut, _ := value(after, "fjord_topic_bytes_out_total", "topic=m")
+	recordsIn, _ := after.Value("fjord_topic_records_in_total", "topic=m")
+	recordsOut, _ := after.Value("fjord_topic_records_out_total", "topic=m")
+	bytesIn, _ := after.Value("fjord_topic_bytes_in_total", "topic=m")
+	bytesOut, _ := after.Value("fjord_topic_bytes_out_total", "topic=m")
 	if recordsIn != first+second || recordsOut != first+second {
 		t.Errorf("records in %v, out %v; want %d each", recordsIn, recordsOut, first+second)
 	}
@@ -144,16 +102,16 @@ func TestDataMetrics(t *testing.T) {
 	if bytesIn < 100*(first+second) || bytesOut != bytesIn {
 		t.Errorf("bytes in %v, out %v; want equal and at least %d", bytesIn, bytesOut, 100*(first+second))
 	}
-	if fsyncs, _ := value(after, "fjord_log_flush_duration_seconds"); fsyncs <= fsyncsBefore {
+	if fsyncs, _ := after.Value("fjord_log_flush_duration_seconds"); fsyncs <= fsyncsBefore {
 		t.Errorf("fsync observations %v before the writes, %v after", fsyncsBefore, fsyncs)
 	}
-	if lag, ok := value(after, "fjord_consumer_group_lag", "group=billing", "topic=m"); !ok || lag != first+second-500 {
+	if lag, ok := after.Value("fjord_consumer_group_lag", "group=billing", "topic=m"); !ok || lag != first+second-500 {
 		t.Errorf("lag of billing on m: %v (found %v), want %d", lag, ok, first+second-500)
 	}
-	if n, ok := value(after, "fjord_kafka_errors_total", "api=CreateTopics", "error=TOPIC_ALREADY_EXISTS"); !ok || n != 1 {
+	if n, ok := after.Value("fjord_kafka_errors_total", "api=CreateTopics", "error=TOPIC_ALREADY_EXISTS"); !ok || n != 1 {
 		t.Errorf("CreateTopics TOPIC_ALREADY_EXISTS counted %v times (found %v), want 1", n, ok)
 	}
-	if dropped, ok := value(after, "fjord_consumer_group_lag_series_dropped"); !ok || dropped != 0 {
+	if dropped, ok := after.Value("fjord_consumer_group_lag_series_dropped"); !ok || dropped != 0 {
 		t.Errorf("lag series dropped: %v (found %v)", dropped, ok)
 	}
 
@@ -166,7 +124,7 @@ func TestDataMetrics(t *testing.T) {
 		fams := scrape(t, n)
 		var left []string
 		for _, f := range []string{"fjord_topic_records_in_total", "fjord_topic_bytes_out_total", "fjord_consumer_group_lag", "fjord_partition_high_watermark"} {
-			if _, ok := value(fams, f, "topic=m"); ok {
+			if _, ok := fams.Value(f, "topic=m"); ok {
 				left = append(left, f)
 			}
 		}
