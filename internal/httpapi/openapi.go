@@ -97,6 +97,20 @@ var apiRoutes = []route{
 	}},
 }
 
+// opsRoutes are the listener's other GET endpoints, documented here so
+// the document covers everything on --http-addr: the node mounts
+// /healthz, /readyz and /metrics beside the API, and Register mounts
+// the document itself. None is behind the API's concurrency limits.
+var opsRoutes = []struct {
+	path, summary, contentType, answer string
+	errors                             []int
+}{
+	{"/v1/openapi.json", "This document", "application/json", "OpenAPI 3.0", nil},
+	{"/healthz", "Liveness: 200 while the process serves HTTP at all", "text/plain", `"ok"`, nil},
+	{"/readyz", "Readiness: 200 once the node serves its partitions, else 503 with the reason", "text/plain", `"ready"`, []int{503}},
+	{"/metrics", "Prometheus metrics: Kafka and HTTP requests, per-topic bytes and records, partitions, fsync latency, group lag, the Go runtime", "text/plain", "Prometheus text exposition format", nil},
+}
+
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
 // openAPIDocument is the OpenAPI 3.0 document of apiRoutes.
@@ -141,6 +155,15 @@ func openAPIDocument() map[string]any {
 			paths[rt.path] = map[string]any{}
 		}
 		paths[rt.path][strings.ToLower(rt.method)] = op
+	}
+	for _, o := range opsRoutes {
+		responses := map[string]any{"200": map[string]any{"description": o.answer,
+			"content": map[string]any{o.contentType: map[string]any{"schema": map[string]any{"type": "string"}}}}}
+		for _, st := range o.errors {
+			responses[strconv.Itoa(st)] = map[string]any{"description": http.StatusText(st),
+				"content": map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}}
+		}
+		paths[o.path] = map[string]any{"get": map[string]any{"summary": o.summary, "responses": responses}}
 	}
 	return map[string]any{
 		"openapi": "3.0.3",

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -77,6 +78,23 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(partLogEndDesc, prometheus.GaugeValue, float64(l.LogEndOffset()), labels...)
 		ch <- prometheus.MustNewConstMetric(partHWDesc, prometheus.GaugeValue, float64(l.HighWatermark()), labels...)
 		ch <- prometheus.MustNewConstMetric(partSizeDesc, prometheus.GaugeValue, float64(l.Size()), labels...)
+	}
+}
+
+// httpConnGauge registers fjord_http_connections and returns the HTTP
+// server's ConnState hook that keeps it.
+func httpConnGauge(reg prometheus.Registerer) func(net.Conn, http.ConnState) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fjord_http_connections", Help: "Open connections to the HTTP listener.",
+	})
+	reg.MustRegister(g)
+	return func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			g.Inc()
+		case http.StateClosed, http.StateHijacked: // each connection ends in exactly one of these
+			g.Dec()
+		}
 	}
 }
 

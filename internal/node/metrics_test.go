@@ -111,6 +111,13 @@ func TestDataMetrics(t *testing.T) {
 	if n, ok := after.Value("fjord_kafka_errors_total", "api=CreateTopics", "error=TOPIC_ALREADY_EXISTS"); !ok || n != 1 {
 		t.Errorf("CreateTopics TOPIC_ALREADY_EXISTS counted %v times (found %v), want 1", n, ok)
 	}
+	// The scrape's own connection, at least.
+	if conns, ok := after.Value("fjord_http_connections"); !ok || conns < 1 {
+		t.Errorf("HTTP connections %v (found %v) during a scrape", conns, ok)
+	}
+	if conns, ok := after.Value("fjord_kafka_connections"); !ok || conns < 2 {
+		t.Errorf("Kafka connections %v (found %v) with a producer and a consumer open", conns, ok)
+	}
 	if dropped, ok := after.Value("fjord_consumer_group_lag_series_dropped"); !ok || dropped != 0 {
 		t.Errorf("lag series dropped: %v (found %v)", dropped, ok)
 	}

@@ -290,6 +290,7 @@ func (n *Node) start(ctx context.Context) error {
 			WriteTimeout:      2 * time.Minute,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
+			ConnState:         httpConnGauge(n.metrics),
 		}
 		n.servers.Add(1)
 		go func() {
