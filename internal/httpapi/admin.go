@@ -309,6 +309,15 @@ func adminError(err error, msg string) *apiError {
 	return kafkaError(err)
 }
 
+// outOfRangeCodes are the error codes of numeric fields whose value
+// overflows its type, by JSON field name.
+var outOfRangeCodes = map[string]string{
+	"partition": "bad_partition",
+	"offset":    "bad_offset",
+	"offsets":   "bad_offset",
+	"timestamp": "bad_timestamp",
+}
+
 // decodeJSON decodes one JSON value of at most limit bytes into v,
 // refusing unknown fields.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
@@ -318,6 +327,15 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", msg: err.Error()}
+		}
+		// A number too large for its field is a bad value, not bad JSON:
+		// name the field's own code, as for a negative one.
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number") {
+			field := typeErr.Field[strings.LastIndex(typeErr.Field, ".")+1:]
+			if code, ok := outOfRangeCodes[field]; ok {
+				return badRequest(code, "%s: %s is not a %s", field, typeErr.Value, typeErr.Type)
+			}
 		}
 		return badRequest("malformed_json", "%v", err)
 	}

@@ -148,6 +148,11 @@ func TestConsumeBadInputAndConflicts(t *testing.T) {
 		{"POST", "/v1/topics/t/seek", `{"group": "g", "offset": 1}`, 400, "bad_partition"},
 		{"POST", "/v1/topics/t/seek", `{"group": "g", "partition": 3, "offset": 1}`, 400, "bad_partition"},
 		{"POST", "/v1/topics/t/seek", `{"group": "g", "partition": 0, "offset": -4}`, 400, "bad_offset"},
+		{"POST", "/v1/topics/t/seek", `{"group": "g", "partition": 0, "offset": 99999999999999999999}`, 400, "bad_offset"},
+		{"POST", "/v1/topics/t/seek", `{"group": "g", "partition": 0, "timestamp": 1e30}`, 400, "bad_timestamp"},
+		{"POST", "/v1/topics/t/seek", `{"group": "g", "partition": 99999999999, "offset": 1}`, 400, "bad_partition"},
+		{"POST", "/v1/topics/t/commit", `{"group": "g", "offsets": {"0": 99999999999999999999}}`, 400, "bad_offset"},
+		{"POST", "/v1/topics/t/seek", `{"group": "g", "partition": "0", "offset": 1}`, 400, "malformed_json"},
 	} {
 		var res result
 		if st := e.do(tc.method, tc.path, tc.body, &res); st != tc.status || res.Error != tc.code {
