@@ -88,6 +88,7 @@ func (a *API) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 	for k, v := range req.Configs {
 		configs[k] = &v
 	}
+	defer a.forgetTopic(req.Name)
 	resp, err := a.adm.CreateTopic(r.Context(), partitions, rf, configs, req.Name)
 	if err == nil {
 		err = resp.Err
@@ -156,6 +157,7 @@ func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
+	defer a.forgetTopic(topic)
 	resp, err := a.adm.DeleteTopic(r.Context(), topic)
 	if err == nil {
 		err = resp.Err

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,6 +93,15 @@ const (
 	maxReadWait = 30 * time.Second
 	// metadataMinAge: see New.
 	metadataMinAge = 10 * time.Millisecond
+	// producedTopicMaxAge is how long a produce trusts what it last
+	// learned of a topic (producedTopics).
+	producedTopicMaxAge = time.Second
+	// producedTopicsMax bounds producedTopics; past it the cache starts
+	// over.
+	producedTopicsMax = 10_000
+	// awaitPartitionsTimeout bounds how long a produce waits for its
+	// client to learn of partitions added a moment ago.
+	awaitPartitionsTimeout = 5 * time.Second
 )
 
 // API serves the routes. Its clients are shared by every request.
@@ -115,6 +125,23 @@ type API struct {
 	// load.
 	dedup *dedup
 	stop  context.CancelFunc
+
+	// producedTopics caches, for produces only, the topics that exist:
+	// asking a broker on every produce was a third of a one-record
+	// produce's system calls (BenchmarkProduceOne). Only topics found
+	// are kept, so one created a moment ago is still seen at once. A
+	// produce to a topic deleted since is refused by the broker (404 all
+	// the same), one to a partition past the cached count looks again,
+	// and the API's own create and delete routes forget the topic.
+	producedTopics struct {
+		sync.Mutex
+		m map[string]cachedTopic
+	}
+}
+
+type cachedTopic struct {
+	detail  kadm.TopicDetail
+	fetched time.Time
 }
 
 // New makes the API's clients. They dial lazily: the node's own listener
@@ -339,4 +366,37 @@ func (a *API) topicPartitions(ctx context.Context, topic string) (kadm.TopicDeta
 		return kadm.TopicDetail{}, &apiError{status: http.StatusNotFound, code: "unknown_topic", msg: fmt.Sprintf("topic %q does not exist", topic)}
 	}
 	return td, nil
+}
+
+// producedTopic is topicPartitions for a produce, from producedTopics
+// when it knows the topic and has at least minPartitions of it (asking
+// a broker when it does not).
+func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int) (kadm.TopicDetail, error) {
+	now := time.Now()
+	a.producedTopics.Lock()
+	c, ok := a.producedTopics.m[topic]
+	a.producedTopics.Unlock()
+	if ok && now.Sub(c.fetched) < producedTopicMaxAge && len(c.detail.Partitions) >= minPartitions {
+		return c.detail, nil
+	}
+	td, err := a.topicPartitions(ctx, topic)
+	a.producedTopics.Lock()
+	defer a.producedTopics.Unlock()
+	switch {
+	case err != nil:
+		delete(a.producedTopics.m, topic)
+	default:
+		if a.producedTopics.m == nil || len(a.producedTopics.m) >= producedTopicsMax {
+			a.producedTopics.m = map[string]cachedTopic{}
+		}
+		a.producedTopics.m[topic] = cachedTopic{detail: td, fetched: now}
+	}
+	return td, err
+}
+
+// forgetTopic drops topic from producedTopics.
+func (a *API) forgetTopic(topic string) {
+	a.producedTopics.Lock()
+	delete(a.producedTopics.m, topic)
+	a.producedTopics.Unlock()
 }

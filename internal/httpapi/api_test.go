@@ -25,19 +25,19 @@ import (
 // listener and, from there, the Kafka protocol.
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	n    *node.Node
 	base string
 	adm  *kadm.Client
 	kcl  *kgo.Client
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	return newEnvIn(t, t.TempDir())
 }
 
-func newEnvWith(t *testing.T, cfg node.Config) *env {
+func newEnvWith(t testing.TB, cfg node.Config) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -457,5 +457,44 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// A produce's cached view of a topic never hides a change made by
+// another client a moment ago: a topic created is seen at once, a
+// partition added is seen by the first produce that names it, and a
+// topic deleted is refused by the broker.
+func TestProduceSeesTopicChangesAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var res result
+	if st := e.do("POST", "/v1/topics/late/produce", `{"value": "YQ=="}`, &res); st != 404 || res.Error != "unknown_topic" {
+		t.Fatalf("before the topic exists: %d %+v", st, res)
+	}
+	e.createTopic("late", 1)
+	if st := e.do("POST", "/v1/topics/late/produce", `{"value": "YQ=="}`, &res); st != 200 {
+		t.Fatalf("just after another client created it: %d %+v", st, res)
+	}
+	if _, err := e.adm.CreatePartitions(ctx, 2, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.do("POST", "/v1/topics/late/produce", `{"value": "YQ==", "partition": 2}`, &res); st != 200 || res.Partition != 2 {
+		t.Fatalf("to a partition another client just added: %d %+v", st, res)
+	}
+	// So does an idempotent one, which places its record itself.
+	if _, err := e.adm.CreatePartitions(ctx, 13, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.do("POST", "/v1/topics/late/produce", `{"value": "YQ==", "partition": 15, "idempotency_key": "k"}`, &res); st != 200 || res.Partition != 15 {
+		t.Fatalf("idempotent, to a partition another client just added: %d %+v", st, res)
+	}
+	if st := e.do("POST", "/v1/topics/late/produce", `{"value": "YQ==", "partition": 16}`, &res); st != 400 || res.Error != "bad_partition" {
+		t.Fatalf("past the partitions: %d %+v", st, res)
+	}
+	if _, err := e.adm.DeleteTopic(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.do("POST", "/v1/topics/late/produce", `{"value": "YQ=="}`, &res); st != 404 || res.Error != "unknown_topic" {
+		t.Fatalf("just after another client deleted it: %d %+v", st, res)
 	}
 }

@@ -278,6 +278,9 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 		p = int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: hashKey}, n))
 	}
 	withPartition(rec, p)
+	if err := awaitPartitions(ctx, cl, topic, p+1); err != nil {
+		return produceResult{}, unavailable(err)
+	}
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: idempotencyHeader, Value: []byte(idemKey)})
 	if err := d.ensureTopic(ctx); err != nil {
 		return produceResult{}, unavailable(err)

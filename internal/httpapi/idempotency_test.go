@@ -144,7 +144,7 @@ func TestIdempotencyKeyPendingIsFound(t *testing.T) {
 }
 
 // newEnvIn is newEnv on a data directory a test may restart a node on.
-func newEnvIn(t *testing.T, dir string) *env {
+func newEnvIn(t testing.TB, dir string) *env {
 	t.Helper()
 	return newEnvWith(t, node.Config{
 		NodeID: 1, DataDir: dir,

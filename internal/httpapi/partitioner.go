@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -47,11 +49,44 @@ func (t topicPartitioner) OnNewBatch() {
 	}
 }
 
+// Partition returns an explicit partition even when it is past the n
+// partitions the client knows of: franz-go then fails the record, where
+// any other answer would put it in a partition the request did not ask
+// for. awaitPartitions makes the client learn of new partitions first.
 func (t topicPartitioner) Partition(r *kgo.Record, n int) int {
 	if r.Context != nil {
-		if p, ok := r.Context.Value(explicitPartition{}).(int32); ok && int(p) < n {
+		if p, ok := r.Context.Value(explicitPartition{}).(int32); ok {
 			return int(p)
 		}
 	}
 	return t.def.Partition(r, n)
+}
+
+// awaitPartitions returns once cl knows of topic's partition n-1, so
+// that a record naming a partition below n is placed there: franz-go
+// learns of partitions added by CreatePartitions only at its next
+// metadata refresh, and its partitioner is told only of those it knows.
+// A topic cl has not loaded yet needs no wait, since its first produce
+// loads it afresh.
+func awaitPartitions(ctx context.Context, cl *kgo.Client, topic string, n int32) error {
+	known := func(p int32) bool {
+		leader, _, _ := cl.PartitionLeader(topic, p)
+		return leader >= 0
+	}
+	if n <= 0 || known(n-1) || !known(0) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, awaitPartitionsTimeout)
+	defer cancel()
+	tick := time.NewTicker(metadataMinAge)
+	defer tick.Stop()
+	for !known(n - 1) {
+		cl.ForceMetadataRefresh()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the producer has not learned of partition %d of %q: %w", n-1, topic, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
 }

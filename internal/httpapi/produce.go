@@ -88,7 +88,13 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 	}
 	// The topic must exist (404), and an explicit partition be one of
 	// its: the partitioner cannot refuse a record.
-	td, err := a.topicPartitions(r.Context(), topic)
+	minPartitions := 0
+	for _, pr := range in {
+		if pr.Partition != nil {
+			minPartitions = max(minPartitions, int(*pr.Partition)+1)
+		}
+	}
+	td, err := a.producedTopic(r.Context(), topic, minPartitions)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -100,6 +106,10 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 					i, *pr.Partition, topic, len(td.Partitions)-1))
 				return
 			}
+		}
+		if err := awaitPartitions(r.Context(), cl, topic, int32(minPartitions)); err != nil {
+			writeError(w, unavailable(err))
+			return
 		}
 	}
 
