@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,8 +125,31 @@ func CollectMachine() Machine {
 			m.LoadAverage = strings.Join(f[:3], " ")
 		}
 	}
-	m.Commit, m.Dirty = gitCommit()
+	info, _ := debug.ReadBuildInfo()
+	m.Commit, m.Dirty = buildCommit(info, gitCommit)
 	return m
+}
+
+// buildCommit is the commit the running binary was built from, as the Go
+// toolchain stamped it (go build in a repository does; go run and test
+// binaries do not), else fallback's answer. The binary's own stamp comes
+// first: an older build run from a newer checkout must not be filed
+// under the checkout's commit.
+func buildCommit(info *debug.BuildInfo, fallback func() (string, bool)) (commit string, dirty bool) {
+	if info != nil {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if commit == "" {
+		return fallback()
+	}
+	return commit, dirty
 }
 
 // gitCommit returns HEAD of the repository around the working directory

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,31 @@ func TestCount(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1234567: "-1,234,567", 100000: "100,000"} {
 		if got := count(n); got != want {
 			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// The binary's own stamp names the commit; the checkout is asked only
+// when the binary has none.
+func TestBuildCommit(t *testing.T) {
+	fallback := func() (string, bool) { return "checkout", true }
+	stamped := &debug.BuildInfo{Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "false"},
+	}}
+	dirtyStamp := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "def456"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, tc := range []struct {
+		name   string
+		info   *debug.BuildInfo
+		commit string
+		dirty  bool
+	}{
+		{"stamped", stamped, "abc123", false},
+		{"stamped, modified", dirtyStamp, "def456", true},
+		{"no stamp", &debug.BuildInfo{}, "checkout", true},
+		{"no build info", nil, "checkout", true},
+	} {
+		if commit, dirty := buildCommit(tc.info, fallback); commit != tc.commit || dirty != tc.dirty {
+			t.Errorf("%s: %q %v, want %q %v", tc.name, commit, dirty, tc.commit, tc.dirty)
 		}
 	}
 }
