@@ -395,6 +395,24 @@ func (h *harness) memberIDs(id string) []string {
 	return ids
 }
 
+// leaveAll has every member of ms leave their group, and waits for the
+// coordinator's write of the now Empty group, which runs in the
+// background: a test that counts appends after this must not count it.
+func (h *harness) leaveAll(ms []joined) {
+	h.t.Helper()
+	for _, m := range ms {
+		h.c.LeaveGroup(h.ctx, m.req.Group, []LeaveMember{{MemberID: m.MemberID}})
+	}
+	group := ms[0].req.Group
+	h.eventually(func() error {
+		recs := h.groupRecords(group)
+		if n := len(recs); n > 0 && recs[n-1].metadata != nil && len(recs[n-1].metadata.Members) == 0 {
+			return nil
+		}
+		return fmt.Errorf("the empty group %s is not written yet", group)
+	})
+}
+
 // groupRecords decodes the records written for a group, in order.
 func (h *harness) groupRecords(id string) []decoded {
 	h.t.Helper()

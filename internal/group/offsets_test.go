@@ -58,17 +58,13 @@ func TestCommitChecks(t *testing.T) {
 			return CommitRequest{Group: "g", Generation: -1, Offsets: []OffsetCommit{oc("t", 0, 7)}}
 		}, ErrUnknownMemberID},
 		{"simple commit to an empty group", func(h *harness, ms []joined) []joined {
-			for _, m := range ms {
-				h.c.LeaveGroup(h.ctx, "g", []LeaveMember{{MemberID: m.MemberID}})
-			}
+			h.leaveAll(ms)
 			return ms
 		}, func(ms []joined) CommitRequest {
 			return CommitRequest{Group: "g", Generation: -1, Offsets: []OffsetCommit{oc("t", 0, 7)}}
 		}, nil},
 		{"member's commit to an empty group", func(h *harness, ms []joined) []joined {
-			for _, m := range ms {
-				h.c.LeaveGroup(h.ctx, "g", []LeaveMember{{MemberID: m.MemberID}})
-			}
+			h.leaveAll(ms)
 			return ms
 		}, func(ms []joined) CommitRequest { return ms[1].commitReq(oc("t", 0, 7)) }, ErrUnknownMemberID},
 		{"awaiting sync", func(h *harness, ms []joined) []joined {
