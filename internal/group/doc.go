@@ -93,7 +93,10 @@
 // never had members: after each offset's commit), and a Stable consumer
 // group's offsets of topics no member subscribes to expire after their
 // commit. An Empty group left without offsets is removed, its metadata
-// tombstoned.
+// tombstoned. Offsets committed with a retention time (OffsetCommit
+// v2-v4) expire at their own expiry instead, as Kafka's did before
+// KIP-211, and a v1 commit timestamp is the commit time retention counts
+// from.
 //
 // # Concurrency
 //
@@ -143,4 +146,7 @@
 //     derive from that.
 //   - Transactional offset commits (TxnOffsetCommit) do not exist yet, so
 //     OffsetFetch's requireStable has nothing to wait for.
+//   - A retention time of 0 ms (OffsetCommit v2-v4) counts as none: Kafka
+//     would expire the offsets at the next check. No known client sends
+//     it.
 package group

@@ -160,8 +160,9 @@ type offset struct {
 	leaderEpoch int32
 	metadata    string
 	commitTime  time.Time
-	// expireTime is set only for offsets loaded from v1 records, which
-	// carried a per-commit expiry; it then overrides retention.
+	// expireTime is set only for offsets committed with a retention time
+	// (OffsetCommit v2-v4) or loaded from v1 records, which carry that
+	// per-commit expiry; it then overrides the group's retention rules.
 	expireTime time.Time
 }
 
@@ -471,7 +472,8 @@ func (g *group) isSubscribedLocked(topic string) bool {
 //   - a group that never had members (simple consumers): each offset
 //     retention after its commit.
 //
-// An offset loaded from a v1 record expires at its own expiry instead.
+// An offset with an expiry of its own (OffsetCommit v2-v4's retention, a
+// v1 record) expires then instead.
 // REQUIRES: g.mu held.
 func (g *group) expiredOffsetsLocked(now time.Time, retention time.Duration) []TopicPartition {
 	var base func(o offset) time.Time

@@ -327,7 +327,7 @@ func TestUnloadDuringLoadSupersedesIt(t *testing.T) {
 	loaded := start(t, func() error {
 		return c.Load(0, func(fn func(Record) error) error {
 			<-proceed
-			return fn(offsetCommitRecord("g", oc("t", 0, 1), t0))
+			return fn(offsetCommitRecord("g", oc("t", 0, 1), t0, time.Time{}))
 		})
 	})
 	testEventually(t, func() error {
@@ -431,7 +431,7 @@ func FuzzLoad(f *testing.F) {
 	mv.MemberID, mv.Subscription = "m", consumerMeta("t")
 	v.Members = []kmsg.GroupMetadataValueMember{mv}
 	good := v.AppendTo(nil)
-	off := offsetCommitRecord("g", oc("t", 0, 1), t0)
+	off := offsetCommitRecord("g", oc("t", 0, 1), t0, time.Time{})
 	f.Add([]byte{}, []byte{})
 	f.Add(off.Key, off.Value)
 	f.Add(off.Key, []byte{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"time"
 )
 
 // CommitOffsets: OffsetCommit v0+ for one group.
@@ -62,7 +63,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (err
 			partErrs[i] = ErrOffsetMetadataTooLarge
 			continue
 		}
-		recs = append(recs, offsetCommitRecord(g.id, o, now))
+		recs = append(recs, offsetCommitRecord(g.id, o, commitTime(o, now), expireTime(req, now)))
 		stored = append(stored, i)
 	}
 	if len(recs) == 0 {
@@ -98,9 +99,28 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (err
 		if o.Metadata != nil {
 			meta = *o.Metadata
 		}
-		g.mu.offsets[o.TopicPartition] = offset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: meta, commitTime: now}
+		g.mu.offsets[o.TopicPartition] = offset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: meta,
+			commitTime: commitTime(o, now), expireTime: expireTime(req, now)}
 	}
 	return nil, partErrs
+}
+
+// commitTime is when o counts as committed: its own commit timestamp
+// (OffsetCommit v1) or now.
+func commitTime(o OffsetCommit, now time.Time) time.Time {
+	if o.CommitTime.IsZero() {
+		return now
+	}
+	return o.CommitTime
+}
+
+// expireTime is when offsets committed by req at now expire on their
+// own (OffsetCommit v2-v4's retention), or zero: by the group's rules.
+func expireTime(req CommitRequest, now time.Time) time.Time {
+	if req.Retention <= 0 {
+		return time.Time{}
+	}
+	return now.Add(req.Retention)
 }
 
 // validateCommitLocked is Kafka's validateOffsetCommit, followed by the

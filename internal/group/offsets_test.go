@@ -463,3 +463,52 @@ func TestCommittedOffsets(t *testing.T) {
 		t.Fatalf("%d visits after the first said stop", visits)
 	}
 }
+
+// Kafka's older per-commit expiry: OffsetCommit v2-v4's retention time
+// expires those offsets that long after the commit, also across a
+// reload (written as value v1), and v1's commit timestamp is what
+// retention counts from.
+func TestCommitRetentionAndTimestamp(t *testing.T) {
+	h := newHarness(t) // OffsetsRetention: 24h
+	commit := func(req CommitRequest) {
+		t.Helper()
+		if err, errs := h.c.CommitOffsets(h.ctx, req); err != nil || errs[0] != nil {
+			t.Fatalf("commit: %v %v", err, errs)
+		}
+	}
+	commit(CommitRequest{Group: "s", Generation: -1, Offsets: []OffsetCommit{oc("t", 0, 1)}, Retention: 10 * time.Minute})
+	early := oc("t", 1, 2)
+	early.CommitTime = t0.Add(-23 * time.Hour) // a v1 client's own clock
+	commit(CommitRequest{Group: "s", Generation: -1, Offsets: []OffsetCommit{early}})
+	commit(CommitRequest{Group: "s", Generation: -1, Offsets: []OffsetCommit{oc("t", 2, 3)}})
+
+	var v1, v3 int
+	for _, d := range h.groupRecords("s") {
+		switch {
+		case d.offset == nil:
+		case d.tp == tp("t", 0):
+			v1++
+			if d.offset.Version != 1 || d.offset.ExpireTimestamp != t0.Add(10*time.Minute).UnixMilli() || d.offset.CommitTimestamp != t0.UnixMilli() {
+				t.Fatalf("retained commit stored as %+v", d.offset)
+			}
+		case d.tp == tp("t", 1):
+			v3++
+			if d.offset.Version != 3 || d.offset.CommitTimestamp != early.CommitTime.UnixMilli() {
+				t.Fatalf("timestamped commit stored as %+v", d.offset)
+			}
+		}
+	}
+	if v1 != 1 || v3 != 1 {
+		t.Fatalf("%d v1 and %d v3 records for the two commits", v1, v3)
+	}
+
+	h = h.reload()
+	h.clock.Advance(10 * time.Minute)
+	if h.committed("s", tp("t", 0)) != -1 || h.committed("s", tp("t", 1)) != 2 || h.committed("s", tp("t", 2)) != 3 {
+		t.Fatal("at 10 minutes only the offset retained 10 minutes should be gone")
+	}
+	h.clock.Advance(time.Hour - 10*time.Minute)
+	if h.committed("s", tp("t", 1)) != -1 || h.committed("s", tp("t", 2)) != 3 {
+		t.Fatal("at an hour the offset committed 23 hours earlier should be gone, and only it")
+	}
+}

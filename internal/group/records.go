@@ -18,17 +18,21 @@ import (
 //	key v3+     records of KIP-848 groups (not written by Fjord; skipped)
 //
 // Written: OffsetCommitKey v1 with OffsetCommitValue v3 (offset, leader
-// epoch, metadata, commit timestamp); GroupMetadataKey v2 with
+// epoch, metadata, commit timestamp), or v1 (offset, metadata, commit and
+// expire timestamps) for a commit with a retention time; GroupMetadataKey v2 with
 // GroupMetadataValue v3 (protocol type, generation, protocol, leader,
 // current state timestamp, and per member: id, instance id, client id and
 // host, rebalance and session timeouts, subscription, assignment). A nil
 // value is a tombstone. Read: every version Kafka has written (offset
 // values v0-v4, group values v0-v4).
 const (
-	offsetCommitKeyVersion    = 1
-	offsetCommitValueVersion  = 3
-	groupMetadataKeyVersion   = 2
-	groupMetadataValueVersion = 3
+	offsetCommitKeyVersion   = 1
+	offsetCommitValueVersion = 3
+	// offsetCommitExpiringValueVersion is for an offset committed with
+	// a retention time (OffsetCommit v2-v4): v1 carries its expiry.
+	offsetCommitExpiringValueVersion = 1
+	groupMetadataKeyVersion          = 2
+	groupMetadataValueVersion        = 3
 )
 
 func offsetKey(group string, tp TopicPartition) []byte {
@@ -45,7 +49,9 @@ func groupKey(group string) []byte {
 	return k.AppendTo(nil)
 }
 
-func offsetCommitRecord(group string, o OffsetCommit, now time.Time) Record {
+// offsetCommitRecord is value v3, or v1 (which has no leader epoch)
+// when the offset has an expiry of its own, as Kafka writes them.
+func offsetCommitRecord(group string, o OffsetCommit, commitTime, expireTime time.Time) Record {
 	v := kmsg.NewOffsetCommitValue()
 	v.Version = offsetCommitValueVersion
 	v.Offset = o.Offset
@@ -53,7 +59,11 @@ func offsetCommitRecord(group string, o OffsetCommit, now time.Time) Record {
 	if o.Metadata != nil {
 		v.Metadata = *o.Metadata
 	}
-	v.CommitTimestamp = now.UnixMilli()
+	v.CommitTimestamp = commitTime.UnixMilli()
+	if !expireTime.IsZero() {
+		v.Version = offsetCommitExpiringValueVersion
+		v.ExpireTimestamp = expireTime.UnixMilli()
+	}
 	return Record{Key: offsetKey(group, o.TopicPartition), Value: v.AppendTo(nil)}
 }
 

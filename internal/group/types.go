@@ -98,6 +98,12 @@ type CommitRequest struct {
 	InstanceID      *string
 	Generation      int32 // -1 with an empty member id: a simple (non-member) commit
 	Offsets         []OffsetCommit
+	// Retention is OffsetCommit v2-v4's retention_time_ms: when > 0,
+	// these offsets expire that long after the commit, whatever the
+	// group's state (Kafka's old per-offset expiry, stored as value v1).
+	// 0: they expire by Config.OffsetsRetention, the v5+ rule. (Kafka
+	// would expire a retention of 0 at once; no client sends one.)
+	Retention time.Duration
 }
 
 // OffsetCommit is one partition of a CommitRequest.
@@ -106,6 +112,9 @@ type OffsetCommit struct {
 	Offset      int64
 	LeaderEpoch int32   // -1: none
 	Metadata    *string // nil: stored as ""
+	// CommitTime is OffsetCommit v1's commit_timestamp, which retention
+	// counts from; zero: the coordinator's clock at the commit.
+	CommitTime time.Time
 }
 
 // CommittedOffset is one partition of a FetchOffsets answer.

@@ -484,3 +484,58 @@ func TestOffsetsTopicIsTheCoordinators(t *testing.T) {
 		t.Errorf("CreatePartitions %s: %v", offsetsTopic, kerr.ErrorForCode(r.Topics[0].ErrorCode))
 	}
 }
+
+// OffsetCommit v1's commit timestamp and v2-v4's retention time reach
+// the stored records as Kafka writes them: value v1 with an expiry for a
+// retention, the commit timestamp as given; -1 leaves both to the
+// broker, and v5+ has neither.
+func TestOffsetCommitTimestampAndRetention(t *testing.T) {
+	log := &memOffsetsLog{}
+	h := newWireHarness(t, withGroups(log))
+	h.ctrl.addTopic("t", 4)
+	c := h.dial()
+	commit := func(version int16, partition int32, timestamp, retention int64) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = version
+		req.Group, req.Generation = "old-client", -1
+		req.RetentionTimeMillis = retention
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{
+			{Partition: partition, Offset: 10, LeaderEpoch: -1, Timestamp: timestamp}}}}
+		r := c.roundTrip(req).(*kmsg.OffsetCommitResponse)
+		if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("v%d commit: error %d", version, code)
+		}
+	}
+	before := time.Now().UnixMilli()
+	commit(1, 0, 12345, -1)     // the client's commit time
+	commit(2, 1, -1, 60_000)    // a minute's retention
+	commit(4, 2, -1, -1)        // the broker's defaults
+	commit(5, 3, 12345, 60_000) // v5+ carries neither field
+	after := time.Now().UnixMilli()
+
+	stored := map[int32]kmsg.OffsetCommitValue{}
+	log.mu.Lock()
+	for _, recs := range log.recs {
+		for _, r := range recs {
+			var k kmsg.OffsetCommitKey
+			var v kmsg.OffsetCommitValue
+			if k.ReadFrom(r.Key) != nil || k.Version > 1 || v.ReadFrom(r.Value) != nil {
+				continue
+			}
+			stored[k.Partition] = v
+		}
+	}
+	log.mu.Unlock()
+	if v := stored[0]; v.Version != 3 || v.CommitTimestamp != 12345 {
+		t.Errorf("v1 commit with a timestamp stored as %+v", v)
+	}
+	if v := stored[1]; v.Version != 1 || v.CommitTimestamp < before || v.CommitTimestamp > after || v.ExpireTimestamp != v.CommitTimestamp+60_000 {
+		t.Errorf("v2 commit with a retention stored as %+v", v)
+	}
+	for _, p := range []int32{2, 3} {
+		if v := stored[p]; v.Version != 3 || v.CommitTimestamp < before || v.CommitTimestamp > after {
+			t.Errorf("partition %d's commit stored as %+v", p, v)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package kafkaserver
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,12 +17,13 @@ import (
 // only form) and writes them to __consumer_offsets before answering. A
 // topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION
 // here, as Kafka answers, and never reaches the coordinator, so nothing is
-// stored for it. Per version: v1 adds a per-partition commit timestamp and
-// v2-4 a retention time, which Fjord does not honour yet (Kafka does: it
-// stores a per-offset expiry, value v1); offsets expire by
-// offsets.retention.minutes once the group is empty (KIP-211), the rule
-// for v5+. v6 adds a leader epoch; v7 group.instance.id. v10 (topic ids)
-// is not served.
+// stored for it. Per version: v1 adds a per-partition commit timestamp,
+// which retention counts from, and v2-4 a retention time, after which
+// the offsets expire whatever the group's state (stored as Kafka does, as
+// value v1 with its expiry); -1 in either is the default, now and
+// offsets.retention.minutes, and from v5 offsets expire only by the
+// group's rules (KIP-211). v6 adds a leader epoch; v7 group.instance.id.
+// v10 (topic ids) is not served.
 func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.OffsetCommitRequest)
 	resp := body.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -33,6 +35,9 @@ func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	}
 	if req.version == 0 {
 		cr.Generation = -1
+	}
+	if req.version >= 2 && req.version <= 4 && body.RetentionTimeMillis > 0 {
+		cr.Retention = time.Duration(body.RetentionTimeMillis) * time.Millisecond
 	}
 	codes := make([][]int16, len(body.Topics))
 	var where [][2]int // cr.Offsets[k] answers body.Topics[where[k][0]].Partitions[where[k][1]]
@@ -53,6 +58,9 @@ func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Resp
 			}
 			if req.version >= 6 {
 				oc.LeaderEpoch = p.LeaderEpoch
+			}
+			if req.version == 1 && p.Timestamp >= 0 {
+				oc.CommitTime = time.UnixMilli(p.Timestamp)
 			}
 			cr.Offsets = append(cr.Offsets, oc)
 			where = append(where, [2]int{i, j})
