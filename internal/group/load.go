@@ -14,7 +14,8 @@ import (
 // and assignments, each member's session starting now: members that kept
 // running heartbeat the new coordinator and carry on without a rebalance.
 // Loading a partition already loaded drops its groups first (parked
-// requests answer NOT_COORDINATOR): the log is the truth.
+// requests answer NOT_COORDINATOR) and waits for their writes under way
+// to end: the log is the truth.
 //
 // Threads: read runs on the caller's goroutine with no lock held; fn must
 // be called from that goroutine. fn does not keep the record's slices.
@@ -32,6 +33,18 @@ func (c *Coordinator) Load(p int32, read func(fn func(Record) error) error) erro
 	c.mu.partitions[p] = &partitionState{token: token, loading: true}
 	c.mu.Unlock()
 	c.killGroups(dropped, ErrNotCoordinator)
+	// A reload while this node stays the leader (a new leader epoch):
+	// a write still in flight on a dropped group may land after the
+	// replay below has read past its place, and the reloaded group would
+	// never learn of it. Every write holds its group's write turn and
+	// starts none once the group is Dead, so taking each turn once waits
+	// out the writes under way. Writes are bounded by CommitTimeout.
+	for _, g := range dropped {
+		if err := g.acquireWrite(c.ctx); err != nil {
+			return ErrClosed
+		}
+		g.releaseWrite()
+	}
 
 	r := newReplay()
 	err := read(r.apply)

@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -467,4 +468,67 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Reloading a partition this node still leads (a new leader epoch) waits
+// for the writes under way on its groups before it replays the log, so a
+// commit that lands meanwhile is in the reloaded group, not only in the
+// log.
+func TestReloadWaitsForWritesInFlight(t *testing.T) {
+	h := newHarness(t)
+	commit := func(off int64) (error, []error) {
+		return h.c.CommitOffsets(h.ctx, CommitRequest{Group: "g", Generation: -1, Offsets: []OffsetCommit{oc("t", 0, off)}})
+	}
+	if err, errs := commit(1); err != nil || errs[0] != nil {
+		t.Fatalf("commit: %v %v", err, errs)
+	}
+	release := h.log.hold()
+	defer release()
+	inFlight := start(t, func() error {
+		err, errs := commit(2)
+		if err == nil {
+			err = errs[0]
+		}
+		return err
+	})
+	h.eventually(func() error {
+		if n := h.log.waitingAppends(); n != 1 {
+			return fmt.Errorf("%d appends held", n)
+		}
+		return nil
+	})
+
+	p := PartitionFor("g", testPartitions)
+	replaying := make(chan struct{})
+	loaded := start(t, func() error {
+		return h.c.Load(p, func(fn func(Record) error) error {
+			close(replaying)
+			return h.log.reader(p)(fn) // the log as it is when the replay begins
+		})
+	})
+	h.eventually(func() error {
+		if _, err := h.c.FetchOffsets("g", nil, true); err != ErrCoordinatorLoadInProgress {
+			return fmt.Errorf("FetchOffsets during the reload: %v", err)
+		}
+		return nil
+	})
+	// This wait can fail only if the replay starts while the write is
+	// held, which is the bug; it cannot fail a correct coordinator.
+	select {
+	case <-replaying:
+		t.Fatal("the replay began while a commit's write was still in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := loaded.result(); err != nil {
+		t.Fatal(err)
+	}
+	// The commit's own answer: it landed, but its group was dropped
+	// while it was in flight.
+	if err := inFlight.result(); err != nil && err != ErrNotCoordinator {
+		t.Fatalf("the in-flight commit answered %v", err)
+	}
+	if got := h.committed("g", tp("t", 0)); got != 2 {
+		t.Fatalf("after the reload the group has offset %d; the log's last commit is 2", got)
+	}
 }
