@@ -222,7 +222,10 @@ type memPending struct {
 	topic     string
 	partition int32
 	res       replica.AppendResult
+	records   int64
 }
+
+func (p *memPending) Records() int64 { return p.records }
 
 func (p *memPending) Wait(ctx context.Context, _ time.Duration) (replica.AppendResult, error) {
 	if p.r.appendHook != nil {
@@ -234,14 +237,14 @@ func (p *memPending) Wait(ctx context.Context, _ time.Duration) (replica.AppendR
 }
 
 func (r *memReplicas) StartAppend(topic string, partition int32, records []byte, acks replica.Acks) (replica.Pending, error) {
-	res, err := r.append(topic, partition, records)
+	res, written, err := r.append(topic, partition, records)
 	if err != nil {
 		return nil, err
 	}
-	return &memPending{r: r, topic: topic, partition: partition, res: res}, nil
+	return &memPending{r: r, topic: topic, partition: partition, res: res, records: written}, nil
 }
 
-func (r *memReplicas) append(topic string, partition int32, records []byte) (replica.AppendResult, error) {
+func (r *memReplicas) append(topic string, partition int32, records []byte) (replica.AppendResult, int64, error) {
 	r.appends.Add(1)
 	if r.startHook != nil {
 		r.startHook(topic, partition)
@@ -251,26 +254,26 @@ func (r *memReplicas) append(topic string, partition int32, records []byte) (rep
 	for rest := records; len(rest) > 0; {
 		h, err := record.ParseHeader(rest)
 		if err != nil {
-			return replica.AppendResult{}, err
+			return replica.AppendResult{}, 0, err
 		}
 		if h.Size() > len(rest) {
-			return replica.AppendResult{}, fmt.Errorf("%w: truncated batch", storage.ErrInvalidBatch)
+			return replica.AppendResult{}, 0, fmt.Errorf("%w: truncated batch", storage.ErrInvalidBatch)
 		}
 		b := rest[:h.Size()]
 		if _, err := record.Validate(b, record.ValidateOptions{Client: true}); err != nil {
-			return replica.AppendResult{}, err
+			return replica.AppendResult{}, 0, err
 		}
 		batches = append(batches, b)
 		rest = rest[h.Size():]
 	}
 	if len(batches) == 0 {
-		return replica.AppendResult{}, fmt.Errorf("%w: no batches", storage.ErrInvalidBatch)
+		return replica.AppendResult{}, 0, fmt.Errorf("%w: no batches", storage.ErrInvalidBatch)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, err := r.partitionLocked(topic, partition)
 	if err != nil {
-		return replica.AppendResult{}, err
+		return replica.AppendResult{}, 0, err
 	}
 	base := p.next
 	for _, b := range batches {
@@ -283,7 +286,7 @@ func (r *memReplicas) append(topic string, partition int32, records []byte) (rep
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
-	return replica.AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: 0}, nil
+	return replica.AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: 0}, p.next - base, nil
 }
 
 func (r *memReplicas) Fetch(ctx context.Context, params replica.FetchParams, parts []replica.FetchPartition) *replica.FetchResult {

@@ -8,8 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/fjordmq/fjord/internal/record"
 )
 
 // serverMetrics are the Kafka listener's Prometheus metrics. Request
@@ -52,10 +50,10 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Name: "fjord_kafka_connections", Help: "Open Kafka protocol connections.",
 		}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fjord_topic_bytes_in_total", Help: "Record batch bytes appended by producers (the HTTP API's included), by topic.",
+			Name: "fjord_topic_bytes_in_total", Help: "Record batch bytes appended by producers (the HTTP API's included; not idempotent retries, which append nothing), by topic.",
 		}, []string{"topic"}),
 		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fjord_topic_records_in_total", Help: "Records appended by producers (the HTTP API's included), by topic.",
+			Name: "fjord_topic_records_in_total", Help: "Records appended by producers (the HTTP API's included; not idempotent retries, which append nothing), by topic.",
 		}, []string{"topic"}),
 		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_topic_bytes_out_total", Help: "Record batch bytes sent to consumers in fetch responses (not to follower replicas), by topic.",
@@ -81,20 +79,15 @@ func (m *serverMetrics) topic(name string) *topicCounters {
 	return c.(*topicCounters)
 }
 
-// produced counts batches a producer appended to topic. Their headers
-// were validated by the append.
-func (m *serverMetrics) produced(topic string, batches []byte) {
-	var records int64
-	for b := batches; len(b) >= record.HeaderSize; {
-		h, err := record.ParseHeader(b)
-		if err != nil || h.Size() > len(b) {
-			break
-		}
-		records += int64(h.NumRecords)
-		b = b[h.Size():]
+// produced counts an append to topic of size bytes holding records
+// records; an idempotent producer's retry, which writes nothing, counts
+// nothing.
+func (m *serverMetrics) produced(topic string, size int, records int64) {
+	if records == 0 {
+		return
 	}
 	c := m.topic(topic)
-	c.bytesIn.Add(float64(len(batches)))
+	c.bytesIn.Add(float64(size))
 	c.recordsIn.Add(float64(records))
 }
 

@@ -171,7 +171,7 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	req.turn.wait()
 	for i, j := range toAppend {
 		if pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks); j.err == nil {
-			s.metrics.produced(j.topic, j.records)
+			s.metrics.produced(j.topic, len(j.records), pending[i].Records())
 		}
 	}
 	req.turn.end()

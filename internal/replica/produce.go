@@ -42,6 +42,9 @@ type Pending interface {
 	// Wait completes steps 4 and 5: it returns once acks is satisfied,
 	// timeout passes (ErrRequestTimedOut) or ctx ends. Call it once.
 	Wait(ctx context.Context, timeout time.Duration) (AppendResult, error)
+	// Records is how many records the append wrote: 0 for an
+	// idempotent producer's retry of batches already written.
+	Records() int64
 }
 
 // StartAppend does steps 1-3 and returns without waiting for anything
@@ -77,8 +80,13 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 		// retry waits for the same offsets as if it had been written
 		// now: it must not be acknowledged before the original could be.
 		next: info.LastOffset + 1,
+		// A leader gives every record, control records included, the
+		// next offset, so the span is the count.
+		written: info.LastOffset - info.FirstOffset + 1,
 	}
-	if !isDuplicate(info) {
+	if isDuplicate(info) {
+		pa.written = 0
+	} else {
 		p.notifyAppend()
 	}
 	if acks == AcksNone {
@@ -100,7 +108,11 @@ type pendingAppend struct {
 	acks Acks
 	res  AppendResult
 	next int64 // the offset after the append's last record
+	// written is the records appended (Records).
+	written int64
 }
+
+func (pa *pendingAppend) Records() int64 { return pa.written }
 
 func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (AppendResult, error) {
 	failed := AppendResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}

@@ -377,5 +377,22 @@ func TestIdempotentRetry(t *testing.T) {
 		if next := e.append("t", 0, idem(3, 1), AcksAll); next.BaseOffset != 5 {
 			t.Fatalf("next in sequence at %d, want 5", next.BaseOffset)
 		}
+		// What each append wrote, for the listener's records-in count:
+		// the records of a new batch, none for a retry.
+		for _, tc := range []struct {
+			batch []byte
+			want  int64
+		}{{idem(4, 4), 4}, {idem(4, 4), 0}} {
+			pending, err := e.m.StartAppend("t", 0, tc.batch, AcksAll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pending.Records(); got != tc.want {
+				t.Fatalf("Records() %d, want %d", got, tc.want)
+			}
+			if _, err := pending.Wait(context.Background(), time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 }
