@@ -31,13 +31,24 @@ var codePlans sync.Map // reflect.Type (a struct type) -> *codePlan, nil when it
 
 // planFor returns t's plan, or nil when no value of t can hold a code.
 func planFor(t reflect.Type) *codePlan {
+	t = elemType(t)
+	if p, ok := codePlans.Load(t); ok { // every response after its type's first
+		return p.(*codePlan)
+	}
 	return planForVisiting(t, map[reflect.Type]bool{})
 }
 
-func planForVisiting(t reflect.Type, visiting map[reflect.Type]bool) *codePlan {
+// elemType is what t points to or holds, through pointers, slices and
+// arrays.
+func elemType(t reflect.Type) reflect.Type {
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 		t = t.Elem()
 	}
+	return t
+}
+
+func planForVisiting(t reflect.Type, visiting map[reflect.Type]bool) *codePlan {
+	t = elemType(t)
 	if t.Kind() != reflect.Struct || visiting[t] {
 		return nil
 	}
