@@ -444,13 +444,7 @@ func (c *conn) handle(a api, req *request, sl *slot) {
 // closed connection: one bad request must not take the node down.
 func (c *conn) runHandler(a api, req *request, sl *slot) {
 	start := time.Now()
-	defer func() {
-		var resp any
-		if sl.resp != nil {
-			resp = sl.resp
-		}
-		c.s.metrics.observe(req.key, start, resp, sl.err != nil)
-	}()
+	defer func() { c.s.metrics.observe(req.key, start, sl.resp, sl.err != nil) }()
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("kafkaserver: handler panicked; closing the connection",

@@ -112,7 +112,7 @@ func (m *serverMetrics) forgetTopic(topic string) {
 
 // observe records one handled request and the error codes of its
 // response (nil when there is none).
-func (m *serverMetrics) observe(key int16, start time.Time, resp any, failed bool) {
+func (m *serverMetrics) observe(key int16, start time.Time, resp kmsg.Response, failed bool) {
 	api := kmsg.NameForKey(key)
 	m.requests.WithLabelValues(api).Inc()
 	m.duration.WithLabelValues(api).Observe(time.Since(start).Seconds())
