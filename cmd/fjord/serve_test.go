@@ -117,6 +117,10 @@ func TestServeShutsDownCleanlyOnSignal(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
 			args := append([]string{"--data-dir", dir}, freePorts...)
 			cmd, out, done := startServe(t, nil, args...)
+			// A brand-new data directory is a first start, not a crash.
+			if got := logValue(t, out.String(), "start"); got != "new" {
+				t.Errorf("first start of a new data directory logged start=%s, want new:\n%s", got, out)
+			}
 			// The node serves /readyz before it is signalled.
 			waitReady(t, "http://"+logValue(t, out.String(), "http_addr"))
 			if err := cmd.Process.Signal(sig); err != nil {
@@ -133,12 +137,20 @@ func TestServeShutsDownCleanlyOnSignal(t *testing.T) {
 			}
 			// The next start sees the clean shutdown.
 			cmd, out, done = startServe(t, nil, args...)
-			if logValue(t, out.String(), "clean_start") != "true" {
-				t.Errorf("second start not clean:\n%s", out)
+			if got := logValue(t, out.String(), "start"); got != "clean" {
+				t.Errorf("second start logged start=%s, want clean:\n%s", got, out)
+			}
+			// A node killed outright starts unclean, even with no
+			// partition logs yet.
+			cmd.Process.Kill()
+			<-done
+			cmd, out, done = startServe(t, nil, args...)
+			if got := logValue(t, out.String(), "start"); got != "unclean" {
+				t.Errorf("start after SIGKILL logged start=%s, want unclean:\n%s", got, out)
 			}
 			cmd.Process.Signal(syscall.SIGTERM)
 			if err := <-done; err != nil {
-				t.Fatalf("second serve exited with %v\n%s", err, out)
+				t.Fatalf("third serve exited with %v\n%s", err, out)
 			}
 		})
 	}

@@ -317,7 +317,7 @@ func (n *Node) start(ctx context.Context) error {
 	attrs := []any{
 		"node_id", cfg.NodeID, "cluster_id", clusterID, "data_dir", cfg.DataDir,
 		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, fmt.Sprint(port)),
-		"controller_addr", cfg.ControllerAddr, "clean_start", n.storage.CleanStart,
+		"controller_addr", cfg.ControllerAddr, "start", n.storage.StartKind(),
 	}
 	if n.httpLn != nil {
 		attrs = append(attrs, "http_addr", n.httpLn.Addr().String())

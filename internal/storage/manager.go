@@ -84,6 +84,11 @@ type Manager struct {
 
 	// CleanStart reports whether the last shutdown was clean.
 	CleanStart bool
+	// NewDir reports that the data directory held nothing of a Manager's
+	// (no partition log, checkpoint or clean-shutdown marker): a first
+	// start, with nothing to recover. CleanStart is false then, but
+	// nothing crashed, and the start is logged as "new", not "unclean".
+	NewDir bool
 
 	cleaner *Cleaner
 	stop    chan struct{}
@@ -249,8 +254,29 @@ func (m *Manager) openAll() error {
 	if firstErr != nil {
 		return firstErr
 	}
-	m.log.Info("opened logs", "dir", m.dir, "logs", len(jobs), "clean", m.CleanStart, "took", time.Since(start))
+	if !m.CleanStart && len(jobs) == 0 {
+		m.NewDir = true
+		for _, n := range []string{RecoveryPointCheckpoint, LogStartOffsetCheckpoint, HighWatermarkCheckpoint} {
+			if slices.Contains(names, n) {
+				m.NewDir = false
+			}
+		}
+	}
+	m.log.Info("opened logs", "dir", m.dir, "logs", len(jobs), "start", m.StartKind(), "took", time.Since(start))
 	return nil
+}
+
+// StartKind names how the data directory was found, for logs: "new" (see
+// NewDir), "clean" (the last shutdown was clean) or "unclean" (logs past
+// their recovery points were scanned and truncated at the first damage).
+func (m *Manager) StartKind() string {
+	switch {
+	case m.NewDir:
+		return "new"
+	case m.CleanStart:
+		return "clean"
+	}
+	return "unclean"
 }
 
 // ParseLogDirName splits "<topic>-<partition>". Topic names may contain

@@ -146,6 +146,9 @@ func TestManagerOpensManyLogs(t *testing.T) {
 		if m.CleanStart {
 			t.Fatal("a new data directory reports a clean start")
 		}
+		if !m.NewDir || m.StartKind() != "new" {
+			t.Fatalf("a new data directory: NewDir %v, start %q; want true, new", m.NewDir, m.StartKind())
+		}
 		models := managerFill(t, m, 30)
 		// Something that is not a partition log is ignored, not fatal.
 		if err := fsys.MkdirAll(filepath.Join(dir, "not_a_log")); err != nil {
@@ -159,8 +162,8 @@ func TestManagerOpensManyLogs(t *testing.T) {
 		}
 
 		m = managerOpen(t, fsys, dir, ManagerOptions{RecoveryConcurrency: 3})
-		if !m.CleanStart {
-			t.Fatal("clean shutdown not recognised")
+		if !m.CleanStart || m.NewDir || m.StartKind() != "clean" {
+			t.Fatalf("clean shutdown not recognised: CleanStart %v, NewDir %v, start %q", m.CleanStart, m.NewDir, m.StartKind())
 		}
 		managerCheck(t, m, models)
 		for tp, mdl := range models {
@@ -177,8 +180,8 @@ func TestManagerOpensManyLogs(t *testing.T) {
 		m.closeLogs()
 		m = managerOpen(t, fsys, dir, ManagerOptions{RecoveryConcurrency: 1})
 		defer m.Close()
-		if m.CleanStart {
-			t.Fatal("an unclean shutdown reported clean")
+		if m.CleanStart || m.NewDir || m.StartKind() != "unclean" {
+			t.Fatalf("an unclean shutdown: CleanStart %v, NewDir %v, start %q; want false, false, unclean", m.CleanStart, m.NewDir, m.StartKind())
 		}
 		managerCheck(t, m, models)
 	})
