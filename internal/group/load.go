@@ -77,7 +77,7 @@ func (c *Coordinator) Load(p int32, read func(fn func(Record) error) error) erro
 	ps.groups = groups
 	loaded := len(groups) // read under the lock: JoinGroup adds to the map once it is published
 	c.mu.Unlock()
-	c.logger.Info("group: partition loaded", slog.Int("partition", int(p)), slog.Int("groups", loaded))
+	c.logger.Debug("group: partition loaded", slog.Int("partition", int(p)), slog.Int("groups", loaded))
 	return nil
 }
 

@@ -123,20 +123,61 @@ func (g *groupLoader) onImage(img *metadata.Image) {
 			g.coord.Unload(p)
 		}
 	}
+	var starts []int32
 	for p, epoch := range led {
 		if cur, ok := g.mu.epochs[p]; ok && cur == epoch {
 			continue
 		}
 		g.mu.epochs[p] = epoch
+		starts = append(starts, p)
+	}
+	if len(starts) == 0 {
+		return
+	}
+	w := &loadWave{log: g.log, start: time.Now(), pending: len(starts)}
+	for _, p := range starts {
+		epoch := led[p]
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
-			g.load(p, epoch)
+			w.done(g.load(p, epoch))
 		}()
 	}
 }
 
-func (g *groupLoader) load(p, epoch int32) {
+// loadWave is the loads one image started: the first image after a
+// start leads all 50 partitions of __consumer_offsets at once, and an
+// operator wants one line saying the coordinator is ready, not fifty.
+// Each partition's load is logged at debug level, a failure as an error.
+type loadWave struct {
+	log   *slog.Logger
+	start time.Time
+
+	mu      sync.Mutex
+	pending int // loads not yet finished
+	loaded  int // loads that finished with the partition's groups served
+	records int
+}
+
+// done records the end of one load of the wave; the last one logs the
+// summary.
+func (w *loadWave) done(records int, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending--
+	if ok {
+		w.loaded++
+		w.records += records
+	}
+	if w.pending == 0 && w.loaded > 0 {
+		w.log.Info("group coordinator loaded partitions", "topic", offsetsTopic, "partitions", w.loaded,
+			"records", w.records, "took", time.Since(w.start).Round(time.Millisecond))
+	}
+}
+
+// load replays partition p into the coordinator and reports how many
+// records it read and whether the partition's groups are now served.
+func (g *groupLoader) load(p, epoch int32) (int, bool) {
 	start := time.Now()
 	records := 0
 	err := g.coord.Load(p, func(fn func(group.Record) error) error {
@@ -164,8 +205,9 @@ func (g *groupLoader) load(p, epoch int32) {
 	})
 	switch {
 	case err == nil:
-		g.log.Info("group coordinator loaded partition", "partition", p, "leader_epoch", epoch,
+		g.log.Debug("group coordinator loaded partition", "partition", p, "leader_epoch", epoch,
 			"records", records, "took", time.Since(start).Round(time.Millisecond))
+		return records, true
 	case errors.Is(err, context.Canceled), errors.Is(err, group.ErrLoadSuperseded):
 		// The node is closing, or a newer leadership of the partition
 		// started its own load.
@@ -179,6 +221,7 @@ func (g *groupLoader) load(p, epoch int32) {
 		}
 		g.mu.Unlock()
 	}
+	return records, false
 }
 
 // close stops loads under way and waits for them.

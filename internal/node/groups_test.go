@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,4 +134,90 @@ func testGroupTooLargeToStore(t *testing.T, metadataBytes, assignmentBytes int) 
 			}
 		}
 	}
+}
+
+// The coordinator's loading of __consumer_offsets is one log line per
+// start, not one (or two) per partition: a node that leads all 50
+// partitions says once that its groups are served, with the partitions
+// and records it replayed; each partition's load is at debug level.
+func TestGroupLoadLogsOneSummaryLine(t *testing.T) {
+	dir := t.TempDir()
+	for start := range 2 {
+		logs := &recordedLogs{}
+		cfg := testConfig(t, dir)
+		cfg.GroupInitialRebalanceDelay = -1
+		cfg.Logger = slog.New(logs)
+		n := startNode(t, cfg)
+		testutil.Eventually(t, 10*time.Second, n.Ready)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		adm := kadm.NewClient(newClient(t, n))
+		if start == 0 {
+			if _, err := adm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A commit is answered once its partition is loaded; the other
+		// 49 load at the same time, and Close waits for any still going.
+		testutil.Eventually(t, 20*time.Second, func() error {
+			resp, err := adm.CommitOffsets(ctx, "billing", kadm.Offsets{"orders": {0: {Topic: "orders", At: int64(start + 1), LeaderEpoch: -1}}})
+			if err == nil {
+				err = resp.Error()
+			}
+			return err
+		})
+		cancel()
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		summaries := logs.matching("group coordinator loaded partitions")
+		if len(summaries) != 1 {
+			t.Fatalf("start %d: %d summary lines, want 1: %v", start, len(summaries), summaries)
+		}
+		if got := summaries[0]["partitions"]; got != "50" {
+			t.Errorf("start %d: summary says partitions=%s, want 50", start, got)
+		}
+		if start == 1 && summaries[0]["records"] == "0" {
+			t.Errorf("restart replayed no records, but the first start committed an offset: %v", summaries[0])
+		}
+		if per := len(logs.matching("group coordinator loaded partition")) + len(logs.matching("group: partition loaded")); per != 0 {
+			t.Errorf("start %d: %d per-partition load lines at info level, want none", start, per)
+		}
+	}
+}
+
+// recordedLogs is a slog.Handler that keeps each info-or-above record's
+// message and attributes, for tests that check what a node logs.
+type recordedLogs struct {
+	mu   sync.Mutex
+	recs []map[string]string // "msg" and each attribute, as text
+}
+
+func (h *recordedLogs) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *recordedLogs) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *recordedLogs) WithGroup(string) slog.Handler                { return h }
+
+func (h *recordedLogs) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]string{"msg": r.Message}
+	r.Attrs(func(a slog.Attr) bool {
+		m[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	h.recs = append(h.recs, m)
+	h.mu.Unlock()
+	return nil
+}
+
+// matching returns the records whose message is msg exactly.
+func (h *recordedLogs) matching(msg string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, m := range h.recs {
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
 }
