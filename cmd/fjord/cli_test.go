@@ -420,6 +420,11 @@ func TestClientRejectsBadFlags(t *testing.T) {
 		{`invalid argument "2" for "--acks" flag: allowed: all, -1, 1, 0`, []string{"produce", "t", "--acks", "2"}},
 		{`"--compression" flag: allowed: none, gzip, snappy, lz4, zstd`, []string{"produce", "t", "--compression", "brotli"}},
 		{`"--partition" flag: allowed: an integer from 0`, []string{"produce", "t", "--partition", "-3"}},
+		{`invalid argument "0" for "--max-message-bytes" flag: allowed: an integer from 512 to 104856576`, []string{"produce", "t", "--max-message-bytes", "0"}},
+		{`"--max-message-bytes" flag: allowed: an integer from 512`, []string{"produce", "t", "--max-message-bytes", "-1"}},
+		{`"--max-message-bytes" flag: allowed: an integer from 512`, []string{"produce", "t", "--max-message-bytes", "1MB"}},
+		{`"--max-message-bytes" flag: allowed: an integer from 512`, []string{"produce", "t", "--max-message-bytes", "104856577"}},
+		{`"--max-message-bytes" flag: allowed: an integer from 512`, []string{"produce", "t", "--max-message-bytes", "99999999999999999999"}},
 		{"--key and --key-separator exclude each other", []string{"produce", "t", "--key", "k", "--key-separator", ":"}},
 		{"--key-separator is empty", []string{"produce", "t", "--key-separator", ""}},
 		{`--format "%x\\n": unknown verb %x; allowed: %k key, %v value, %o offset, %p partition, %t timestamp`, []string{"consume", "t", "--format", `%x\n`}},
@@ -506,7 +511,7 @@ func TestProduceReportsFailedRecords(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("produce of a too-large record: exit %d, want 1\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"produced 0 records to " + topic + "; 1 failed\n", "fjord: record from line 1: MESSAGE_TOO_LARGE"} {
+	for _, want := range []string{"produced 0 records to " + topic + "; 1 failed\n", "fjord: record from line 1 (1000 bytes): MESSAGE_TOO_LARGE: over the limit of 200 bytes per record batch, topic " + topic + "'s max.message.bytes; raise it with fjord topic alter " + topic + " --config max.message.bytes=N\n"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
 		}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -25,6 +25,7 @@ type produceOptions struct {
 	acks         string
 	partition    int32
 	compression  string
+	maxMessage   int64
 }
 
 func newProduceCommand() *cobra.Command {
@@ -38,7 +39,11 @@ With --key every record gets that key; with --key-separator each line is split
 at the first separator into key and value (a line without it has no key).
 Records with the same key go to the same partition unless --partition picks
 one. A summary goes to stderr at the end; the exit status is 1 if any record
-failed.`,
+failed.
+
+A record batch is at most the topic's max.message.bytes (for a topic the
+produce creates, the node's default), or --max-message-bytes if given; a
+larger record fails, saying which limit it is over.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.applyEnv(cmd); err != nil {
@@ -54,6 +59,8 @@ failed.`,
 	f.Var(newEnumFlag(&o.acks, "all", "all", "-1", "1", "0"), "acks", "acknowledgements: all (every in-sync replica, idempotent), 1 (leader), 0 (none)")
 	f.Var(newIntFlag(&o.partition, 0, 0, math.MaxInt32, ""), "partition", "write every record to this partition (default: by key, or spread without one)")
 	f.Var(newEnumFlag(&o.compression, "none", "none", "gzip", "snappy", "lz4", "zstd"), "compression", "batch compression")
+	f.Var(newIntFlag(&o.maxMessage, 0, minBatchBytes, maxClientBatchBytes, ""), "max-message-bytes",
+		"largest record batch the client sends (default: the topic's max.message.bytes)")
 	return cmd
 }
 
@@ -93,30 +100,45 @@ func runProduce(cmd *cobra.Command, o produceOptions, topic string) error {
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The limits and the partition are looked up first: franz-go takes
+	// its batch limit when the client is made.
+	adm, closeAdmin, err := o.adminClient(ctx)
+	if err != nil {
+		return err
+	}
+	lookup, cancel := context.WithTimeout(ctx, requestTimeout)
+	limits := lookupProduceLimits(lookup, adm, topic)
+	if cmd.Flags().Changed("max-message-bytes") {
+		limits.flag = &recordLimit{o.maxMessage, "--max-message-bytes"}
+	}
+	if manual {
+		// A topic that does not exist yet may be auto-created by the
+		// produce itself.
+		n, err := partitionCount(lookup, adm, topic)
+		if err == nil && o.partition >= n {
+			cancel()
+			closeAdmin()
+			return fmt.Errorf("--partition %d: topic %s has %d partitions (0 to %d)", o.partition, topic, n, n-1)
+		}
+	}
+	cancel()
+	closeAdmin()
+	opts = append(opts, kgo.ProducerBatchMaxBytes(limits.batchBytes()))
 	cl, err := o.connect(ctx, opts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if manual {
-		// Check the partition up front; a topic that does not exist yet
-		// may be auto-created by the produce itself.
-		lookup, cancel := context.WithTimeout(ctx, requestTimeout)
-		n, err := partitionCount(lookup, kadm.NewClient(cl), topic)
-		cancel()
-		if err == nil && o.partition >= n {
-			return fmt.Errorf("--partition %d: topic %s has %d partitions (0 to %d)", o.partition, topic, n, n-1)
-		}
-	}
 
 	var (
 		mu        sync.Mutex
 		ok, fail  int
 		firstErr  error
 		firstLine int
+		firstSize int64 // of a record too large; else -1
 		wg        sync.WaitGroup
 	)
-	lines := readLines(ctx, cmd.InOrStdin())
+	lines := readLines(ctx, cmd.InOrStdin(), limits.maxLineBytes())
 	// Records already read are delivered even after an interrupt; each
 	// is bounded by RecordDeliveryTimeout.
 	produceCtx := context.WithoutCancel(ctx)
@@ -138,6 +160,14 @@ read:
 			break read
 		}
 		lineNo++
+		if l.data == nil {
+			// Longer than any batch the client sends: not kept.
+			fail++
+			if firstErr == nil {
+				firstErr, firstLine, firstSize = limits.tooLarge(int64(l.n)), lineNo, int64(l.n)
+			}
+			continue
+		}
 		r := &kgo.Record{Value: l.data}
 		switch {
 		case cmd.Flags().Changed("key"):
@@ -152,14 +182,21 @@ read:
 		}
 		line := lineNo
 		wg.Add(1)
-		cl.Produce(produceCtx, r, func(_ *kgo.Record, err error) {
+		cl.Produce(produceCtx, r, func(r *kgo.Record, err error) {
 			defer wg.Done()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				fail++
 				if firstErr == nil {
-					firstErr, firstLine = err, line
+					firstErr, firstLine, firstSize = err, line, -1
+					if errors.Is(err, kerr.MessageTooLarge) {
+						size := int64(len(r.Key) + len(r.Value))
+						for _, h := range r.Headers {
+							size += int64(len(h.Key) + len(h.Value))
+						}
+						firstErr, firstSize = limits.tooLarge(size), size
+					}
 				}
 				return
 			}
@@ -184,6 +221,8 @@ read:
 	switch {
 	case err != nil:
 		return err
+	case firstErr != nil && firstSize >= 0:
+		return fmt.Errorf("record from line %d (%d bytes): %w", firstLine, firstSize, firstErr)
 	case firstErr != nil:
 		return fmt.Errorf("record from line %d: %w", firstLine, firstErr)
 	}
@@ -191,32 +230,31 @@ read:
 }
 
 type line struct {
-	data []byte
+	data []byte // nil: longer than the limit, not kept
+	n    int    // the line's length, without the newline
 	err  error
 }
 
 // readLines reads r line by line (without the newline) in a goroutine, so
-// an interrupt is noticed while stdin blocks. The channel closes at EOF,
-// after an error (sent as the last line), or when ctx ends.
-func readLines(ctx context.Context, r io.Reader) <-chan line {
+// an interrupt is noticed while stdin blocks. A line longer than maxBytes
+// is sent without its data. The channel closes at EOF, after an error
+// (sent as the last line), or when ctx ends.
+func readLines(ctx context.Context, r io.Reader, maxBytes int) <-chan line {
 	out := make(chan line, 64)
 	go func() {
 		defer close(out)
 		br := bufio.NewReaderSize(r, 64<<10)
 		for {
-			b, err := br.ReadBytes('\n')
-			if len(b) > 0 && b[len(b)-1] == '\n' {
-				b = b[:len(b)-1]
-			}
+			b, n, err := readLine(br, maxBytes)
 			var l line
 			switch {
 			case err == nil:
-				l = line{data: b}
+				l = line{data: b, n: n}
 			case errors.Is(err, io.EOF):
-				if len(b) == 0 {
+				if n == 0 {
 					return
 				}
-				l = line{data: b} // a last line without a newline
+				l = line{data: b, n: n} // a last line without a newline
 			default:
 				l = line{err: err}
 			}
