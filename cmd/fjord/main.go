@@ -35,7 +35,10 @@ func newRootCommand() *cobra.Command {
 		Short:         "Fjord: a Kafka-compatible distributed commit log",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version; the template prints versionLine as it is.
+		Version: versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(
 		newServeCommand(),
 		newTopicCommand(),
@@ -43,6 +46,7 @@ func newRootCommand() *cobra.Command {
 		newConsumeCommand(),
 		newGroupCommand(),
 		newClusterCommand(),
+		newVersionCommand(),
 		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand(), newBenchReportCommand()),
 	)
 	return root

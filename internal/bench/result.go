@@ -16,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/buildinfo"
 )
 
 // Result is what one run measured, with everything needed to quote it:
@@ -136,20 +138,10 @@ func CollectMachine() Machine {
 // first: an older build run from a newer checkout must not be filed
 // under the checkout's commit.
 func buildCommit(info *debug.BuildInfo, fallback func() (string, bool)) (commit string, dirty bool) {
-	if info != nil {
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
+	if b := buildinfo.FromBuildInfo(info); b.Commit != "" {
+		return b.Commit, b.Modified
 	}
-	if commit == "" {
-		return fallback()
-	}
-	return commit, dirty
+	return fallback()
 }
 
 // gitCommit returns HEAD of the repository around the working directory
