@@ -427,7 +427,7 @@ func TestClientRejectsBadFlags(t *testing.T) {
 		{`"--max-message-bytes" flag: allowed: an integer from 512`, []string{"produce", "t", "--max-message-bytes", "99999999999999999999"}},
 		{"--key and --key-separator exclude each other", []string{"produce", "t", "--key", "k", "--key-separator", ":"}},
 		{"--key-separator is empty", []string{"produce", "t", "--key-separator", ""}},
-		{`--format "%x\\n": unknown verb %x; allowed: %k key, %v value, %o offset, %p partition, %t timestamp`, []string{"consume", "t", "--format", `%x\n`}},
+		{`--format "%x\\n": unknown verb %x; allowed: %k key, %v value, %h headers (k=v,k2=v2;`, []string{"consume", "t", "--format", `%x\n`}},
 		{`--format "%": ends with a lone %`, []string{"consume", "t", "--format", "%"}},
 		{`unknown escape \q`, []string{"consume", "t", "--format", `\q`}},
 		{"--from-beginning and --offset exclude each other", []string{"consume", "t", "--from-beginning", "--offset", "3"}},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ type produceOptions struct {
 	partition    int32
 	compression  string
 	maxMessage   int64
+	headers      []string
 }
 
 func newProduceCommand() *cobra.Command {
@@ -59,6 +61,7 @@ larger record fails, saying which limit it is over.`,
 	f.Var(newEnumFlag(&o.acks, "all", "all", "-1", "1", "0"), "acks", "acknowledgements: all (every in-sync replica, idempotent), 1 (leader), 0 (none)")
 	f.Var(newIntFlag(&o.partition, 0, 0, math.MaxInt32, ""), "partition", "write every record to this partition (default: by key, or spread without one)")
 	f.Var(newEnumFlag(&o.compression, "none", "none", "gzip", "snappy", "lz4", "zstd"), "compression", "batch compression")
+	f.StringArrayVar(&o.headers, "header", nil, "header key=value for every record (repeatable; a key may repeat)")
 	f.Var(newIntFlag(&o.maxMessage, 0, minBatchBytes, maxClientBatchBytes, ""), "max-message-bytes",
 		"largest record batch the client sends (default: the topic's max.message.bytes)")
 	return cmd
@@ -70,6 +73,10 @@ func runProduce(cmd *cobra.Command, o produceOptions, topic string) error {
 	}
 	if cmd.Flags().Changed("key-separator") && o.keySeparator == "" {
 		return errors.New("--key-separator is empty: give the string between key and value, e.g. ':'")
+	}
+	headers, err := parseHeaders(o.headers)
+	if err != nil {
+		return err
 	}
 	opts := []kgo.Opt{
 		kgo.DefaultProduceTopic(topic),
@@ -168,7 +175,7 @@ read:
 			}
 			continue
 		}
-		r := &kgo.Record{Value: l.data}
+		r := &kgo.Record{Value: l.data, Headers: headers}
 		switch {
 		case cmd.Flags().Changed("key"):
 			r.Key = []byte(o.key)
@@ -227,6 +234,23 @@ read:
 		return fmt.Errorf("record from line %d: %w", firstLine, firstErr)
 	}
 	return nil
+}
+
+// parseHeaders parses repeated --header key=value flags, in order; a key
+// may repeat, as Kafka allows, and the value may be empty or hold '='.
+func parseHeaders(kvs []string) ([]kgo.RecordHeader, error) {
+	var out []kgo.RecordHeader
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("--header %q: want key=value (e.g. trace-id=abc; an empty value is key=)", kv)
+		case k == "":
+			return nil, fmt.Errorf("--header %q: the key is empty; want key=value", kv)
+		}
+		out = append(out, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	return out, nil
 }
 
 type line struct {
