@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,8 @@ func newClusterCommand() *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	o.addFlags(cmd)
-	cmd.AddCommand(&cobra.Command{
+	var output string
+	describe := &cobra.Command{
 		Use:   "describe",
 		Short: "Show the cluster id, the active controller and the brokers",
 		Args:  cobra.NoArgs,
@@ -27,25 +29,51 @@ func newClusterCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("describing cluster: %w", err)
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Cluster ID: %s\n", meta.Cluster)
-			if meta.Controller < 0 {
-				fmt.Fprintln(out, "Controller: none (no active controller)")
-			} else {
-				fmt.Fprintf(out, "Controller: %d\n", meta.Controller)
+			d := clusterDescription{ClusterID: meta.Cluster, Brokers: []brokerDescription{}}
+			if meta.Controller >= 0 {
+				d.Controller = &meta.Controller
 			}
-			fmt.Fprintf(out, "Brokers: %d\n", len(meta.Brokers))
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tHOST\tPORT\tRACK")
 			for _, b := range meta.Brokers {
-				rack := "-"
+				bd := brokerDescription{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
 				if b.Rack != nil && *b.Rack != "" {
-					rack = *b.Rack
+					bd.Rack = b.Rack
 				}
-				fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", b.NodeID, b.Host, b.Port, rack)
+				d.Brokers = append(d.Brokers, bd)
 			}
-			return w.Flush()
+			return printResult(cmd, output, d)
 		}),
-	})
+	}
+	addOutputFlag(describe, &output)
+	cmd.AddCommand(describe)
 	return cmd
+}
+
+// clusterDescription is cluster describe -o json.
+type clusterDescription struct {
+	ClusterID  string              `json:"cluster_id"`
+	Controller *int32              `json:"controller"` // null: no active controller
+	Brokers    []brokerDescription `json:"brokers"`
+}
+
+func (d clusterDescription) printText(out io.Writer) error {
+	fmt.Fprintf(out, "Cluster ID: %s\n", d.ClusterID)
+	if d.Controller == nil {
+		fmt.Fprintln(out, "Controller: none (no active controller)")
+	} else {
+		fmt.Fprintf(out, "Controller: %d\n", *d.Controller)
+	}
+	fmt.Fprintf(out, "Brokers: %d\n", len(d.Brokers))
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tHOST\tPORT\tRACK")
+	for _, b := range d.Brokers {
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", b.NodeID, b.Host, b.Port, dashIfNull(b.Rack))
+	}
+	return w.Flush()
+}
+
+type brokerDescription struct {
+	NodeID int32   `json:"node_id"`
+	Host   string  `json:"host"`
+	Port   int32   `json:"port"`
+	Rack   *string `json:"rack"`
 }

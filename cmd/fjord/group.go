@@ -72,6 +72,7 @@ func checkGroupID(group string) error {
 
 func newGroupListCommand(o *clientOptions) *cobra.Command {
 	var states []string
+	var output string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List consumer groups with their state and protocol type",
@@ -90,29 +91,57 @@ func newGroupListCommand(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("listing groups: %w", err)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL-TYPE")
+			list := groupList{Groups: []groupListEntry{}}
 			for _, g := range listed.Sorted() {
 				// A broker older than ListGroups v4 ignores the filter
 				// (and sends no state): filter here too.
 				if len(want) > 0 && !slices.Contains(want, g.State) {
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\n", g.Group, orDash(g.State), orDash(g.ProtocolType))
+				list.Groups = append(list.Groups, groupListEntry{Group: g.Group, State: orNull(g.State), ProtocolType: orNull(g.ProtocolType)})
 			}
-			return w.Flush()
+			return printResult(cmd, output, list)
 		}),
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil,
 		"list only groups in this state (repeatable or comma-separated): "+strings.Join(groupStates, ", "))
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 
-func orDash(s string) string {
+// groupList is group list -o json.
+type groupList struct {
+	Groups []groupListEntry `json:"groups"`
+}
+
+func (l groupList) printText(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "GROUP\tSTATE\tPROTOCOL-TYPE")
+	for _, g := range l.Groups {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", g.Group, dashIfNull(g.State), dashIfNull(g.ProtocolType))
+	}
+	return w.Flush()
+}
+
+type groupListEntry struct {
+	Group        string  `json:"group"`
+	State        *string `json:"state"`         // null: the broker did not say
+	ProtocolType *string `json:"protocol_type"` // null: none
+}
+
+// orNull is s, or nil for "": what text shows as "-", JSON shows as null.
+func orNull(s string) *string {
 	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func dashIfNull(s *string) string {
+	if s == nil {
 		return "-"
 	}
-	return s
+	return *s
 }
 
 // describedGroup describes one group, or says it does not exist. Kafka
@@ -141,7 +170,8 @@ func groupNotFound(group string) error {
 }
 
 func newGroupDescribeCommand(o *clientOptions) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's state, members and assignments, and per partition its committed offset, log end offset and lag",
 		Args:  cobra.ExactArgs(1),
@@ -149,50 +179,97 @@ func newGroupDescribeCommand(o *clientOptions) *cobra.Command {
 			return checkGroupID(args[0])
 		},
 		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
-			return describeGroup(ctx, cmd.OutOrStdout(), adm, args[0])
+			d, err := describeGroup(ctx, adm, args[0])
+			if err != nil {
+				return err
+			}
+			return printResult(cmd, output, d)
 		}),
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }
 
-// groupPartition is one row of describe's partition table.
-type groupPartition struct {
-	topic     string
-	partition int32
-	committed int64 // -1: none
-	member    string
+// groupDescription is what group describe shows; its JSON is group
+// describe -o json.
+type groupDescription struct {
+	Group        string              `json:"group"`
+	State        string              `json:"state"`
+	ProtocolType *string             `json:"protocol_type"`
+	Protocol     *string             `json:"protocol"`
+	Coordinator  int32               `json:"coordinator"`
+	Members      []groupMemberDesc   `json:"members"`
+	Offsets      []groupPartitionRow `json:"offsets"`
 }
 
-func describeGroup(ctx context.Context, out io.Writer, adm *kadm.Client, group string) error {
+type groupMemberDesc struct {
+	MemberID   string  `json:"member_id"`
+	InstanceID *string `json:"instance_id"`
+	ClientID   *string `json:"client_id"`
+	Host       *string `json:"host"`
+	// Assignment is by topic; null for a group of another protocol type
+	// (Kafka Connect, say), whose assignments are not the consumer's.
+	Assignment []topicPartitions `json:"assignment"`
+	text       string            // the assignment as text shows it
+}
+
+type topicPartitions struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// groupPartitionRow is one row of describe's partition table: every
+// partition assigned to a member and every partition with a commit, as
+// kafka-consumer-groups --describe has. Null: none, or not known.
+type groupPartitionRow struct {
+	Topic           string  `json:"topic"`
+	Partition       int32   `json:"partition"`
+	CommittedOffset *int64  `json:"committed_offset"`
+	LogEndOffset    *int64  `json:"log_end_offset"`
+	Lag             *int64  `json:"lag"`
+	MemberID        *string `json:"member_id"`
+}
+
+func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupDescription, error) {
 	d, exists, err := describedGroup(ctx, adm, group)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !exists {
-		return groupNotFound(group)
+		return nil, groupNotFound(group)
 	}
 	commits, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
-		return fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
+		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
 	}
 
-	// The rows are every partition assigned to a member and every
-	// partition with a commit, as kafka-consumer-groups --describe has.
-	rows := map[topicPartition]*groupPartition{}
-	row := func(t string, p int32) *groupPartition {
+	rows := map[topicPartition]*groupPartitionRow{}
+	row := func(t string, p int32) *groupPartitionRow {
 		k := topicPartition{t, p}
 		if rows[k] == nil {
-			rows[k] = &groupPartition{topic: t, partition: p, committed: -1}
+			rows[k] = &groupPartitionRow{Topic: t, Partition: p}
 		}
 		return rows[k]
 	}
+	out := &groupDescription{
+		Group: d.Group, State: d.State, ProtocolType: orNull(d.ProtocolType), Protocol: orNull(d.Protocol),
+		Coordinator: d.Coordinator.NodeID, Members: []groupMemberDesc{}, Offsets: []groupPartitionRow{},
+	}
 	for _, m := range d.Members {
+		md := groupMemberDesc{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: orNull(m.ClientID), Host: orNull(m.ClientHost), text: assignment(m.Assigned)}
 		if a, ok := m.Assigned.AsConsumer(); ok {
+			md.Assignment = []topicPartitions{}
 			for _, t := range a.Topics {
+				ps := slices.Clone(t.Partitions)
+				slices.Sort(ps)
+				md.Assignment = append(md.Assignment, topicPartitions{Topic: t.Topic, Partitions: nonNil(ps)})
 				for _, p := range t.Partitions {
-					row(t.Topic, p).member = m.MemberID
+					row(t.Topic, p).MemberID = &md.MemberID
 				}
 			}
+			sort.Slice(md.Assignment, func(i, j int) bool { return md.Assignment[i].Topic < md.Assignment[j].Topic })
 		}
+		out.Members = append(out.Members, md)
 	}
 	var commitErr error
 	commits.Each(func(c kadm.OffsetResponse) {
@@ -200,11 +277,11 @@ func describeGroup(ctx context.Context, out io.Writer, adm *kadm.Client, group s
 		case c.Err != nil:
 			commitErr = fmt.Errorf("committed offset of %s-%d: %w", c.Topic, c.Partition, c.Err)
 		case c.At >= 0:
-			row(c.Topic, c.Partition).committed = c.At
+			row(c.Topic, c.Partition).CommittedOffset = &c.At
 		}
 	})
 	if commitErr != nil {
-		return fmt.Errorf("fetching the committed offsets of group %q: %w", group, commitErr)
+		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, commitErr)
 	}
 	var topics []string
 	for k := range rows {
@@ -217,56 +294,59 @@ func describeGroup(ctx context.Context, out io.Writer, adm *kadm.Client, group s
 		// A deleted topic comes back as an error for it alone; its rows
 		// then show no log end.
 		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
-			return fmt.Errorf("listing the end offsets of %s: %w", strings.Join(topics, ", "), err)
+			return nil, fmt.Errorf("listing the end offsets of %s: %w", strings.Join(topics, ", "), err)
 		}
 	}
+	for _, r := range rows {
+		if e, ok := ends.Lookup(r.Topic, r.Partition); ok && e.Err == nil {
+			end := e.Offset
+			r.LogEndOffset = &end
+			if r.CommittedOffset != nil {
+				lag := end - *r.CommittedOffset
+				r.Lag = &lag
+			}
+		}
+		out.Offsets = append(out.Offsets, *r)
+	}
+	sort.Slice(out.Offsets, func(i, j int) bool {
+		a, b := out.Offsets[i], out.Offsets[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	return out, nil
+}
 
+func (d *groupDescription) printText(out io.Writer) error {
 	fmt.Fprintf(out, "Group: %s\nState: %s\nProtocol type: %s\nProtocol: %s\nCoordinator: %d\nMembers: %d\n",
-		d.Group, d.State, orDash(d.ProtocolType), orDash(d.Protocol), d.Coordinator.NodeID, len(d.Members))
+		d.Group, d.State, dashIfNull(d.ProtocolType), dashIfNull(d.Protocol), d.Coordinator, len(d.Members))
 	if len(d.Members) > 0 {
 		fmt.Fprintln(out)
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "MEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tASSIGNMENT")
 		for _, m := range d.Members {
-			instance := "-"
-			if m.InstanceID != nil {
-				instance = *m.InstanceID
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, instance, orDash(m.ClientID), orDash(m.ClientHost), assignment(m.Assigned))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, dashIfNull(m.InstanceID), dashIfNull(m.ClientID), dashIfNull(m.Host), m.text)
 		}
 		if err := w.Flush(); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintln(out)
-	if len(rows) == 0 {
+	if len(d.Offsets) == 0 {
 		fmt.Fprintln(out, "No committed offsets and no assigned partitions.")
 		return nil
 	}
-	sorted := make([]*groupPartition, 0, len(rows))
-	for _, r := range rows {
-		sorted = append(sorted, r)
-	}
-	sort.Slice(sorted, func(i, j int) bool {
-		a, b := sorted[i], sorted[j]
-		return a.topic < b.topic || a.topic == b.topic && a.partition < b.partition
-	})
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER-ID")
-	for _, r := range sorted {
-		committed, logEnd, lag := "-", "-", "-"
-		if r.committed >= 0 {
-			committed = strconv.FormatInt(r.committed, 10)
-		}
-		if e, ok := ends.Lookup(r.topic, r.partition); ok && e.Err == nil {
-			logEnd = strconv.FormatInt(e.Offset, 10)
-			if r.committed >= 0 {
-				lag = strconv.FormatInt(e.Offset-r.committed, 10)
-			}
-		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", r.topic, r.partition, committed, logEnd, lag, orDash(r.member))
+	for _, r := range d.Offsets {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Topic, r.Partition, dashIfNil(r.CommittedOffset), dashIfNil(r.LogEndOffset), dashIfNil(r.Lag), dashIfNull(r.MemberID))
 	}
 	return w.Flush()
+}
+
+func dashIfNil(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*n, 10)
 }
 
 // assignment formats a member's assignment as topic:p,p topic:p; a

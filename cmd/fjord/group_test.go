@@ -264,6 +264,37 @@ func TestGroupListAndDescribe(t *testing.T) {
 		t.Errorf("describe of a group with one committed partition:\n%s", r.stdout)
 	}
 
+	// -o json: the same, for scripts; "-" in the tables is null.
+	doc := decodeJSON(t, n.ok(t, "", "group", "list", "-o", "json").stdout)
+	wantKeys(t, "group list", doc, "groups")
+	groups := list(t, doc["groups"])
+	if len(groups) != 2 {
+		t.Fatalf("group list -o json: %v", doc)
+	}
+	for i, want := range [][2]any{{"audit", nil}, {"billing", "consumer"}} {
+		g := wantKeys(t, "group", groups[i], "group", "state", "protocol_type")
+		if g["group"] != want[0] || g["state"] != "Empty" || g["protocol_type"] != want[1] {
+			t.Errorf("group %d: %v, want %v", i, g, want)
+		}
+	}
+	describeJSON := func(group string) map[string]any {
+		t.Helper()
+		doc := decodeJSON(t, n.ok(t, "", "group", "describe", group, "-o", "json").stdout)
+		wantKeys(t, "group describe", doc, "group", "state", "protocol_type", "protocol", "coordinator", "members", "offsets")
+		return doc
+	}
+	doc = describeJSON("audit")
+	offsets := list(t, doc["offsets"])
+	if doc["group"] != "audit" || doc["protocol_type"] != nil || doc["protocol"] != nil || number(t, doc["coordinator"]) != 1 ||
+		len(list(t, doc["members"])) != 0 || len(offsets) != 1 {
+		t.Fatalf("group describe audit -o json: %v", doc)
+	}
+	o := wantKeys(t, "offset row", offsets[0], "topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id")
+	if o["topic"] != "orders" || number(t, o["partition"]) != 1 || number(t, o["committed_offset"]) != 1 ||
+		number(t, o["log_end_offset"]) != 3 || number(t, o["lag"]) != 2 || o["member_id"] != nil {
+		t.Errorf("offset row %v", o)
+	}
+
 	// With a live member: its row, its assignment decoded, and the
 	// partitions attributed to it.
 	member := n.member(t, "billing", "orders")
@@ -282,6 +313,25 @@ func TestGroupListAndDescribe(t *testing.T) {
 	for _, p := range []string{"0", "1"} {
 		if f := rows[p]; len(f) != 6 || f[5] != id {
 			t.Errorf("partition %s row %q, want member %s", p, f, id)
+		}
+	}
+	doc = describeJSON("billing")
+	members := list(t, doc["members"])
+	if doc["state"] != "Stable" || doc["protocol"] != "cooperative-sticky" || len(members) != 1 {
+		t.Fatalf("group describe billing -o json: %v", doc)
+	}
+	m := wantKeys(t, "member", members[0], "member_id", "instance_id", "client_id", "host", "assignment")
+	assigned := list(t, m["assignment"])
+	if m["member_id"] != id || m["instance_id"] != nil || m["client_id"] != "test-member" || len(assigned) != 1 {
+		t.Fatalf("member %v", m)
+	}
+	a := wantKeys(t, "assignment", assigned[0], "topic", "partitions")
+	if ps := list(t, a["partitions"]); a["topic"] != "orders" || len(ps) != 2 || number(t, ps[0]) != 0 || number(t, ps[1]) != 1 {
+		t.Errorf("assignment %v", a)
+	}
+	for _, row := range list(t, doc["offsets"]) {
+		if r := row.(map[string]any); r["member_id"] != id {
+			t.Errorf("offset row %v, want member %s", r, id)
 		}
 	}
 	r = n.ok(t, "", "group", "list", "--state", "stable")

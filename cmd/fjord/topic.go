@@ -117,7 +117,8 @@ count stays the same: choose it up front if key order matters.`,
 }
 
 func newTopicListCommand(o *clientOptions) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List topics",
 		Args:  cobra.NoArgs,
@@ -126,69 +127,154 @@ func newTopicListCommand(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("listing topics: %w", err)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION-FACTOR")
+			list := topicList{Topics: []topicListEntry{}}
 			for _, name := range topics.Names() {
 				d := topics[name]
-				fmt.Fprintf(w, "%s\t%d\t%d\n", name, len(d.Partitions), d.Partitions.NumReplicas())
+				list.Topics = append(list.Topics, topicListEntry{
+					Name: name, ID: metadata.UUID(d.ID).Base64(), Partitions: len(d.Partitions), ReplicationFactor: d.Partitions.NumReplicas(),
+				})
 			}
-			return w.Flush()
+			return printResult(cmd, output, list)
 		}),
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// topicList is topic list -o json.
+type topicList struct {
+	Topics []topicListEntry `json:"topics"`
+}
+
+func (l topicList) printText(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION-FACTOR")
+	for _, t := range l.Topics {
+		fmt.Fprintf(w, "%s\t%d\t%d\n", t.Name, t.Partitions, t.ReplicationFactor)
+	}
+	return w.Flush()
+}
+
+type topicListEntry struct {
+	Name              string `json:"name"`
+	ID                string `json:"id"` // base64url, as Kafka's tools print it
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
 }
 
 func newTopicDescribeCommand(o *clientOptions) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a topic's partitions, leaders, replicas, offsets and config overrides",
 		Args:  cobra.ExactArgs(1),
 		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
-			return describeTopic(ctx, cmd.OutOrStdout(), adm, args[0])
+			d, err := describeTopic(ctx, adm, args[0])
+			if err != nil {
+				return err
+			}
+			return printResult(cmd, output, d)
 		}),
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }
 
-func describeTopic(ctx context.Context, out io.Writer, adm *kadm.Client, topic string) error {
+// topicDescription is what topic describe shows; its JSON is topic
+// describe -o json.
+type topicDescription struct {
+	Name              string `json:"name"`
+	ID                string `json:"id"`
+	ReplicationFactor int    `json:"replication_factor"`
+	// Configs are the topic's overrides; defaults are left out.
+	Configs    map[string]string      `json:"configs"`
+	Partitions []partitionDescription `json:"partitions"`
+}
+
+type partitionDescription struct {
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"` // -1: none
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	// The offsets are null when they could not be listed; Error says
+	// why.
+	LogStartOffset *int64 `json:"log_start_offset"`
+	LogEndOffset   *int64 `json:"log_end_offset"`
+	Error          string `json:"error,omitempty"`
+}
+
+func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (*topicDescription, error) {
 	topics, err := adm.ListTopics(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("describing topic %q: %w", topic, err)
+		return nil, fmt.Errorf("describing topic %q: %w", topic, err)
 	}
 	d, ok := topics[topic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("topic %q does not exist", topic)
+		return nil, fmt.Errorf("topic %q does not exist", topic)
 	}
 	if d.Err != nil {
-		return fmt.Errorf("describing topic %q: %w", topic, d.Err)
+		return nil, fmt.Errorf("describing topic %q: %w", topic, d.Err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("listing start offsets of %q: %w", topic, err)
+		return nil, fmt.Errorf("listing start offsets of %q: %w", topic, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("listing end offsets of %q: %w", topic, err)
+		return nil, fmt.Errorf("listing end offsets of %q: %w", topic, err)
 	}
 	configs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("describing configs of %q: %w", topic, err)
+		return nil, fmt.Errorf("describing configs of %q: %w", topic, err)
 	}
 	rc, err := configs.On(topic, nil)
 	if err == nil {
 		err = rc.Err
 	}
 	if err != nil {
-		return fmt.Errorf("describing configs of %q: %w", topic, kafkaError(err, rc.ErrMessage))
+		return nil, fmt.Errorf("describing configs of %q: %w", topic, kafkaError(err, rc.ErrMessage))
 	}
-	var overrides []string
+	out := &topicDescription{
+		Name: topic, ID: metadata.UUID(d.ID).Base64(), ReplicationFactor: d.Partitions.NumReplicas(),
+		Configs: map[string]string{}, Partitions: []partitionDescription{},
+	}
 	for _, c := range rc.Configs {
 		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
-			overrides = append(overrides, c.Key+"="+*c.Value)
+			out.Configs[c.Key] = *c.Value
 		}
 	}
-	sort.Strings(overrides)
+	for _, p := range d.Partitions.Sorted() {
+		pd := partitionDescription{
+			Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR),
+		}
+		offset := func(l kadm.ListedOffsets) *int64 {
+			o, ok := l.Lookup(topic, p.Partition)
+			switch {
+			case !ok:
+				pd.Error = "no offsets listed for the partition"
+			case o.Err != nil:
+				pd.Error = o.Err.Error()
+			default:
+				return &o.Offset
+			}
+			return nil
+		}
+		pd.LogStartOffset, pd.LogEndOffset = offset(starts), offset(ends)
+		out.Partitions = append(out.Partitions, pd)
+	}
+	return out, nil
+}
 
+func (d *topicDescription) printText(out io.Writer) error {
+	overrides := make([]string, 0, len(d.Configs))
+	for k, v := range d.Configs {
+		overrides = append(overrides, k+"="+v)
+	}
+	sort.Strings(overrides)
 	fmt.Fprintf(out, "Topic: %s\nTopic ID: %s\nPartitions: %d\nReplication factor: %d\n",
-		topic, metadata.UUID(d.ID).Base64(), len(d.Partitions), d.Partitions.NumReplicas())
+		d.Name, d.ID, len(d.Partitions), d.ReplicationFactor)
 	if len(overrides) == 0 {
 		fmt.Fprintln(out, "Configs: (defaults)")
 	} else {
@@ -196,21 +282,25 @@ func describeTopic(ctx context.Context, out io.Writer, adm *kadm.Client, topic s
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOG-START\tLOG-END")
-	for _, p := range d.Partitions.Sorted() {
-		offset := func(l kadm.ListedOffsets) string {
-			o, ok := l.Lookup(topic, p.Partition)
-			if !ok {
-				return "?"
+	for _, p := range d.Partitions {
+		offset := func(o *int64) string {
+			if o == nil {
+				return "error: " + p.Error
 			}
-			if o.Err != nil {
-				return "error: " + o.Err.Error()
-			}
-			return fmt.Sprint(o.Offset)
+			return fmt.Sprint(*o)
 		}
 		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
-			ids(p.Replicas), ids(p.ISR), offset(starts), offset(ends))
+			ids(p.Replicas), ids(p.ISR), offset(p.LogStartOffset), offset(p.LogEndOffset))
 	}
 	return w.Flush()
+}
+
+// nonNil makes an empty list JSON's [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // plural is "1 record", "2 records".

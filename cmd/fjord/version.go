@@ -16,13 +16,19 @@ import (
 func versionLine() string { return "fjord " + buildinfo.Read().String() + "\n" }
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, the commit it was built from and the Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), buildinfo.Read())
+			}
 			_, err := fmt.Fprint(cmd.OutOrStdout(), versionLine())
 			return err
 		},
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }
