@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -441,24 +440,6 @@ func parseResetTopics(specs []string) ([]resetTopic, error) {
 	return out, nil
 }
 
-// datetimeLayouts are what --to-datetime takes: RFC 3339, and the same
-// without a zone (local time), as Kafka's tool takes
-// "YYYY-MM-DDTHH:mm:SS.sss".
-var datetimeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04:05"}
-
-func parseDatetime(s string) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range datetimeLayouts[1:] {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--to-datetime %q: want RFC 3339 (e.g. 2024-05-01T12:00:00Z or 2024-05-01T14:00:00+02:00) or local time 2006-01-02T15:04:05[.000]", s)
-}
-
 // check validates the flags without a node: exactly one target, the
 // topics, the datetime.
 func (r *resetOptions) check(cmd *cobra.Command, group string) ([]resetTopic, error) {
@@ -480,7 +461,7 @@ func (r *resetOptions) check(cmd *cobra.Command, group string) ([]resetTopic, er
 		return nil, fmt.Errorf("%s exclude each other: give one of %s", strings.Join(given, " and "), resetTargetsHelp)
 	}
 	if cmd.Flags().Changed("to-datetime") {
-		if _, err := parseDatetime(r.toDatetime); err != nil {
+		if _, err := parseDatetime("--to-datetime", r.toDatetime); err != nil {
 			return nil, err
 		}
 	}
@@ -501,7 +482,8 @@ consumer starts there:
   --to-offset N     offset N
   --to-datetime T   the first offset whose record's timestamp is at or after T
                     (the log end if there is none); T is RFC 3339, e.g.
-                    2024-05-01T12:00:00Z, or local time 2024-05-01T14:00:00
+                    2024-05-01T12:00:00Z, local time 2024-05-01T14:00:00, or
+                    milliseconds since 1970
   --shift-by N      the committed offset plus N (negative: back)
 
 An offset outside a partition's log is moved to its log start or log end, as
@@ -527,7 +509,7 @@ with --dry-run nothing is committed.`,
 	addBoolFlag(f, &r.toEarliest, "to-earliest", false, "to the log start offset")
 	addBoolFlag(f, &r.toLatest, "to-latest", false, "to the log end offset")
 	f.Var(newIntFlag(&r.toOffset, 0, 0, math.MaxInt64, ""), "to-offset", "to this offset (kept within the log)")
-	f.StringVar(&r.toDatetime, "to-datetime", "", "to the first record at or after this time: RFC 3339, or local 2006-01-02T15:04:05")
+	f.StringVar(&r.toDatetime, "to-datetime", "", "to the first record at or after this time: RFC 3339, local 2006-01-02T15:04:05, or ms since 1970")
 	f.Var(newIntFlag(&r.shiftBy, 0, math.MinInt64, math.MaxInt64, "(negative: back, positive: forward)"), "shift-by", "by this many offsets from the committed offset (kept within the log)")
 	addBoolFlag(f, &r.dryRun, "dry-run", false, "print the plan, commit nothing")
 	return cmd
@@ -595,7 +577,7 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, gro
 	}
 	var byTime kadm.ListedOffsets
 	if cmd.Flags().Changed("to-datetime") {
-		at, _ := parseDatetime(r.toDatetime) // checked in PreRunE
+		at, _ := parseDatetime("--to-datetime", r.toDatetime) // checked in PreRunE
 		byTime, err = list("by-time", func(ctx context.Context, ts ...string) (kadm.ListedOffsets, error) {
 			return adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), ts...)
 		})

@@ -523,6 +523,9 @@ func TestGroupBadInput(t *testing.T) {
 		{`say where to move the offsets`, append(reset, "--topic", "t", "--to-earliest=false")},
 		{`--to-datetime "yesterday": want RFC 3339`, append(reset, "--topic", "t", "--to-datetime", "yesterday")},
 		{`--to-datetime "2024-13-01T00:00:00Z": want RFC 3339`, append(reset, "--topic", "t", "--to-datetime", "2024-13-01T00:00:00Z")},
+		// Regression: a time before 1970 is a negative timestamp, which
+		// ListOffsets reads as "latest" (-1) or "earliest" (-2).
+		{`--to-datetime "1969-12-31T23:59:59.999Z": before 1970-01-01T00:00:00Z`, append(reset, "--topic", "t", "--to-datetime", "1969-12-31T23:59:59.999Z")},
 		{`invalid argument "back" for "--shift-by" flag: allowed: an integer`, append(reset, "--topic", "t", "--shift-by", "back")},
 		{`invalid argument "-1" for "--to-offset" flag: allowed: an integer from 0`, append(reset, "--topic", "t", "--to-offset", "-1")},
 		{`--topic is required: give TOPIC or TOPIC:PARTITION[,PARTITION...]`, append(reset, "--to-earliest")},
