@@ -431,7 +431,7 @@ func TestClientRejectsBadFlags(t *testing.T) {
 		{`--format "%": ends with a lone %`, []string{"consume", "t", "--format", "%"}},
 		{`unknown escape \q`, []string{"consume", "t", "--format", `\q`}},
 		{"--from-beginning and --offset exclude each other", []string{"consume", "t", "--from-beginning", "--offset", "3"}},
-		{`"--offset" flag: allowed: an integer from 0`, []string{"consume", "t", "--offset", "-1"}},
+		{`"--offset" flag: allowed: an integer from -9223372036854775807`, []string{"consume", "t", "--offset", "1.5"}},
 		{`"--max-messages" flag: allowed: an integer from 0 to 9223372036854775807 (0: no limit)`, []string{"consume", "t", "--max-messages", "lots"}},
 		{`--brokers "localhost": want host:port`, []string{"cluster", "describe", "--brokers", "localhost"}},
 		{"accepts 1 arg(s), received 0", []string{"produce"}},
@@ -528,7 +528,7 @@ func TestConsumeOffsetOutOfRange(t *testing.T) {
 	if r.stdout != "c\n" {
 		t.Fatalf("--offset 2 printed %q, want c", r.stdout)
 	}
-	fails(t, "--offset 100 is outside partition "+topic+"-0 (allowed: 0, its log start, to 3, its log end)",
+	fails(t, "--offset 100 is outside partition "+topic+"-0 (allowed: 0, its log start, to 3, its log end; -N: N records before the end)",
 		"consume", topic, "--offset", "100", "--max-messages", "1", "--brokers", sharedNode(t).KafkaAddr().String())
 }
 

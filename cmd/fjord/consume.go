@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,7 +24,8 @@ import (
 type consumeOptions struct {
 	clientOptions
 	fromBeginning bool
-	offset        int64
+	offset        int64 // negative: that many records before the end
+	fromTime      string
 	partition     int32
 	maxMessages   int64
 	format        string
@@ -37,7 +39,10 @@ func newConsumeCommand() *cobra.Command {
 		Short: "Print records of a topic",
 		Long: `Print the records of TOPIC, one per --format template, from every partition
 (or only --partition), starting at the end (new records only), at the start
-(--from-beginning) or at --offset.
+(--from-beginning), at --offset N, N records before the end of each partition
+(--offset -N; from the start if the partition holds fewer, as kcat's -o -N),
+or at the first record at or after a time (--from-time; the end if there is
+none).
 
 Without --group it reads the partitions directly and commits no offsets.
 With --group G it consumes as a member of consumer group G: the group shares
@@ -45,8 +50,8 @@ the topic's partitions among its members, each member starts at the group's
 committed offsets (where the group has none: at the start with
 --from-beginning, else at the end), commits the offsets of what it has
 printed every few seconds and on exit, and leaves the group on exit.
---partition and --offset do not go with --group (move a group's offsets with
-"fjord group reset-offsets").
+--partition, --offset and --from-time do not go with --group (move a group's
+offsets with "fjord group reset-offsets").
 
 Without --max-messages it runs until interrupted.
 
@@ -62,7 +67,9 @@ Without --max-messages it runs until interrupted.
 	o.addFlags(cmd)
 	f := cmd.Flags()
 	addBoolFlag(f, &o.fromBeginning, "from-beginning", false, "start at the log start offset of each partition (with --group: of each partition the group has no offset for)")
-	f.Var(newIntFlag(&o.offset, 0, 0, math.MaxInt64, ""), "offset", "start at this offset (in each partition read)")
+	f.Var(newIntFlag(&o.offset, 0, -math.MaxInt64, math.MaxInt64, "(-N: N records before the end)"), "offset",
+		"start at this offset in each partition read; -N: N records before each partition's end")
+	f.StringVar(&o.fromTime, "from-time", "", "start at the first record at or after this time: "+datetimeHelp)
 	f.Var(newIntFlag(&o.partition, 0, 0, math.MaxInt32, ""), "partition", "read only this partition (default: all)")
 	f.Var(newIntFlag(&o.maxMessages, 0, 0, math.MaxInt64, "(0: no limit)"), "max-messages", "exit after printing this many records")
 	f.StringVar(&o.format, "format", `%v\n`, "output template per record")
@@ -82,6 +89,9 @@ func checkGroupFlags(cmd *cobra.Command, o consumeOptions) error {
 	case cmd.Flags().Changed("offset"):
 		return errors.New("--offset and --group exclude each other: a group member starts at the group's committed offsets; " +
 			"move them with \"fjord group reset-offsets\", or leave out --group to read from an offset directly")
+	case cmd.Flags().Changed("from-time"):
+		return errors.New("--from-time and --group exclude each other: a group member starts at the group's committed offsets; " +
+			"move them with \"fjord group reset-offsets --to-datetime\", or leave out --group to read from a time directly")
 	}
 	return nil
 }
@@ -97,15 +107,14 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 			return err
 		}
 	}
-	if o.fromBeginning && cmd.Flags().Changed("offset") {
-		return errors.New("--from-beginning and --offset exclude each other: give one")
+	if given := givenFlags(cmd, "from-beginning", "offset", "from-time"); len(given) > 1 {
+		return fmt.Errorf("%s exclude each other: give one", strings.Join(given, " and "))
 	}
-	start := kgo.NewOffset().AtEnd()
-	switch {
-	case o.fromBeginning:
-		start = kgo.NewOffset().AtStart()
-	case cmd.Flags().Changed("offset"):
-		start = kgo.NewOffset().At(o.offset)
+	var at time.Time
+	if cmd.Flags().Changed("from-time") {
+		if at, err = parseDatetime("--from-time", o.fromTime); err != nil {
+			return err
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -133,23 +142,28 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 		defer admin.Close()
 		return consumeInGroup(ctx, stop, o, topic, seeds, adm, printer)
 	}
-	parts := map[int32]kgo.Offset{}
+	var read []int32
 	if cmd.Flags().Changed("partition") {
 		if o.partition >= n {
 			admin.Close()
 			return fmt.Errorf("--partition %d: topic %s has %d partitions (0 to %d)", o.partition, topic, n, n-1)
 		}
-		parts[o.partition] = start
+		read = []int32{o.partition}
 	} else {
 		for p := range n {
-			parts[p] = start
+			read = append(read, p)
 		}
 	}
-	if cmd.Flags().Changed("offset") {
-		// An offset outside a partition would make the client reset to
-		// wherever its policy says (franz-go: the start), printing
-		// records the user did not ask for; say so instead.
-		err = checkOffsetInRange(lookup, adm, topic, parts, o.offset)
+	var parts map[int32]kgo.Offset
+	switch {
+	case o.fromBeginning:
+		parts = startEach(read, func(int32) kgo.Offset { return kgo.NewOffset().AtStart() })
+	case cmd.Flags().Changed("offset"):
+		parts, err = offsetStarts(lookup, adm, topic, read, o.offset)
+	case cmd.Flags().Changed("from-time"):
+		parts, err = timeStarts(lookup, adm, topic, read, at)
+	default:
+		parts = startEach(read, func(int32) kgo.Offset { return kgo.NewOffset().AtEnd() })
 	}
 	admin.Close()
 	if err != nil {
@@ -294,32 +308,85 @@ type topicPartition struct {
 	partition int32
 }
 
-// checkOffsetInRange refuses an --offset outside [log start, log end] of
-// any partition to be read, naming the range.
-func checkOffsetInRange(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]kgo.Offset, offset int64) error {
-	starts, err := adm.ListStartOffsets(ctx, topic)
+func startEach(parts []int32, at func(int32) kgo.Offset) map[int32]kgo.Offset {
+	out := make(map[int32]kgo.Offset, len(parts))
+	for _, p := range parts {
+		out[p] = at(p)
+	}
+	return out
+}
+
+// listLog lists the log start and end offsets of topic's partitions.
+func listLog(ctx context.Context, adm *kadm.Client, topic string) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
-	if err != nil {
-		return fmt.Errorf("listing the offsets of %s: %w", topic, err)
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, topic)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return fmt.Errorf("listing the offsets of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("listing the offsets of %s: %w", topic, err)
 	}
-	for p := range parts {
+	return starts, ends, nil
+}
+
+// offsetStarts resolves --offset to an exact offset per partition read.
+// An offset N outside [log start, log end] of any partition is refused,
+// naming the range: the client would otherwise reset to wherever its
+// policy says (franz-go: the start), printing records the user did not
+// ask for. -N starts N records before each partition's end, or at its
+// start if it holds fewer: "the last N records", as kcat's -o -N.
+func offsetStarts(ctx context.Context, adm *kadm.Client, topic string, parts []int32, offset int64) (map[int32]kgo.Offset, error) {
+	starts, ends, err := listLog(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]kgo.Offset, len(parts))
+	for _, p := range parts {
 		s, _ := starts.Lookup(topic, p)
 		e, _ := ends.Lookup(topic, p)
-		if offset < s.Offset || offset > e.Offset {
-			return fmt.Errorf("--offset %d is outside partition %s-%d (allowed: %d, its log start, to %d, its log end)",
+		switch {
+		case offset < 0:
+			// offset >= -MaxInt64 (the flag's range), so -offset fits.
+			out[p] = kgo.NewOffset().At(max(s.Offset, e.Offset-min(-offset, e.Offset)))
+		case offset < s.Offset || offset > e.Offset:
+			return nil, fmt.Errorf("--offset %d is outside partition %s-%d (allowed: %d, its log start, to %d, its log end; -N: N records before the end)",
 				offset, topic, p, s.Offset, e.Offset)
+		default:
+			out[p] = kgo.NewOffset().At(offset)
 		}
 	}
-	return nil
+	return out, nil
+}
+
+// timeStarts resolves --from-time to the first offset at or after it in
+// each partition read, or the log end where there is none.
+func timeStarts(ctx context.Context, adm *kadm.Client, topic string, parts []int32, at time.Time) (map[int32]kgo.Offset, error) {
+	listed, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the offsets of %s at %s: %w", topic, at.Format(time.RFC3339Nano), err)
+	}
+	_, ends, err := listLog(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]kgo.Offset, len(parts))
+	for _, p := range parts {
+		o, ok := listed.Lookup(topic, p)
+		if !ok || o.Offset < 0 {
+			e, _ := ends.Lookup(topic, p)
+			o.Offset = e.Offset
+		}
+		out[p] = kgo.NewOffset().At(o.Offset)
+	}
+	return out, nil
 }
 
 // groupCommitInterval is how often a group member commits what it has

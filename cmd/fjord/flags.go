@@ -171,3 +171,16 @@ func readConfigFile(cmd *cobra.Command, path string) (map[string]string, error) 
 	}
 	return values, nil
 }
+
+// givenFlags returns "--name" for each of names given on the command
+// line, leaving out a bool given as false: --from-beginning=false is no
+// choice at all.
+func givenFlags(cmd *cobra.Command, names ...string) []string {
+	var given []string
+	for _, name := range names {
+		if f := cmd.Flags().Lookup(name); f.Changed && f.Value.String() != "false" {
+			given = append(given, "--"+name)
+		}
+	}
+	return given
+}

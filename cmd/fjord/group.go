@@ -446,14 +446,7 @@ func (r *resetOptions) check(cmd *cobra.Command, group string) ([]resetTopic, er
 	if err := checkGroupID(group); err != nil {
 		return nil, err
 	}
-	var given []string
-	for _, name := range resetTargets {
-		f := cmd.Flags().Lookup(name)
-		// --to-earliest=false is no choice at all.
-		if f.Changed && f.Value.String() != "false" {
-			given = append(given, "--"+name)
-		}
-	}
+	given := givenFlags(cmd, resetTargets...)
 	switch {
 	case len(given) == 0:
 		return nil, errors.New("say where to move the offsets: give one of " + resetTargetsHelp)
