@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -383,14 +384,17 @@ type resetOptions struct {
 	toOffset   int64
 	toDatetime string
 	shiftBy    int64
+	byDuration string
+	allTopics  bool
 	dryRun     bool
+	execute    bool
 }
 
 // resetTargets names the options that say where to reset to; exactly
 // one is given.
-var resetTargets = []string{"to-earliest", "to-latest", "to-offset", "to-datetime", "shift-by"}
+var resetTargets = []string{"to-earliest", "to-latest", "to-offset", "to-datetime", "by-duration", "shift-by"}
 
-const resetTargetsHelp = "--to-earliest, --to-latest, --to-offset N, --to-datetime T or --shift-by N"
+const resetTargetsHelp = "--to-earliest, --to-latest, --to-offset N, --to-datetime T, --by-duration D or --shift-by N"
 
 // resetTopic is one --topic: a topic and the partitions asked for (nil:
 // all of them).
@@ -403,9 +407,6 @@ type resetTopic struct {
 // topic given twice merges, and a topic given without partitions means
 // all of them.
 func parseResetTopics(specs []string) ([]resetTopic, error) {
-	if len(specs) == 0 {
-		return nil, errors.New("--topic is required: give TOPIC or TOPIC:PARTITION[,PARTITION...] (repeatable), e.g. --topic orders:0,2")
-	}
 	var out []resetTopic
 	for _, spec := range specs {
 		bad := fmt.Errorf("--topic %q: want TOPIC or TOPIC:PARTITION[,PARTITION...], e.g. orders or orders:0,2", spec)
@@ -453,18 +454,47 @@ func (r *resetOptions) check(cmd *cobra.Command, group string) ([]resetTopic, er
 	case len(given) > 1:
 		return nil, fmt.Errorf("%s exclude each other: give one of %s", strings.Join(given, " and "), resetTargetsHelp)
 	}
-	if cmd.Flags().Changed("to-datetime") {
-		if _, err := parseDatetime("--to-datetime", r.toDatetime); err != nil {
-			return nil, err
-		}
+	if _, err := r.targetTime(cmd, time.Now()); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.dryRun && r.execute:
+		return nil, errors.New("--dry-run and --execute exclude each other: --dry-run only prints the plan, --execute commits it")
+	case r.allTopics && len(r.topics) > 0:
+		return nil, errors.New("--topic and --all-topics exclude each other: give one")
+	case !r.allTopics && len(r.topics) == 0:
+		return nil, errors.New("--topic is required: give TOPIC or TOPIC:PARTITION[,PARTITION...] (repeatable), e.g. --topic orders:0,2; " +
+			"or --all-topics for every partition the group has an offset for")
 	}
 	return parseResetTopics(r.topics)
+}
+
+// targetTime is the time --to-datetime or --by-duration resets to; zero
+// without either.
+func (r *resetOptions) targetTime(cmd *cobra.Command, now time.Time) (time.Time, error) {
+	switch {
+	case cmd.Flags().Changed("to-datetime"):
+		return parseDatetime("--to-datetime", r.toDatetime)
+	case cmd.Flags().Changed("by-duration"):
+		d, err := parseBackDuration(r.byDuration)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("--by-duration %q: %v", r.byDuration, err)
+		}
+		// Kafka's tool: "reset offsets to offset by duration from
+		// current timestamp", back in time.
+		at := now.Add(-d)
+		if at.UnixMilli() < 0 {
+			return time.Time{}, fmt.Errorf("--by-duration %q goes back to before 1970-01-01T00:00:00Z, the earliest record timestamp; use --to-earliest", r.byDuration)
+		}
+		return at, nil
+	}
+	return time.Time{}, nil
 }
 
 func newGroupResetOffsetsCommand(o *clientOptions) *cobra.Command {
 	var r resetOptions
 	cmd := &cobra.Command{
-		Use:   "reset-offsets GROUP --topic TOPIC[:P,P...] (--to-earliest | --to-latest | --to-offset N | --to-datetime T | --shift-by N)",
+		Use:   "reset-offsets GROUP (--topic TOPIC[:P,P...] | --all-topics) (--to-earliest | --to-latest | --to-offset N | --to-datetime T | --by-duration D | --shift-by N) [--execute]",
 		Short: "Move a group's committed offsets: to the start, the end, an offset, a time, or by a shift",
 		Long: `Move the committed offsets of GROUP for the partitions of each --topic (all of
 its partitions, or only those listed after a colon), so that the group's next
@@ -473,6 +503,8 @@ consumer starts there:
   --to-earliest     the log start offset
   --to-latest       the log end offset
   --to-offset N     offset N
+  --by-duration D   the first offset at or after D ago (as --to-datetime); D is
+                    Go's 1h30m or Kafka's ISO 8601 PT1H30M, P1D (a day)
   --to-datetime T   the first offset whose record's timestamp is at or after T
                     (the log end if there is none); T is RFC 3339, e.g.
                     2024-05-01T12:00:00Z, local time 2024-05-01T14:00:00, or
@@ -481,8 +513,12 @@ consumer starts there:
 
 An offset outside a partition's log is moved to its log start or log end, as
 kafka-consumer-groups does. The group must have no members: stop its
-consumers first. The plan (old and new offset per partition) is printed;
-with --dry-run nothing is committed.`,
+consumers first. --all-topics moves every partition the group has an offset
+for, instead of --topic.
+
+The plan (old and new offset per partition) is printed, and nothing is
+committed without --execute, as with kafka-consumer-groups; --dry-run says so
+explicitly.`,
 		Args: cobra.ExactArgs(1),
 		// Bad flags fail before the command connects.
 		PreRunE: func(cmd *cobra.Command, args []string) error {
@@ -504,7 +540,10 @@ with --dry-run nothing is committed.`,
 	f.Var(newIntFlag(&r.toOffset, 0, 0, math.MaxInt64, ""), "to-offset", "to this offset (kept within the log)")
 	f.StringVar(&r.toDatetime, "to-datetime", "", "to the first record at or after this time: RFC 3339, local 2006-01-02T15:04:05, or ms since 1970")
 	f.Var(newIntFlag(&r.shiftBy, 0, math.MinInt64, math.MaxInt64, "(negative: back, positive: forward)"), "shift-by", "by this many offsets from the committed offset (kept within the log)")
-	addBoolFlag(f, &r.dryRun, "dry-run", false, "print the plan, commit nothing")
+	f.StringVar(&r.byDuration, "by-duration", "", "to the first record at or after this long ago: 1h30m, or Kafka's PT1H30M, P1D")
+	addBoolFlag(f, &r.allTopics, "all-topics", false, "every partition the group has a committed offset for, instead of --topic")
+	addBoolFlag(f, &r.dryRun, "dry-run", false, "print the plan, commit nothing (also the default without --execute)")
+	addBoolFlag(f, &r.execute, "execute", false, "commit the plan; without it nothing changes")
 	return cmd
 }
 
@@ -529,6 +568,32 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, gro
 			group, plural(int64(len(d.Members)), "member"), d.State)
 	}
 
+	commits, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
+	}
+	if r.allTopics {
+		// Kafka's --all-topics: the partitions the group has offsets
+		// for.
+		commits.Each(func(c kadm.OffsetResponse) {
+			if c.Err != nil || c.At < 0 {
+				return
+			}
+			i := slices.IndexFunc(topics, func(t resetTopic) bool { return t.topic == c.Topic })
+			if i < 0 {
+				topics, i = append(topics, resetTopic{topic: c.Topic, partitions: []int32{}}), len(topics)
+			}
+			topics[i].partitions = append(topics[i].partitions, c.Partition)
+		})
+		if len(topics) == 0 {
+			return fmt.Errorf("group %q has no committed offsets for --all-topics to reset; name the partitions with --topic", group)
+		}
+		sort.Slice(topics, func(i, j int) bool { return topics[i].topic < topics[j].topic })
+		for _, t := range topics {
+			slices.Sort(t.partitions)
+		}
+	}
+
 	// Every topic and partition named must exist before anything moves.
 	var names []string
 	for i, t := range topics {
@@ -546,10 +611,6 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, gro
 		names = append(names, t.topic)
 	}
 
-	commits, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
-	}
 	list := func(what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
 		l, err := fn(ctx, names...)
 		if err == nil {
@@ -569,8 +630,11 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, gro
 		return err
 	}
 	var byTime kadm.ListedOffsets
-	if cmd.Flags().Changed("to-datetime") {
-		at, _ := parseDatetime("--to-datetime", r.toDatetime) // checked in PreRunE
+	at, err := r.targetTime(cmd, time.Now()) // checked in PreRunE
+	if err != nil {
+		return err
+	}
+	if !at.IsZero() {
 		byTime, err = list("by-time", func(ctx context.Context, ts ...string) (kadm.ListedOffsets, error) {
 			return adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), ts...)
 		})
@@ -596,7 +660,7 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, gro
 				target = end.Offset
 			case cmd.Flags().Changed("to-offset"):
 				target = r.toOffset
-			case cmd.Flags().Changed("to-datetime"):
+			case !at.IsZero():
 				// No record at or after the time: the log end, where the
 				// next record will be.
 				target = end.Offset
@@ -635,8 +699,8 @@ func resetOffsets(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, gro
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if r.dryRun {
-		fmt.Fprintf(out, "dry run: nothing committed; run without --dry-run to move the offsets of group %s\n", group)
+	if !r.execute {
+		fmt.Fprintf(out, "dry run: nothing committed; add --execute to move the offsets of group %s\n", group)
 		return nil
 	}
 

@@ -211,7 +211,7 @@ func TestGroupListAndDescribe(t *testing.T) {
 	n.ok(t, "f\ng\nh\ni\n", "produce", "orders", "--partition", "0")
 	n.ok(t, "j\n", "produce", "orders", "--partition", "1")
 	// A second group that has only committed, with reset-offsets.
-	n.ok(t, "", "group", "reset-offsets", "audit", "--topic", "orders:1", "--to-offset", "1")
+	n.ok(t, "", "group", "reset-offsets", "audit", "--topic", "orders:1", "--to-offset", "1", "--execute")
 
 	r = n.ok(t, "", "group", "list")
 	for _, want := range []string{`(?m)^GROUP\s+STATE\s+PROTOCOL-TYPE$`, `(?m)^billing\s+Empty\s+consumer$`, `(?m)^audit\s+Empty\s+-$`} {
@@ -360,7 +360,7 @@ func TestResetOffsets(t *testing.T) {
 	}
 	reset := func(args ...string) result {
 		t.Helper()
-		return n.ok(t, "", append([]string{"group", "reset-offsets", "g", "--topic", "events"}, args...)...)
+		return n.ok(t, "", append([]string{"group", "reset-offsets", "g", "--topic", "events", "--execute"}, args...)...)
 	}
 	at := func(p0, p1 int64) map[topicPartition]int64 {
 		return map[topicPartition]int64{tp("events", 0): p0, tp("events", 1): p1}
@@ -372,14 +372,17 @@ func TestResetOffsets(t *testing.T) {
 	}
 	n.wantCommitted(t, "g", at(6, 4))
 
-	// --dry-run prints the plan and changes nothing.
-	r = reset("--to-earliest", "--dry-run")
-	rows := tableRows(r.stdout, "events")
-	if !slices.Equal(rows["0"], []string{"events", "0", "6", "0"}) || !slices.Equal(rows["1"], []string{"events", "1", "4", "0"}) ||
-		!strings.Contains(r.stdout, "dry run: nothing committed") {
-		t.Errorf("reset --dry-run plan:\n%s", r.stdout)
+	// Without --execute, and with --dry-run, the plan is printed and
+	// nothing changes, as with kafka-consumer-groups.
+	for _, dry := range [][]string{{}, {"--dry-run"}, {"--execute=false"}} {
+		r = n.ok(t, "", append([]string{"group", "reset-offsets", "g", "--topic", "events", "--to-earliest"}, dry...)...)
+		rows := tableRows(r.stdout, "events")
+		if !slices.Equal(rows["0"], []string{"events", "0", "6", "0"}) || !slices.Equal(rows["1"], []string{"events", "1", "4", "0"}) ||
+			!strings.Contains(r.stdout, "dry run: nothing committed; add --execute to move the offsets of group g\n") {
+			t.Errorf("reset %v plan:\n%s", dry, r.stdout)
+		}
+		n.wantCommitted(t, "g", at(6, 4))
 	}
-	n.wantCommitted(t, "g", at(6, 4))
 
 	// --to-earliest: the next consume re-reads everything.
 	r = reset("--to-earliest")
@@ -428,7 +431,7 @@ func TestResetOffsets(t *testing.T) {
 	if !strings.Contains(r.stderr, "warning: events-1: offset 5 is past the log end offset 4; using 4") || strings.Contains(r.stderr, "events-0") {
 		t.Errorf("clamping warnings:\n%s", r.stderr)
 	}
-	rows = tableRows(r.stdout, "events")
+	rows := tableRows(r.stdout, "events")
 	if !slices.Equal(rows["0"], []string{"events", "0", "5", "5"}) || !slices.Equal(rows["1"], []string{"events", "1", "4", "4"}) {
 		t.Errorf("--to-offset plan:\n%s", r.stdout)
 	}
@@ -437,7 +440,7 @@ func TestResetOffsets(t *testing.T) {
 	}
 
 	// TOPIC:PARTITIONS moves only those.
-	r = n.ok(t, "", "group", "reset-offsets", "g", "--topic", "events:1", "--to-earliest")
+	r = n.ok(t, "", "group", "reset-offsets", "g", "--topic", "events:1", "--to-earliest", "--execute")
 	if rows := tableRows(r.stdout, "events"); len(rows) != 1 || rows["1"] == nil {
 		t.Errorf("--topic events:1 plan:\n%s", r.stdout)
 	}
@@ -446,9 +449,9 @@ func TestResetOffsets(t *testing.T) {
 	// A group that does not exist yet gets its first offsets, as with
 	// kafka-consumer-groups; --shift-by needs offsets to shift from.
 	n.fails(t, `--shift-by: group "fresh" has no committed offset for events-0 to shift from`,
-		"group", "reset-offsets", "fresh", "--topic", "events", "--shift-by", "1")
+		"group", "reset-offsets", "fresh", "--topic", "events", "--shift-by", "1", "--execute")
 	n.wantCommitted(t, "fresh", map[topicPartition]int64{})
-	n.ok(t, "", "group", "reset-offsets", "fresh", "--topic", "events:0", "--to-offset", "2")
+	n.ok(t, "", "group", "reset-offsets", "fresh", "--topic", "events:0", "--to-offset", "2", "--execute")
 	n.wantCommitted(t, "fresh", map[topicPartition]int64{tp("events", 0): 2})
 }
 
@@ -465,7 +468,7 @@ func TestGroupWithMembersIsNotResetOrDeleted(t *testing.T) {
 
 	member := n.member(t, "workers", "jobs")
 	n.fails(t, `group "workers" has 1 member (state Stable): stop its consumers first; offsets can be reset only while a group has no members`,
-		"group", "reset-offsets", "workers", "--topic", "jobs", "--to-earliest")
+		"group", "reset-offsets", "workers", "--topic", "jobs", "--to-earliest", "--execute")
 	n.fails(t, `group "workers" has 1 member`,
 		"group", "reset-offsets", "workers", "--topic", "jobs", "--to-earliest", "--dry-run")
 	n.wantCommitted(t, "workers", before)
@@ -484,7 +487,7 @@ func TestGroupWithMembersIsNotResetOrDeleted(t *testing.T) {
 		}
 		return nil
 	})
-	n.ok(t, "", "group", "reset-offsets", "workers", "--topic", "jobs:0", "--to-offset", "1")
+	n.ok(t, "", "group", "reset-offsets", "workers", "--topic", "jobs:0", "--to-offset", "1", "--execute")
 	n.wantCommitted(t, "workers", map[topicPartition]int64{tp("jobs", 0): 1, tp("jobs", 1): 0})
 	r = n.ok(t, "", "group", "delete", "workers")
 	if r.stdout != "deleted group workers\n" {
@@ -516,10 +519,10 @@ func TestGroupBadInput(t *testing.T) {
 		{`topic "nope" does not exist`, append(reset, "--topic", "nope", "--to-earliest")},
 		{`topic "nope" does not exist`, append(reset, "--topic", "t", "--topic", "nope", "--to-earliest")},
 		{`--topic t: partition 2 does not exist; topic t has 2 partitions (0 to 1)`, append(reset, "--topic", "t:0,2", "--to-earliest")},
-		{`--to-earliest and --to-offset exclude each other: give one of --to-earliest, --to-latest, --to-offset N, --to-datetime T or --shift-by N`,
+		{`--to-earliest and --to-offset exclude each other: give one of --to-earliest, --to-latest, --to-offset N, --to-datetime T, --by-duration D or --shift-by N`,
 			append(reset, "--topic", "t", "--to-earliest", "--to-offset", "1")},
 		{`--to-latest and --shift-by exclude each other`, append(reset, "--topic", "t", "--shift-by", "1", "--to-latest")},
-		{`say where to move the offsets: give one of --to-earliest, --to-latest, --to-offset N, --to-datetime T or --shift-by N`, append(reset, "--topic", "t")},
+		{`say where to move the offsets: give one of --to-earliest, --to-latest, --to-offset N, --to-datetime T, --by-duration D or --shift-by N`, append(reset, "--topic", "t")},
 		{`say where to move the offsets`, append(reset, "--topic", "t", "--to-earliest=false")},
 		{`--to-datetime "yesterday": want RFC 3339`, append(reset, "--topic", "t", "--to-datetime", "yesterday")},
 		{`--to-datetime "2024-13-01T00:00:00Z": want RFC 3339`, append(reset, "--topic", "t", "--to-datetime", "2024-13-01T00:00:00Z")},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -40,4 +42,59 @@ func parseDatetime(flag, s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s %q: before 1970-01-01T00:00:00Z, the earliest record timestamp", flag, s)
 	}
 	return t, nil
+}
+
+// parseBackDuration parses a duration back from now: Go's form (1h30m,
+// 90s) or ISO 8601's, which Kafka's kafka-consumer-groups --by-duration
+// takes (PT1H30M, P1D, P1DT12H; days are 24 hours, any case). Negative
+// durations are refused: "back" by a negative duration is the future,
+// which no record is at.
+func parseBackDuration(s string) (time.Duration, error) {
+	bad := errors.New("want a duration back from now, e.g. 1h30m or Kafka's PT1H30M (P1D is a day)")
+	s = strings.TrimSpace(s)
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return 0, bad
+		}
+		return d, nil
+	}
+	u := strings.ToUpper(s)
+	if !strings.HasPrefix(u, "P") || u == "P" || strings.HasSuffix(u, "T") {
+		return 0, bad
+	}
+	days, clock, hasClock := strings.Cut(u[1:], "T")
+	var total time.Duration
+	add := func(n string, unit time.Duration) bool {
+		v, err := strconv.ParseFloat(n, 64)
+		if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) || v*float64(unit) > math.MaxInt64-float64(total) {
+			return false
+		}
+		total += time.Duration(v * float64(unit))
+		return true
+	}
+	if days != "" {
+		n, ok := strings.CutSuffix(days, "D")
+		if !ok || !add(n, 24*time.Hour) {
+			return 0, bad
+		}
+	}
+	if hasClock {
+		// Hours, minutes and seconds, each at most once, in order.
+		rest := clock
+		for _, unit := range []struct {
+			suffix string
+			d      time.Duration
+		}{{"H", time.Hour}, {"M", time.Minute}, {"S", time.Second}} {
+			if n, after, ok := strings.Cut(rest, unit.suffix); ok {
+				if !add(n, unit.d) {
+					return 0, bad
+				}
+				rest = after
+			}
+		}
+		if rest != "" {
+			return 0, bad
+		}
+	}
+	return total, nil
 }
