@@ -413,8 +413,8 @@ func TestClientRejectsBadFlags(t *testing.T) {
 		want string
 		args []string
 	}{
-		{`invalid argument "-1" for "--partitions" flag: allowed: an integer from 0 to 2147483647`, []string{"topic", "create", "t", "--partitions", "-1"}},
-		{`"--replication-factor" flag: allowed: an integer from 0 to 32767`, []string{"topic", "create", "t", "--replication-factor", "x"}},
+		{`invalid argument "-1" for "--partitions" flag: allowed: an integer from 1 to 2147483647`, []string{"topic", "create", "t", "--partitions", "-1"}},
+		{`"--replication-factor" flag: allowed: an integer from 1 to 32767`, []string{"topic", "create", "t", "--replication-factor", "x"}},
 		{`"--partitions" flag: allowed: an integer from 1`, []string{"topic", "alter", "t", "--partitions", "0"}},
 		{`--config "retention.ms": want key=value`, []string{"topic", "create", "t", "--config", "retention.ms"}},
 		{`invalid argument "2" for "--acks" flag: allowed: all, -1, 1, 0`, []string{"produce", "t", "--acks", "2"}},

@@ -114,13 +114,21 @@ func unreachableReason(err error) string {
 }
 
 // kafkaError formats an error from a response with the broker's message,
-// if it sent one. Fjord's messages start with the error's own text, so
-// then the message alone says it all.
+// if it sent one. Fjord's messages start with the error's own text
+// (kerr's "CODE: canned description"), so then the code and the rest of
+// the message say it all: the canned description can be false for the
+// case at hand (INVALID_PARTITIONS says "Number of partitions is below
+// 1." of a count above the node's maximum).
 func kafkaError(err error, message string) error {
+	var ke *kerr.Error
 	switch {
 	case message == "" || strings.Contains(err.Error(), message):
 		return err
 	case strings.HasPrefix(message, err.Error()):
+		rest := strings.TrimPrefix(strings.TrimPrefix(message, err.Error()), ": ")
+		if errors.As(err, &ke) && rest != "" {
+			return &messageError{err: err, message: ke.Message + ": " + rest}
+		}
 		return &messageError{err: err, message: message}
 	}
 	return fmt.Errorf("%w (%s)", err, message)

@@ -92,14 +92,16 @@ count stays the same: choose it up front if key order matters.`,
 			if err != nil {
 				return err
 			}
-			// 0 asks for the node's default (num.partitions,
+			// Not given: the node's defaults (num.partitions,
 			// default.replication.factor), which CreateTopics spells -1.
-			p, rf := partitions, replication
-			if p == 0 {
-				p = -1
+			// 0 is refused by the flags rather than taken to mean the
+			// default: it reads as a count, and a silent 1 surprises.
+			p, rf := int32(-1), int16(-1)
+			if cmd.Flags().Changed("partitions") {
+				p = partitions
 			}
-			if rf == 0 {
-				rf = -1
+			if cmd.Flags().Changed("replication-factor") {
+				rf = replication
 			}
 			resp, err := adm.CreateTopic(ctx, p, rf, cfgs, args[0])
 			if err != nil {
@@ -110,8 +112,8 @@ count stays the same: choose it up front if key order matters.`,
 			return nil
 		}),
 	}
-	cmd.Flags().Var(newIntFlag(&partitions, 0, 0, math.MaxInt32, "(0: the node's num-partitions)"), "partitions", "number of partitions (default: the node's num-partitions)")
-	cmd.Flags().Var(newIntFlag(&replication, 0, 0, math.MaxInt16, "(0: the node's default)"), "replication-factor", "replicas per partition (default: the node's default)")
+	cmd.Flags().Var(newIntFlag(&partitions, 0, 1, math.MaxInt32, "(default: the node's num-partitions)"), "partitions", "number of partitions (default: the node's num-partitions)")
+	cmd.Flags().Var(newIntFlag(&replication, 0, 1, math.MaxInt16, "(default: the node's default)"), "replication-factor", "replicas per partition (default: the node's default)")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "topic config override key=value (repeatable), e.g. retention.ms=86400000")
 	return cmd
 }
@@ -377,6 +379,16 @@ order no longer holds across the change.`,
 			if err != nil {
 				return err
 			}
+			// Counts that cannot be are refused before any config changes.
+			grow := cmd.Flags().Changed("partitions")
+			switch {
+			case grow && partitions == current:
+				return fmt.Errorf("--partitions %d: topic %s already has %s; give a larger count to add partitions",
+					partitions, topic, plural(int64(current), "partition"))
+			case grow && partitions < current:
+				return fmt.Errorf("--partitions %d: topic %s has %d partitions and partitions cannot be removed; give a larger count",
+					partitions, topic, current)
+			}
 			out := cmd.OutOrStdout()
 			if len(set) > 0 || len(deleteConfigs) > 0 {
 				var alters []kadm.AlterConfig
@@ -404,14 +416,7 @@ order no longer holds across the change.`,
 				}
 				fmt.Fprintf(out, "altered configs of topic %s\n", topic)
 			}
-			if cmd.Flags().Changed("partitions") && partitions != current {
-				if partitions < current {
-					return fmt.Errorf("--partitions %d: topic %s has %d partitions and partitions cannot be removed; give a larger count",
-						partitions, topic, current)
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: growing %s from %d to %d partitions changes which partition a key maps to; "+
-					"records with the same key written before and after may be in different partitions, so per-key order breaks across this change\n",
-					topic, current, partitions)
+			if grow {
 				resps, err := adm.UpdatePartitions(ctx, int(partitions), topic)
 				if err != nil {
 					return fmt.Errorf("adding partitions to %q: %w", topic, err)
@@ -423,6 +428,11 @@ order no longer holds across the change.`,
 				if err != nil {
 					return fmt.Errorf("adding partitions to %q: %w", topic, kafkaError(err, r.ErrMessage))
 				}
+				// Said once it is true: a count the node refuses grows
+				// nothing.
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: growing %s from %d to %d partitions changes which partition a key maps to; "+
+					"records with the same key written before and after may be in different partitions, so per-key order breaks across this change\n",
+					topic, current, partitions)
 				fmt.Fprintf(out, "topic %s now has %s\n", topic, plural(int64(partitions), "partition"))
 			}
 			return nil
