@@ -130,7 +130,10 @@ func runProduce(cmd *cobra.Command, o produceOptions, topic string) error {
 	}
 	cancel()
 	closeAdmin()
-	opts = append(opts, kgo.ProducerBatchMaxBytes(limits.batchBytes()))
+	opts = append(opts, kgo.ProducerBatchMaxBytes(limits.batchBytes()),
+		// Reading stdin waits for the node once this much is in flight,
+		// rather than holding every 15 MB line of a large input at once.
+		kgo.MaxBufferedBytes(max(2*int(limits.batchBytes()), 64<<20)))
 	cl, err := o.connect(ctx, opts...)
 	if err != nil {
 		return err
@@ -264,7 +267,7 @@ type line struct {
 // is sent without its data. The channel closes at EOF, after an error
 // (sent as the last line), or when ctx ends.
 func readLines(ctx context.Context, r io.Reader, maxBytes int) <-chan line {
-	out := make(chan line, 64)
+	out := make(chan line, lineQueue(maxBytes))
 	go func() {
 		defer close(out)
 		br := bufio.NewReaderSize(r, 64<<10)

@@ -178,3 +178,9 @@ func readLine(br *bufio.Reader, max int) (data []byte, n int, err error) {
 func (p produceLimits) maxLineBytes() int {
 	return min(int(p.batchBytes()), math.MaxInt32)
 }
+
+// lineQueue is how many lines read ahead of the producer may wait: 64,
+// fewer when lines may be large, so that about 64 MiB at most wait.
+func lineQueue(maxLineBytes int) int {
+	return max(1, min(64, (64<<20)/max(maxLineBytes, 1)))
+}

@@ -124,3 +124,13 @@ func TestReadLine(t *testing.T) {
 		}
 	}
 }
+
+func TestLineQueue(t *testing.T) {
+	for _, tc := range []struct{ maxLine, want int }{
+		{0, 64}, {1 << 10, 64}, {1048588, 63}, {16 << 20, 4}, {maxClientBatchBytes, 1},
+	} {
+		if got := lineQueue(tc.maxLine); got != tc.want {
+			t.Errorf("lineQueue(%d) = %d, want %d", tc.maxLine, got, tc.want)
+		}
+	}
+}
