@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -68,7 +69,16 @@ Without --max-messages it runs until interrupted.
 	f := cmd.Flags()
 	addBoolFlag(f, &o.fromBeginning, "from-beginning", false, "start at the log start offset of each partition (with --group: of each partition the group has no offset for)")
 	f.Var(newIntFlag(&o.offset, 0, -math.MaxInt64, math.MaxInt64, "(-N: N records before the end)"), "offset",
-		"start at this offset in each partition read; -N: N records before each partition's end")
+		"start at this offset in each partition read; -N: N records before each partition's end (also spelled --from-offset)")
+	// --from-offset is --offset under the name that goes with
+	// --from-beginning and --from-time: one flag, so that the two can
+	// never disagree.
+	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "from-offset" {
+			name = "offset"
+		}
+		return pflag.NormalizedName(name)
+	})
 	f.StringVar(&o.fromTime, "from-time", "", "start at the first record at or after this time: "+datetimeHelp)
 	f.Var(newIntFlag(&o.partition, 0, 0, math.MaxInt32, ""), "partition", "read only this partition (default: all)")
 	f.Var(newIntFlag(&o.maxMessages, 0, 0, math.MaxInt64, "(0: no limit)"), "max-messages", "exit after printing this many records")

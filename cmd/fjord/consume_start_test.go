@@ -33,8 +33,10 @@ func TestConsumeFromTimeAndTail(t *testing.T) {
 	if got, want := consume(2, "--offset", "-1"), []string{"0/4", "1/1"}; !slices.Equal(got, want) {
 		t.Errorf("--offset -1: %q, want %q", got, want)
 	}
-	if got, want := consume(3, "--offset", "-2"), []string{"0/3", "0/4", "1/0"}; !slices.Equal(got, want) {
-		t.Errorf("--offset -2: %q, want %q", got, want)
+	for _, flag := range []string{"--offset", "--from-offset"} {
+		if got, want := consume(3, flag, "-2"), []string{"0/3", "0/4", "1/0"}; !slices.Equal(got, want) {
+			t.Errorf("%s -2: %q, want %q", flag, got, want)
+		}
 	}
 	if got, want := consume(7, "--offset", "-100"), []string{"0/0", "0/1", "0/2", "0/3", "0/4", "1/0", "1/1"}; !slices.Equal(got, want) {
 		t.Errorf("--offset -100: %q, want %q", got, want)
@@ -68,6 +70,8 @@ func TestConsumeFromTimeAndTail(t *testing.T) {
 		args []string
 	}{
 		{"--offset and --from-time exclude each other: give one", []string{"--offset", "-1", "--from-time", "0"}},
+		{"--offset and --from-time exclude each other: give one", []string{"--from-offset", "-1", "--from-time", "0"}},
+		{"--from-beginning and --offset exclude each other: give one", []string{"--from-offset", "-1", "--from-beginning"}},
 		{"--from-beginning and --from-time exclude each other: give one", []string{"--from-beginning", "--from-time", "0"}},
 		{"--from-beginning and --offset and --from-time exclude each other", []string{"--from-beginning", "--offset", "1", "--from-time", "0"}},
 		{`--from-time "yesterday": want RFC 3339`, []string{"--from-time", "yesterday"}},
@@ -84,7 +88,7 @@ func TestConsumeFromTimeAndTail(t *testing.T) {
 		n.fails(t, tc.want, append([]string{"consume", "ticks", "--max-messages", "1"}, tc.args...)...)
 	}
 	r := fjord(t, "", "consume", "--help")
-	for _, flag := range []string{"--from-time", "-N: N records before"} {
+	for _, flag := range []string{"--from-time", "-N: N records before", "--from-offset"} {
 		if !strings.Contains(r.stdout, flag) {
 			t.Errorf("consume --help does not say %q:\n%s", flag, r.stdout)
 		}
