@@ -108,12 +108,27 @@ func (c *Controller) planCreate(img *metadata.Image, req CreateTopic, sameName i
 	if other, ok := taken[collisionKey(req.Name)]; ok {
 		return nil, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, req.Name, other)
 	}
+	if internal, ok := internalCollisions[collisionKey(req.Name)]; ok && internal != req.Name {
+		// Taken first, "__consumer.offsets" would keep
+		// __consumer_offsets from ever being created.
+		return nil, fmt.Errorf("%w: topic %q collides with internal topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, req.Name, internal)
+	}
 	parts, configs, err := planTopic(img, req, def)
 	if err != nil {
 		return nil, err
 	}
 	return &metadata.Topic{Name: req.Name, Partitions: parts, Configs: configs}, nil
 }
+
+// internalCollisions maps the collision key of each internal topic to
+// its name.
+var internalCollisions = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range metadata.InternalTopics() {
+		m[collisionKey(n)] = n
+	}
+	return m
+}()
 
 // DeleteTopics deletes topics by name; errs[i] answers names[i]. The
 // topics found are removed in one Raft entry.
@@ -135,6 +150,8 @@ func (c *Controller) DeleteTopics(ctx context.Context, names []string) (errs []e
 		switch {
 		case count[n] > 1:
 			errs[i] = fmt.Errorf("%w: topic %q appears %d times in the request", ErrInvalidRequest, n, count[n])
+		case metadata.IsInternalTopic(n):
+			errs[i] = refuseDeleteInternal(n)
 		case !ok:
 			errs[i] = fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, n)
 		default:
@@ -173,12 +190,22 @@ func (c *Controller) DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) 
 			errs[i] = fmt.Errorf("%w: topic id %s appears %d times in the request", ErrInvalidRequest, id, count[id])
 		case !ok:
 			errs[i] = fmt.Errorf("%w: no topic with id %s", ErrUnknownTopicID, id)
+		case metadata.IsInternalTopic(t.Name):
+			errs[i] = refuseDeleteInternal(t.Name)
 		default:
 			found[i] = id
 		}
 	}
 	c.deleteLocked(ctx, img, found, errs)
 	return names, errs
+}
+
+// refuseDeleteInternal is the answer to deleting internal topic name,
+// whether or not it exists yet: what a coordinator or the HTTP gateway
+// keeps there (every group's offsets, the idempotency index) would go
+// with it, for every client at once.
+func refuseDeleteInternal(name string) error {
+	return metadata.InternalTopicError(name, "deleting it would lose the state it holds (committed offsets, idempotency keys) for every client")
 }
 
 // deleteLocked removes the topics with non-zero ids[i] whose errs[i] is
@@ -217,6 +244,9 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	img, err := c.validationImageLocked(ctx)
 	if err != nil {
 		return err
+	}
+	if metadata.IsInternalTopic(topic) {
+		return RefuseInternalPartitions(topic)
 	}
 	t, ok := img.Topic(topic)
 	if !ok {
@@ -259,6 +289,14 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	return nil
 }
 
+// RefuseInternalPartitions is the answer to growing internal topic name:
+// groups are placed on __consumer_offsets by a hash over its partition
+// count, and idempotency keys on the gateway's index likewise, so more
+// partitions would move each away from the state it has.
+func RefuseInternalPartitions(name string) error {
+	return metadata.InternalTopicError(name, "its partition count is fixed (groups and keys are hashed over it)")
+}
+
 // AlterConfigs changes topic's config overrides; see planConfigs for the
 // two modes. A change that leaves the overrides as they are commits
 // nothing.
@@ -275,6 +313,9 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []Confi
 	}
 	next, err := planConfigs(t.Configs, ops, replaceAll)
 	if err != nil {
+		return err
+	}
+	if err := metadata.CheckInternalTopicConfigs(topic, t.Configs, next); err != nil {
 		return err
 	}
 	recs := configRecords(t.ID, t.Configs, next)
