@@ -75,6 +75,13 @@ type Config struct {
 	// produce's idempotency_key is remembered (default
 	// DefaultIdempotencyWindow).
 	IdempotencyWindow time.Duration
+	// InternalClientID is the client id the Kafka listener lets write
+	// internal topics (kafkaserver.Config.InternalClientID; the node
+	// gives both the same). Only the idempotency index's clients use
+	// it: records produced through the API are a client's and go out as
+	// "fjord-http", so an HTTP produce to an internal topic is refused
+	// like any client's. Empty: the index cannot be written.
+	InternalClientID string
 	// Now is the clock idempotency keys age by (default time.Now;
 	// tests move it past the window).
 	Now func() time.Time
@@ -213,7 +220,7 @@ func New(cfg Config) (*API, error) {
 	}
 	a.reader, a.adm = reader, kadm.NewClient(reader)
 	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.MaxConsumers)
-	if a.dedup, err = newDedup(cfg.Brokers, cfg.IdempotencyWindow, cfg.Now, reader, a.adm); err != nil {
+	if a.dedup, err = newDedup(cfg.Brokers, cfg.InternalClientID, cfg.IdempotencyWindow, cfg.Now, reader); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // Idempotency keys: a produce retried with the same idempotency_key
@@ -30,7 +32,7 @@ import (
 // produce needs acks=all: with less, where the record went is not known.
 
 const (
-	dedupTopic                     = "__fjord_http_idempotency"
+	dedupTopic                     = metadata.HTTPIdempotencyTopic
 	idempotencyHeader              = "fjord-idempotency-key"
 	DefaultIdempotencyWindow       = time.Hour
 	dedupLoadTimeout               = 30 * time.Second
@@ -89,13 +91,20 @@ func (d *dedup) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
-func newDedup(brokers []string, window time.Duration, now func() time.Time, reader *kgo.Client, adm *kadm.Client) (*dedup, error) {
-	writer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("fjord-http"), kgo.DefaultProduceTopic(dedupTopic),
+// newDedup makes the index's clients. The writer, and the admin client
+// that creates dedupTopic, use clientID: dedupTopic is internal, which
+// the node lets only that client id create or write (see
+// kafkaserver.Config.InternalClientID).
+func newDedup(brokers []string, clientID string, window time.Duration, now func() time.Time, reader *kgo.Client) (*dedup, error) {
+	if clientID == "" {
+		clientID = "fjord-http" // refused: see Config.InternalClientID
+	}
+	writer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID), kgo.DefaultProduceTopic(dedupTopic),
 		kgo.ProducerLinger(0), kgo.MetadataMinAge(metadataMinAge))
 	if err != nil {
 		return nil, err
 	}
-	d := &dedup{brokers: brokers, window: window, now: now, writer: writer, reader: reader, adm: adm, loaded: make(chan struct{}),
+	d := &dedup{brokers: brokers, window: window, now: now, writer: writer, reader: reader, adm: kadm.NewClient(writer), loaded: make(chan struct{}),
 		entries: map[string]dedupEntry{}, inflight: map[string]chan struct{}{}}
 	return d, nil
 }

@@ -112,7 +112,9 @@ func TestIdempotencyKeyPendingIsFound(t *testing.T) {
 	ctx := context.Background()
 	rec := &kgo.Record{Topic: "pay", Partition: 1, Value: []byte("landed"),
 		Headers: []kgo.RecordHeader{{Key: "fjord-idempotency-key", Value: []byte("crashed")}}}
-	manual, err := kgo.NewClient(kgo.SeedBrokers(e.n.KafkaAddr().String()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// The index is internal: only the node's own client id writes it.
+	manual, err := kgo.NewClient(kgo.SeedBrokers(e.n.KafkaAddr().String()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ClientID(e.n.InternalClientID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestIdempotencyWindow(t *testing.T) {
 	e.createTopic("pay", 1)
 	var clock atomic.Int64 // Unix ms of the API's clock, moved by hand
 	clock.Store(time.Now().UnixMilli())
-	api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, IdempotencyWindow: time.Hour,
+	api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, InternalClientID: e.n.InternalClientID(), IdempotencyWindow: time.Hour,
 		Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
 	if err != nil {
 		t.Fatal(err)

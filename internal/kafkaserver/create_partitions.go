@@ -10,7 +10,9 @@ package kafkaserver
 // Assignment must give one replica list per new partition
 // (INVALID_REPLICA_ASSIGNMENT), and the controller checks the brokers and
 // replica count when it commits. ValidateOnly checks everything and
-// creates nothing. TimeoutMillis bounds the wait for each commit.
+// creates nothing. TimeoutMillis bounds the wait for each commit. An
+// internal topic (metadata.IsInternalTopic) is INVALID_TOPIC_EXCEPTION:
+// its partition count is fixed.
 
 import (
 	"context"
@@ -20,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -61,10 +64,10 @@ func checkCreatePartitions(img *metadata.Image, t *kmsg.CreatePartitionsRequestT
 	if err := metadata.ValidateTopicName(t.Topic); err != nil {
 		return nil, err
 	}
-	if isInternalTopic(t.Topic) {
-		// Groups are hashed over __consumer_offsets' partition count:
-		// growing it would move every group away from its offsets.
-		return nil, invalidRequest("topic %q is internal: its partition count is fixed", t.Topic)
+	if metadata.IsInternalTopic(t.Topic) {
+		// The controller refuses it too; this answers before the
+		// existence check, alike whether or not the topic exists yet.
+		return nil, controller.RefuseInternalPartitions(t.Topic)
 	}
 	topic, ok := lookupTopic(img, t.Topic)
 	if !ok {

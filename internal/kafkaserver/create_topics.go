@@ -15,8 +15,9 @@ package kafkaserver
 //     gives ReplicaAssignment, which needs both to be -1 in every version;
 //   - ReplicaAssignment must name each partition 0..n-1 exactly once
 //     (INVALID_REPLICA_ASSIGNMENT);
-//   - an internal topic's name (__consumer_offsets, ...) is
-//     INVALID_REQUEST: its coordinator creates it;
+//   - an internal topic's name (metadata.IsInternalTopic) is
+//     INVALID_REQUEST: its owner creates it (FindCoordinator, or the HTTP
+//     gateway as Config.InternalClientID);
 //   - the topic name (INVALID_TOPIC_EXCEPTION) and every config
 //     (INVALID_CONFIG naming the value and what is allowed) are checked
 //     here and again by the controller when it commits.
@@ -64,7 +65,7 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 			errs[i] = invalidRequest("topic %q appears %d times in the request", t.Topic, counts[t.Topic])
 			continue
 		}
-		ct, err := createTopicFromRequest(req.version, t)
+		ct, err := createTopicFromRequest(req.version, t, s.internalClient(req))
 		if err != nil {
 			errs[i] = err
 			continue
@@ -108,8 +109,9 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 }
 
 // createTopicFromRequest checks one requested topic and turns it into the
-// controller's form.
-func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic) (controller.CreateTopic, error) {
+// controller's form. internal: the request is from one of Fjord's own
+// clients (Config.InternalClientID), which may create internal topics.
+func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic, internal bool) (controller.CreateTopic, error) {
 	ct := controller.CreateTopic{
 		Name:              t.Topic,
 		NumPartitions:     t.NumPartitions,
@@ -118,8 +120,8 @@ func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic) (co
 	if err := metadata.ValidateTopicName(t.Topic); err != nil {
 		return ct, err
 	}
-	if isInternalTopic(t.Topic) {
-		// Its coordinator creates it with its own settings (the group
+	if metadata.IsInternalTopic(t.Topic) && !internal {
+		// Its owner creates it with its own settings (the group
 		// coordinator hashes groups over a fixed partition count).
 		return ct, invalidRequest("topic %q is internal: the node creates it when it is first needed", t.Topic)
 	}

@@ -10,7 +10,8 @@ package kafkaserver
 // (NOT_LEADER_FOR_PARTITION); an offset below -1 is OFFSET_OUT_OF_RANGE;
 // the replica manager then refuses an offset above the high watermark
 // (OFFSET_OUT_OF_RANGE) and waits, up to TimeoutMillis, for the new low
-// watermark to hold on the partition's replicas. The answer is the new
+// watermark to hold on the partition's replicas. An internal topic is
+// INVALID_TOPIC_EXCEPTION, as in Kafka. The answer is the new
 // low watermark, -1 on error. All partitions share one deadline.
 
 import (
@@ -20,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 func handleDeleteRecords(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
@@ -38,6 +41,11 @@ func handleDeleteRecords(ctx context.Context, s *Server, req *request) (kmsg.Res
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
 			err := func() error {
+				if metadata.IsInternalTopic(t.Topic) {
+					// As Kafka: moving the log start of
+					// __consumer_offsets would drop groups' offsets.
+					return metadata.InternalTopicError(t.Topic, "its records cannot be deleted")
+				}
 				if _, err := s.leaderPartition(img, t.Topic, p.Partition, -1); err != nil {
 					return err
 				}

@@ -103,7 +103,7 @@ func (s *Server) findCoordinator(ctx context.Context, keyType int8, key string) 
 
 // offsetsTopic is Kafka's name for the topic of committed offsets and
 // group metadata.
-const offsetsTopic = "__consumer_offsets"
+const offsetsTopic = metadata.ConsumerOffsetsTopic
 
 // Kafka's defaults for the offsets topic.
 const (

@@ -480,7 +480,7 @@ func TestOffsetsTopicIsTheCoordinators(t *testing.T) {
 	}
 	grow := kmsg.NewPtrCreatePartitionsRequest()
 	grow.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: offsetsTopic, Count: 50}}
-	if r := c.roundTrip(grow).(*kmsg.CreatePartitionsResponse); r.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+	if r := c.roundTrip(grow).(*kmsg.CreatePartitionsResponse); r.Topics[0].ErrorCode != kerr.InvalidTopicException.Code {
 		t.Errorf("CreatePartitions %s: %v", offsetsTopic, kerr.ErrorForCode(r.Topics[0].ErrorCode))
 	}
 }

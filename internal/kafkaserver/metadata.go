@@ -19,9 +19,8 @@ package kafkaserver
 // its logs exist, so the answer carries the new topic and the client can
 // produce at once. A create that loses a race to another is answered from
 // the image; if the topic is still not there, LEADER_NOT_AVAILABLE tells
-// the client to retry. Internal topics (__consumer_offsets,
-// __transaction_state, __share_group_state; see isInternalTopic) are never
-// auto-created: their coordinators create them with their own settings.
+// the client to retry. Internal topics (metadata.IsInternalTopic) are
+// never auto-created: their owners create them with their own settings.
 //
 // Per partition: leader and leader epoch, replicas, ISR, and offline
 // replicas (replicas on brokers not registered). A partition with no
@@ -100,11 +99,11 @@ func handleMetadata(ctx context.Context, s *Server, req *request) (kmsg.Response
 		}
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic = &name
-		mt.IsInternal = isInternalTopic(name)
+		mt.IsInternal = metadata.IsInternalTopic(name)
 		switch {
 		case metadata.ValidateTopicName(name) != nil:
 			mt.ErrorCode = kerr.InvalidTopicException.Code
-		case allowCreate && !isInternalTopic(name):
+		case allowCreate && !metadata.IsInternalTopic(name):
 			if _, dup := pending[name]; !dup {
 				toCreate = append(toCreate, name)
 			}
@@ -139,7 +138,7 @@ func metadataTopic(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponse
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
-	mt.IsInternal = isInternalTopic(t.Name)
+	mt.IsInternal = metadata.IsInternalTopic(t.Name)
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, 0, len(t.Partitions))
 	for i := range t.Partitions {
 		p := &t.Partitions[i]
@@ -171,19 +170,6 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// isInternalTopic reports Kafka's internal topics: the group and
-// transaction coordinators' state (and the share-group state of Kafka 4).
-// Only these; other names starting with "__" are ordinary topics (Debezium
-// heartbeats are "__debezium-heartbeat.<prefix>"), which clients list and
-// auto-create like any other.
-func isInternalTopic(name string) bool {
-	switch name {
-	case "__consumer_offsets", "__transaction_state", "__share_group_state":
-		return true
-	}
-	return false
 }
 
 // advertisedControllerID is the controller id clients are told (see the

@@ -16,7 +16,9 @@ package kafkaserver
 //
 // Per partition, in this order: the topic (unknown: auto-created when
 // auto.create.topics.enable is on, else UNKNOWN_TOPIC_OR_PARTITION; a
-// name Kafka would refuse: INVALID_TOPIC_EXCEPTION), the partition
+// name Kafka would refuse: INVALID_TOPIC_EXCEPTION; an internal topic,
+// from any client but Config.InternalClientID: INVALID_TOPIC_EXCEPTION,
+// as Kafka answers a client's append to one), the partition
 // (UNKNOWN_TOPIC_OR_PARTITION), the data's magic, then the append, which
 // checks leadership, validates every batch (record.Parse: lengths, CRC,
 // max.message.bytes, producer sequence) before writing any, and waits
@@ -49,7 +51,6 @@ package kafkaserver
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -81,6 +82,7 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	resp := body.ResponseKind().(*kmsg.ProduceResponse)
 	img := s.image()
 
+	internal := s.internalClient(req)
 	var refuseAll error
 	switch {
 	case body.TransactionID != nil:
@@ -96,7 +98,7 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	if refuseAll == nil && s.cfg.AutoCreateTopics {
 		seen := make(map[string]bool)
 		for _, rt := range body.Topics {
-			if _, ok := lookupTopic(img, rt.Topic); !ok && !seen[rt.Topic] && !isInternalTopic(rt.Topic) {
+			if _, ok := lookupTopic(img, rt.Topic); !ok && !seen[rt.Topic] && !metadata.IsInternalTopic(rt.Topic) {
 				seen[rt.Topic] = true
 				toCreate = append(toCreate, rt.Topic)
 			}
@@ -132,11 +134,12 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 			switch {
 			case refuseAll != nil:
 				job.err = refuseAll
-			case isInternalTopic(rt.Topic):
-				// Kafka refuses client appends to the coordinators'
-				// topics, whether or not they exist yet; only the
-				// coordinators write there.
-				job.err = fmt.Errorf("%w: cannot append to internal topic %s", kerr.InvalidTopicException, rt.Topic)
+			case metadata.IsInternalTopic(rt.Topic) && !internal:
+				// Kafka refuses client appends to its internal
+				// topics, whether or not they exist yet; only their
+				// owners write there: the group coordinator in
+				// process, the HTTP gateway as InternalClientID.
+				job.err = metadata.InternalTopicError(rt.Topic, "clients cannot produce to it")
 			case !topicKnown:
 				job.err = unknownProduceTopic(rt.Topic, created)
 			case !partitionExists(t, rp.Partition):

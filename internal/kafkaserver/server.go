@@ -21,6 +21,7 @@ package kafkaserver
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net"
@@ -92,6 +93,19 @@ type Config struct {
 	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
 	// (default 3, capped at the brokers there are).
 	OffsetsTopicReplicationFactor int16
+	// InternalClientID, when set, is the client id of Fjord's own Kafka
+	// clients that own an internal topic and write it over the wire (the
+	// HTTP gateway's idempotency index): requests with exactly this
+	// client id may create and produce to internal topics, which every
+	// other client is refused (metadata.IsInternalTopic). The node draws
+	// it at random at each start and hands it only to its gateway, so an
+	// outside client cannot name it the way it could a fixed reserved id
+	// (Kafka exempts its fixed "__admin_client"). It is not a security
+	// boundary: it crosses the wire in plaintext like any client id.
+	// ACLs (a later issue) are the boundary; this keeps clients, and
+	// tools run by mistake, off state they would break. Empty: no client
+	// is exempt.
+	InternalClientID string
 	// Metrics, when set, receives the listener's Prometheus metrics.
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
@@ -154,6 +168,13 @@ type request struct {
 	// sl is the request's place in the response order; its frame is the
 	// buffer body's byte fields alias.
 	sl *slot
+}
+
+// internalClient reports whether req comes from one of Fjord's own
+// clients (Config.InternalClientID).
+func (s *Server) internalClient(req *request) bool {
+	id := s.cfg.InternalClientID
+	return id != "" && req.clientID != nil && subtle.ConstantTimeCompare([]byte(*req.clientID), []byte(id)) == 1
 }
 
 // releaseFrame gives the request's frame back to the pool before the

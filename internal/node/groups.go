@@ -25,7 +25,7 @@ import (
 
 // offsetsTopic is Kafka's name for the topic of committed offsets and
 // group metadata (kafkaserver creates it on the first FindCoordinator).
-const offsetsTopic = "__consumer_offsets"
+const offsetsTopic = metadata.ConsumerOffsetsTopic
 
 // offsetsAppendTimeout bounds one write of the coordinator, as Kafka's
 // offsets.commit.timeout.ms does.

@@ -27,6 +27,7 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,15 +92,19 @@ type Node struct {
 	replicas   *replica.Manager
 	unsubImage func()
 	groups     *group.Coordinator
-	loader     *groupLoader
-	unsubGroup func()
-	kafka      *kafkaserver.Server
-	api        *httpapi.API
-	metrics    *prometheus.Registry
-	http       *http.Server
-	pprof      *http.Server
-	clusterID  string
-	started    bool
+	// internalClientID lets the HTTP gateway write its internal topic
+	// (kafkaserver.Config.InternalClientID): drawn at each start, known
+	// only inside this process.
+	internalClientID string
+	loader           *groupLoader
+	unsubGroup       func()
+	kafka            *kafkaserver.Server
+	api              *httpapi.API
+	metrics          *prometheus.Registry
+	http             *http.Server
+	pprof            *http.Server
+	clusterID        string
+	started          bool
 
 	// servers counts the Kafka and HTTP serve goroutines, so Close
 	// returns only after both have returned.
@@ -247,12 +252,14 @@ func (n *Node) start(ctx context.Context) error {
 
 	n.metrics = newRegistry(n.storage, fsyncs, n.groups)
 	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
+	n.internalClientID = "fjord-internal-" + rand.Text()
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                   n.kafkaLn.Addr().String(),
 		NodeID:                 cfg.NodeID,
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		AutoCreateTopics:       cfg.AutoCreateTopics,
 		OffsetsTopicPartitions: kafkaserver.DefaultOffsetsTopicPartitions,
+		InternalClientID:       n.internalClientID,
 		Metrics:                n.metrics,
 		Logger:                 n.log,
 	}, n.ctrl, n.replicas, pids, n.groups)
@@ -269,6 +276,7 @@ func (n *Node) start(ctx context.Context) error {
 		// this node at the address it gives clients.
 		api, err := httpapi.New(httpapi.Config{
 			Brokers:             []string{net.JoinHostPort(host, strconv.Itoa(int(port)))},
+			InternalClientID:    n.internalClientID,
 			IdempotencyWindow:   cfg.HTTP.IdempotencyWindow,
 			ConsumerIdleTimeout: cfg.HTTP.ConsumerIdleTimeout,
 			MaxConcurrent:       cfg.HTTP.MaxConcurrent,
@@ -375,6 +383,11 @@ func (n *Node) Err() error {
 		return nil
 	}
 }
+
+// InternalClientID is the client id this node lets write internal
+// topics (kafkaserver.Config.InternalClientID), for a second HTTP
+// gateway in this process (tests).
+func (n *Node) InternalClientID() string { return n.internalClientID }
 
 // KafkaAddr is the address the Kafka listener bound.
 func (n *Node) KafkaAddr() net.Addr { return n.kafkaLn.Addr() }
