@@ -123,7 +123,7 @@ func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic, int
 	if metadata.IsInternalTopic(t.Topic) && !internal {
 		// Its owner creates it with its own settings (the group
 		// coordinator hashes groups over a fixed partition count).
-		return ct, invalidRequest("topic %q is internal: the node creates it when it is first needed", t.Topic)
+		return ct, invalidRequest("topic %q is internal to Fjord: the node creates it when it is first needed", t.Topic)
 	}
 
 	if len(t.ReplicaAssignment) > 0 {

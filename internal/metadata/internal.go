@@ -14,9 +14,11 @@ import (
 // or the memory that keeps a retried HTTP produce from writing twice. So
 // the controller refuses to delete them, to change their partition count
 // (groups and keys are hashed over it) and to change a config in a way
-// that would drop records they still need (CheckInternalTopicConfigs);
-// the Kafka listener refuses client writes to them. Reading them is
-// allowed, as in Kafka.
+// that would drop records they still need (CheckInternalTopicConfigs),
+// and to create a topic whose name collides with one of theirs in metric
+// names; the Kafka listener refuses clients' CreateTopics of them,
+// produces to them and DeleteRecords on them. Reading them is allowed,
+// as in Kafka.
 //
 // The list is exact. Names are case sensitive and never trimmed (as
 // Kafka's), so "__Consumer_Offsets" or " __consumer_offsets" is another
