@@ -43,6 +43,7 @@ type serveOptions struct {
 	httpMaxConcurrent         int32
 	httpMaxLongPolls          int32
 	httpMaxConsumers          int32
+	httpMaxBodyBytes          int64
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -115,6 +116,8 @@ signal exits at once.`,
 		"http-max-long-polls", "HTTP API reads (consume, records) served at once; more are answered 429")
 	f.Var(newIntFlag(&o.httpMaxConsumers, httpapi.DefaultMaxConsumers, 1, 65536, ""),
 		"http-max-consumers", "HTTP consumer instances on this node; a new one past this is answered 429")
+	f.Var(newIntFlag[int64](&o.httpMaxBodyBytes, httpapi.DefaultMaxBodyBytes, httpapi.MinMaxBodyBytes, httpapi.MaxMaxBodyBytes, ""),
+		"http-max-body-bytes", "largest HTTP API request body; larger is answered 413 (values are base64: a record is at most three quarters of it)")
 	return cmd
 }
 
@@ -176,6 +179,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 			MaxConcurrent:       int(o.httpMaxConcurrent),
 			MaxLongPolls:        int(o.httpMaxLongPolls),
 			MaxConsumers:        int(o.httpMaxConsumers),
+			MaxBodyBytes:        o.httpMaxBodyBytes,
 		},
 	})
 	if err != nil {

@@ -328,7 +328,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", msg: err.Error()}
+			return bodyTooLarge(limit)
 		}
 		// A number too large for its field is a bad value, not bad JSON:
 		// name the field's own code, as for a negative one.

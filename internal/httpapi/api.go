@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,8 +49,11 @@ type Config struct {
 	// Brokers are the Kafka listeners the gateway's clients dial (the
 	// node's own).
 	Brokers []string
-	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
-	// larger is 413.
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes;
+	// MinMaxBodyBytes to MaxMaxBodyBytes); larger is 413. It is what
+	// bounds a record's size on the gateway's side: base64 makes a value
+	// a third larger than its bytes, so the default carries a record of
+	// about 12 MiB, and the topic's max.message.bytes decides below that.
 	MaxBodyBytes int64
 	// MaxReadBytes bounds a read's answer (default DefaultMaxReadBytes).
 	MaxReadBytes int32
@@ -92,7 +96,13 @@ type Config struct {
 
 // Defaults for zero Config fields.
 const (
-	DefaultMaxBodyBytes  = 16 << 20
+	DefaultMaxBodyBytes = 16 << 20
+	// MinMaxBodyBytes and MaxMaxBodyBytes bound MaxBodyBytes: below a
+	// KiB hardly a record fits; a body is held in memory whole, and the
+	// largest record it carries (three quarters of it, after base64)
+	// must fit the gateway client's 100 MiB produce request.
+	MinMaxBodyBytes      = 1 << 10
+	MaxMaxBodyBytes      = 128 << 20
 	DefaultMaxReadBytes  = 8 << 20
 	DefaultMaxConcurrent = 256
 	DefaultMaxLongPolls  = 256
@@ -106,6 +116,10 @@ const (
 	// producedTopicsMax bounds producedTopics; past it the cache starts
 	// over.
 	producedTopicsMax = 10_000
+	// defaultBatchMaxBytes caps the batches of a topic whose
+	// max.message.bytes is not known: franz-go's default, below the
+	// broker's default max.message.bytes.
+	defaultBatchMaxBytes = 1_000_012
 	// awaitPartitionsTimeout bounds how long a produce waits for its
 	// client to learn of partitions added a moment ago.
 	awaitPartitionsTimeout = 5 * time.Second
@@ -140,15 +154,23 @@ type API struct {
 	// produce to a topic deleted since is refused by the broker (404 all
 	// the same), one to a partition past the cached count looks again,
 	// and the API's own create and delete routes forget the topic.
+	//
+	// It also keeps each topic's max.message.bytes, which sizes the
+	// producers' batches for the topic (batchMaxBytes); given is what
+	// they were told, per topic.
 	producedTopics struct {
 		sync.Mutex
-		m map[string]cachedTopic
+		m     map[string]cachedTopic
+		given map[string]int32
 	}
 }
 
 type cachedTopic struct {
-	detail  kadm.TopicDetail
-	fetched time.Time
+	detail kadm.TopicDetail
+	// maxMessageBytes is the topic's max.message.bytes; 0: no limit,
+	// -1: not known (its configs could not be read).
+	maxMessageBytes int32
+	fetched         time.Time
 }
 
 // New makes the API's clients. They dial lazily: the node's own listener
@@ -157,7 +179,10 @@ func New(cfg Config) (*API, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("httpapi: no brokers")
 	}
-	if cfg.MaxBodyBytes <= 0 {
+	if err := CheckMaxBodyBytes(cfg.MaxBodyBytes); err != nil {
+		return nil, fmt.Errorf("httpapi: MaxBodyBytes %d: %w", cfg.MaxBodyBytes, err)
+	}
+	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.MaxReadBytes <= 0 {
@@ -200,6 +225,10 @@ func New(cfg Config) (*API, error) {
 		// to wait for the topic to appear.
 		kgo.UnknownTopicRetries(0),
 		kgo.RecordDeliveryTimeout(30 * time.Second),
+		// A batch is as large as the topic takes, no more: the topic's
+		// max.message.bytes decides what is written, and records
+		// produced together never make a batch the broker refuses.
+		kgo.ProducerBatchMaxBytesFn(a.batchMaxBytes),
 	}
 	for acks, opts := range map[string][]kgo.Opt{
 		"all": {kgo.RequiredAcks(kgo.AllISRAcks())},
@@ -230,6 +259,15 @@ func New(cfg Config) (*API, error) {
 	a.stop = stop
 	go a.dedup.load(ctx)
 	return a, nil
+}
+
+// CheckMaxBodyBytes says what is wrong with n as Config.MaxBodyBytes (0:
+// the default).
+func CheckMaxBodyBytes(n int64) error {
+	if n != 0 && (n < MinMaxBodyBytes || n > MaxMaxBodyBytes) {
+		return fmt.Errorf("allowed: %d to %d bytes", MinMaxBodyBytes, MaxMaxBodyBytes)
+	}
+	return nil
 }
 
 // route is one of the API's routes, with what /v1/openapi.json says of
@@ -375,30 +413,101 @@ func (a *API) topicPartitions(ctx context.Context, topic string) (kadm.TopicDeta
 	return td, nil
 }
 
-// producedTopic is topicPartitions for a produce, from producedTopics
-// when it knows the topic and has at least minPartitions of it (asking
-// a broker when it does not).
-func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int) (kadm.TopicDetail, error) {
+// producedTopic is topicPartitions for a produce, with the topic's
+// max.message.bytes, from producedTopics when it knows the topic and has
+// at least minPartitions of it (asking a broker when it does not).
+func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int) (cachedTopic, error) {
 	now := time.Now()
 	a.producedTopics.Lock()
 	c, ok := a.producedTopics.m[topic]
 	a.producedTopics.Unlock()
 	if ok && now.Sub(c.fetched) < producedTopicMaxAge && len(c.detail.Partitions) >= minPartitions {
-		return c.detail, nil
+		return c, nil
 	}
 	td, err := a.topicPartitions(ctx, topic)
+	if err != nil {
+		a.forgetTopic(topic)
+		return cachedTopic{}, err
+	}
+	c = cachedTopic{detail: td, maxMessageBytes: a.maxMessageBytes(ctx, topic), fetched: now}
+	a.producedTopics.Lock()
+	if a.producedTopics.m == nil || len(a.producedTopics.m) >= producedTopicsMax {
+		a.producedTopics.m = map[string]cachedTopic{}
+	}
+	a.producedTopics.m[topic] = c
+	given, told := a.producedTopics.given[topic]
+	stale := told && given != batchMaxBytesFor(c.maxMessageBytes)
+	if stale {
+		delete(a.producedTopics.given, topic)
+	}
+	a.producedTopics.Unlock()
+	if stale {
+		// franz-go sizes a partition's batches once, when it learns of
+		// the partition: after max.message.bytes changed, the producers
+		// forget the topic and learn it again. Records of the topic
+		// buffered at this moment fail (503: try again).
+		for _, cl := range a.producers {
+			cl.PurgeTopicsFromProducing(topic)
+		}
+	}
+	return c, nil
+}
+
+// maxMessageBytes reads topic's max.message.bytes (-1: not known).
+// REQUIRES: producedTopics' lock not held.
+func (a *API) maxMessageBytes(ctx context.Context, topic string) int32 {
+	rcs, err := a.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return -1
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return -1
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			if v, err := strconv.ParseInt(*c.Value, 10, 32); err == nil && v >= 0 {
+				return int32(v)
+			}
+		}
+	}
+	return -1
+}
+
+// batchMaxBytes is the producers' batch cap for topic
+// (kgo.ProducerBatchMaxBytesFn): its max.message.bytes as producedTopic
+// last read it. franz-go calls it when it learns of a partition, which
+// the first produce to the topic, after producedTopic, makes it do.
+// REQUIRES: producedTopics' lock not held (franz-go's metadata
+// goroutine calls it; PurgeTopicsFromProducing waits for that
+// goroutine, so it is never called under the lock).
+func (a *API) batchMaxBytes(topic string) int32 {
 	a.producedTopics.Lock()
 	defer a.producedTopics.Unlock()
-	switch {
-	case err != nil:
-		delete(a.producedTopics.m, topic)
-	default:
-		if a.producedTopics.m == nil || len(a.producedTopics.m) >= producedTopicsMax {
-			a.producedTopics.m = map[string]cachedTopic{}
-		}
-		a.producedTopics.m[topic] = cachedTopic{detail: td, fetched: now}
+	known := int32(-1)
+	if c, ok := a.producedTopics.m[topic]; ok {
+		known = c.maxMessageBytes
 	}
-	return td, err
+	n := batchMaxBytesFor(known)
+	if topic != "" {
+		if a.producedTopics.given == nil {
+			a.producedTopics.given = map[string]int32{}
+		}
+		a.producedTopics.given[topic] = n
+	}
+	return n
+}
+
+// batchMaxBytesFor is the batch cap for a topic's max.message.bytes (0:
+// no limit, -1: not known). franz-go takes 512 to 1 GiB.
+func batchMaxBytesFor(maxMessageBytes int32) int32 {
+	switch {
+	case maxMessageBytes < 0:
+		return defaultBatchMaxBytes
+	case maxMessageBytes == 0:
+		return 1 << 30
+	}
+	return max(maxMessageBytes, 512)
 }
 
 // forgetTopic drops topic from producedTopics.

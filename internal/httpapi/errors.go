@@ -28,6 +28,12 @@ func unavailable(err error) *apiError {
 	return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
 }
 
+// bodyTooLarge is the answer to a body over the limit.
+func bodyTooLarge(limit int64) *apiError {
+	return &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
+		msg: fmt.Sprintf("the request body is over this node's limit of %d bytes (fjord serve --http-max-body-bytes)", limit)}
+}
+
 // kafkaError maps an error from the cluster to its answer.
 func kafkaError(err error) *apiError {
 	var ae *apiError

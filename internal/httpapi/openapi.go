@@ -168,7 +168,8 @@ func openAPIDocument() map[string]any {
 	return map[string]any{
 		"openapi": "3.0.3",
 		"info": map[string]any{"title": "Fjord HTTP API", "version": "1",
-			"description": "Produce, read, consume as a group, commit and seek over JSON; topic, cluster and group administration. Bytes are base64, times Unix milliseconds."},
+			"description": "Produce, read, consume as a group, commit and seek over JSON; topic, cluster and group administration. Bytes are base64, times Unix milliseconds. " +
+				"A request body is at most the node's --http-max-body-bytes (413 body_too_large), a record at most its topic's max.message.bytes (413 record_too_large)."},
 		"paths":      paths,
 		"components": map[string]any{"schemas": map[string]any{"Error": errorSchema}},
 	}

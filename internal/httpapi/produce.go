@@ -2,11 +2,15 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,7 +30,9 @@ import (
 // unknown fields, bad base64, a negative partition or one the topic does
 // not have, an acks value not in the list, both a record and "records",
 // neither, an idempotency_key that is empty, over 256 bytes, or with
-// acks other than "all" (idempotency.go). A body over the limit is 413; an
+// acks other than "all" (idempotency.go). A body over the limit
+// (Config.MaxBodyBytes) is 413 body_too_large, a record over the topic's
+// max.message.bytes 413 record_too_large, each naming its limit; an
 // unknown topic 404.
 
 // produceRecord is one record of a produce request.
@@ -94,10 +100,24 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 			minPartitions = max(minPartitions, int(*pr.Partition)+1)
 		}
 	}
-	td, err := a.producedTopic(r.Context(), topic, minPartitions)
+	ct, err := a.producedTopic(r.Context(), topic, minPartitions)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	td := ct.detail
+	// A record over the topic's max.message.bytes is refused here, with
+	// the limit named: the broker would refuse it too, in a message that
+	// does not say which limit.
+	for i, rec := range recs {
+		if size := recordBatchBytes(rec, in[i].IdempotencyKey); ct.maxMessageBytes > 0 && size > int(ct.maxMessageBytes) {
+			err := recordTooLarge(topic, ct.maxMessageBytes, fmt.Sprintf("the record, %d bytes as a batch,", size))
+			if batch {
+				err.msg = fmt.Sprintf("record %d: %s", i, err.msg)
+			}
+			writeError(w, err)
+			return
+		}
 	}
 	if explicit {
 		for i, pr := range in {
@@ -114,13 +134,13 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if hasIdempotencyKeys(in) {
-		a.produceEach(w, r, cl, topic, len(td.Partitions), in, recs, acks, batch)
+		a.produceEach(w, r, cl, topic, ct, in, recs, acks, batch)
 		return
 	}
 	results := cl.ProduceSync(r.Context(), recs...)
 	if !batch {
 		if err := results[0].Err; err != nil {
-			writeError(w, err)
+			writeError(w, produceError(topic, ct, err))
 			return
 		}
 		writeJSON(w, http.StatusOK, resultOf(results[0].Record, acks))
@@ -136,7 +156,7 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 	for _, res := range results {
 		i := index[res.Record]
 		if res.Err != nil {
-			ae := kafkaError(res.Err)
+			ae := produceError(topic, ct, res.Err)
 			out[i] = errorBody{Error: ae.code, Message: ae.msg}
 			continue
 		}
@@ -207,6 +227,59 @@ func toRecord(topic string, pr produceRecord) (*kgo.Record, error) {
 	return rec, nil
 }
 
+// recordBatchBytes is the size of the batch of rec alone, as the
+// broker measures it against max.message.bytes: the batch header and
+// the record, with the idempotency key's header when it has one.
+func recordBatchBytes(rec *kgo.Record, idempotencyKey *string) int {
+	const batchHeaderBytes = 61
+	bytesLen := func(n int) int { return varintLen(int64(n)) + n }
+	body := 1 + 1 + 1 // attributes, timestamp delta 0, offset delta 0
+	body += varintLen(-1)
+	if rec.Key != nil {
+		body += bytesLen(len(rec.Key)) - varintLen(-1)
+	}
+	body += varintLen(-1)
+	if rec.Value != nil {
+		body += bytesLen(len(rec.Value)) - varintLen(-1)
+	}
+	headers := len(rec.Headers)
+	for _, h := range rec.Headers {
+		body += bytesLen(len(h.Key)) + bytesLen(len(h.Value))
+	}
+	if idempotencyKey != nil {
+		headers++
+		body += bytesLen(len(idempotencyHeader)) + bytesLen(len(*idempotencyKey))
+	}
+	body += varintLen(int64(headers))
+	return batchHeaderBytes + varintLen(int64(body)) + body
+}
+
+func varintLen(v int64) int { return len(binary.AppendVarint(nil, v)) }
+
+// recordTooLarge is the answer to a record over topic's
+// max.message.bytes, what is over it said in what.
+func recordTooLarge(topic string, maxMessageBytes int32, what string) *apiError {
+	return &apiError{status: http.StatusRequestEntityTooLarge, code: "record_too_large",
+		msg: fmt.Sprintf("%s is over topic %q's max.message.bytes of %d (a setting of the topic)", what, topic, maxMessageBytes)}
+}
+
+// produceError is the answer to a record's failed produce: a batch
+// refused as too large names the topic's limit, and a record dropped
+// because the producers were learning the topic's new limit is 503.
+func produceError(topic string, ct cachedTopic, err error) *apiError {
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		if ct.maxMessageBytes >= 0 {
+			return recordTooLarge(topic, ct.maxMessageBytes, "the batch carrying this record")
+		}
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: "record_too_large",
+			msg: fmt.Sprintf("the batch carrying this record is over topic %q's max.message.bytes (a setting of the topic)", topic)}
+	}
+	if err != nil && strings.Contains(err.Error(), "purged") {
+		return unavailable(fmt.Errorf("topic %q's max.message.bytes changed while this record waited to be sent; try again", topic))
+	}
+	return kafkaError(err)
+}
+
 func hasIdempotencyKeys(in []produceRecord) bool {
 	for _, pr := range in {
 		if pr.IdempotencyKey != nil {
@@ -218,8 +291,9 @@ func hasIdempotencyKeys(in []produceRecord) bool {
 
 // produceEach produces the records one at a time, those with an
 // idempotency key through the index, and answers as handleProduce does.
-func (a *API) produceEach(w http.ResponseWriter, r *http.Request, cl *kgo.Client, topic string, n int,
+func (a *API) produceEach(w http.ResponseWriter, r *http.Request, cl *kgo.Client, topic string, ct cachedTopic,
 	in []produceRecord, recs []*kgo.Record, acks string, batch bool) {
+	n := len(ct.detail.Partitions)
 	if acks != "all" {
 		writeError(w, badRequest("bad_acks", `idempotency_key needs acks "all": with less, where a record went is not known`))
 		return
@@ -238,10 +312,10 @@ func (a *API) produceEach(w http.ResponseWriter, r *http.Request, cl *kgo.Client
 			}
 		}
 		if err != nil {
+			ae := produceError(topic, ct, err)
 			if firstErr == nil {
-				firstErr = err
+				firstErr = ae
 			}
-			ae := kafkaError(err)
 			out[i] = errorBody{Error: ae.code, Message: ae.msg}
 			continue
 		}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/httpapi"
 )
 
 // Defaults for the fields of Config left zero, and the values `fjord
@@ -83,6 +85,8 @@ type HTTPConfig struct {
 	MaxLongPolls int
 	// MaxConsumers bounds the HTTP consumer instances on the node.
 	MaxConsumers int
+	// MaxBodyBytes bounds a request body (http-max-body-bytes).
+	MaxBodyBytes int64
 }
 
 // withDefaults fills the zero fields that have defaults.
@@ -152,6 +156,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxRequestBytes < 0 {
 		return bad("socket.request.max.bytes", c.MaxRequestBytes, "allowed: 1 to 2147483647")
+	}
+	if err := httpapi.CheckMaxBodyBytes(c.HTTP.MaxBodyBytes); err != nil {
+		return fmt.Errorf("%w: http-max-body-bytes %d: %v", ErrInvalidConfig, c.HTTP.MaxBodyBytes, err)
 	}
 	return nil
 }

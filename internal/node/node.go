@@ -282,6 +282,7 @@ func (n *Node) start(ctx context.Context) error {
 			MaxConcurrent:       cfg.HTTP.MaxConcurrent,
 			MaxLongPolls:        cfg.HTTP.MaxLongPolls,
 			MaxConsumers:        cfg.HTTP.MaxConsumers,
+			MaxBodyBytes:        cfg.HTTP.MaxBodyBytes,
 			Metrics:             n.metrics,
 			Logger:              n.log,
 		})

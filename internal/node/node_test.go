@@ -385,6 +385,9 @@ func TestInvalidConfigRefusedBeforeTouchingDisk(t *testing.T) {
 		{"advertised port 0", func(c *Config) { c.AdvertisedKafkaAddr = "h:0" }, "port must be 1 to 65535"},
 		{"advertised no port", func(c *Config) { c.AdvertisedKafkaAddr = "h" }, `advertised-kafka-addr "h"`},
 		{"negative partitions", func(c *Config) { c.NumPartitions = -3 }, `num-partitions "-3"`},
+		{"negative http body limit", func(c *Config) { c.HTTP.MaxBodyBytes = -1 }, `http-max-body-bytes -1: allowed: 1024 to 134217728 bytes`},
+		{"tiny http body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 10 }, `http-max-body-bytes 10: allowed: 1024 to`},
+		{"absurd http body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 1 << 40 }, `http-max-body-bytes 1099511627776: allowed: 1024 to 134217728`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base(t)
