@@ -21,8 +21,8 @@
 //	/v1/topics, /v1/topics/{topic}, /v1/cluster,
 //	/v1/groups, /v1/groups/{group}                  administration (admin.go)
 //
-// Bytes travel as base64 (values, header values), keys as strings, and
-// times as Unix milliseconds. Every error is JSON, {"error": "<stable
+// Bytes travel as base64 (values, header values, key_b64), keys as
+// strings when they are text, and times as Unix milliseconds. Every error is JSON, {"error": "<stable
 // code>", "message": "<text>"}, with the status that fits (errors.go).
 package httpapi
 

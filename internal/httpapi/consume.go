@@ -264,10 +264,7 @@ func isContextErr(err error) bool {
 
 func recordJSON(rec *kgo.Record) readRecord {
 	rr := readRecord{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UnixMilli()}
-	if rec.Key != nil {
-		k := string(rec.Key)
-		rr.Key = &k
-	}
+	rr.Key, rr.KeyB64 = keyJSON(rec.Key)
 	if rec.Value != nil {
 		v := base64.StdEncoding.EncodeToString(rec.Value)
 		rr.Value = &v

@@ -18,6 +18,10 @@ import (
 //
 //	{"key": "user-8841", "value": "<base64>", "headers": {"k": "<base64>"},
 //	 "partition": 17, "acks": "all" | "1" | "0"}
+//
+// key is text (JSON strings are Unicode: bytes that are not UTF-8 cannot
+// be given in it); key_b64 is the key's bytes in base64, for any key.
+// One or the other, not both.
 //	or {"records": [ ...records as above, without acks... ], "acks": ...}
 //
 // One record answers {"partition", "offset", "timestamp"}; a batch
@@ -38,6 +42,7 @@ import (
 // produceRecord is one record of a produce request.
 type produceRecord struct {
 	Key            *string           `json:"key"`
+	KeyB64         *string           `json:"key_b64"`
 	Value          *string           `json:"value"`
 	Headers        map[string]string `json:"headers"`
 	Partition      *int32            `json:"partition"`
@@ -179,7 +184,7 @@ func decodeProduce(w http.ResponseWriter, r *http.Request, limit int64) (*produc
 	if err := decodeJSON(w, r, limit, &req); err != nil {
 		return nil, err
 	}
-	single := req.Key != nil || req.Value != nil || req.Headers != nil || req.Partition != nil || req.IdempotencyKey != nil
+	single := req.Key != nil || req.KeyB64 != nil || req.Value != nil || req.Headers != nil || req.Partition != nil || req.IdempotencyKey != nil
 	switch {
 	case req.Records != nil && single:
 		return nil, badRequest("malformed_request", `give one record or "records", not both`)
@@ -197,8 +202,17 @@ func toRecord(topic string, pr produceRecord) (*kgo.Record, error) {
 		return nil, badRequest("bad_idempotency_key", "idempotency_key: want 1 to %d bytes", maxIdempotencyKeyBytes)
 	}
 	rec := &kgo.Record{Topic: topic}
-	if pr.Key != nil {
+	switch {
+	case pr.Key != nil && pr.KeyB64 != nil:
+		return nil, badRequest("bad_key", `give the key as "key" (text) or as "key_b64" (bytes), not both`)
+	case pr.Key != nil:
 		rec.Key = []byte(*pr.Key)
+	case pr.KeyB64 != nil:
+		k, err := base64.StdEncoding.DecodeString(*pr.KeyB64)
+		if err != nil {
+			return nil, badRequest("bad_base64", "key_b64: %v", err)
+		}
+		rec.Key = k
 	}
 	if pr.Value != nil {
 		v, err := base64.StdEncoding.DecodeString(*pr.Value)

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/testutil"
@@ -136,5 +139,112 @@ func TestConcurrentProducesRespectTopicLimit(t *testing.T) {
 		if msg := <-errs; msg != "" {
 			t.Error(msg)
 		}
+	}
+}
+
+type keyedRecord struct {
+	Offset  int64   `json:"offset"`
+	Key     *string `json:"key"`
+	KeyB64  *string `json:"key_b64"`
+	Value   *string `json:"value"`
+	Headers map[string]string
+}
+
+// Regression (issue 12): a key that is not UTF-8 came back as
+// "\ufffd\ufffd". Keys round-trip byte for byte: key_b64 gives them on
+// produce, and reads and consumes give every key in key_b64, and in key
+// too when it is UTF-8 (else key is null, never a mangled string).
+func TestBinaryKeys(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("bin", 1)
+	binary := []byte{0xff, 0xfe}
+	var res result
+	if st := e.do("POST", "/v1/topics/bin/produce", `{"key_b64": "//4=", "value": "YQ=="}`, &res); st != 200 {
+		t.Fatalf("produce key_b64: %d %+v", st, res)
+	}
+	if err := e.kcl.ProduceSync(context.Background(), &kgo.Record{Topic: "bin", Key: binary, Value: []byte("b")},
+		&kgo.Record{Topic: "bin", Key: []byte("text-é"), Value: []byte("c")},
+		&kgo.Record{Topic: "bin", Value: []byte("d")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(where string, recs []keyedRecord) {
+		t.Helper()
+		if len(recs) != 4 {
+			t.Fatalf("%s: %d records, want 4", where, len(recs))
+		}
+		for i, want := range [][]byte{binary, binary, []byte("text-é"), nil} {
+			r := recs[i]
+			switch {
+			case want == nil && (r.Key != nil || r.KeyB64 != nil):
+				t.Errorf("%s: record %d has no key, answered key %v key_b64 %v", where, i, r.Key, r.KeyB64)
+			case want != nil && (r.KeyB64 == nil || *r.KeyB64 != base64.StdEncoding.EncodeToString(want)):
+				t.Errorf("%s: record %d key_b64 %v, want %q", where, i, r.KeyB64, base64.StdEncoding.EncodeToString(want))
+			case want != nil && utf8.Valid(want) && (r.Key == nil || *r.Key != string(want)):
+				t.Errorf("%s: record %d key %v, want %q", where, i, r.Key, want)
+			case want != nil && !utf8.Valid(want) && r.Key != nil:
+				t.Errorf("%s: record %d key %q: a key that is not UTF-8 must be null in key", where, i, *r.Key)
+			}
+		}
+	}
+	var body json.RawMessage
+	st := e.do("GET", "/v1/topics/bin/partitions/0/records", "", &body)
+	if st != 200 || strings.Contains(string(body), `\ufffd`) || strings.Contains(string(body), "\ufffd") {
+		t.Fatalf("read: %d %s", st, body)
+	}
+	var read struct{ Records []keyedRecord }
+	if err := json.Unmarshal(body, &read); err != nil {
+		t.Fatal(err)
+	}
+	check("read", read.Records)
+
+	var c struct{ Records []keyedRecord }
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if st := e.do("GET", "/v1/topics/bin/consume?group=g&timeout_ms=500", "", &c); st != 200 || len(c.Records) == 0 {
+			return fmt.Errorf("consume: %d, %d records", st, len(c.Records))
+		}
+		return nil
+	})
+	check("consume", c.Records)
+
+	// The Kafka side sees the bytes the HTTP producer sent.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.n.KafkaAddr().String()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"bin": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if rec := cl.PollRecords(ctx, 1).Records(); len(rec) != 1 || !bytes.Equal(rec[0].Key, binary) {
+		t.Fatalf("a Kafka consumer read %+v, want key %x", rec, binary)
+	}
+}
+
+// Hostile keys: both forms, bad base64, and a key larger than the topic
+// takes are refused, with a stable code, and nothing is produced.
+func TestBadKeys(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("k", 1)
+	huge := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 2<<20))
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"key and key_b64", `{"key": "a", "key_b64": "YQ==", "value": "YQ=="}`, 400, "bad_key"},
+		{"key and key_b64 in a batch", `{"records": [{"value": "YQ=="}, {"key": "a", "key_b64": "YQ=="}]}`, 400, "bad_key"},
+		{"bad base64 key", `{"key_b64": "//4", "value": "YQ=="}`, 400, "bad_base64"},
+		{"key_b64 not a string", `{"key_b64": 7, "value": "YQ=="}`, 400, "malformed_json"},
+		{"key over the topic's limit", `{"key_b64": "` + huge + `"}`, 413, "record_too_large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var res result
+			if st := e.do("POST", "/v1/topics/k/produce", tc.body, &res); st != tc.status || res.Error != tc.code || !strings.Contains(res.Message, "key") && tc.code != "record_too_large" {
+				t.Errorf("%d %+v, want %d %s naming the key", st, res, tc.status, tc.code)
+			}
+		})
+	}
+	if end := e.endOffset("k", 0); end != 0 {
+		t.Fatalf("%d records produced by refused requests", end)
 	}
 }

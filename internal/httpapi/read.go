@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,17 +19,24 @@ import (
 // size, as Kafka's fetch rule), waiting up to timeout_ms (default 0, at
 // most 30 s) for at least one when there are none yet. The answer:
 //
-//	{"records": [{"partition", "offset", "key", "value", "headers",
-//	  "timestamp"}], "next_offset": N', "high_watermark": H,
+//	{"records": [{"partition", "offset", "key", "key_b64", "value",
+//	  "headers", "timestamp"}], "next_offset": N', "high_watermark": H,
 //	 "log_start_offset": L}
+//
+// A record with a key has key_b64, its bytes in base64, and key, the
+// same as text when it is UTF-8, else null: never a string with bytes
+// replaced. A record without one has key null and no key_b64.
 //
 // next_offset is where the next read continues. An offset outside the
 // log is 416 offset_out_of_range; an unknown topic or partition 404.
 
 type readRecord struct {
-	Partition int32             `json:"partition"`
-	Offset    int64             `json:"offset"`
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+	// Key is the key as text, null when there is none or it is not
+	// UTF-8; KeyB64 is its bytes whenever there is one (keyJSON).
 	Key       *string           `json:"key"`
+	KeyB64    *string           `json:"key_b64,omitempty"`
 	Value     *string           `json:"value"`
 	Headers   map[string]string `json:"headers,omitempty"`
 	Timestamp int64             `json:"timestamp"`
@@ -138,6 +147,22 @@ func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
 		out.NextOffset = rec.Offset + 1
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// keyJSON is a record key as readRecord gives it: as text when it is
+// UTF-8, and as base64 whenever there is one. Go's JSON encoder would
+// replace each byte that is not UTF-8 with U+FFFD, so such a key has no
+// text form.
+func keyJSON(key []byte) (text, b64 *string) {
+	if key == nil {
+		return nil, nil
+	}
+	enc := base64.StdEncoding.EncodeToString(key)
+	if !utf8.Valid(key) {
+		return nil, &enc
+	}
+	s := string(key)
+	return &s, &enc
 }
 
 // queryInt parses a query parameter in [min, max]; empty is def.
