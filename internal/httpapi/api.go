@@ -366,7 +366,16 @@ func (a *API) Close() {
 // now. It asks a broker directly: franz-go's metadata cache, which kadm
 // reads, can still hold a topic deleted by the request before.
 func (a *API) metadata(ctx context.Context, topics []string) (kadm.TopicDetails, error) {
+	return a.metadataCreating(ctx, topics, false)
+}
+
+// metadataCreating is metadata that, with autoCreate, asks the broker to
+// create topics that do not exist, as a Kafka producer's metadata
+// request does: the node creates them when it auto-creates topics
+// (auto.create.topics.enable), else answers them unknown.
+func (a *API) metadataCreating(ctx context.Context, topics []string, autoCreate bool) (kadm.TopicDetails, error) {
 	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = autoCreate
 	if topics != nil {
 		req.Topics = []kmsg.MetadataRequestTopic{}
 		for _, t := range topics {
@@ -402,18 +411,28 @@ func (a *API) metadata(ctx context.Context, topics []string) (kadm.TopicDetails,
 
 // topicPartitions describes one topic, or is a 404.
 func (a *API) topicPartitions(ctx context.Context, topic string) (kadm.TopicDetail, error) {
-	topics, err := a.metadata(ctx, []string{topic})
+	return a.describeTopic(ctx, topic, false)
+}
+
+// describeTopic is topicPartitions that, with autoCreate, has the node
+// create the topic when it auto-creates topics (metadataCreating).
+func (a *API) describeTopic(ctx context.Context, topic string, autoCreate bool) (kadm.TopicDetail, error) {
+	topics, err := a.metadataCreating(ctx, []string{topic}, autoCreate)
 	if err != nil {
 		return kadm.TopicDetail{}, unavailable(err)
 	}
 	td, ok := topics[topic]
+	if ok && errors.Is(td.Err, kerr.InvalidTopicException) {
+		return kadm.TopicDetail{}, badRequest("bad_topic", "topic name %q is not valid: at most 249 of a-z A-Z 0-9 . _ -, and not . or ..", topic)
+	}
 	if !ok || td.Err != nil {
 		return kadm.TopicDetail{}, &apiError{status: http.StatusNotFound, code: "unknown_topic", msg: fmt.Sprintf("topic %q does not exist", topic)}
 	}
 	return td, nil
 }
 
-// producedTopic is topicPartitions for a produce, with the topic's
+// producedTopic is describeTopic for a produce (creating the topic
+// where the node auto-creates topics), with the topic's
 // max.message.bytes, from producedTopics when it knows the topic and has
 // at least minPartitions of it (asking a broker when it does not).
 func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int) (cachedTopic, error) {
@@ -424,7 +443,9 @@ func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int
 	if ok && now.Sub(c.fetched) < producedTopicMaxAge && len(c.detail.Partitions) >= minPartitions {
 		return c, nil
 	}
-	td, err := a.topicPartitions(ctx, topic)
+	// A produce to a missing topic creates it where the node
+	// auto-creates topics, as a Kafka producer's does.
+	td, err := a.describeTopic(ctx, topic, true)
 	if err != nil {
 		a.forgetTopic(topic)
 		return cachedTopic{}, err

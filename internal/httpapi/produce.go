@@ -36,8 +36,11 @@ import (
 // neither, an idempotency_key that is empty, over 256 bytes, or with
 // acks other than "all" (idempotency.go). A body over the limit
 // (Config.MaxBodyBytes) is 413 body_too_large, a record over the topic's
-// max.message.bytes 413 record_too_large, each naming its limit; an
-// unknown topic 404.
+// max.message.bytes 413 record_too_large, each naming its limit. A
+// topic that does not exist is created when the node auto-creates
+// topics (--auto-create-topics: the produce's metadata request asks for
+// it, as a Kafka producer's does), else 404; a name no topic may have is
+// 400 bad_topic.
 
 // produceRecord is one record of a produce request.
 type produceRecord struct {

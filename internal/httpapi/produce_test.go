@@ -248,3 +248,65 @@ func TestBadKeys(t *testing.T) {
 		t.Fatalf("%d records produced by refused requests", end)
 	}
 }
+
+func (e *env) hasTopic(name string) bool {
+	e.t.Helper()
+	topics, err := e.adm.ListTopics(context.Background(), name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return topics.Has(name)
+}
+
+// Regression (issue 12): an HTTP produce to a missing topic was 404 even
+// on a node that auto-creates topics, where a Kafka producer's (and the
+// CLI's) creates it. Now the produce's metadata request asks for the
+// topic's creation, as a Kafka producer's does, and the node decides.
+func TestProduceAutoCreatesTopics(t *testing.T) {
+	t.Run("auto-create-topics on", func(t *testing.T) {
+		e := newEnvHTTP(t, true, node.HTTPConfig{})
+		for _, tc := range []struct{ topic, body string }{
+			{"fresh", `{"value": "YQ=="}`},
+			{"fresh-keyed", `{"key": "k", "value": "YQ=="}`},
+			{"fresh-explicit", `{"value": "YQ==", "partition": 0}`},
+			{"fresh-batch", `{"records": [{"value": "YQ=="}, {"value": "Yg=="}]}`},
+			{"fresh-idempotent", `{"value": "YQ==", "idempotency_key": "k1"}`},
+		} {
+			var res result
+			if st := e.do("POST", "/v1/topics/"+tc.topic+"/produce", tc.body, &res); st != 200 || res.Error != "" {
+				t.Errorf("%s: %d %+v, want the topic created and the record produced", tc.topic, st, res)
+				continue
+			}
+			if end := e.endOffset(tc.topic, 0); end == 0 {
+				t.Errorf("%s: created, but partition 0 is empty", tc.topic)
+			}
+		}
+		// A partition the created topic does not have is still refused
+		// (the topic stays, as a Kafka producer's would).
+		var res result
+		if st := e.do("POST", "/v1/topics/fresh-p5/produce", `{"value": "YQ==", "partition": 5}`, &res); st != 400 || res.Error != "bad_partition" {
+			t.Errorf("partition 5 of a new one-partition topic: %d %+v", st, res)
+		}
+		// A name the node cannot create is 400.
+		if st := e.do("POST", "/v1/topics/bad%21name/produce", `{"value": "YQ=="}`, &res); st != 400 || res.Error != "bad_topic" {
+			t.Errorf("invalid topic name: %d %+v", st, res)
+		}
+		// Reads never create.
+		if st := e.do("GET", "/v1/topics/unread/partitions/0/records", "", &res); st != 404 {
+			t.Errorf("read of a missing topic: %d %+v", st, res)
+		}
+		if e.hasTopic("unread") {
+			t.Error("a read created its topic")
+		}
+	})
+	t.Run("auto-create-topics off", func(t *testing.T) {
+		e := newEnvHTTP(t, false, node.HTTPConfig{})
+		var res result
+		if st := e.do("POST", "/v1/topics/fresh/produce", `{"value": "YQ=="}`, &res); st != 404 || res.Error != "unknown_topic" {
+			t.Errorf("%d %+v, want 404 unknown_topic", st, res)
+		}
+		if e.hasTopic("fresh") {
+			t.Error("the topic was created with auto-create-topics off")
+		}
+	})
+}
