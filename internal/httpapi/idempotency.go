@@ -2,9 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -30,6 +34,15 @@ import (
 // without a key or partition are placed by the idempotency key, with
 // Kafka's hash, so a retry goes to the same partition. An idempotent
 // produce needs acks=all: with less, where the record went is not known.
+//
+// A key sent again with another record is not a retry: it is 422
+// idempotency_key_reused, as the IETF's Idempotency-Key draft answers a
+// key reused with a different payload (409 there means the first is
+// still in progress, which here a retry waits out instead). Stripe's
+// idempotency_error is the same rule. Each entry carries a digest of its
+// record (recordDigest: topic, explicit partition, key, value, headers),
+// so the rule holds after a restart; entries written before digests
+// existed have none and answer any record with their key, as they did.
 
 const (
 	dedupTopic                     = metadata.HTTPIdempotencyTopic
@@ -49,6 +62,46 @@ type dedupEntry struct {
 	Offset    int64  `json:"offset"`
 	Timestamp int64  `json:"timestamp"`
 	At        int64  `json:"at"` // when the entry was written, Unix ms
+	// Digest is recordDigest of the record the key was first used for,
+	// hex; "" in entries written before digests were kept.
+	Digest string `json:"digest,omitempty"`
+}
+
+// recordDigest is SHA-256 of what makes a produce the same produce: the
+// topic, the explicit partition if any, and the record's key, value and
+// headers in order, each length-prefixed so that no two records share an
+// encoding (a nil key or value is not an empty one). The idempotency
+// key's own header is not in it: it is added after.
+func recordDigest(topic string, explicit *int32, rec *kgo.Record) string {
+	h := sha256.New()
+	field := func(present bool, b []byte) {
+		var n [9]byte
+		if present {
+			n[0] = 1
+			binary.BigEndian.PutUint64(n[1:], uint64(len(b)))
+		}
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field(true, []byte(topic))
+	var p [4]byte
+	if explicit != nil {
+		binary.BigEndian.PutUint32(p[:], uint32(*explicit))
+	}
+	field(explicit != nil, p[:])
+	field(rec.Key != nil, rec.Key)
+	field(rec.Value != nil, rec.Value)
+	for _, hd := range rec.Headers {
+		field(true, []byte(hd.Key))
+		field(true, hd.Value)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// keyReused is the answer to idemKey sent again with another record.
+func keyReused(topic, idemKey string) *apiError {
+	return &apiError{status: http.StatusUnprocessableEntity, code: "idempotency_key_reused",
+		msg: fmt.Sprintf("idempotency_key %q was used for another record on topic %q within the window: a retry must send the same record (key, value, headers, partition); a new record needs a new key", idemKey, topic)}
 }
 
 type dedup struct {
@@ -254,12 +307,16 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 		return produceResult{}, unavailable(fmt.Errorf("idempotency keys are unavailable: %w", d.loadErr))
 	}
 	key := topic + "\x00" + idemKey
+	digest := recordDigest(topic, explicit, rec)
 	if err := d.acquire(ctx, key); err != nil {
 		return produceResult{}, err
 	}
 	defer d.release(key)
 
 	if e, ok := d.lookup(key); ok {
+		if e.Digest != "" && e.Digest != digest {
+			return produceResult{}, keyReused(topic, idemKey)
+		}
 		if e.State == dedupStateDone {
 			return produceResult{Partition: e.Partition, Offset: e.Offset, Timestamp: e.Timestamp}, nil
 		}
@@ -267,7 +324,7 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 		if res, found, err := a.findByHeader(ctx, topic, e.Partition, e.At, idemKey); err != nil {
 			return produceResult{}, unavailable(err)
 		} else if found {
-			_ = d.put(ctx, key, dedupEntry{State: dedupStateDone, Partition: res.Partition, Offset: res.Offset, Timestamp: res.Timestamp})
+			_ = d.put(ctx, key, dedupEntry{State: dedupStateDone, Partition: res.Partition, Offset: res.Offset, Timestamp: res.Timestamp, Digest: e.Digest})
 			return res, nil
 		}
 	}
@@ -294,7 +351,7 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 	if err := d.ensureTopic(ctx); err != nil {
 		return produceResult{}, unavailable(err)
 	}
-	if err := d.put(ctx, key, dedupEntry{State: dedupStatePending, Partition: p}); err != nil {
+	if err := d.put(ctx, key, dedupEntry{State: dedupStatePending, Partition: p, Digest: digest}); err != nil {
 		return produceResult{}, unavailable(err)
 	}
 	r, err := cl.ProduceSync(ctx, rec).First()
@@ -303,7 +360,7 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 	}
 	res := resultOf(r, "all")
 	// Best effort: were it lost, a retry's scan finds the record.
-	_ = d.put(ctx, key, dedupEntry{State: dedupStateDone, Partition: res.Partition, Offset: res.Offset, Timestamp: res.Timestamp})
+	_ = d.put(ctx, key, dedupEntry{State: dedupStateDone, Partition: res.Partition, Offset: res.Offset, Timestamp: res.Timestamp, Digest: digest})
 	return res, nil
 }
 

@@ -103,27 +103,12 @@ func TestIdempotencyKeyPendingIsFound(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnvIn(t, dir)
 	e.createTopic("pay", 2)
-	// Wait for the index topic (the API creates it at start).
-	var warm result
-	e.do("POST", "/v1/topics/pay/produce", `{"value": "YQ==", "idempotency_key": "warm"}`, &warm)
-
 	// What a crash between the two writes leaves: the record with its
 	// header, and only the pending entry.
-	ctx := context.Background()
+	manual := e.putIndexEntry("pay\x00crashed", map[string]any{"state": "pending", "partition": 1, "at": time.Now().Add(-time.Second).UnixMilli()})
 	rec := &kgo.Record{Topic: "pay", Partition: 1, Value: []byte("landed"),
 		Headers: []kgo.RecordHeader{{Key: "fjord-idempotency-key", Value: []byte("crashed")}}}
-	// The index is internal: only the node's own client id writes it.
-	manual, err := kgo.NewClient(kgo.SeedBrokers(e.n.KafkaAddr().String()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ClientID(e.n.InternalClientID()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer manual.Close()
-	pending, _ := json.Marshal(map[string]any{"state": "pending", "partition": 1, "at": time.Now().Add(-time.Second).UnixMilli()})
-	if err := manual.ProduceSync(ctx, &kgo.Record{Topic: "__fjord_http_idempotency", Partition: 0, Key: []byte("pay\x00crashed"), Value: pending}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := manual.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := manual.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	e.n.Close()
@@ -143,6 +128,28 @@ func TestIdempotencyKeyPendingIsFound(t *testing.T) {
 	if got := e2.endOffset("pay", 1); got != end {
 		t.Fatalf("log end %d, want %d: the retry appended", got, end)
 	}
+}
+
+// putIndexEntry writes entry for key to the idempotency index topic,
+// as the API would have, and returns the client that wrote it (one that
+// names its partitions). The index topic is made first by an idempotent
+// produce to "pay".
+func (e *env) putIndexEntry(key string, entry map[string]any) *kgo.Client {
+	e.t.Helper()
+	var warm result
+	e.do("POST", "/v1/topics/pay/produce", `{"value": "YQ==", "idempotency_key": "warm"}`, &warm)
+	// The index is internal: only the node's own client id writes it.
+	manual, err := kgo.NewClient(kgo.SeedBrokers(e.n.KafkaAddr().String()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ClientID(e.n.InternalClientID()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(manual.Close)
+	v, _ := json.Marshal(entry)
+	if err := manual.ProduceSync(context.Background(), &kgo.Record{Topic: "__fjord_http_idempotency", Partition: 0, Key: []byte(key), Value: v}).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+	return manual
 }
 
 // newEnvIn is newEnv on a data directory a test may restart a node on.
@@ -191,5 +198,88 @@ func TestIdempotencyWindow(t *testing.T) {
 	clock.Add((time.Hour + time.Second).Milliseconds()) // the window passes
 	if later := produce(); later.Offset == first.Offset {
 		t.Fatalf("past the window the key still answered offset %d", later.Offset)
+	}
+}
+
+// Regression (issue 12): an idempotency key sent again with another
+// record was answered the first record's result, as if it were a retry.
+// It is 422 idempotency_key_reused, naming the key; a true retry still
+// answers the first result, and both hold after a restart. A batch's
+// records are each judged by their own key.
+func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvIn(t, dir)
+	e.createTopic("pay", 2)
+	const body = `{"key": "user-1", "value": "YQ==", "headers": {"h": "eA=="}, "idempotency_key": "req-1"}`
+	var first result
+	if st := e.do("POST", "/v1/topics/pay/produce", body, &first); st != 200 || first.Error != "" {
+		t.Fatalf("first: %d %+v", st, first)
+	}
+	// The same record given another way is the same record.
+	same := []string{body, `{"key_b64": "dXNlci0x", "value": "YQ==", "headers": {"h": "eA=="}, "idempotency_key": "req-1"}`}
+	others := []string{
+		`{"key": "user-1", "value": "Yg==", "headers": {"h": "eA=="}, "idempotency_key": "req-1"}`, // value
+		`{"key": "user-2", "value": "YQ==", "headers": {"h": "eA=="}, "idempotency_key": "req-1"}`, // key
+		`{"value": "YQ==", "headers": {"h": "eA=="}, "idempotency_key": "req-1"}`,                  // no key
+		`{"key": "user-1", "value": "YQ==", "idempotency_key": "req-1"}`,                           // headers
+		`{"key": "user-1", "value": null, "headers": {"h": "eA=="}, "idempotency_key": "req-1"}`,   // tombstone
+		`{"key": "user-1", "value": "YQ==", "headers": {"h": "eA=="}, "partition": 1, "idempotency_key": "req-1"}`,
+	}
+	check := func(e *env, when string) {
+		t.Helper()
+		end := e.endOffset("pay", first.Partition)
+		for _, b := range same {
+			var res result
+			if st := e.do("POST", "/v1/topics/pay/produce", b, &res); st != 200 || res.Partition != first.Partition || res.Offset != first.Offset {
+				t.Errorf("%s: retry %s: %d %+v, want the first %+v", when, b, st, res, first)
+			}
+		}
+		for _, b := range others {
+			var res result
+			if st := e.do("POST", "/v1/topics/pay/produce", b, &res); st != 422 || res.Error != "idempotency_key_reused" || !strings.Contains(res.Message, `"req-1"`) {
+				t.Errorf("%s: %s: %d %+v, want 422 idempotency_key_reused naming the key", when, b, st, res)
+			}
+		}
+		var batch struct{ Results []result }
+		b := `{"records": [{"value": "Yw==", "idempotency_key": "req-1"}, {"value": "Yw==", "idempotency_key": "req-new-` + when + `"}]}`
+		if st := e.do("POST", "/v1/topics/pay/produce", b, &batch); st != 200 || len(batch.Results) != 2 ||
+			batch.Results[0].Error != "idempotency_key_reused" || batch.Results[1].Error != "" {
+			t.Errorf("%s: batch: %d %+v", when, st, batch)
+		}
+		if got := e.endOffset("pay", first.Partition); got > end+1 {
+			t.Errorf("%s: log end %d after retries and reuses, want at most %d (the batch's new key)", when, got, end+1)
+		}
+	}
+	check(e, "before")
+	e.n.Close()
+	e2 := newEnvIn(t, dir)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var res result
+		if st := e2.do("POST", "/v1/topics/pay/produce", body, &res); st != 200 {
+			return fmt.Errorf("%d %+v", st, res)
+		}
+		return nil
+	})
+	check(e2, "after-restart")
+}
+
+// An index entry written before entries carried a digest of their
+// record is kept: a produce with its key is a retry, whatever its body.
+func TestIdempotencyEntryWithoutDigest(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvIn(t, dir)
+	e.createTopic("pay", 1)
+	e.putIndexEntry("pay\x00old", map[string]any{"state": "done", "partition": 0, "offset": 0, "timestamp": 7, "at": time.Now().UnixMilli()})
+	e.n.Close()
+	e2 := newEnvIn(t, dir)
+	var res result
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if st := e2.do("POST", "/v1/topics/pay/produce", `{"value": "Yg==", "idempotency_key": "old"}`, &res); st != 200 {
+			return fmt.Errorf("%d %+v", st, res)
+		}
+		return nil
+	})
+	if res.Offset != 0 || res.Timestamp != 7 {
+		t.Fatalf("old entry: %+v, want offset 0 timestamp 7", res)
 	}
 }

@@ -34,7 +34,8 @@ import (
 // unknown fields, bad base64, a negative partition or one the topic does
 // not have, an acks value not in the list, both a record and "records",
 // neither, an idempotency_key that is empty, over 256 bytes, or with
-// acks other than "all" (idempotency.go). A body over the limit
+// acks other than "all" (idempotency.go); an idempotency_key used
+// for another record is 422 idempotency_key_reused. A body over the limit
 // (Config.MaxBodyBytes) is 413 body_too_large, a record over the topic's
 // max.message.bytes 413 record_too_large, each naming its limit. A
 // topic that does not exist is created when the node auto-creates
