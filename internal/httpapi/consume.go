@@ -269,12 +269,7 @@ func recordJSON(rec *kgo.Record) readRecord {
 		v := base64.StdEncoding.EncodeToString(rec.Value)
 		rr.Value = &v
 	}
-	for _, h := range rec.Headers {
-		if rr.Headers == nil {
-			rr.Headers = map[string]string{}
-		}
-		rr.Headers[h.Key] = base64.StdEncoding.EncodeToString(h.Value)
-	}
+	rr.Headers, rr.HeaderList = headersJSON(rec.Headers)
 	return rr
 }
 

@@ -93,7 +93,7 @@ func recordDigest(topic string, explicit *int32, rec *kgo.Record) string {
 	field(rec.Value != nil, rec.Value)
 	for _, hd := range rec.Headers {
 		field(true, []byte(hd.Key))
-		field(true, hd.Value)
+		field(hd.Value != nil, hd.Value)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -29,7 +29,7 @@ type param struct {
 var apiRoutes = []route{
 	{"POST", "/v1/topics/{topic}/produce", (*API).handleProduce, routeDoc{
 		summary: "Produce one record, or a batch, with Kafka's guarantees for the acks asked for; a missing topic is created where the node auto-creates topics, else 404",
-		body:    `{"key": string (text) | "key_b64": base64 (bytes; not both), "value": base64 | null, "headers": {name: base64}, "partition": int, "idempotency_key": string (a retry answers the first result; the key with another record is 422 idempotency_key_reused), "acks": "all" | "1" | "0"} or {"records": [...], "acks": ...}`,
+		body:    `{"key": string (text) | "key_b64": base64 (bytes; not both), "value": base64 | null, "headers": {name: base64 | null} | [{"name": string, "value": base64 | null}] (a list keeps order and repeated names), "partition": int, "idempotency_key": string (a retry answers the first result; the key with another record is 422 idempotency_key_reused), "acks": "all" | "1" | "0"} or {"records": [...], "acks": ...}`,
 		answer:  `{"partition": int, "offset": int, "timestamp": ms} or {"results": [that | {"error", "message"}]} in request order`,
 		errors:  []int{400, 404, 413, 422, 503},
 	}},
@@ -37,7 +37,7 @@ var apiRoutes = []route{
 		summary: "Read a partition from an offset, without a group",
 		query: []param{{"offset", "integer", "first offset (default: the log start)", false},
 			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000", false}},
-		answer: `{"records": [{"partition", "offset", "key": text or null (no key, or not UTF-8), "key_b64": the key's bytes (absent without a key), "value", "headers", "timestamp"}], "next_offset", "high_watermark", "log_start_offset"}`,
+		answer: `{"records": [{"partition", "offset", "key": text or null (no key, or not UTF-8), "key_b64": the key's bytes (absent without a key), "value", "headers": {name: base64 | null} (the last of each name), "header_list": [{"name", "value"}] (every header in order; only when a name repeats), "timestamp"}], "next_offset", "high_watermark", "log_start_offset"}`,
 		errors: []int{400, 404, 416, 503},
 	}},
 	{"GET", "/v1/topics/{topic}/consume", (*API).handleConsume, routeDoc{

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -45,18 +47,66 @@ import (
 
 // produceRecord is one record of a produce request.
 type produceRecord struct {
-	Key            *string           `json:"key"`
-	KeyB64         *string           `json:"key_b64"`
-	Value          *string           `json:"value"`
-	Headers        map[string]string `json:"headers"`
-	Partition      *int32            `json:"partition"`
-	IdempotencyKey *string           `json:"idempotency_key"`
+	Key            *string         `json:"key"`
+	KeyB64         *string         `json:"key_b64"`
+	Value          *string         `json:"value"`
+	Headers        *produceHeaders `json:"headers"`
+	Partition      *int32          `json:"partition"`
+	IdempotencyKey *string         `json:"idempotency_key"`
 }
 
 type produceRequest struct {
 	produceRecord
 	Records []produceRecord `json:"records"`
 	Acks    *string         `json:"acks"`
+}
+
+// produceHeaders is a produce's headers, in one of two forms:
+//
+//	{"name": "<base64>" | null, ...}                 in name order (an object has none of its own)
+//	[{"name": "...", "value": "<base64>" | null}, ...] in its order; names may repeat
+//
+// A null value is a header without one (Kafka's null), "" an empty one.
+type produceHeaders struct {
+	list []headerJSON
+}
+
+type headerJSON struct {
+	Name     *string `json:"name"`
+	Value    *string `json:"value"`
+	hasValue bool    // "value" was given (null or not)
+}
+
+func (h *headerJSON) UnmarshalJSON(b []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return errors.New(`a header is {"name": string, "value": base64 or null}`)
+	}
+	for k := range fields {
+		if k != "name" && k != "value" {
+			return fmt.Errorf(`header: unknown field %q (allowed: "name", "value")`, k)
+		}
+	}
+	type plain headerJSON
+	if err := json.Unmarshal(b, (*plain)(h)); err != nil {
+		return errors.New(`a header is {"name": string, "value": base64 or null}`)
+	}
+	_, h.hasValue = fields["value"]
+	return nil
+}
+
+func (h *produceHeaders) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		return json.Unmarshal(b, &h.list)
+	}
+	var m map[string]*string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return errors.New(`"headers" is an object {name: base64 or null} or a list [{"name", "value"}]`)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		h.list = append(h.list, headerJSON{Name: &k, Value: m[k], hasValue: true})
+	}
+	return nil
 }
 
 // produceResult is one record's answer.
@@ -225,13 +275,24 @@ func toRecord(topic string, pr produceRecord) (*kgo.Record, error) {
 		}
 		rec.Value = v
 	}
-	// In name order: a JSON object has none of its own.
-	for _, k := range slices.Sorted(maps.Keys(pr.Headers)) {
-		v, err := base64.StdEncoding.DecodeString(pr.Headers[k])
-		if err != nil {
-			return nil, badRequest("bad_base64", "header %q: %v", k, err)
+	if pr.Headers != nil {
+		for i, h := range pr.Headers.list {
+			if h.Name == nil {
+				return nil, badRequest("bad_header", `header %d: no "name"`, i)
+			}
+			if !h.hasValue {
+				return nil, badRequest("bad_header", `header %q: no "value" (null for none)`, *h.Name)
+			}
+			hd := kgo.RecordHeader{Key: *h.Name}
+			if h.Value != nil {
+				v, err := base64.StdEncoding.DecodeString(*h.Value)
+				if err != nil {
+					return nil, badRequest("bad_base64", "header %q: %v", *h.Name, err)
+				}
+				hd.Value = v
+			}
+			rec.Headers = append(rec.Headers, hd)
 		}
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: v})
 	}
 	if pr.Partition != nil {
 		if *pr.Partition < 0 {

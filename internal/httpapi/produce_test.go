@@ -142,6 +142,20 @@ func TestConcurrentProducesRespectTopicLimit(t *testing.T) {
 	}
 }
 
+// consumeRecords is the first non-empty consume of topic by a new group,
+// g, decoded as Ts.
+func consumeRecords[T any](e *env, topic string) []T {
+	e.t.Helper()
+	var c struct{ Records []T }
+	testutil.Eventually(e.t, 30*time.Second, func() error {
+		if st := e.do("GET", "/v1/topics/"+topic+"/consume?group=g&timeout_ms=500", "", &c); st != 200 || len(c.Records) == 0 {
+			return fmt.Errorf("consume: %d, %d records", st, len(c.Records))
+		}
+		return nil
+	})
+	return c.Records
+}
+
 type keyedRecord struct {
 	Offset  int64   `json:"offset"`
 	Key     *string `json:"key"`
@@ -197,14 +211,7 @@ func TestBinaryKeys(t *testing.T) {
 	}
 	check("read", read.Records)
 
-	var c struct{ Records []keyedRecord }
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if st := e.do("GET", "/v1/topics/bin/consume?group=g&timeout_ms=500", "", &c); st != 200 || len(c.Records) == 0 {
-			return fmt.Errorf("consume: %d, %d records", st, len(c.Records))
-		}
-		return nil
-	})
-	check("consume", c.Records)
+	check("consume", consumeRecords[keyedRecord](e, "bin"))
 
 	// The Kafka side sees the bytes the HTTP producer sent.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.n.KafkaAddr().String()),
@@ -309,4 +316,107 @@ func TestProduceAutoCreatesTopics(t *testing.T) {
 			t.Error("the topic was created with auto-create-topics off")
 		}
 	})
+}
+
+type headeredRecord struct {
+	Headers    map[string]*string `json:"headers"`
+	HeaderList []struct {
+		Name  string  `json:"name"`
+		Value *string `json:"value"`
+	} `json:"header_list"`
+}
+
+// Headers go both ways with base64 values: produced over HTTP (as an
+// object, or as a list that keeps order and repeated names) and by a
+// Kafka producer, they come back from records and consume with their
+// bytes, null values and repeats intact.
+func TestHeadersBothWays(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("hdr", 1)
+	var res result
+	bin := base64.StdEncoding.EncodeToString([]byte{0xff, 0, 0xfe})
+	for _, body := range []string{
+		`{"value": "YQ==", "headers": {"trace": "YWJj", "bin": "` + bin + `", "empty": "", "none": null}}`,
+		`{"value": "YQ==", "headers": [{"name": "trace", "value": "YWJj"}, {"name": "trace", "value": "ZGVm"}, {"name": "none", "value": null}]}`,
+	} {
+		if st := e.do("POST", "/v1/topics/hdr/produce", body, &res); st != 200 {
+			t.Fatalf("produce %s: %d %+v", body, st, res)
+		}
+	}
+	kr := &kgo.Record{Topic: "hdr", Value: []byte("k"), Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "a", Value: []byte("2")}, {Key: "b", Value: nil}}}
+	if err := e.kcl.ProduceSync(context.Background(), kr).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) *string { return &s }
+	type header struct {
+		name  string
+		value *string
+	}
+	want := [][]header{
+		{{"bin", str(bin)}, {"empty", str("")}, {"none", nil}, {"trace", str("YWJj")}}, // an object's headers go in name order
+		{{"trace", str("YWJj")}, {"trace", str("ZGVm")}, {"none", nil}},
+		{{"a", str("MQ==")}, {"a", str("Mg==")}, {"b", nil}},
+	}
+	check := func(where string, recs []headeredRecord) {
+		t.Helper()
+		if len(recs) != len(want) {
+			t.Fatalf("%s: %d records", where, len(recs))
+		}
+		for i, w := range want {
+			r := recs[i]
+			repeats := map[string]int{}
+			for _, h := range w {
+				repeats[h.name]++
+				got, ok := r.Headers[h.name]
+				last := w[len(w)-1]
+				for _, h2 := range w {
+					if h2.name == h.name {
+						last = h2
+					}
+				}
+				if !ok || (got == nil) != (last.value == nil) || got != nil && *got != *last.value {
+					t.Errorf("%s: record %d headers[%q] = %v, want %v (the last of that name)", where, i, h.name, got, last.value)
+				}
+			}
+			if len(r.Headers) != len(repeats) {
+				t.Errorf("%s: record %d has headers %v", where, i, r.Headers)
+			}
+			repeated := len(repeats) < len(w)
+			if !repeated {
+				if r.HeaderList != nil {
+					t.Errorf("%s: record %d: header_list without a repeated name", where, i)
+				}
+				continue
+			}
+			if len(r.HeaderList) != len(w) {
+				t.Fatalf("%s: record %d header_list %+v, want %d headers", where, i, r.HeaderList, len(w))
+			}
+			for j, h := range w {
+				g := r.HeaderList[j]
+				if g.Name != h.name || (g.Value == nil) != (h.value == nil) || g.Value != nil && *g.Value != *h.value {
+					t.Errorf("%s: record %d header %d: %q=%v, want %q=%v", where, i, j, g.Name, g.Value, h.name, h.value)
+				}
+			}
+		}
+	}
+	var read struct{ Records []headeredRecord }
+	if st := e.do("GET", "/v1/topics/hdr/partitions/0/records", "", &read); st != 200 {
+		t.Fatalf("read: %d", st)
+	}
+	check("read", read.Records)
+	check("consume", consumeRecords[headeredRecord](e, "hdr"))
+
+	// Hostile headers.
+	for _, tc := range []struct{ body, code string }{
+		{`{"value": "YQ==", "headers": [{"name": "h"}]}`, "bad_header"},
+		{`{"value": "YQ==", "headers": [{"value": "YQ=="}]}`, "bad_header"},
+		{`{"value": "YQ==", "headers": [{"name": "h", "value": "YQ==", "extra": 1}]}`, "malformed_json"},
+		{`{"value": "YQ==", "headers": [{"name": "h", "value": "%%"}]}`, "bad_base64"},
+		{`{"value": "YQ==", "headers": "h"}`, "malformed_json"},
+		{`{"value": "YQ==", "headers": [7]}`, "malformed_json"},
+	} {
+		if st := e.do("POST", "/v1/topics/hdr/produce", tc.body, &res); st != 400 || res.Error != tc.code {
+			t.Errorf("%s: %d %+v, want 400 %s", tc.body, st, res, tc.code)
+		}
+	}
 }

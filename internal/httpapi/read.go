@@ -23,7 +23,9 @@ import (
 //	  "headers", "timestamp"}], "next_offset": N', "high_watermark": H,
 //	 "log_start_offset": L}
 //
-// A record with a key has key_b64, its bytes in base64, and key, the
+// headers is {name: base64 or null}, the last header of each name;
+// header_list, [{"name", "value"}] in order, comes too when a name
+// repeats. A record with a key has key_b64, its bytes in base64, and key, the
 // same as text when it is UTF-8, else null: never a string with bytes
 // replaced. A record without one has key null and no key_b64.
 //
@@ -35,11 +37,16 @@ type readRecord struct {
 	Offset    int64 `json:"offset"`
 	// Key is the key as text, null when there is none or it is not
 	// UTF-8; KeyB64 is its bytes whenever there is one (keyJSON).
-	Key       *string           `json:"key"`
-	KeyB64    *string           `json:"key_b64,omitempty"`
-	Value     *string           `json:"value"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	Timestamp int64             `json:"timestamp"`
+	Key    *string `json:"key"`
+	KeyB64 *string `json:"key_b64,omitempty"`
+	Value  *string `json:"value"`
+	// Headers are the headers by name, the last of each name (as
+	// Kafka's lastHeader), null for a header without a value;
+	// HeaderList is every header in order, given only when a name
+	// repeats (headersJSON).
+	Headers    map[string]*string `json:"headers,omitempty"`
+	HeaderList []headerOut        `json:"header_list,omitempty"`
+	Timestamp  int64              `json:"timestamp"`
 }
 
 type readResponse struct {
@@ -163,6 +170,32 @@ func keyJSON(key []byte) (text, b64 *string) {
 	}
 	s := string(key)
 	return &s, &enc
+}
+
+type headerOut struct {
+	Name  string  `json:"name"`
+	Value *string `json:"value"`
+}
+
+// headersJSON is a record's headers as readRecord gives them.
+func headersJSON(hs []kgo.RecordHeader) (map[string]*string, []headerOut) {
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]*string, len(hs))
+	list := make([]headerOut, len(hs))
+	for i, h := range hs {
+		list[i] = headerOut{Name: h.Key}
+		if h.Value != nil {
+			v := base64.StdEncoding.EncodeToString(h.Value)
+			list[i].Value = &v
+		}
+		m[h.Key] = list[i].Value
+	}
+	if len(m) == len(hs) {
+		return m, nil
+	}
+	return m, list
 }
 
 // queryInt parses a query parameter in [min, max]; empty is def.
