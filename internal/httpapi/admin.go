@@ -326,20 +326,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return bodyTooLarge(limit)
-		}
-		// A number too large for its field is a bad value, not bad JSON:
-		// name the field's own code, as for a negative one.
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number") {
-			field := typeErr.Field[strings.LastIndex(typeErr.Field, ".")+1:]
-			if code, ok := outOfRangeCodes[field]; ok {
-				return badRequest(code, "%s: %s is not a %s", field, typeErr.Value, typeErr.Type)
-			}
-		}
-		return badRequest("malformed_json", "%v", err)
+		return decodeError(err, limit)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("malformed_json", "more than one JSON value in the body")
