@@ -450,14 +450,21 @@ func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int
 		a.forgetTopic(topic)
 		return cachedTopic{}, err
 	}
-	c = cachedTopic{detail: td, maxMessageBytes: a.maxMessageBytes(ctx, topic), fetched: now}
+	maxMessageBytes := a.maxMessageBytes(ctx, topic)
+	if maxMessageBytes < 0 && ok {
+		// Configs not read this time: what was read before still holds
+		// better than nothing.
+		maxMessageBytes = c.maxMessageBytes
+	}
+	c = cachedTopic{detail: td, maxMessageBytes: maxMessageBytes, fetched: now}
 	a.producedTopics.Lock()
 	if a.producedTopics.m == nil || len(a.producedTopics.m) >= producedTopicsMax {
 		a.producedTopics.m = map[string]cachedTopic{}
 	}
 	a.producedTopics.m[topic] = c
 	given, told := a.producedTopics.given[topic]
-	stale := told && given != batchMaxBytesFor(c.maxMessageBytes)
+	// Only a value read is a reason to start the producers over.
+	stale := told && c.maxMessageBytes >= 0 && given != batchMaxBytesFor(c.maxMessageBytes)
 	if stale {
 		delete(a.producedTopics.given, topic)
 	}
