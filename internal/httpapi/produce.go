@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // POST /v1/topics/{topic}/produce
@@ -118,6 +120,14 @@ type produceResult struct {
 
 func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
+	// The broker refuses it too, but franz-go passes on only the error
+	// code, which names no topic; and an internal topic not created yet
+	// would be 404, as if a produce could create it.
+	if metadata.IsInternalTopic(topic) {
+		writeError(w, &apiError{status: http.StatusBadRequest, code: "invalid_topic",
+			msg: metadata.InternalTopicError(topic, "clients cannot produce to it").Error()})
+		return
+	}
 	req, err := decodeProduce(w, r, a.cfg.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)

@@ -358,13 +358,17 @@ func TestInternalTopicsRefuseOutsideProduce(t *testing.T) {
 	if err := own.ProduceSync(ctx, &kgo.Record{Topic: dedupTopicName, Partition: 0, Key: []byte("orders\x00unused"), Value: []byte(`{"state":"done"}`)}).FirstErr(); err != nil {
 		t.Errorf("the node's internal client id producing to %s: %v", dedupTopicName, err)
 	}
-	// The HTTP API produces as a client, not as the gateway's index.
-	// (franz-go does not pass on Produce's error message, so the answer
-	// has the code's text only.)
-	for _, name := range []string{offsetsTopicName, dedupTopicName} {
-		status, body := e.httpProduce(t, name, "")
-		if status != http.StatusBadRequest || !strings.Contains(body.Message, "INVALID_TOPIC_EXCEPTION") {
-			t.Errorf("HTTP produce to %s: %d %+v, want 400 INVALID_TOPIC_EXCEPTION", name, status, body)
+	// The HTTP API produces as a client, not as the gateway's index, and
+	// says which topic it refused and why, as the Kafka listener does
+	// (franz-go would pass on the error code alone). Also for an
+	// internal topic not yet created, and with an idempotency key.
+	for _, name := range []string{offsetsTopicName, dedupTopicName, txnTopicName} {
+		for _, key := range []string{"", "retry-1"} {
+			status, body := e.httpProduce(t, name, key)
+			if status != http.StatusBadRequest || body.Error != "invalid_topic" ||
+				!strings.Contains(body.Message, `"`+name+`"`) || !strings.Contains(body.Message, "internal") {
+				t.Errorf("HTTP produce to %s (idempotency key %q): %d %+v, want 400 invalid_topic naming the internal topic", name, key, status, body)
+			}
 		}
 	}
 	// And CreateTopics of an internal name not yet created.
