@@ -274,6 +274,7 @@ func TestServePrecedence(t *testing.T) {
 		httpMaxConcurrent:            256,
 		httpMaxLongPolls:             9, // file
 		httpMaxConsumers:             100,
+		httpMaxBodyBytes:             16 << 20,
 	}
 	if got != want {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
