@@ -114,11 +114,12 @@ func unreachableReason(err error) string {
 }
 
 // kafkaError formats an error from a response with the broker's message,
-// if it sent one. Fjord's messages start with the error's own text
-// (kerr's "CODE: canned description"), so then the code and the rest of
-// the message say it all: the canned description can be false for the
-// case at hand (INVALID_PARTITIONS says "Number of partitions is below
-// 1." of a count above the node's maximum).
+// if it sent one: the code's name and the message ("INVALID_PARTITIONS:
+// 10001 partitions (at most 10000)"), not kerr's canned description,
+// which can be false for the case at hand (INVALID_PARTITIONS' says
+// "Number of partitions is below 1." of a count above the maximum).
+// Fjord's messages are its own words; a broker whose message repeats the
+// code's text first has it cut, so the code is not said twice.
 func kafkaError(err error, message string) error {
 	var ke *kerr.Error
 	switch {
@@ -130,6 +131,8 @@ func kafkaError(err error, message string) error {
 			return &messageError{err: err, message: ke.Message + ": " + rest}
 		}
 		return &messageError{err: err, message: message}
+	case errors.As(err, &ke) && err.Error() == ke.Error():
+		return &messageError{err: err, message: ke.Message + ": " + message}
 	}
 	return fmt.Errorf("%w (%s)", err, message)
 }

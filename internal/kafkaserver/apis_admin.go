@@ -76,8 +76,9 @@ func (s *Server) leaderPartition(img *metadata.Image, topic string, partition, c
 }
 
 // errorAndMessage answers err with its Kafka code and, for a known
-// condition, its text, which clients show their users ("INVALID_CONFIG:
-// retention.ms: \"soon\" is not a number"). An unclassified error is
+// condition, its text (clientMessage), which clients show their users
+// beside the code's name ("INVALID_CONFIG: retention.ms: \"soon\" is not
+// a number"). An unclassified error is
 // logged with where and answered UNKNOWN_SERVER_ERROR with no text: its
 // detail is for the operator, not the client.
 func (s *Server) errorAndMessage(err error, where string, attrs ...any) (int16, *string) {
@@ -91,7 +92,7 @@ func (s *Server) errorAndMessage(err error, where string, attrs ...any) (int16, 
 			return code, nil
 		}
 	}
-	msg := err.Error()
+	msg := clientMessage(err)
 	return code, &msg
 }
 

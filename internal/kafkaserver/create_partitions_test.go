@@ -58,6 +58,11 @@ func TestCreatePartitionsErrors(t *testing.T) {
 		if m := resp.Topics[0].ErrorMessage; m == nil || !strings.Contains(*m, tc.msg) {
 			t.Fatalf("%s: message %s should contain %q", tc.name, adminMsg(m), tc.msg)
 		}
+		// Fjord's words alone: kerr's stock text ("Number of partitions
+		// is below 1.") is false of a shrink or a count too large.
+		if m := *resp.Topics[0].ErrorMessage; strings.Contains(m, tc.want.Description) || strings.HasPrefix(m, tc.want.Message) {
+			t.Errorf("%s: message %q repeats the code's name or stock description", tc.name, m)
+		}
 	}
 	if n := len(f.ctrl.Image().Topics["three"].Partitions); n != 3 {
 		t.Fatalf("failed requests changed the topic: %d partitions", n)

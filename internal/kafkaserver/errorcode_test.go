@@ -63,3 +63,23 @@ func TestErrorCode(t *testing.T) {
 		t.Fatalf("unclassified error: code %d known %v", code, known)
 	}
 }
+
+// An error response's message is Fjord's own words: the code's name and
+// kerr's stock description come off the front, since clients print the
+// name themselves and the description can be false of the case.
+func TestClientMessage(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: 10001 partitions (at most 10000)", kerr.InvalidPartitions), "10001 partitions (at most 10000)"},
+		{kerr.TopicAlreadyExists, kerr.TopicAlreadyExists.Description},
+		{fmt.Errorf("%w: ", kerr.InvalidConfig), kerr.InvalidConfig.Error() + ": "},
+		{fmt.Errorf("creating orders: %w", kerr.InvalidTopicException), "creating orders: " + kerr.InvalidTopicException.Error()},
+		{errors.New("disk full"), "disk full"},
+	} {
+		if got := clientMessage(tc.err); got != tc.want {
+			t.Errorf("clientMessage(%q) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -39,6 +40,28 @@ func (s *Server) errorCodeLogged(err error, what string, attrs ...any) int16 {
 			append([]any{slog.String("where", what), slog.Any("err", err)}, attrs...)...)
 	}
 	return code
+}
+
+// clientMessage is the text an error response carries for err: what
+// Fjord says of the condition, without the code's name and kerr's stock
+// description in front of it. Clients print the code's name beside the
+// message themselves, and the stock description can be false for the
+// case at hand: INVALID_PARTITIONS' reads "Number of partitions is below
+// 1." for a count above the maximum too. An error that is a kerr value
+// alone keeps the description: it is all there is to say.
+func clientMessage(err error) string {
+	msg := err.Error()
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return msg
+	}
+	if msg == ke.Error() {
+		return ke.Description
+	}
+	if rest, ok := strings.CutPrefix(msg, ke.Error()+": "); ok && rest != "" {
+		return rest
+	}
+	return msg
 }
 
 // classify maps err to a code and says whether the mapping was a known

@@ -221,7 +221,7 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 		failed = true
 		op.ErrorCode = s.errorCodeLogged(j.err, "Produce", "topic", j.topic, "partition", j.partition)
 		if req.version >= 8 && op.ErrorCode != kerr.UnknownServerError.Code {
-			msg := j.err.Error()
+			msg := clientMessage(j.err)
 			op.ErrorMessage = &msg
 		}
 		if op.ErrorCode == kerr.NotLeaderForPartition.Code && req.version >= 10 {
