@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -144,6 +145,48 @@ func (d *dedup) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
+// keepWindow raises dedupTopic's retention.ms to the window when it is
+// shorter: the topic was made with the window of the gateway that made it,
+// and a node restarted with a longer window would otherwise have retention
+// delete the entries that the longer window promises to remember. A
+// retention longer than the window is left: it keeps entries the load
+// then skips, which costs disk and loses nothing (and the controller
+// refuses to shorten an internal topic's retention anyway).
+func (d *dedup) keepWindow(ctx context.Context) error {
+	rcs, err := d.adm.DescribeTopicConfigs(ctx, dedupTopic)
+	if err != nil {
+		return err
+	}
+	rc, err := rcs.On(dedupTopic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s's retention.ms: %w", dedupTopic, err)
+	}
+	want := d.window.Milliseconds()
+	for _, c := range rc.Configs {
+		if c.Key != "retention.ms" {
+			continue
+		}
+		if cur, err := strconv.ParseInt(c.MaybeValue(), 10, 64); err == nil && (cur < 0 || cur >= want) {
+			return nil
+		}
+	}
+	v := strconv.FormatInt(want, 10)
+	resps, err := d.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &v}}, dedupTopic)
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = resps.On(dedupTopic, nil); err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("raising %s's retention.ms to the idempotency window (%d ms): %w", dedupTopic, want, err)
+	}
+	return nil
+}
+
 // newDedup makes the index's clients. The writer, and the admin client
 // that creates dedupTopic, use clientID: dedupTopic is internal, which
 // the node lets only that client id create or write (see
@@ -198,6 +241,9 @@ func (d *dedup) loadTopic(ctx context.Context) error {
 	d.mu.Lock()
 	d.created = true
 	d.mu.Unlock()
+	if err := d.keepWindow(ctx); err != nil {
+		return err
+	}
 	ends, err := d.adm.ListEndOffsets(ctx, dedupTopic)
 	if err != nil {
 		return err

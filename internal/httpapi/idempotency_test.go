@@ -283,3 +283,61 @@ func TestIdempotencyEntryWithoutDigest(t *testing.T) {
 		t.Fatalf("old entry: %+v, want offset 0 timestamp 7", res)
 	}
 }
+
+// A gateway started with a longer window than the one the index topic
+// was made with raises the topic's retention to it: otherwise retention
+// would delete, after the old window, the entries the new one promises
+// to remember, and a retry then would write twice.
+func TestIdempotencyLongerWindowRaisesRetention(t *testing.T) {
+	e := newEnv(t) // the node's gateway: the default window, an hour
+	e.createTopic("pay", 1)
+	var r result
+	if code := e.do("POST", "/v1/topics/pay/produce", `{"value": "YQ==", "idempotency_key": "first"}`, &r); code != 200 {
+		t.Fatalf("produce: %d %+v", code, r)
+	}
+	retention := func() string {
+		t.Helper()
+		rcs, err := e.adm.DescribeTopicConfigs(context.Background(), "__fjord_http_idempotency")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On("__fjord_http_idempotency", nil)
+		if err != nil || rc.Err != nil {
+			t.Fatal(err, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" {
+				return c.MaybeValue()
+			}
+		}
+		t.Fatal("no retention.ms")
+		return ""
+	}
+	if got := retention(); got != "3600000" {
+		t.Fatalf("index topic made with retention.ms %s, want the default window's 3600000", got)
+	}
+
+	for _, window := range []time.Duration{3 * time.Hour, 2 * time.Hour} { // a shorter one leaves it
+		api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, InternalClientID: e.n.InternalClientID(), IdempotencyWindow: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		api.Register(mux)
+		srv := httptest.NewServer(mux)
+		// An idempotent produce waits for the index's load.
+		resp, err := http.Post(srv.URL+"/v1/topics/pay/produce", "application/json", strings.NewReader(`{"value": "Yg==", "idempotency_key": "second-`+window.String()+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		api.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("produce through the gateway with a %v window: %d", window, resp.StatusCode)
+		}
+		if got := retention(); got != "10800000" {
+			t.Errorf("after a gateway with a %v window loaded the index: retention.ms %s, want 10800000", window, got)
+		}
+	}
+}
