@@ -31,8 +31,14 @@ import (
 // commit request names (offsets are the next to read, Kafka's
 // convention; a consume's next_offsets can be committed as they are), so
 // records handed out and not committed come again after the instance
-// expires or its partitions move. A group with no committed offset
-// starts at the log end, as Kafka's consumers do by default.
+// expires or its partitions move.
+//
+// A position is always inside its partition's log, [log start, log end]:
+// a commit or seek outside it is 416 offset_out_of_range, naming the
+// range, and moves nothing. A position that falls outside later (its
+// commit passed by retention or a records deletion) is never reset by
+// the gateway: the consume answers 416 offset_out_of_range, with the
+// range, until a seek moves it.
 
 // Defaults for the consumer instances.
 const (
@@ -118,6 +124,12 @@ func (c *consumers) get(key instanceKey) (*instance, error) {
 		kgo.ConsumeTopics(key.topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
+		// A position outside the log (a commit that retention or
+		// DeleteRecords has since passed) is an error for the client,
+		// not a reset: franz-go would otherwise move the position by
+		// itself, to the log start, or to ConsumeResetOffset when
+		// nothing was consumed yet, silently skipping or replaying.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
 		kgo.MetadataMinAge(metadataMinAge),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, true) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, false) }),
@@ -230,16 +242,25 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		fetches := in.cl.PollFetches(ctx)
 		cancel()
 		var fetchErr error
-		fetches.EachError(func(_ string, _ int32, err error) {
+		outOfRangeAt := int32(-1)
+		fetches.EachError(func(_ string, p int32, err error) {
 			if fetchErr == nil && !isContextErr(err) {
 				fetchErr = err
+				if errors.Is(err, kerr.OffsetOutOfRange) {
+					outOfRangeAt = p
+				}
 			}
 		})
+		// What the other partitions brought waits for the next consume.
+		in.pending = fetches.Records()
+		if outOfRangeAt >= 0 {
+			writeError(w, a.positionOutOfRange(r.Context(), topic, outOfRangeAt))
+			return
+		}
 		if fetchErr != nil && !kerr.IsRetriable(fetchErr) {
 			writeError(w, fetchErr)
 			return
 		}
-		in.pending = fetches.Records()
 	}
 	out := consumeResponse{Records: []readRecord{}, NextOffsets: map[string]int64{}}
 	var bytes int64
@@ -316,6 +337,17 @@ func (a *API) handleCommit(w http.ResponseWriter, r *http.Request) {
 		}
 		offsets[int32(p)] = kgo.EpochOffset{Epoch: -1, Offset: off}
 	}
+	bounds, err := a.logBounds(r.Context(), topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for p, eo := range offsets {
+		if err := bounds.check(p, eo.Offset); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	if in := a.consumers.lookup(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
 		in.mu.Lock()
 		var commitErr error
@@ -382,6 +414,72 @@ type seekRequest struct {
 	Timestamp *int64 `json:"timestamp"`
 }
 
+// logBounds is where a topic's partitions' logs start and end, the
+// range a group's position may take.
+type logBounds struct {
+	topic        string
+	starts, ends kadm.ListedOffsets
+}
+
+// logBounds lists topic's log start and end offsets.
+func (a *API) logBounds(ctx context.Context, topic string) (logBounds, error) {
+	b := logBounds{topic: topic}
+	var err error
+	if b.starts, err = a.adm.ListStartOffsets(ctx, topic); err == nil {
+		b.ends, err = a.adm.ListEndOffsets(ctx, topic)
+	}
+	if err != nil {
+		return b, unavailable(err)
+	}
+	return b, nil
+}
+
+// check refuses an offset outside [log start, log end] of partition p:
+// franz-go, fetching from there, would be told OFFSET_OUT_OF_RANGE and
+// reset, which Kafka's convention puts at the log start, so a seek past
+// the end replayed the whole partition. The log end itself is valid:
+// the next record's offset.
+func (b logBounds) check(p int32, offset int64) error {
+	start, ok1 := b.starts.Lookup(b.topic, p)
+	end, ok2 := b.ends.Lookup(b.topic, p)
+	switch {
+	case !ok1 || !ok2:
+		return unavailable(fmt.Errorf("no log offsets listed for partition %d of topic %q", p, b.topic))
+	case start.Err != nil:
+		return kafkaError(start.Err)
+	case end.Err != nil:
+		return kafkaError(end.Err)
+	case offset < start.Offset || offset > end.Offset:
+		return outOfRange(b.topic, p, offset, start.Offset, end.Offset)
+	}
+	return nil
+}
+
+// outOfRange is the answer to an offset outside partition p's log.
+func outOfRange(topic string, p int32, offset, start, end int64) *apiError {
+	return &apiError{status: http.StatusRequestedRangeNotSatisfiable, code: "offset_out_of_range",
+		msg: fmt.Sprintf("partition %d of topic %q: offset %d is outside the log, which is %d to %d (log start to log end, the next record's offset)",
+			p, topic, offset, start, end)}
+}
+
+// positionOutOfRange is the answer to a consume whose position in
+// partition p is outside the log (positionOutOfRange lists the log's
+// bounds for the message). The instance stays where it was, and every
+// consume answers this until a seek moves the position into the log.
+func (a *API) positionOutOfRange(ctx context.Context, topic string, p int32) *apiError {
+	ae := &apiError{status: http.StatusRequestedRangeNotSatisfiable, code: "offset_out_of_range",
+		msg: fmt.Sprintf("partition %d of topic %q: the group's position is outside the log (retention or a records deletion passed it)", p, topic)}
+	if b, err := a.logBounds(ctx, topic); err == nil {
+		start, _ := b.starts.Lookup(topic, p)
+		end, _ := b.ends.Lookup(topic, p)
+		if start.Err == nil && end.Err == nil {
+			ae.msg += fmt.Sprintf(", which is %d to %d", start.Offset, end.Offset)
+		}
+	}
+	ae.msg += "; seek the partition to move it back into the log: nothing is skipped or replayed without one"
+	return ae
+}
+
 // POST /v1/topics/{topic}/seek moves where the group next reads a
 // partition: the first offset at or after a timestamp (ListOffsets by
 // time; the log end when no record is that new), or an offset. An
@@ -435,6 +533,15 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		offset = o.Offset
+	}
+	bounds, err := a.logBounds(r.Context(), topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := bounds.check(p, offset); err != nil {
+		writeError(w, err)
+		return
 	}
 	if in := a.consumers.lookup(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
 		in.mu.Lock()

@@ -45,19 +45,19 @@ var apiRoutes = []route{
 		query: []param{{"group", "string", "the consumer group", true}, {"consumer", "string", "instance id (default: one per group and topic)", false},
 			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000 (default 1000)", false}},
 		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}}`,
-		errors: []int{400, 404, 503},
+		errors: []int{400, 404, 416, 503},
 	}},
 	{"POST", "/v1/topics/{topic}/commit", (*API).handleCommit, routeDoc{
 		summary: "Commit a group's next offsets (Kafka's convention)",
 		body:    `{"group": string, "consumer": string, "offsets": {partition: next offset}}`,
 		answer:  `{"committed": {partition: offset}}`,
-		errors:  []int{400, 404, 409, 503},
+		errors:  []int{400, 404, 409, 416, 503},
 	}},
 	{"POST", "/v1/topics/{topic}/seek", (*API).handleSeek, routeDoc{
 		summary: "Move where a group next reads a partition (replay)",
 		body:    `{"group": string, "consumer": string, "partition": int, "offset": int | "timestamp": ms}`,
 		answer:  `{"partition": int, "offset": int}`,
-		errors:  []int{400, 404, 409, 503},
+		errors:  []int{400, 404, 409, 416, 503},
 	}},
 	{"GET", "/v1/topics", (*API).handleListTopics, routeDoc{
 		summary: "List topics",
