@@ -81,7 +81,7 @@ func TestHTTPAcknowledgedSurvivesSIGKILL(t *testing.T) {
 		NextOffsets map[string]int64 `json:"next_offsets"`
 	}
 	eventually(t, 30*time.Second, func() error {
-		st, err := httpDo(t, addr, "GET", "/v1/topics/pay/consume?group=ledger&timeout_ms=1000&max_bytes=200", "", &consumed)
+		st, err := httpDo(t, addr, "GET", "/v1/topics/pay/consume?group=ledger&auto_offset_reset=earliest&timeout_ms=1000&max_bytes=200", "", &consumed)
 		if err != nil || st != 200 || len(consumed.Records) == 0 {
 			return fmt.Errorf("consume: %d %v, %d records", st, err, len(consumed.Records))
 		}

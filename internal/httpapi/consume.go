@@ -18,7 +18,7 @@ import (
 
 // Group consumption over HTTP:
 //
-//	GET  /v1/topics/{topic}/consume?group=G&max_bytes=M&timeout_ms=T&consumer=C
+//	GET  /v1/topics/{topic}/consume?group=G&max_bytes=M&timeout_ms=T&consumer=C&auto_offset_reset=R
 //	POST /v1/topics/{topic}/commit  {"group": G, "offsets": {"17": 884214}, "consumer": C}
 //	POST /v1/topics/{topic}/seek    {"group": G, "partition": P, "offset": N | "timestamp": T, "consumer": C}
 //
@@ -32,6 +32,15 @@ import (
 // convention; a consume's next_offsets can be committed as they are), so
 // records handed out and not committed come again after the instance
 // expires or its partitions move.
+//
+// A group with no committed offset for a partition starts at its log
+// end, as Kafka's consumers and `fjord consume --group` do by default
+// (auto.offset.reset=latest), or at its log start with
+// auto_offset_reset=earliest; the parameter counts when the consume
+// starts the instance, and a running instance keeps what it started
+// with. Until the group has given the instance its first assignment, a
+// consume answers joining: true (and no records): an empty answer then
+// does not mean there is nothing to read.
 //
 // A position is always inside its partition's log, [log start, log end]:
 // a commit or seek outside it is 416 offset_out_of_range, naming the
@@ -65,6 +74,17 @@ type instance struct {
 	// own).
 	ownedMu sync.Mutex
 	owned   map[int32]bool
+	// assigned is whether the group has given this member an assignment
+	// (possibly empty: more members than partitions) since it started;
+	// until then a consume answers joining: true.
+	assigned bool
+}
+
+// joining is whether the member still waits for its first assignment.
+func (in *instance) joining() bool {
+	in.ownedMu.Lock()
+	defer in.ownedMu.Unlock()
+	return !in.assigned
 }
 
 func (in *instance) owns(p int32) bool {
@@ -76,6 +96,9 @@ func (in *instance) owns(p int32) bool {
 func (in *instance) setOwned(topics map[string][]int32, owned bool) {
 	in.ownedMu.Lock()
 	defer in.ownedMu.Unlock()
+	// franz-go calls OnPartitionsAssigned at the end of every join, even
+	// with nothing new to assign.
+	in.assigned = in.assigned || owned
 	for _, p := range topics[in.key.topic] {
 		if owned {
 			in.owned[p] = true
@@ -105,8 +128,9 @@ func newConsumers(brokers []string, idle time.Duration, max int) *consumers {
 }
 
 // get returns the instance for key, creating it (and so joining the
-// group) if needed; a full table is 429.
-func (c *consumers) get(key instanceKey) (*instance, error) {
+// group) if needed, to start where the group has no committed offset at
+// the log start (earliest) or end; a full table is 429.
+func (c *consumers) get(key instanceKey, earliest bool) (*instance, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if in, ok := c.m[key]; ok {
@@ -129,7 +153,7 @@ func (c *consumers) get(key instanceKey) (*instance, error) {
 		// not a reset: franz-go would otherwise move the position by
 		// itself, to the log start, or to ConsumeResetOffset when
 		// nothing was consumed yet, silently skipping or replaying.
-		kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()),
+		kgo.ConsumeResetOffset(startOffset(earliest)),
 		kgo.MetadataMinAge(metadataMinAge),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, true) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, false) }),
@@ -141,6 +165,15 @@ func (c *consumers) get(key instanceKey) (*instance, error) {
 	in.cl = cl
 	c.m[key] = in
 	return in, nil
+}
+
+// startOffset is where an instance starts reading a partition its group
+// has no committed offset for, NoResetOffset all the same (see get).
+func startOffset(earliest bool) kgo.Offset {
+	if earliest {
+		return kgo.NoResetOffset().AtStart()
+	}
+	return kgo.NoResetOffset().AtEnd()
 }
 
 // lookup returns a running instance, or nil.
@@ -194,6 +227,9 @@ func (c *consumers) close() {
 type consumeResponse struct {
 	Records     []readRecord     `json:"records"`
 	NextOffsets map[string]int64 `json:"next_offsets"`
+	// Joining is true while the instance waits for the group's first
+	// assignment: no records yet does not mean none are there.
+	Joining bool `json:"joining"`
 }
 
 func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
@@ -214,11 +250,20 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_timeout", "timeout_ms %q: want 0 to %d", q.Get("timeout_ms"), maxReadWait.Milliseconds()))
 		return
 	}
+	var earliest bool
+	switch reset := q.Get("auto_offset_reset"); reset {
+	case "", "latest":
+	case "earliest":
+		earliest = true
+	default:
+		writeError(w, badRequest("bad_auto_offset_reset", "auto_offset_reset %q: want earliest or latest (the default)", reset))
+		return
+	}
 	if _, err := a.topicPartitions(r.Context(), topic); err != nil {
 		writeError(w, err)
 		return
 	}
-	in, err := a.consumers.get(instanceKey{group: group, topic: topic, consumer: q.Get("consumer")})
+	in, err := a.consumers.get(instanceKey{group: group, topic: topic, consumer: q.Get("consumer")}, earliest)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -276,6 +321,7 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		out.NextOffsets[strconv.Itoa(int(rec.Partition))] = rec.Offset + 1
 	}
 	in.pending = in.pending[n:]
+	out.Joining = len(out.Records) == 0 && in.joining()
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -48,7 +48,7 @@ func TestConsumeCommitSeek(t *testing.T) {
 	e.createTopic("orders", 2)
 	consume := func(query string) consumed {
 		var c consumed
-		if st := e.do("GET", "/v1/topics/orders/consume?group=billing&timeout_ms=300"+query, "", &c); st != 200 {
+		if st := e.do("GET", "/v1/topics/orders/consume?group=billing&auto_offset_reset=earliest&timeout_ms=300"+query, "", &c); st != 200 {
 			t.Fatalf("consume: %d %+v", st, c)
 		}
 		return c

@@ -23,7 +23,7 @@ func TestHTTPFlowAcrossRestart(t *testing.T) {
 	e.createTopic("flow", 1)
 	consume := func(e *env) consumed {
 		var c consumed
-		if st := e.do("GET", "/v1/topics/flow/consume?group=flow-g&timeout_ms=300", "", &c); st != 200 {
+		if st := e.do("GET", "/v1/topics/flow/consume?group=flow-g&auto_offset_reset=earliest&timeout_ms=300", "", &c); st != 200 {
 			t.Fatalf("consume: %d %+v", st, c)
 		}
 		return c
@@ -71,7 +71,7 @@ func TestHTTPFlowAcrossRestart(t *testing.T) {
 	var after []string
 	testutil.Eventually(t, 30*time.Second, func() error {
 		var c consumed
-		if st := e2.do("GET", "/v1/topics/flow/consume?group=flow-g&timeout_ms=300", "", &c); st != 200 {
+		if st := e2.do("GET", "/v1/topics/flow/consume?group=flow-g&auto_offset_reset=earliest&timeout_ms=300", "", &c); st != 200 {
 			return fmt.Errorf("consume after restart: %d %+v", st, c)
 		}
 		for _, r := range c.Records {
@@ -139,7 +139,7 @@ func TestMixedGroup(t *testing.T) {
 	}
 	pollHTTP := func() {
 		var c consumed
-		e.do("GET", "/v1/topics/mixed/consume?group=mixed-g&timeout_ms=100", "", &c)
+		e.do("GET", "/v1/topics/mixed/consume?group=mixed-g&auto_offset_reset=earliest&timeout_ms=100", "", &c)
 		for _, r := range c.Records {
 			got[*r.Value] = true
 			httpParts[r.Partition] = true

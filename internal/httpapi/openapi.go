@@ -43,8 +43,9 @@ var apiRoutes = []route{
 	{"GET", "/v1/topics/{topic}/consume", (*API).handleConsume, routeDoc{
 		summary: "Consume as a member of a consumer group (at-least-once)",
 		query: []param{{"group", "string", "the consumer group", true}, {"consumer", "string", "instance id (default: one per group and topic)", false},
-			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000 (default 1000)", false}},
-		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}}`,
+			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000 (default 1000)", false},
+			{"auto_offset_reset", "string", "where a new instance starts in partitions its group has no committed offset for: latest (default, the log end) or earliest (the log start)", false}},
+		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "joining": bool (true while the instance waits for its first assignment)}`,
 		errors: []int{400, 404, 416, 503},
 	}},
 	{"POST", "/v1/topics/{topic}/commit", (*API).handleCommit, routeDoc{
