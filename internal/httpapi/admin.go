@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -21,11 +24,14 @@ import (
 //	POST   /v1/topics          {"name", "partitions", "replication_factor", "configs"}
 //	GET    /v1/topics/{topic}  partitions (leader, replicas, ISR, log start
 //	                           and end offsets) and configs
+//	PATCH  /v1/topics/{topic}  {"partitions": new total, "configs": {name: value | null}}
 //	DELETE /v1/topics/{topic}
 //	GET    /v1/cluster         cluster id, controller, nodes
 //	GET    /v1/groups          groups, state, protocol type
 //	GET    /v1/groups/{group}  members and assignments; per partition the
 //	                           committed offset, log end offset and lag
+//	DELETE /v1/groups/{group}, POST /v1/groups/{group}/reset-offsets
+//	                           (admin_groups.go)
 
 type topicSummary struct {
 	Name              string `json:"name"`
@@ -153,6 +159,111 @@ func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		"name": topic, "id": td.ID.String(), "internal": td.IsInternal,
 		"partitions": parts, "configs": configs,
 	})
+}
+
+type alterTopicRequest struct {
+	Partitions *int32 `json:"partitions"`
+	// Configs sets overrides; null removes one (back to the default),
+	// as a JSON merge patch (RFC 7396) does.
+	Configs map[string]*string `json:"configs"`
+}
+
+// PATCH /v1/topics/{topic} is `fjord topic alter`: grows the topic to
+// partitions (the new total; partitions are never removed, and the same
+// count changes nothing) and sets or removes config overrides. Both are
+// validated by the cluster (ValidateOnly) before either is applied, so a
+// refused part leaves the topic as it was.
+func (a *API) handleAlterTopic(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	var req alterTopicRequest
+	if err := decodeJSON(w, r, a.cfg.MaxBodyBytes, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Partitions == nil && len(req.Configs) == 0 {
+		writeError(w, badRequest("nothing_to_change", `nothing to change: give "partitions" (the new total) or "configs" ({name: value, or null to remove})`))
+		return
+	}
+	if req.Partitions != nil && *req.Partitions < 1 {
+		writeError(w, badRequest("bad_partitions", "partitions %d: want the new total, 1 or more", *req.Partitions))
+		return
+	}
+	ctx := r.Context()
+	td, err := a.topicPartitions(ctx, topic)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	current := int32(len(td.Partitions))
+	grow := req.Partitions != nil && *req.Partitions != current
+	if grow && *req.Partitions < current {
+		writeError(w, badRequest("bad_partitions", "partitions %d: topic %q has %d partitions and partitions cannot be removed; give a larger total",
+			*req.Partitions, topic, current))
+		return
+	}
+	var alters []kadm.AlterConfig
+	for _, k := range slices.Sorted(maps.Keys(req.Configs)) {
+		if v := req.Configs[k]; v != nil {
+			alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: v})
+		} else {
+			alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+		}
+	}
+	defer a.forgetTopic(topic)
+	for _, validateOnly := range []bool{true, false} {
+		if len(alters) > 0 {
+			alter := a.adm.AlterTopicConfigs
+			if validateOnly {
+				alter = a.adm.ValidateAlterTopicConfigs
+			}
+			resps, err := alter(ctx, alters, topic)
+			var msg string
+			if err == nil {
+				var rc kadm.AlterConfigsResponse
+				rc, err = resps.On(topic, nil)
+				if err == nil {
+					err, msg = rc.Err, rc.ErrMessage
+				}
+			}
+			if errors.Is(err, kerr.InvalidConfig) {
+				writeError(w, badRequest("invalid_config", "%s", cmp.Or(msg, err.Error())))
+				return
+			}
+			if err != nil {
+				writeError(w, adminError(err, msg))
+				return
+			}
+		}
+		if grow {
+			update := a.adm.UpdatePartitions
+			if validateOnly {
+				update = a.adm.ValidateUpdatePartitions
+			}
+			resps, err := update(ctx, int(*req.Partitions), topic)
+			var msg string
+			if err == nil {
+				var rp kadm.CreatePartitionsResponse
+				rp, err = resps.On(topic, nil)
+				if err == nil {
+					err, msg = rp.Err, rp.ErrMessage
+				}
+			}
+			if err != nil {
+				writeError(w, adminError(err, msg))
+				return
+			}
+		}
+	}
+	out := map[string]any{"name": topic, "partitions": current, "configs": req.Configs}
+	if req.Configs == nil {
+		out["configs"] = map[string]*string{}
+	}
+	if grow {
+		out["partitions"] = *req.Partitions
+		out["warning"] = fmt.Sprintf("topic %q grew from %d to %d partitions: a key may map to another partition now, so records with the same key written before and after may be in different partitions and per-key order breaks across this change",
+			topic, current, *req.Partitions)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
@@ -314,10 +425,12 @@ func adminError(err error, msg string) *apiError {
 // outOfRangeCodes are the error codes of numeric fields whose value
 // overflows its type, by JSON field name.
 var outOfRangeCodes = map[string]string{
-	"partition": "bad_partition",
-	"offset":    "bad_offset",
-	"offsets":   "bad_offset",
-	"timestamp": "bad_timestamp",
+	"partition":  "bad_partition",
+	"partitions": "bad_partitions",
+	"offset":     "bad_offset",
+	"offsets":    "bad_offset",
+	"timestamp":  "bad_timestamp",
+	"shift_by":   "bad_reset",
 }
 
 // decodeJSON decodes one JSON value of at most limit bytes into v,

@@ -13,13 +13,15 @@
 //	POST /v1/topics/{topic}/produce                 one record, or {"records": [...]}
 //	GET  /v1/topics/{topic}/partitions/{p}/records  a stateless read from an offset
 //	GET  /v1/topics/{topic}/consume, POST .../commit, POST .../seek
-//	                                                as a consumer group member (consume.go)
+//	                                                as a consumer group member (consume.go);
+//	DELETE /v1/topics/{topic}/consume               closes the member
 //
 // A produce's idempotency_key makes its retries answer the first
 // attempt's result (idempotency.go).
 //
 //	/v1/topics, /v1/topics/{topic}, /v1/cluster,
-//	/v1/groups, /v1/groups/{group}                  administration (admin.go)
+//	/v1/groups, /v1/groups/{group}                  administration (admin.go,
+//	/v1/groups/{group}/reset-offsets                 admin_groups.go)
 //
 // Bytes travel as base64 (values, header values, key_b64), keys as
 // strings when they are text, and times as Unix milliseconds. Every error is JSON, {"error": "<stable

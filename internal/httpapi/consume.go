@@ -21,6 +21,7 @@ import (
 //	GET  /v1/topics/{topic}/consume?group=G&max_bytes=M&timeout_ms=T&consumer=C&auto_offset_reset=R
 //	POST /v1/topics/{topic}/commit  {"group": G, "offsets": {"17": 884214}, "consumer": C}
 //	POST /v1/topics/{topic}/seek    {"group": G, "partition": P, "offset": N | "timestamp": T, "consumer": C}
+//	DELETE /v1/topics/{topic}/consume?group=G&consumer=C   closes the instance
 //
 // The first consume for (group, topic, consumer) starts a consumer
 // instance on this node: a real member of the group (franz-go,
@@ -176,6 +177,23 @@ func startOffset(earliest bool) kgo.Offset {
 	return kgo.NoResetOffset().AtEnd()
 }
 
+// remove closes the instance for key, once the request it serves (if
+// any) is done, and says whether there was one. Closing leaves the
+// group.
+func (c *consumers) remove(key instanceKey) bool {
+	c.mu.Lock()
+	in, ok := c.m[key]
+	delete(c.m, key)
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.cl.Close()
+	return true
+}
+
 // lookup returns a running instance, or nil.
 func (c *consumers) lookup(key instanceKey) *instance {
 	c.mu.Lock()
@@ -323,6 +341,30 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 	in.pending = in.pending[n:]
 	out.Joining = len(out.Records) == 0 && in.joining()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// DELETE /v1/topics/{topic}/consume?group=G&consumer=C closes the
+// consumer instance that consumes with the same parameters on this node:
+// it leaves its group at once, its partitions go to the other members,
+// and a group with no other member is Empty (so its offsets can be
+// reset or the group deleted) without waiting for the idle timeout.
+// Records it had fetched and not handed out are dropped; what was not
+// committed comes again to the next owner. Instances live on the node
+// that started them: another node's is unknown_consumer here.
+func (a *API) handleCloseConsumer(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	key := instanceKey{group: q.Get("group"), topic: r.PathValue("topic"), consumer: q.Get("consumer")}
+	if key.group == "" {
+		writeError(w, badRequest("bad_group", "group is required: the group of the consumer instance to close"))
+		return
+	}
+	if !a.consumers.remove(key) {
+		writeError(w, &apiError{status: http.StatusNotFound, code: "unknown_consumer",
+			msg: fmt.Sprintf("no consumer instance of group %q on topic %q with consumer %q runs on this node (it expired, was closed, or runs on another node)",
+				key.group, key.topic, key.consumer)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"closed": map[string]string{"group": key.group, "topic": key.topic, "consumer": key.consumer}})
 }
 
 func isContextErr(err error) bool {

@@ -48,6 +48,12 @@ var apiRoutes = []route{
 		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "joining": bool (true while the instance waits for its first assignment)}`,
 		errors: []int{400, 404, 416, 503},
 	}},
+	{"DELETE", "/v1/topics/{topic}/consume", (*API).handleCloseConsumer, routeDoc{
+		summary: "Close the consumer instance that consumes with these parameters on this node: it leaves its group at once",
+		query:   []param{{"group", "string", "the consumer group", true}, {"consumer", "string", "instance id (default: the group and topic's default instance)", false}},
+		answer:  `{"closed": {"group", "topic", "consumer"}}`,
+		errors:  []int{400, 404},
+	}},
 	{"POST", "/v1/topics/{topic}/commit", (*API).handleCommit, routeDoc{
 		summary: "Commit a group's next offsets (Kafka's convention)",
 		body:    `{"group": string, "consumer": string, "offsets": {partition: next offset}}`,
@@ -76,6 +82,12 @@ var apiRoutes = []route{
 		answer:  `{"name", "id", "internal", "partitions": [...], "configs": {name: value}}`,
 		errors:  []int{404, 503},
 	}},
+	{"PATCH", "/v1/topics/{topic}", (*API).handleAlterTopic, routeDoc{
+		summary: "Alter a topic: grow it to a new total of partitions (never fewer), set config overrides or remove them (null), all validated before any is applied",
+		body:    `{"partitions": int, "configs": {name: value | null}}`,
+		answer:  `{"name", "partitions", "configs": {name: value | null}, "warning": present when the partitions grew (keys may map to other partitions)}`,
+		errors:  []int{400, 404, 503},
+	}},
 	{"DELETE", "/v1/topics/{topic}", (*API).handleDeleteTopic, routeDoc{
 		summary: "Delete a topic",
 		answer:  `{"deleted": name}`,
@@ -95,6 +107,17 @@ var apiRoutes = []route{
 		summary: "Describe a group: members, assignments, committed offsets, log ends and lag",
 		answer:  `{"group", "state", "protocol_type", "protocol", "members": [...], "offsets": [{"topic", "partition", "committed", "log_end", "lag", "member"}]}`,
 		errors:  []int{404, 503},
+	}},
+	{"DELETE", "/v1/groups/{group}", (*API).handleDeleteGroup, routeDoc{
+		summary: "Delete a group without members and its committed offsets",
+		answer:  `{"deleted": group}`,
+		errors:  []int{400, 404, 409, 503},
+	}},
+	{"POST", "/v1/groups/{group}/reset-offsets", (*API).handleResetOffsets, routeDoc{
+		summary: "Move a group's committed offsets (the group must have no members); a target outside a log is moved to its start or end",
+		body:    `{"topics": [{"topic": string, "partitions": [int] (absent: all)}], "to": "earliest" | "latest" | "offset": int | "timestamp": ms | "shift_by": int, "dry_run": bool}`,
+		answer:  `{"group", "dry_run", "offsets": [{"topic", "partition", "old" (absent: none committed), "new", "clamped_from" (present when the target was outside the log)}]}`,
+		errors:  []int{400, 404, 409, 503},
 	}},
 }
 
