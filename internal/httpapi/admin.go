@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // Administration and operations, through kadm (the same requests as the
@@ -28,8 +30,10 @@ import (
 //	DELETE /v1/topics/{topic}
 //	GET    /v1/cluster         cluster id, controller, nodes
 //	GET    /v1/groups          groups, state, protocol type
-//	GET    /v1/groups/{group}  members and assignments; per partition the
-//	                           committed offset, log end offset and lag
+//	GET    /v1/groups/{group}  members and assignments; per partition
+//	                           assigned or committed (the CLI's rows) the
+//	                           committed offset, log end offset and lag,
+//	                           null where there is none
 //	DELETE /v1/groups/{group}, POST /v1/groups/{group}/reset-offsets
 //	                           (admin_groups.go)
 
@@ -107,13 +111,15 @@ func (a *API) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 type partitionDetail struct {
-	Partition      int32   `json:"partition"`
-	Leader         int32   `json:"leader"`
-	LeaderEpoch    int32   `json:"leader_epoch"`
-	Replicas       []int32 `json:"replicas"`
-	ISR            []int32 `json:"isr"`
-	LogStartOffset int64   `json:"log_start_offset"`
-	LogEndOffset   int64   `json:"log_end_offset"`
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	// LogStartOffset and LogEndOffset are null when the partition's
+	// leader could not say.
+	LogStartOffset *int64 `json:"log_start_offset"`
+	LogEndOffset   *int64 `json:"log_end_offset"`
 }
 
 func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
@@ -136,12 +142,12 @@ func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
 	parts := []partitionDetail{}
 	for _, p := range td.Partitions.Sorted() {
 		d := partitionDetail{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-			Replicas: nonNilInt32(p.Replicas), ISR: nonNilInt32(p.ISR), LogStartOffset: -1, LogEndOffset: -1}
+			Replicas: nonNilInt32(p.Replicas), ISR: nonNilInt32(p.ISR)}
 		if o, ok := starts.Lookup(topic, p.Partition); ok && o.Err == nil {
-			d.LogStartOffset = o.Offset
+			d.LogStartOffset = &o.Offset
 		}
 		if o, ok := ends.Lookup(topic, p.Partition); ok && o.Err == nil {
-			d.LogEndOffset = o.Offset
+			d.LogEndOffset = &o.Offset
 		}
 		parts = append(parts, d)
 	}
@@ -156,7 +162,8 @@ func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"name": topic, "id": td.ID.String(), "internal": td.IsInternal,
+		// Kafka's base64 form, as `fjord topic describe` prints it.
+		"name": topic, "id": metadata.UUID(td.ID).Base64(), "internal": td.IsInternal,
 		"partitions": parts, "configs": configs,
 	})
 }
@@ -366,36 +373,65 @@ func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		}
 		members = append(members, mj)
 	}
-	var topics []string
+	// The rows are `fjord group describe`'s (and kafka-consumer-groups
+	// --describe's): every partition assigned to a member and every
+	// partition with a commit. What is not known is null, not -1: no
+	// commit, no log end (a deleted topic), and then no lag.
+	type offsetJSON struct {
+		Topic     string  `json:"topic"`
+		Partition int32   `json:"partition"`
+		Committed *int64  `json:"committed"`
+		LogEnd    *int64  `json:"log_end"`
+		Lag       *int64  `json:"lag"`
+		Member    *string `json:"member"`
+	}
+	byPartition := map[topicPartition]*offsetJSON{}
+	row := func(t string, p int32) *offsetJSON {
+		k := topicPartition{t, p}
+		if byPartition[k] == nil {
+			byPartition[k] = &offsetJSON{Topic: t, Partition: p}
+		}
+		return byPartition[k]
+	}
+	for t, ps := range owner {
+		for p, m := range ps {
+			row(t, p).Member = &m
+		}
+	}
 	offsets.Each(func(o kadm.OffsetResponse) {
-		if !slices.Contains(topics, o.Topic) {
-			topics = append(topics, o.Topic)
+		if o.Err == nil && o.At >= 0 {
+			row(o.Topic, o.Partition).Committed = &o.At
 		}
 	})
+	var topics []string
+	for k := range byPartition {
+		if !slices.Contains(topics, k.topic) {
+			topics = append(topics, k.topic)
+		}
+	}
 	ends := kadm.ListedOffsets{}
 	if len(topics) > 0 {
+		// A deleted topic comes back as an error for it alone: its rows
+		// have no log end.
 		if ends, err = a.adm.ListEndOffsets(r.Context(), topics...); err != nil {
 			writeError(w, unavailable(err))
 			return
 		}
 	}
-	type offsetJSON struct {
-		Topic     string `json:"topic"`
-		Partition int32  `json:"partition"`
-		Committed int64  `json:"committed"`
-		LogEnd    int64  `json:"log_end"`
-		Lag       int64  `json:"lag"`
-		Member    string `json:"member,omitempty"`
-	}
-	rows := []offsetJSON{}
-	for _, o := range offsets.Sorted() {
-		row := offsetJSON{Topic: o.Topic, Partition: o.Partition, Committed: o.At, LogEnd: -1, Lag: -1, Member: owner[o.Topic][o.Partition]}
+	rows := []*offsetJSON{}
+	for _, o := range byPartition {
 		if e, ok := ends.Lookup(o.Topic, o.Partition); ok && e.Err == nil {
-			row.LogEnd = e.Offset
-			row.Lag = max(e.Offset-o.At, 0)
+			o.LogEnd = &e.Offset
+			if o.Committed != nil {
+				lag := e.Offset - *o.Committed
+				o.Lag = &lag
+			}
 		}
-		rows = append(rows, row)
+		rows = append(rows, o)
 	}
+	slices.SortFunc(rows, func(x, y *offsetJSON) int {
+		return cmp.Or(strings.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
+	})
 	writeJSON(w, http.StatusOK, map[string]any{
 		"group": group, "state": d.State, "protocol_type": d.ProtocolType, "protocol": d.Protocol,
 		"members": members, "offsets": rows,
@@ -445,6 +481,11 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		return badRequest("malformed_json", "more than one JSON value in the body")
 	}
 	return nil
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
 }
 
 func nonNilInt32(s []int32) []int32 {

@@ -12,6 +12,16 @@ import (
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
+// groupOffsetJSON is a row of GET /v1/groups/{group}'s offsets.
+type groupOffsetJSON struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Committed *int64  `json:"committed"`
+	LogEnd    *int64  `json:"log_end"`
+	Lag       *int64  `json:"lag"`
+	Member    *string `json:"member"`
+}
+
 // Topics through the API: create, list, describe (partitions, offsets,
 // configs), delete; and their errors.
 func TestTopicAdmin(t *testing.T) {
@@ -60,8 +70,8 @@ func TestTopicAdmin(t *testing.T) {
 			Partition      int32   `json:"partition"`
 			Leader         int32   `json:"leader"`
 			ISR            []int32 `json:"isr"`
-			LogStartOffset int64   `json:"log_start_offset"`
-			LogEndOffset   int64   `json:"log_end_offset"`
+			LogStartOffset *int64  `json:"log_start_offset"`
+			LogEndOffset   *int64  `json:"log_end_offset"`
 		} `json:"partitions"`
 		Configs map[string]string `json:"configs"`
 	}
@@ -69,7 +79,7 @@ func TestTopicAdmin(t *testing.T) {
 		t.Fatalf("describe: %d %+v", st, described)
 	}
 	p1 := described.Partitions[1]
-	if p1.Partition != 1 || p1.Leader != 1 || len(p1.ISR) != 1 || p1.LogStartOffset != 0 || p1.LogEndOffset != 2 {
+	if p1.Partition != 1 || p1.Leader != 1 || len(p1.ISR) != 1 || *p1.LogStartOffset != 0 || *p1.LogEndOffset != 2 {
 		t.Fatalf("partition 1: %+v", p1)
 	}
 	if described.Configs["retention.ms"] != "3600000" {
@@ -158,14 +168,7 @@ func TestClusterAndGroups(t *testing.T) {
 			ClientID    string             `json:"client_id"`
 			Assignments map[string][]int32 `json:"assignments"`
 		} `json:"members"`
-		Offsets []struct {
-			Topic     string `json:"topic"`
-			Partition int32  `json:"partition"`
-			Committed int64  `json:"committed"`
-			LogEnd    int64  `json:"log_end"`
-			Lag       int64  `json:"lag"`
-			Member    string `json:"member"`
-		} `json:"offsets"`
+		Offsets []groupOffsetJSON `json:"offsets"`
 	}
 	var g groupJSON
 	testutil.Eventually(t, 20*time.Second, func() error {
@@ -178,7 +181,10 @@ func TestClusterAndGroups(t *testing.T) {
 	if m.ClientID != "billing-1" || len(m.Assignments["orders"]) != 2 {
 		t.Fatalf("member %+v", m)
 	}
-	if len(g.Offsets) != 1 || g.Offsets[0].Partition != 0 || g.Offsets[0].Committed != 2 || g.Offsets[0].LogEnd != 3 || g.Offsets[0].Lag != 1 || g.Offsets[0].Member != m.MemberID {
+	// Both assigned partitions, the one without a commit too (null
+	// committed offset and lag).
+	if o := g.Offsets; len(o) != 2 || o[0].Partition != 0 || *o[0].Committed != 2 || *o[0].LogEnd != 3 || *o[0].Lag != 1 || *o[0].Member != m.MemberID ||
+		o[1].Partition != 1 || o[1].Committed != nil || o[1].Lag != nil || o[1].LogEnd == nil || *o[1].Member != m.MemberID {
 		t.Fatalf("offsets %+v", g.Offsets)
 	}
 	var listed struct {

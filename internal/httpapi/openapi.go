@@ -79,7 +79,7 @@ var apiRoutes = []route{
 	}},
 	{"GET", "/v1/topics/{topic}", (*API).handleDescribeTopic, routeDoc{
 		summary: "Describe a topic: partitions (leader, replicas, ISR, log start and end offsets) and configs",
-		answer:  `{"name", "id", "internal", "partitions": [...], "configs": {name: value}}`,
+		answer:  `{"name", "id" (Kafka's base64 topic id, as fjord topic describe prints it), "internal", "partitions": [{"partition", "leader", "leader_epoch", "replicas", "isr", "log_start_offset", "log_end_offset" (null when unknown)}], "configs": {name: value}}`,
 		errors:  []int{404, 503},
 	}},
 	{"PATCH", "/v1/topics/{topic}", (*API).handleAlterTopic, routeDoc{
@@ -105,7 +105,7 @@ var apiRoutes = []route{
 	}},
 	{"GET", "/v1/groups/{group}", (*API).handleDescribeGroup, routeDoc{
 		summary: "Describe a group: members, assignments, committed offsets, log ends and lag",
-		answer:  `{"group", "state", "protocol_type", "protocol", "members": [...], "offsets": [{"topic", "partition", "committed", "log_end", "lag", "member"}]}`,
+		answer:  `{"group", "state", "protocol_type", "protocol", "members": [...], "offsets": [{"topic", "partition", "committed", "log_end", "lag", "member"}]}: a row per partition assigned to a member or committed, as fjord group describe; committed, log_end, lag and member are null where there is none`,
 		errors:  []int{404, 503},
 	}},
 	{"DELETE", "/v1/groups/{group}", (*API).handleDeleteGroup, routeDoc{
