@@ -69,6 +69,9 @@ type instance struct {
 	mu       sync.Mutex // one request at a time
 	pending  []*kgo.Record
 	lastUsed time.Time
+	// closed is set, under mu, when the instance expires or is closed:
+	// a request that found it just before must not use its client.
+	closed bool
 
 	// owned is the partitions the group gave this member, kept by its
 	// callbacks (which run apart from requests, hence the lock of its
@@ -190,8 +193,24 @@ func (c *consumers) remove(key instanceKey) bool {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.closed = true
 	in.cl.Close()
 	return true
+}
+
+// lockLive returns the running instance for key with its mu held, or
+// nil: none, or one closed meanwhile.
+func (c *consumers) lockLive(key instanceKey) *instance {
+	in := c.lookup(key)
+	if in == nil {
+		return nil
+	}
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
+	return in
 }
 
 // lookup returns a running instance, or nil.
@@ -218,6 +237,7 @@ func (c *consumers) expire() {
 		for k, in := range c.m {
 			if in.mu.TryLock() {
 				if time.Since(in.lastUsed) > c.idle {
+					in.closed = true
 					delete(c.m, k)
 					idle = append(idle, in)
 				}
@@ -291,6 +311,11 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		in.lastUsed = time.Now()
 		in.mu.Unlock()
 	}()
+	if in.closed { // expired or closed between get and here
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "consumer_closed",
+			msg: "the consumer instance was closed meanwhile (idle timeout, or a DELETE); consume again to start a new one"})
+		return
+	}
 	// Records of partitions taken away since they were fetched are the
 	// new owner's to hand out.
 	kept := in.pending[:0]
@@ -436,8 +461,7 @@ func (a *API) handleCommit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if in := a.consumers.lookup(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
-		in.mu.Lock()
+	if in := a.consumers.lockLive(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
 		var commitErr error
 		in.cl.CommitOffsetsSync(r.Context(), map[string]map[int32]kgo.EpochOffset{topic: offsets},
 			func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -631,8 +655,7 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if in := a.consumers.lookup(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
-		in.mu.Lock()
+	if in := a.consumers.lockLive(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
 		owned := in.owns(p)
 		if owned {
 			in.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p: {Epoch: -1, Offset: offset}}})
