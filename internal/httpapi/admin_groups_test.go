@@ -108,8 +108,8 @@ func TestAlterTopic(t *testing.T) {
 		{"PATCH", "/v1/topics/t", `{"configs": {"retention.ms": 5}}`, 400, "malformed_json"},
 		{"PATCH", "/v1/topics/t", oversized("configs"), 413, "body_too_large"},
 		{"PATCH", "/v1/topics/nope", `{"partitions": 6}`, 404, "unknown_topic"},
-		{"PATCH", "/v1/topics/a%2Fb", `{"partitions": 6}`, 404, "unknown_topic"},
-		{"PATCH", "/v1/topics/%C3%A9t%C3%A9", `{"partitions": 6}`, 404, "unknown_topic"},
+		{"PATCH", "/v1/topics/a%2Fb", `{"partitions": 6}`, 400, "bad_topic"},
+		{"PATCH", "/v1/topics/%C3%A9t%C3%A9", `{"partitions": 6}`, 400, "bad_topic"},
 	})
 	if n := partitions(); n != 4 {
 		t.Fatalf("%d partitions after refused alters, want 4", n)
@@ -237,7 +237,7 @@ func TestGroupDeleteAndResetOffsets(t *testing.T) {
 		{"POST", "/v1/groups/g/reset-offsets", `{"topics": [{"topic": "t", "partitions": [0, 7]}], "to": "earliest"}`, 400, "bad_partition"},
 		{"POST", "/v1/groups/g/reset-offsets", `{"topics": [{"topic": "t", "partitions": [99999999999]}], "to": "earliest"}`, 400, "bad_partitions"},
 		{"POST", "/v1/groups/g/reset-offsets", `{"topics": [{"topic": "nope"}], "to": "earliest"}`, 404, "unknown_topic"},
-		{"POST", "/v1/groups/g/reset-offsets", `{"topics": [{"topic": "t/../x"}], "to": "earliest"}`, 404, "unknown_topic"},
+		{"POST", "/v1/groups/g/reset-offsets", `{"topics": [{"topic": "t/../x"}], "to": "earliest"}`, 400, "bad_topic"},
 		{"POST", "/v1/groups/g/reset-offsets", `{"topics": [{"topic": "t"}], "to": "earliest"`, 400, "malformed_json"},
 		{"POST", "/v1/groups/g/reset-offsets", `{"topics": {"t": [0]}, "to": "earliest"}`, 400, "malformed_json"},
 		{"POST", "/v1/groups/g/reset-offsets", oversized("to"), 413, "body_too_large"},

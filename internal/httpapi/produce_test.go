@@ -150,12 +150,12 @@ func TestConcurrentProducesRespectTopicLimit(t *testing.T) {
 }
 
 // consumeRecords is the first non-empty consume of topic by a new group,
-// g, decoded as Ts.
+// g, from the log start, decoded as Ts.
 func consumeRecords[T any](e *env, topic string) []T {
 	e.t.Helper()
 	var c struct{ Records []T }
 	testutil.Eventually(e.t, 30*time.Second, func() error {
-		if st := e.do("GET", "/v1/topics/"+topic+"/consume?group=g&timeout_ms=500", "", &c); st != 200 || len(c.Records) == 0 {
+		if st := e.do("GET", "/v1/topics/"+topic+"/consume?group=g&auto_offset_reset=earliest&timeout_ms=500", "", &c); st != 200 || len(c.Records) == 0 {
 			return fmt.Errorf("consume: %d, %d records", st, len(c.Records))
 		}
 		return nil
