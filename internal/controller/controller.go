@@ -16,6 +16,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -30,6 +31,12 @@ const (
 	// snapshot (raft's default is 10240; metadata entries are few and a
 	// single node has no follower to catch up from them).
 	DefaultTrailingLogs = 1024
+)
+
+// The controller is the local implementation of the broker side's seam.
+var (
+	_ controlplane.Client = (*Controller)(nil)
+	_ controlplane.Images = (*Controller)(nil)
 )
 
 // Config configures a controller.
@@ -295,7 +302,7 @@ func (c *Controller) Subscribe(fn func(*metadata.Image)) (cancel func()) {
 }
 
 // Close stops Raft, delivers the images already applied, and closes the
-// Raft stores. Proposals under way fail with ErrNotController.
+// Raft stores. Proposals under way fail with controlplane.ErrNotController.
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error
@@ -354,11 +361,11 @@ func (c *Controller) RaftStats() (RaftStats, error) {
 	return s, nil
 }
 
-// checkLeader answers ErrNotController unless this node leads the metadata
-// log.
+// checkLeader answers controlplane.ErrNotController unless this node
+// leads the metadata log.
 func (c *Controller) checkLeader() error {
 	if st := c.raft.State(); st != raft.Leader {
-		return fmt.Errorf("%w: node %d is %s, the controller is %d", ErrNotController, c.cfg.NodeID, st, c.ControllerID())
+		return fmt.Errorf("%w: node %d is %s, the controller is %d", controlplane.ErrNotController, c.cfg.NodeID, st, c.ControllerID())
 	}
 	return nil
 }
@@ -371,21 +378,21 @@ func (c *Controller) validationImageLocked(ctx context.Context) (*metadata.Image
 		return nil, err
 	}
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTimedOut, context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %w", controlplane.ErrTimedOut, context.Cause(ctx))
 	}
 	if c.pending != nil {
 		select {
 		case <-c.pending: // the previous proposal's entry is applied or failed
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: waiting for an earlier metadata change: %w", ErrTimedOut, context.Cause(ctx))
+			return nil, fmt.Errorf("%w: waiting for an earlier metadata change: %w", controlplane.ErrTimedOut, context.Cause(ctx))
 		}
 	}
 	return c.fsm.applied.Load(), nil
 }
 
 // proposeLocked commits recs as one Raft entry and returns once it is
-// applied and published to every subscriber (or ctx ends: ErrTimedOut,
-// though the change may still commit).
+// applied and published to every subscriber (or ctx ends:
+// controlplane.ErrTimedOut, though the change may still commit).
 // REQUIRES: c.proposeMu held.
 func (c *Controller) proposeLocked(ctx context.Context, recs []metadata.Record) error {
 	data, err := metadata.EncodeBatch(recs)
@@ -403,7 +410,7 @@ func (c *Controller) proposeLocked(ctx context.Context, recs []metadata.Record) 
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: metadata change not committed yet: %w", ErrTimedOut, context.Cause(ctx))
+		return fmt.Errorf("%w: metadata change not committed yet: %w", controlplane.ErrTimedOut, context.Cause(ctx))
 	}
 	if err != nil {
 		return raftError(err)
@@ -420,9 +427,9 @@ func raftError(err error) error {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, raft.ErrAbortedByRestore):
-		return fmt.Errorf("%w: %w", ErrNotController, err)
+		return fmt.Errorf("%w: %w", controlplane.ErrNotController, err)
 	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return fmt.Errorf("%w: %w", ErrTimedOut, err)
+		return fmt.Errorf("%w: %w", controlplane.ErrTimedOut, err)
 	}
 	return fmt.Errorf("controller: metadata log: %w", err)
 }
@@ -448,6 +455,6 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrTimedOut, context.Cause(ctx))
+		return fmt.Errorf("%w: %w", controlplane.ErrTimedOut, context.Cause(ctx))
 	}
 }

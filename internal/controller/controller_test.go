@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -71,7 +72,7 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func create(t *testing.T, c *controller.Controller, reqs ...controller.CreateTopic) []*metadata.Topic {
+func create(t *testing.T, c *controller.Controller, reqs ...controlplane.CreateTopic) []*metadata.Topic {
 	t.Helper()
 	var out []*metadata.Topic
 	for i, r := range c.CreateTopics(ctxT(t), reqs, false) {
@@ -83,8 +84,8 @@ func create(t *testing.T, c *controller.Controller, reqs ...controller.CreateTop
 	return out
 }
 
-func topic(name string, partitions int32) controller.CreateTopic {
-	return controller.CreateTopic{Name: name, NumPartitions: partitions, ReplicationFactor: -1}
+func topic(name string, partitions int32) controlplane.CreateTopic {
+	return controlplane.CreateTopic{Name: name, NumPartitions: partitions, ReplicationFactor: -1}
 }
 
 func TestOpenBootstrapsAClusterOfOne(t *testing.T) {
@@ -180,8 +181,8 @@ func TestCreateTopics(t *testing.T) {
 	got := create(t, c,
 		topic("orders", 4),
 		topic("defaults", -1),
-		controller.CreateTopic{Name: "compacted", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}},
-		controller.CreateTopic{Name: "assigned", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {1}}},
+		controlplane.CreateTopic{Name: "compacted", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}},
+		controlplane.CreateTopic{Name: "assigned", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {1}}},
 	)
 	img := c.Image()
 	for _, want := range got {
@@ -223,11 +224,11 @@ func TestCreateTopics(t *testing.T) {
 
 	// validateOnly: the answer, and nothing created.
 	before := c.Image()
-	res := c.CreateTopics(ctxT(t), []controller.CreateTopic{topic("dry", 2), topic("orders", 1)}, true)
+	res := c.CreateTopics(ctxT(t), []controlplane.CreateTopic{topic("dry", 2), topic("orders", 1)}, true)
 	if res[0].Err != nil || res[0].Topic == nil || len(res[0].Topic.Partitions) != 2 {
 		t.Fatalf("validate-only result %+v", res[0])
 	}
-	if !errors.Is(res[1].Err, controller.ErrTopicExists) {
+	if !errors.Is(res[1].Err, controlplane.ErrTopicExists) {
 		t.Fatalf("validate-only of an existing topic: %v", res[1].Err)
 	}
 	if c.Image() != before {
@@ -241,28 +242,28 @@ func TestCreateTopicsErrors(t *testing.T) {
 	create(t, c, topic("exists", 1), topic("a.b", 1))
 	long := strings.Repeat("x", 250)
 	tests := []struct {
-		req controller.CreateTopic
+		req controlplane.CreateTopic
 		err error
 		msg string
 	}{
-		{topic("", 1), controller.ErrInvalidTopic, "empty"},
-		{topic("bad name", 1), controller.ErrInvalidTopic, `contains " "`},
-		{topic(long, 1), controller.ErrInvalidTopic, "250 characters"},
-		{topic("..", 1), controller.ErrInvalidTopic, `".."`},
-		{topic("exists", 1), controller.ErrTopicExists, `"exists" already exists`},
-		{topic("a_b", 1), controller.ErrInvalidTopic, `collides with existing topic "a.b"`},
-		{topic("zero", 0), controller.ErrInvalidPartitions, "0 partitions"},
-		{topic("huge", 20000), controller.ErrInvalidPartitions, "20000 partitions"},
-		{controller.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, controller.ErrInvalidReplicationFactor, "number of registered brokers (1)"},
-		{controller.CreateTopic{Name: "rf0", NumPartitions: 1, ReplicationFactor: 0}, controller.ErrInvalidReplicationFactor, "replication factor 0"},
-		{controller.CreateTopic{Name: "asg", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2}}}, controller.ErrInvalidReplicaAssignment, "broker 2 is not registered"},
-		{controller.CreateTopic{Name: "asg2", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1, 1}}}, controller.ErrInvalidReplicaAssignment, "twice"},
-		{controller.CreateTopic{Name: "asg3", NumPartitions: 1, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, controller.ErrInvalidRequest, "must be -1"},
-		{controller.CreateTopic{Name: "cfg", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "soon"}}, controller.ErrInvalidConfig, `retention.ms="soon"`},
-		{controller.CreateTopic{Name: "cfg2", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"compression.type": "gzip"}}, controller.ErrInvalidConfig, `compression.type="gzip"`},
-		{controller.CreateTopic{Name: "cfg3", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention": "1"}}, controller.ErrInvalidConfig, `unknown topic config "retention"`},
+		{topic("", 1), controlplane.ErrInvalidTopic, "empty"},
+		{topic("bad name", 1), controlplane.ErrInvalidTopic, `contains " "`},
+		{topic(long, 1), controlplane.ErrInvalidTopic, "250 characters"},
+		{topic("..", 1), controlplane.ErrInvalidTopic, `".."`},
+		{topic("exists", 1), controlplane.ErrTopicExists, `"exists" already exists`},
+		{topic("a_b", 1), controlplane.ErrInvalidTopic, `collides with existing topic "a.b"`},
+		{topic("zero", 0), controlplane.ErrInvalidPartitions, "0 partitions"},
+		{topic("huge", 20000), controlplane.ErrInvalidPartitions, "20000 partitions"},
+		{controlplane.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, controlplane.ErrInvalidReplicationFactor, "number of registered brokers (1)"},
+		{controlplane.CreateTopic{Name: "rf0", NumPartitions: 1, ReplicationFactor: 0}, controlplane.ErrInvalidReplicationFactor, "replication factor 0"},
+		{controlplane.CreateTopic{Name: "asg", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2}}}, controlplane.ErrInvalidReplicaAssignment, "broker 2 is not registered"},
+		{controlplane.CreateTopic{Name: "asg2", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1, 1}}}, controlplane.ErrInvalidReplicaAssignment, "twice"},
+		{controlplane.CreateTopic{Name: "asg3", NumPartitions: 1, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, controlplane.ErrInvalidRequest, "must be -1"},
+		{controlplane.CreateTopic{Name: "cfg", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "soon"}}, controlplane.ErrInvalidConfig, `retention.ms="soon"`},
+		{controlplane.CreateTopic{Name: "cfg2", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"compression.type": "gzip"}}, controlplane.ErrInvalidConfig, `compression.type="gzip"`},
+		{controlplane.CreateTopic{Name: "cfg3", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention": "1"}}, controlplane.ErrInvalidConfig, `unknown topic config "retention"`},
 	}
-	reqs := make([]controller.CreateTopic, 0, len(tests)+3)
+	reqs := make([]controlplane.CreateTopic, 0, len(tests)+3)
 	for _, tc := range tests {
 		reqs = append(reqs, tc.req)
 	}
@@ -284,7 +285,7 @@ func TestCreateTopicsErrors(t *testing.T) {
 		t.Errorf("good: %v", res[n].Err)
 	}
 	for _, r := range res[n+1:] {
-		if !errors.Is(r.Err, controller.ErrInvalidRequest) {
+		if !errors.Is(r.Err, controlplane.ErrInvalidRequest) {
 			t.Errorf("duplicate name: %v", r.Err)
 		}
 	}
@@ -305,7 +306,7 @@ func TestCreateTopicsConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.CreateTopics(ctxT(t), []controller.CreateTopic{topic("contended", int32(i+1))}, false)[0].Err
+			errs[i] = c.CreateTopics(ctxT(t), []controlplane.CreateTopic{topic("contended", int32(i+1))}, false)[0].Err
 		}()
 	}
 	wg.Wait()
@@ -314,7 +315,7 @@ func TestCreateTopicsConcurrent(t *testing.T) {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.Is(err, controller.ErrTopicExists):
+		case !errors.Is(err, controlplane.ErrTopicExists):
 			t.Errorf("unexpected error %v", err)
 		}
 	}
@@ -332,10 +333,10 @@ func TestDeleteTopics(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil {
 		t.Fatalf("delete a, b: %v", errs)
 	}
-	if !errors.Is(errs[1], controller.ErrUnknownTopic) || !strings.Contains(errs[1].Error(), `"missing"`) {
+	if !errors.Is(errs[1], controlplane.ErrUnknownTopic) || !strings.Contains(errs[1].Error(), `"missing"`) {
 		t.Fatalf("delete missing: %v", errs[1])
 	}
-	if !errors.Is(errs[3], controller.ErrInvalidRequest) || !errors.Is(errs[4], controller.ErrInvalidRequest) {
+	if !errors.Is(errs[3], controlplane.ErrInvalidRequest) || !errors.Is(errs[4], controlplane.ErrInvalidRequest) {
 		t.Fatalf("duplicate name: %v", errs[3:])
 	}
 	img := c.Image()
@@ -351,16 +352,16 @@ func TestDeleteTopics(t *testing.T) {
 	if errs[0] != nil || names[0] != "c" {
 		t.Fatalf("delete c by id: %q %v", names[0], errs[0])
 	}
-	if !errors.Is(errs[1], controller.ErrUnknownTopicID) || names[1] != "" {
+	if !errors.Is(errs[1], controlplane.ErrUnknownTopicID) || names[1] != "" {
 		t.Fatalf("unknown id: %q %v", names[1], errs[1])
 	}
-	if !errors.Is(errs[2], controller.ErrInvalidRequest) {
+	if !errors.Is(errs[2], controlplane.ErrInvalidRequest) {
 		t.Fatalf("zero id: %v", errs[2])
 	}
-	if !errors.Is(errs[3], controller.ErrUnknownTopicID) {
+	if !errors.Is(errs[3], controlplane.ErrUnknownTopicID) {
 		t.Fatalf("id of a deleted topic: %v", errs[3])
 	}
-	if !errors.Is(errs[4], controller.ErrInvalidRequest) || names[4] != "d" {
+	if !errors.Is(errs[4], controlplane.ErrInvalidRequest) || names[4] != "d" {
 		t.Fatalf("duplicate id: %q %v", names[4], errs[4])
 	}
 	img = c.Image()
@@ -408,13 +409,13 @@ func TestCreatePartitions(t *testing.T) {
 		err   error
 		msg   string
 	}{
-		{"missing", 3, nil, controller.ErrUnknownTopic, `"missing" does not exist`},
-		{"t", 6, nil, controller.ErrInvalidPartitions, "already has 6 partitions"},
-		{"t", 2, nil, controller.ErrInvalidPartitions, "can only grow (asked for 2)"},
-		{"t", 20000, nil, controller.ErrInvalidPartitions, "at most 10000"},
-		{"t", 8, [][]int32{{1}}, controller.ErrInvalidReplicaAssignment, "1 assignments for 2 new partitions"},
-		{"t", 7, [][]int32{{5}}, controller.ErrInvalidReplicaAssignment, "broker 5 is not registered"},
-		{"t", 7, [][]int32{{1, 1}}, controller.ErrInvalidReplicaAssignment, "2 replicas, others 1"},
+		{"missing", 3, nil, controlplane.ErrUnknownTopic, `"missing" does not exist`},
+		{"t", 6, nil, controlplane.ErrInvalidPartitions, "already has 6 partitions"},
+		{"t", 2, nil, controlplane.ErrInvalidPartitions, "can only grow (asked for 2)"},
+		{"t", 20000, nil, controlplane.ErrInvalidPartitions, "at most 10000"},
+		{"t", 8, [][]int32{{1}}, controlplane.ErrInvalidReplicaAssignment, "1 assignments for 2 new partitions"},
+		{"t", 7, [][]int32{{5}}, controlplane.ErrInvalidReplicaAssignment, "broker 5 is not registered"},
+		{"t", 7, [][]int32{{1, 1}}, controlplane.ErrInvalidReplicaAssignment, "2 replicas, others 1"},
 	}
 	for _, tc := range tests {
 		err := c.CreatePartitions(ctx, tc.topic, tc.count, tc.asg, false)
@@ -430,14 +431,14 @@ func TestCreatePartitions(t *testing.T) {
 func TestAlterConfigs(t *testing.T) {
 	t.Parallel()
 	c := open(t, baseConfig(t, t.TempDir()))
-	create(t, c, controller.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "1000"}})
+	create(t, c, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "1000"}})
 	ctx := ctxT(t)
 	s := func(v string) *string { return &v }
 	configs := func() map[string]string { return c.Image().Topics["t"].Configs }
 
-	err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{
-		{Name: "segment.bytes", Op: controller.ConfigSet, Value: s("1048576")},
-		{Name: "cleanup.policy", Op: controller.ConfigAppend, Value: s("compact")},
+	err := c.AlterConfigs(ctx, "t", []controlplane.ConfigOp{
+		{Name: "segment.bytes", Op: controlplane.ConfigSet, Value: s("1048576")},
+		{Name: "cleanup.policy", Op: controlplane.ConfigAppend, Value: s("compact")},
 	}, false, false)
 	if err != nil {
 		t.Fatal(err)
@@ -446,9 +447,9 @@ func TestAlterConfigs(t *testing.T) {
 	if got := configs(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after set+append: %v", got)
 	}
-	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{
-		{Name: "cleanup.policy", Op: controller.ConfigSubtract, Value: s("delete")},
-		{Name: "retention.ms", Op: controller.ConfigDelete},
+	if err := c.AlterConfigs(ctx, "t", []controlplane.ConfigOp{
+		{Name: "cleanup.policy", Op: controlplane.ConfigSubtract, Value: s("delete")},
+		{Name: "retention.ms", Op: controlplane.ConfigDelete},
 	}, false, false); err != nil {
 		t.Fatal(err)
 	}
@@ -462,14 +463,14 @@ func TestAlterConfigs(t *testing.T) {
 
 	// validateOnly changes nothing.
 	before := c.Image()
-	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{{Name: "flush.policy", Op: controller.ConfigSet, Value: s("interval")}}, false, true); err != nil {
+	if err := c.AlterConfigs(ctx, "t", []controlplane.ConfigOp{{Name: "flush.policy", Op: controlplane.ConfigSet, Value: s("interval")}}, false, true); err != nil {
 		t.Fatal(err)
 	}
 	if c.Image() != before {
 		t.Fatal("validate-only changed the image")
 	}
 	// Legacy AlterConfigs: the given set replaces every override.
-	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{{Name: "flush.policy", Op: controller.ConfigSet, Value: s("interval")}}, true, false); err != nil {
+	if err := c.AlterConfigs(ctx, "t", []controlplane.ConfigOp{{Name: "flush.policy", Op: controlplane.ConfigSet, Value: s("interval")}}, true, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := configs(); !reflect.DeepEqual(got, map[string]string{"flush.policy": "interval"}) {
@@ -477,7 +478,7 @@ func TestAlterConfigs(t *testing.T) {
 	}
 	// No change commits nothing.
 	before = c.Image()
-	if err := c.AlterConfigs(ctx, "t", []controller.ConfigOp{{Name: "flush.policy", Op: controller.ConfigSet, Value: s("interval")}}, false, false); err != nil {
+	if err := c.AlterConfigs(ctx, "t", []controlplane.ConfigOp{{Name: "flush.policy", Op: controlplane.ConfigSet, Value: s("interval")}}, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if c.Image() != before {
@@ -486,16 +487,16 @@ func TestAlterConfigs(t *testing.T) {
 
 	tests := []struct {
 		topic string
-		ops   []controller.ConfigOp
+		ops   []controlplane.ConfigOp
 		err   error
 		msg   string
 	}{
-		{"missing", nil, controller.ErrUnknownTopic, `"missing" does not exist`},
-		{"t", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigSet, Value: s("-7")}}, controller.ErrInvalidConfig, `retention.ms="-7"`},
-		{"t", []controller.ConfigOp{{Name: "max.message.bytes", Op: controller.ConfigSet, Value: s("big")}}, controller.ErrInvalidConfig, `max.message.bytes="big"`},
-		{"t", []controller.ConfigOp{{Name: "retention", Op: controller.ConfigSet, Value: s("1")}}, controller.ErrInvalidConfig, `unknown topic config "retention"`},
-		{"t", []controller.ConfigOp{{Name: "cleanup.policy", Op: controller.ConfigSubtract, Value: s("compact,delete")}}, controller.ErrInvalidConfig, `cleanup.policy=""`},
-		{"t", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigAppend, Value: s("1")}}, controller.ErrInvalidConfig, "not a list"},
+		{"missing", nil, controlplane.ErrUnknownTopic, `"missing" does not exist`},
+		{"t", []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet, Value: s("-7")}}, controlplane.ErrInvalidConfig, `retention.ms="-7"`},
+		{"t", []controlplane.ConfigOp{{Name: "max.message.bytes", Op: controlplane.ConfigSet, Value: s("big")}}, controlplane.ErrInvalidConfig, `max.message.bytes="big"`},
+		{"t", []controlplane.ConfigOp{{Name: "retention", Op: controlplane.ConfigSet, Value: s("1")}}, controlplane.ErrInvalidConfig, `unknown topic config "retention"`},
+		{"t", []controlplane.ConfigOp{{Name: "cleanup.policy", Op: controlplane.ConfigSubtract, Value: s("compact,delete")}}, controlplane.ErrInvalidConfig, `cleanup.policy=""`},
+		{"t", []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigAppend, Value: s("1")}}, controlplane.ErrInvalidConfig, "not a list"},
 	}
 	for _, tc := range tests {
 		err := c.AlterConfigs(ctx, tc.topic, tc.ops, false, false)
@@ -529,7 +530,7 @@ func TestCreateReturnsAfterSubscribersSawIt(t *testing.T) {
 	defer cancel()
 
 	done := make(chan error, 1)
-	go func() { done <- c.CreateTopics(ctxT(t), []controller.CreateTopic{topic("t", 1)}, false)[0].Err }()
+	go func() { done <- c.CreateTopics(ctxT(t), []controlplane.CreateTopic{topic("t", 1)}, false)[0].Err }()
 	<-entered
 	select {
 	case err := <-done:
@@ -589,7 +590,7 @@ func TestAllocateProducerIDsAcrossRestart(t *testing.T) {
 		}
 		blocks = append(blocks, [2]int64{first, first + n})
 	}
-	if _, _, err := c.AllocateProducerIDs(ctxT(t), -1); !errors.Is(err, controller.ErrInvalidRequest) {
+	if _, _, err := c.AllocateProducerIDs(ctxT(t), -1); !errors.Is(err, controlplane.ErrInvalidRequest) {
 		t.Fatalf("negative node id: %v", err)
 	}
 	if err := c.Close(); err != nil {
@@ -620,12 +621,12 @@ func TestAllocateProducerIDsAcrossRestart(t *testing.T) {
 func populate(t *testing.T, c *controller.Controller) {
 	t.Helper()
 	ctx := ctxT(t)
-	create(t, c, topic("orders", 3), controller.CreateTopic{Name: "events", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}}, topic("gone", 1))
+	create(t, c, topic("orders", 3), controlplane.CreateTopic{Name: "events", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}}, topic("gone", 1))
 	if err := c.CreatePartitions(ctx, "events", 2, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	v := "3600000"
-	if err := c.AlterConfigs(ctx, "orders", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigSet, Value: &v}}, false, false); err != nil {
+	if err := c.AlterConfigs(ctx, "orders", []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet, Value: &v}}, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if errs := c.DeleteTopics(ctx, []string{"gone"}); errs[0] != nil {
@@ -679,7 +680,7 @@ func TestSnapshotTruncatesTheLog(t *testing.T) {
 	populate(t, c)
 	for i := range 30 {
 		v := fmt.Sprint(1000 + i)
-		if err := c.AlterConfigs(ctxT(t), "orders", []controller.ConfigOp{{Name: "retention.ms", Op: controller.ConfigSet, Value: &v}}, false, false); err != nil {
+		if err := c.AlterConfigs(ctxT(t), "orders", []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet, Value: &v}}, false, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -750,22 +751,22 @@ func TestClosedControllerIsNotController(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	ctx := ctxT(t)
-	if r := c.CreateTopics(ctx, []controller.CreateTopic{topic("u", 1)}, false); !errors.Is(r[0].Err, controller.ErrNotController) {
+	if r := c.CreateTopics(ctx, []controlplane.CreateTopic{topic("u", 1)}, false); !errors.Is(r[0].Err, controlplane.ErrNotController) {
 		t.Errorf("CreateTopics: %v", r[0].Err)
 	}
-	if errs := c.DeleteTopics(ctx, []string{"t"}); !errors.Is(errs[0], controller.ErrNotController) {
+	if errs := c.DeleteTopics(ctx, []string{"t"}); !errors.Is(errs[0], controlplane.ErrNotController) {
 		t.Errorf("DeleteTopics: %v", errs[0])
 	}
-	if _, errs := c.DeleteTopicsByID(ctx, []metadata.UUID{{1}}); !errors.Is(errs[0], controller.ErrNotController) {
+	if _, errs := c.DeleteTopicsByID(ctx, []metadata.UUID{{1}}); !errors.Is(errs[0], controlplane.ErrNotController) {
 		t.Errorf("DeleteTopicsByID: %v", errs[0])
 	}
-	if err := c.CreatePartitions(ctx, "t", 2, nil, false); !errors.Is(err, controller.ErrNotController) {
+	if err := c.CreatePartitions(ctx, "t", 2, nil, false); !errors.Is(err, controlplane.ErrNotController) {
 		t.Errorf("CreatePartitions: %v", err)
 	}
-	if err := c.AlterConfigs(ctx, "t", nil, true, false); !errors.Is(err, controller.ErrNotController) {
+	if err := c.AlterConfigs(ctx, "t", nil, true, false); !errors.Is(err, controlplane.ErrNotController) {
 		t.Errorf("AlterConfigs: %v", err)
 	}
-	if _, _, err := c.AllocateProducerIDs(ctx, 1); !errors.Is(err, controller.ErrNotController) {
+	if _, _, err := c.AllocateProducerIDs(ctx, 1); !errors.Is(err, controlplane.ErrNotController) {
 		t.Errorf("AllocateProducerIDs: %v", err)
 	}
 	if _, ok := c.Image().Topic("t"); !ok {
@@ -778,7 +779,7 @@ func TestExpiredContextTimesOut(t *testing.T) {
 	c := open(t, baseConfig(t, t.TempDir()))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if r := c.CreateTopics(ctx, []controller.CreateTopic{topic("t", 1)}, false); !errors.Is(r[0].Err, controller.ErrTimedOut) {
+	if r := c.CreateTopics(ctx, []controlplane.CreateTopic{topic("t", 1)}, false); !errors.Is(r[0].Err, controlplane.ErrTimedOut) {
 		t.Fatalf("CreateTopics with a done ctx: %v", r[0].Err)
 	}
 	if _, ok := c.Image().Topic("t"); ok {

@@ -6,7 +6,13 @@
 // node bootstraps a cluster with itself as the only voter, elects itself,
 // and commits a random cluster id; on every start it (re-)registers its
 // broker endpoint. Changes are proposed only on the leader (the active
-// controller); elsewhere operations answer ErrNotController.
+// controller); elsewhere operations answer controlplane.ErrNotController.
+//
+// The broker side (kafkaserver, txn, node's wiring) reaches the controller
+// only through package controlplane's interfaces, Images and Client,
+// which *Controller implements; the types of its requests and its
+// sentinel errors live there too, so nothing above this package imports
+// the Raft library.
 //
 // On disk (Config.Dir, <data-dir>/metadata for a node):
 //

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -18,9 +18,9 @@ func TestInternalTopicsRefused(t *testing.T) {
 	c := open(t, baseConfig(t, t.TempDir()))
 	compact := "compact"
 	ts := create(t, c,
-		controller.CreateTopic{Name: "__consumer_offsets", NumPartitions: 50, ReplicationFactor: -1,
+		controlplane.CreateTopic{Name: "__consumer_offsets", NumPartitions: 50, ReplicationFactor: -1,
 			Configs: map[string]string{"cleanup.policy": "compact"}},
-		controller.CreateTopic{Name: "__fjord_http_idempotency", NumPartitions: 1, ReplicationFactor: -1,
+		controlplane.CreateTopic{Name: "__fjord_http_idempotency", NumPartitions: 1, ReplicationFactor: -1,
 			Configs: map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "3600000"}},
 		topic("__Consumer_Offsets", 1), topic("orders", 1))
 	internal := []string{"__consumer_offsets", "__fjord_http_idempotency", "__transaction_state"}
@@ -32,38 +32,38 @@ func TestInternalTopicsRefused(t *testing.T) {
 		}
 	}
 	for i, err := range c.DeleteTopics(ctxT(t), internal) {
-		isInternalRefusal("DeleteTopics", err, internal[i], controller.ErrInvalidTopic)
+		isInternalRefusal("DeleteTopics", err, internal[i], controlplane.ErrInvalidTopic)
 	}
 	names, errs := c.DeleteTopicsByID(ctxT(t), []metadata.UUID{ts[0].ID, ts[1].ID})
 	for i, err := range errs {
-		isInternalRefusal("DeleteTopicsByID", err, names[i], controller.ErrInvalidTopic)
+		isInternalRefusal("DeleteTopicsByID", err, names[i], controlplane.ErrInvalidTopic)
 	}
 	for _, name := range internal {
-		isInternalRefusal("CreatePartitions", c.CreatePartitions(ctxT(t), name, 60, nil, false), name, controller.ErrInvalidTopic)
+		isInternalRefusal("CreatePartitions", c.CreatePartitions(ctxT(t), name, 60, nil, false), name, controlplane.ErrInvalidTopic)
 	}
-	del := func(name string) controller.ConfigOp {
-		return controller.ConfigOp{Name: name, Op: controller.ConfigDelete}
+	del := func(name string) controlplane.ConfigOp {
+		return controlplane.ConfigOp{Name: name, Op: controlplane.ConfigDelete}
 	}
-	set := func(name, value string) controller.ConfigOp {
-		return controller.ConfigOp{Name: name, Op: controller.ConfigSet, Value: &value}
+	set := func(name, value string) controlplane.ConfigOp {
+		return controlplane.ConfigOp{Name: name, Op: controlplane.ConfigSet, Value: &value}
 	}
 	for _, alter := range []struct {
 		topic      string
-		ops        []controller.ConfigOp
+		ops        []controlplane.ConfigOp
 		replaceAll bool
 	}{
-		{"__consumer_offsets", []controller.ConfigOp{set("cleanup.policy", "delete")}, false},
-		{"__consumer_offsets", []controller.ConfigOp{del("cleanup.policy")}, false},
-		{"__consumer_offsets", []controller.ConfigOp{set("segment.bytes", "1048576")}, true},
-		{"__fjord_http_idempotency", []controller.ConfigOp{set("retention.ms", "1000")}, false},
-		{"__fjord_http_idempotency", []controller.ConfigOp{{Name: "cleanup.policy", Op: controller.ConfigSubtract, Value: &compact}}, false},
+		{"__consumer_offsets", []controlplane.ConfigOp{set("cleanup.policy", "delete")}, false},
+		{"__consumer_offsets", []controlplane.ConfigOp{del("cleanup.policy")}, false},
+		{"__consumer_offsets", []controlplane.ConfigOp{set("segment.bytes", "1048576")}, true},
+		{"__fjord_http_idempotency", []controlplane.ConfigOp{set("retention.ms", "1000")}, false},
+		{"__fjord_http_idempotency", []controlplane.ConfigOp{{Name: "cleanup.policy", Op: controlplane.ConfigSubtract, Value: &compact}}, false},
 	} {
 		err := c.AlterConfigs(ctxT(t), alter.topic, alter.ops, alter.replaceAll, true)
-		isInternalRefusal("AlterConfigs (validate only)", err, alter.topic, controller.ErrInvalidConfig)
+		isInternalRefusal("AlterConfigs (validate only)", err, alter.topic, controlplane.ErrInvalidConfig)
 		err = c.AlterConfigs(ctxT(t), alter.topic, alter.ops, alter.replaceAll, false)
-		isInternalRefusal("AlterConfigs", err, alter.topic, controller.ErrInvalidConfig)
+		isInternalRefusal("AlterConfigs", err, alter.topic, controlplane.ErrInvalidConfig)
 	}
-	if err := c.AlterConfigs(ctxT(t), "__fjord_http_idempotency", []controller.ConfigOp{set("retention.ms", "7200000")}, false, false); err != nil {
+	if err := c.AlterConfigs(ctxT(t), "__fjord_http_idempotency", []controlplane.ConfigOp{set("retention.ms", "7200000")}, false, false); err != nil {
 		t.Errorf("raising the idempotency index's retention: %v", err)
 	}
 
@@ -86,8 +86,8 @@ func TestInternalTopicsRefused(t *testing.T) {
 	}
 	// One that collides with an internal name in metrics would keep the
 	// internal topic from being created.
-	for _, r := range c.CreateTopics(ctxT(t), []controller.CreateTopic{topic("__transaction.state", 1)}, false) {
-		if !errors.Is(r.Err, controller.ErrInvalidTopic) || !strings.Contains(r.Err.Error(), `"__transaction_state"`) {
+	for _, r := range c.CreateTopics(ctxT(t), []controlplane.CreateTopic{topic("__transaction.state", 1)}, false) {
+		if !errors.Is(r.Err, controlplane.ErrInvalidTopic) || !strings.Contains(r.Err.Error(), `"__transaction_state"`) {
 			t.Errorf("create __transaction.state: %v", r.Err)
 		}
 	}

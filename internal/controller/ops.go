@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -20,12 +21,12 @@ import (
 // that passes validation is created in one Raft entry (each topic with its
 // partitions and configs). With validateOnly nothing is created and each
 // Topic is what would be (its ID still zero: ids are drawn at creation).
-func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, validateOnly bool) []CreateTopicResult {
-	results := make([]CreateTopicResult, len(topics))
-	fail := func(err error) []CreateTopicResult {
+func (c *Controller) CreateTopics(ctx context.Context, topics []controlplane.CreateTopic, validateOnly bool) []controlplane.CreateTopicResult {
+	results := make([]controlplane.CreateTopicResult, len(topics))
+	fail := func(err error) []controlplane.CreateTopicResult {
 		for i := range results {
 			if results[i].Err == nil {
-				results[i] = CreateTopicResult{Err: err}
+				results[i] = controlplane.CreateTopicResult{Err: err}
 			}
 		}
 		return results
@@ -76,7 +77,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 	}
 	if err := c.proposeLocked(ctx, recs); err != nil {
 		for _, i := range created {
-			results[i] = CreateTopicResult{Err: err}
+			results[i] = controlplane.CreateTopicResult{Err: err}
 		}
 		return results
 	}
@@ -93,25 +94,25 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 	return results
 }
 
-// planCreate validates one CreateTopic against img and the names already
-// taken; the returned topic has no id yet.
-func (c *Controller) planCreate(img *metadata.Image, req CreateTopic, sameName int, taken map[string]string, def topicDefaults) (*metadata.Topic, error) {
+// planCreate validates one controlplane.CreateTopic against img and the
+// names already taken; the returned topic has no id yet.
+func (c *Controller) planCreate(img *metadata.Image, req controlplane.CreateTopic, sameName int, taken map[string]string, def topicDefaults) (*metadata.Topic, error) {
 	if sameName > 1 {
-		return nil, fmt.Errorf("%w: topic %q appears %d times in the request", ErrInvalidRequest, req.Name, sameName)
+		return nil, fmt.Errorf("%w: topic %q appears %d times in the request", controlplane.ErrInvalidRequest, req.Name, sameName)
 	}
 	if err := metadata.ValidateTopicName(req.Name); err != nil {
 		return nil, err
 	}
 	if _, ok := img.Topic(req.Name); ok {
-		return nil, fmt.Errorf("%w: topic %q already exists", ErrTopicExists, req.Name)
+		return nil, fmt.Errorf("%w: topic %q already exists", controlplane.ErrTopicExists, req.Name)
 	}
 	if other, ok := taken[collisionKey(req.Name)]; ok {
-		return nil, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, req.Name, other)
+		return nil, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are the same in metric names)", controlplane.ErrInvalidTopic, req.Name, other)
 	}
 	if internal, ok := internalCollisions[collisionKey(req.Name)]; ok && internal != req.Name {
 		// Taken first, "__consumer.offsets" would keep
 		// __consumer_offsets from ever being created.
-		return nil, fmt.Errorf("%w: topic %q collides with internal topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, req.Name, internal)
+		return nil, fmt.Errorf("%w: topic %q collides with internal topic %q ('.' and '_' are the same in metric names)", controlplane.ErrInvalidTopic, req.Name, internal)
 	}
 	parts, configs, err := planTopic(img, req, def)
 	if err != nil {
@@ -149,11 +150,11 @@ func (c *Controller) DeleteTopics(ctx context.Context, names []string) (errs []e
 		t, ok := img.Topic(n)
 		switch {
 		case count[n] > 1:
-			errs[i] = fmt.Errorf("%w: topic %q appears %d times in the request", ErrInvalidRequest, n, count[n])
+			errs[i] = fmt.Errorf("%w: topic %q appears %d times in the request", controlplane.ErrInvalidRequest, n, count[n])
 		case metadata.IsInternalTopic(n):
 			errs[i] = refuseDeleteInternal(n)
 		case !ok:
-			errs[i] = fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, n)
+			errs[i] = fmt.Errorf("%w: topic %q does not exist", controlplane.ErrUnknownTopic, n)
 		default:
 			ids[i] = t.ID
 		}
@@ -185,11 +186,11 @@ func (c *Controller) DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) 
 		}
 		switch {
 		case id.IsZero():
-			errs[i] = fmt.Errorf("%w: zero topic id", ErrInvalidRequest)
+			errs[i] = fmt.Errorf("%w: zero topic id", controlplane.ErrInvalidRequest)
 		case count[id] > 1:
-			errs[i] = fmt.Errorf("%w: topic id %s appears %d times in the request", ErrInvalidRequest, id, count[id])
+			errs[i] = fmt.Errorf("%w: topic id %s appears %d times in the request", controlplane.ErrInvalidRequest, id, count[id])
 		case !ok:
-			errs[i] = fmt.Errorf("%w: no topic with id %s", ErrUnknownTopicID, id)
+			errs[i] = fmt.Errorf("%w: no topic with id %s", controlplane.ErrUnknownTopicID, id)
 		case metadata.IsInternalTopic(t.Name):
 			errs[i] = refuseDeleteInternal(t.Name)
 		default:
@@ -246,26 +247,26 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 		return err
 	}
 	if metadata.IsInternalTopic(topic) {
-		return RefuseInternalPartitions(topic)
+		return metadata.RefuseInternalPartitions(topic)
 	}
 	t, ok := img.Topic(topic)
 	if !ok {
-		return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, topic)
+		return fmt.Errorf("%w: topic %q does not exist", controlplane.ErrUnknownTopic, topic)
 	}
 	cur := int32(len(t.Partitions))
 	switch {
 	case count == cur:
-		return fmt.Errorf("%w: topic %q already has %d partitions", ErrInvalidPartitions, topic, cur)
+		return fmt.Errorf("%w: topic %q already has %d partitions", controlplane.ErrInvalidPartitions, topic, cur)
 	case count < cur:
-		return fmt.Errorf("%w: topic %q has %d partitions; the count can only grow (asked for %d)", ErrInvalidPartitions, topic, cur, count)
+		return fmt.Errorf("%w: topic %q has %d partitions; the count can only grow (asked for %d)", controlplane.ErrInvalidPartitions, topic, cur, count)
 	case count > MaxPartitionsPerTopic:
-		return fmt.Errorf("%w: %d partitions (at most %d)", ErrInvalidPartitions, count, MaxPartitionsPerTopic)
+		return fmt.Errorf("%w: %d partitions (at most %d)", controlplane.ErrInvalidPartitions, count, MaxPartitionsPerTopic)
 	}
 	rf := len(t.Partitions[0].Replicas)
 	var replicas [][]int32
 	if len(assignments) > 0 {
 		if int32(len(assignments)) != count-cur {
-			return fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidReplicaAssignment, len(assignments), count-cur)
+			return fmt.Errorf("%w: %d assignments for %d new partitions", controlplane.ErrInvalidReplicaAssignment, len(assignments), count-cur)
 		}
 		if _, err := checkAssignments(img, assignments, rf); err != nil {
 			return err
@@ -274,7 +275,7 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	} else {
 		brokers := img.BrokerIDs()
 		if rf > len(brokers) {
-			return fmt.Errorf("%w: topic %q has replication factor %d but only %d brokers are registered", ErrInvalidReplicationFactor, topic, rf, len(brokers))
+			return fmt.Errorf("%w: topic %q has replication factor %d but only %d brokers are registered", controlplane.ErrInvalidReplicationFactor, topic, rf, len(brokers))
 		}
 		replicas = placeReplicas(brokers, placementStart(topic, len(brokers)), cur, count-cur, rf)
 	}
@@ -289,18 +290,10 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	return nil
 }
 
-// RefuseInternalPartitions is the answer to growing internal topic name:
-// groups are placed on __consumer_offsets by a hash over its partition
-// count, and idempotency keys on the gateway's index likewise, so more
-// partitions would move each away from the state it has.
-func RefuseInternalPartitions(name string) error {
-	return metadata.InternalTopicError(name, "its partition count is fixed (groups and keys are hashed over it)")
-}
-
 // AlterConfigs changes topic's config overrides; see planConfigs for the
 // two modes. A change that leaves the overrides as they are commits
 // nothing.
-func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []ConfigOp, replaceAll, validateOnly bool) error {
+func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []controlplane.ConfigOp, replaceAll, validateOnly bool) error {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
 	img, err := c.validationImageLocked(ctx)
@@ -309,7 +302,7 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []Confi
 	}
 	t, ok := img.Topic(topic)
 	if !ok {
-		return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, topic)
+		return fmt.Errorf("%w: topic %q does not exist", controlplane.ErrUnknownTopic, topic)
 	}
 	next, err := planConfigs(t.Configs, ops, replaceAll)
 	if err != nil {
@@ -334,7 +327,7 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []Confi
 // never overlap, across restarts too, since each is in the metadata log.
 func (c *Controller) AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error) {
 	if nodeID < 0 {
-		return 0, 0, fmt.Errorf("%w: node id %d", ErrInvalidRequest, nodeID)
+		return 0, 0, fmt.Errorf("%w: node id %d", controlplane.ErrInvalidRequest, nodeID)
 	}
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()

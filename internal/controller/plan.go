@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -59,46 +60,48 @@ func placeReplicas(brokers []int32, start int, first, count int32, rf int) [][]i
 func checkAssignments(img *metadata.Image, assignments [][]int32, rf int) (int, error) {
 	for p, reps := range assignments {
 		if len(reps) == 0 {
-			return 0, fmt.Errorf("%w: partition %d has no replicas", ErrInvalidReplicaAssignment, p)
+			return 0, fmt.Errorf("%w: partition %d has no replicas", controlplane.ErrInvalidReplicaAssignment, p)
 		}
 		if rf <= 0 {
 			rf = len(reps)
 		}
 		if len(reps) != rf {
 			return 0, fmt.Errorf("%w: partition %d has %d replicas, others %d: all partitions need the same replication factor",
-				ErrInvalidReplicaAssignment, p, len(reps), rf)
+				controlplane.ErrInvalidReplicaAssignment, p, len(reps), rf)
 		}
 		for i, b := range reps {
 			if _, ok := img.Brokers[b]; !ok {
-				return 0, fmt.Errorf("%w: partition %d: broker %d is not registered (brokers: %v)", ErrInvalidReplicaAssignment, p, b, img.BrokerIDs())
+				return 0, fmt.Errorf("%w: partition %d: broker %d is not registered (brokers: %v)", controlplane.ErrInvalidReplicaAssignment, p, b, img.BrokerIDs())
 			}
 			if slices.Contains(reps[:i], b) {
-				return 0, fmt.Errorf("%w: partition %d lists broker %d twice", ErrInvalidReplicaAssignment, p, b)
+				return 0, fmt.Errorf("%w: partition %d lists broker %d twice", controlplane.ErrInvalidReplicaAssignment, p, b)
 			}
 		}
 	}
 	return rf, nil
 }
 
-// topicDefaults are the broker settings a CreateTopic's -1s resolve to.
+// topicDefaults are the broker settings a controlplane.CreateTopic's -1s
+// resolve to.
 type topicDefaults struct {
 	numPartitions     int32 // num.partitions
 	replicationFactor int16 // default.replication.factor; <= 0: min(3, brokers)
 }
 
-// planTopic checks everything about one CreateTopic except its name and
-// whether it exists, and returns its partitions and config overrides. The
-// topic's id is not part of the plan (it is drawn only when creating).
-func planTopic(img *metadata.Image, req CreateTopic, def topicDefaults) ([]metadata.Partition, map[string]string, error) {
+// planTopic checks everything about one controlplane.CreateTopic except
+// its name and whether it exists, and returns its partitions and config
+// overrides. The topic's id is not part of the plan (it is drawn only when
+// creating).
+func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefaults) ([]metadata.Partition, map[string]string, error) {
 	brokers := img.BrokerIDs()
 	var replicas [][]int32
 	if len(req.Assignments) > 0 {
 		if req.NumPartitions != -1 || req.ReplicationFactor != -1 {
 			return nil, nil, fmt.Errorf("%w: replica assignments given together with a partition count (%d) or replication factor (%d); both must be -1",
-				ErrInvalidRequest, req.NumPartitions, req.ReplicationFactor)
+				controlplane.ErrInvalidRequest, req.NumPartitions, req.ReplicationFactor)
 		}
 		if len(req.Assignments) > MaxPartitionsPerTopic {
-			return nil, nil, fmt.Errorf("%w: %d partitions (at most %d)", ErrInvalidPartitions, len(req.Assignments), MaxPartitionsPerTopic)
+			return nil, nil, fmt.Errorf("%w: %d partitions (at most %d)", controlplane.ErrInvalidPartitions, len(req.Assignments), MaxPartitionsPerTopic)
 		}
 		if _, err := checkAssignments(img, req.Assignments, 0); err != nil {
 			return nil, nil, err
@@ -111,7 +114,7 @@ func planTopic(img *metadata.Image, req CreateTopic, def topicDefaults) ([]metad
 		}
 		if n < 1 || n > MaxPartitionsPerTopic {
 			return nil, nil, fmt.Errorf("%w: %d partitions (allowed: 1 to %d, or -1 for the default %d)",
-				ErrInvalidPartitions, n, MaxPartitionsPerTopic, max(def.numPartitions, 1))
+				controlplane.ErrInvalidPartitions, n, MaxPartitionsPerTopic, max(def.numPartitions, 1))
 		}
 		rf := int(req.ReplicationFactor)
 		if rf == -1 {
@@ -122,9 +125,9 @@ func planTopic(img *metadata.Image, req CreateTopic, def topicDefaults) ([]metad
 		}
 		switch {
 		case rf < 1:
-			return nil, nil, fmt.Errorf("%w: replication factor %d (allowed: 1 to %d, or -1 for the default)", ErrInvalidReplicationFactor, rf, len(brokers))
+			return nil, nil, fmt.Errorf("%w: replication factor %d (allowed: 1 to %d, or -1 for the default)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
 		case rf > len(brokers):
-			return nil, nil, fmt.Errorf("%w: replication factor %d is larger than the number of registered brokers (%d)", ErrInvalidReplicationFactor, rf, len(brokers))
+			return nil, nil, fmt.Errorf("%w: replication factor %d is larger than the number of registered brokers (%d)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
 		}
 		replicas = placeReplicas(brokers, placementStart(req.Name, len(brokers)), 0, n, rf)
 	}
@@ -221,25 +224,25 @@ func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_"
 // complete set. Otherwise (IncrementalAlterConfigs) each op edits the
 // current overrides; Append and Subtract work on list configs, starting
 // from the default when there is no override, as Kafka does.
-func planConfigs(current map[string]string, ops []ConfigOp, replaceAll bool) (map[string]string, error) {
+func planConfigs(current map[string]string, ops []controlplane.ConfigOp, replaceAll bool) (map[string]string, error) {
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
 		if seen[op.Name] {
-			return nil, fmt.Errorf("%w: config %q appears more than once in the request", ErrInvalidRequest, op.Name)
+			return nil, fmt.Errorf("%w: config %q appears more than once in the request", controlplane.ErrInvalidRequest, op.Name)
 		}
 		seen[op.Name] = true
 		if _, ok := metadata.LookupTopicConfig(op.Name); !ok {
-			return nil, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, op.Name)
+			return nil, fmt.Errorf("%w: unknown topic config %q", controlplane.ErrInvalidConfig, op.Name)
 		}
 	}
 	if replaceAll {
 		next := make(map[string]string, len(ops))
 		for _, op := range ops {
-			if op.Op != ConfigSet {
-				return nil, fmt.Errorf("%w: AlterConfigs only sets configs (config %q has operation %d)", ErrInvalidRequest, op.Name, op.Op)
+			if op.Op != controlplane.ConfigSet {
+				return nil, fmt.Errorf("%w: AlterConfigs only sets configs (config %q has operation %d)", controlplane.ErrInvalidRequest, op.Name, op.Op)
 			}
 			if op.Value == nil {
-				return nil, fmt.Errorf("%w: config %q has a null value", ErrInvalidConfig, op.Name)
+				return nil, fmt.Errorf("%w: config %q has a null value", controlplane.ErrInvalidConfig, op.Name)
 			}
 			if err := metadata.ValidateTopicConfig(op.Name, *op.Value); err != nil {
 				return nil, err
@@ -256,20 +259,20 @@ func planConfigs(current map[string]string, ops []ConfigOp, replaceAll bool) (ma
 	for _, op := range ops {
 		def, _ := metadata.LookupTopicConfig(op.Name)
 		switch op.Op {
-		case ConfigSet:
+		case controlplane.ConfigSet:
 			if op.Value == nil {
-				return nil, fmt.Errorf("%w: config %q: set with a null value", ErrInvalidConfig, op.Name)
+				return nil, fmt.Errorf("%w: config %q: set with a null value", controlplane.ErrInvalidConfig, op.Name)
 			}
 			next[op.Name] = *op.Value
-		case ConfigDelete:
+		case controlplane.ConfigDelete:
 			delete(next, op.Name)
 			continue
-		case ConfigAppend, ConfigSubtract:
+		case controlplane.ConfigAppend, controlplane.ConfigSubtract:
 			if def.Type != "list" {
-				return nil, fmt.Errorf("%w: config %q is a %s, not a list: append and subtract apply to list configs only", ErrInvalidConfig, op.Name, def.Type)
+				return nil, fmt.Errorf("%w: config %q is a %s, not a list: append and subtract apply to list configs only", controlplane.ErrInvalidConfig, op.Name, def.Type)
 			}
 			if op.Value == nil {
-				return nil, fmt.Errorf("%w: config %q: %s with a null value", ErrInvalidConfig, op.Name, opName(op.Op))
+				return nil, fmt.Errorf("%w: config %q: %s with a null value", controlplane.ErrInvalidConfig, op.Name, opName(op.Op))
 			}
 			cur, ok := next[op.Name]
 			if !ok {
@@ -277,16 +280,16 @@ func planConfigs(current map[string]string, ops []ConfigOp, replaceAll bool) (ma
 			}
 			items := metadata.SplitList(cur)
 			for _, v := range metadata.SplitList(*op.Value) {
-				if op.Op == ConfigAppend && !slices.Contains(items, v) {
+				if op.Op == controlplane.ConfigAppend && !slices.Contains(items, v) {
 					items = append(items, v)
 				}
-				if op.Op == ConfigSubtract {
+				if op.Op == controlplane.ConfigSubtract {
 					items = slices.DeleteFunc(items, func(s string) bool { return s == v })
 				}
 			}
 			next[op.Name] = strings.Join(items, ",")
 		default:
-			return nil, fmt.Errorf("%w: config %q: unknown operation %d", ErrInvalidRequest, op.Name, op.Op)
+			return nil, fmt.Errorf("%w: config %q: unknown operation %d", controlplane.ErrInvalidRequest, op.Name, op.Op)
 		}
 		if err := metadata.ValidateTopicConfig(op.Name, next[op.Name]); err != nil {
 			return nil, err
@@ -295,15 +298,15 @@ func planConfigs(current map[string]string, ops []ConfigOp, replaceAll bool) (ma
 	return next, nil
 }
 
-func opName(op ConfigOpType) string {
+func opName(op controlplane.ConfigOpType) string {
 	switch op {
-	case ConfigSet:
+	case controlplane.ConfigSet:
 		return "set"
-	case ConfigDelete:
+	case controlplane.ConfigDelete:
 		return "delete"
-	case ConfigAppend:
+	case controlplane.ConfigAppend:
 		return "append"
-	case ConfigSubtract:
+	case controlplane.ConfigSubtract:
 		return "subtract"
 	}
 	return "operation " + strconv.Itoa(int(op))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -90,7 +91,7 @@ func TestCheckAssignments(t *testing.T) {
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%v: %v", tc.a, err)
-		case tc.want != "" && (err == nil || !errors.Is(err, ErrInvalidReplicaAssignment) || !strings.Contains(err.Error(), tc.want)):
+		case tc.want != "" && (err == nil || !errors.Is(err, controlplane.ErrInvalidReplicaAssignment) || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: error %v, want INVALID_REPLICA_ASSIGNMENT containing %q", tc.a, err, tc.want)
 		}
 	}
@@ -109,37 +110,37 @@ func TestPlanTopic(t *testing.T) {
 		name string
 		img  *metadata.Image
 		def  topicDefaults
-		req  CreateTopic
+		req  controlplane.CreateTopic
 		want want
 		err  error
 		msg  string
 	}{
-		{"defaults on one broker", one, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1},
+		{"defaults on one broker", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1},
 			want{1, 1, map[string]string{}}, nil, ""},
-		{"default rf is min(3, brokers), min.insync 2", three, def, CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: -1},
+		{"default rf is min(3, brokers), min.insync 2", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: -1},
 			want{4, 3, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
-		{"num.partitions default", one, topicDefaults{numPartitions: 6}, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: 1},
+		{"num.partitions default", one, topicDefaults{numPartitions: 6}, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: 1},
 			want{6, 1, map[string]string{}}, nil, ""},
-		{"default.replication.factor", three, topicDefaults{numPartitions: 1, replicationFactor: 2}, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
+		{"default.replication.factor", three, topicDefaults{numPartitions: 1, replicationFactor: 2}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
 			want{1, 2, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
-		{"explicit min.insync kept", three, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "3"}},
+		{"explicit min.insync kept", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "3"}},
 			want{1, 3, map[string]string{"min.insync.replicas": "3"}}, nil, ""},
-		{"assignments", three, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{3, 1}, {1, 2}}},
+		{"assignments", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{3, 1}, {1, 2}}},
 			want{2, 2, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
-		{"configs", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}},
+		{"configs", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}},
 			want{1, 1, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}}, nil, ""},
 
-		{"zero partitions", one, def, CreateTopic{Name: "t", NumPartitions: 0, ReplicationFactor: 1}, want{}, ErrInvalidPartitions, "0 partitions"},
-		{"negative partitions", one, def, CreateTopic{Name: "t", NumPartitions: -2, ReplicationFactor: 1}, want{}, ErrInvalidPartitions, "-2 partitions"},
-		{"too many partitions", one, def, CreateTopic{Name: "t", NumPartitions: MaxPartitionsPerTopic + 1, ReplicationFactor: 1}, want{}, ErrInvalidPartitions, "10001 partitions"},
-		{"too many assignments", one, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: make([][]int32, MaxPartitionsPerTopic+1)}, want{}, ErrInvalidPartitions, "10001 partitions"},
-		{"rf above brokers", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, want{}, ErrInvalidReplicationFactor, "replication factor 3 is larger than the number of registered brokers (1)"},
-		{"default rf above brokers", one, topicDefaults{replicationFactor: 2}, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1}, want{}, ErrInvalidReplicationFactor, "(1)"},
-		{"rf zero", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 0}, want{}, ErrInvalidReplicationFactor, "replication factor 0"},
-		{"assignments with a count", three, def, CreateTopic{Name: "t", NumPartitions: 2, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, want{}, ErrInvalidRequest, "both must be -1"},
-		{"assignments to unknown broker", three, def, CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {4}}}, want{}, ErrInvalidReplicaAssignment, "broker 4"},
-		{"unknown config", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention": "1"}}, want{}, ErrInvalidConfig, `unknown topic config "retention"`},
-		{"bad config value", one, def, CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "a week"}}, want{}, ErrInvalidConfig, `retention.ms="a week"`},
+		{"zero partitions", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 0, ReplicationFactor: 1}, want{}, controlplane.ErrInvalidPartitions, "0 partitions"},
+		{"negative partitions", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -2, ReplicationFactor: 1}, want{}, controlplane.ErrInvalidPartitions, "-2 partitions"},
+		{"too many partitions", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: MaxPartitionsPerTopic + 1, ReplicationFactor: 1}, want{}, controlplane.ErrInvalidPartitions, "10001 partitions"},
+		{"too many assignments", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: make([][]int32, MaxPartitionsPerTopic+1)}, want{}, controlplane.ErrInvalidPartitions, "10001 partitions"},
+		{"rf above brokers", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 3 is larger than the number of registered brokers (1)"},
+		{"default rf above brokers", one, topicDefaults{replicationFactor: 2}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1}, want{}, controlplane.ErrInvalidReplicationFactor, "(1)"},
+		{"rf zero", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 0}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 0"},
+		{"assignments with a count", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 2, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, want{}, controlplane.ErrInvalidRequest, "both must be -1"},
+		{"assignments to unknown broker", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {4}}}, want{}, controlplane.ErrInvalidReplicaAssignment, "broker 4"},
+		{"unknown config", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention": "1"}}, want{}, controlplane.ErrInvalidConfig, `unknown topic config "retention"`},
+		{"bad config value", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "a week"}}, want{}, controlplane.ErrInvalidConfig, `retention.ms="a week"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,50 +175,50 @@ func TestPlanConfigs(t *testing.T) {
 	tests := []struct {
 		name       string
 		cur        map[string]string
-		ops        []ConfigOp
+		ops        []controlplane.ConfigOp
 		replaceAll bool
 		want       map[string]string
 		err        error
 		msg        string
 	}{
-		{"set", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet, Value: s("5")}},
+		{"set", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet, Value: s("5")}},
 			false, map[string]string{"retention.ms": "5", "segment.bytes": "1048576"}, nil, ""},
-		{"delete", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigDelete}},
+		{"delete", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigDelete}},
 			false, map[string]string{"segment.bytes": "1048576"}, nil, ""},
-		{"delete what is not set", cur, []ConfigOp{{Name: "flush.ms", Op: ConfigDelete}},
+		{"delete what is not set", cur, []controlplane.ConfigOp{{Name: "flush.ms", Op: controlplane.ConfigDelete}},
 			false, cur, nil, ""},
-		{"append to the default", nil, []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: s("compact")}},
+		{"append to the default", nil, []controlplane.ConfigOp{{Name: "cleanup.policy", Op: controlplane.ConfigAppend, Value: s("compact")}},
 			false, map[string]string{"cleanup.policy": "delete,compact"}, nil, ""},
-		{"append present item", map[string]string{"cleanup.policy": "compact"}, []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: s("compact")}},
+		{"append present item", map[string]string{"cleanup.policy": "compact"}, []controlplane.ConfigOp{{Name: "cleanup.policy", Op: controlplane.ConfigAppend, Value: s("compact")}},
 			false, map[string]string{"cleanup.policy": "compact"}, nil, ""},
-		{"subtract", map[string]string{"cleanup.policy": "compact,delete"}, []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: s("delete")}},
+		{"subtract", map[string]string{"cleanup.policy": "compact,delete"}, []controlplane.ConfigOp{{Name: "cleanup.policy", Op: controlplane.ConfigSubtract, Value: s("delete")}},
 			false, map[string]string{"cleanup.policy": "compact"}, nil, ""},
-		{"replace all", cur, []ConfigOp{{Name: "flush.policy", Op: ConfigSet, Value: s("interval")}},
+		{"replace all", cur, []controlplane.ConfigOp{{Name: "flush.policy", Op: controlplane.ConfigSet, Value: s("interval")}},
 			true, map[string]string{"flush.policy": "interval"}, nil, ""},
 		{"replace all with nothing", cur, nil, true, map[string]string{}, nil, ""},
 
-		{"subtract to empty", nil, []ConfigOp{{Name: "cleanup.policy", Op: ConfigSubtract, Value: s("delete")}},
-			false, nil, ErrInvalidConfig, `cleanup.policy=""`},
-		{"append to non-list", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigAppend, Value: s("1")}},
-			false, nil, ErrInvalidConfig, "not a list"},
-		{"bad value", cur, []ConfigOp{{Name: "segment.bytes", Op: ConfigSet, Value: s("10")}},
-			false, nil, ErrInvalidConfig, `segment.bytes="10"`},
-		{"append bad item", nil, []ConfigOp{{Name: "cleanup.policy", Op: ConfigAppend, Value: s("archive")}},
-			false, nil, ErrInvalidConfig, `unknown policy "archive"`},
-		{"unknown config", cur, []ConfigOp{{Name: "retention", Op: ConfigDelete}},
-			false, nil, ErrInvalidConfig, `unknown topic config "retention"`},
-		{"set null", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet}},
-			false, nil, ErrInvalidConfig, "null value"},
-		{"duplicate name", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet, Value: s("1")}, {Name: "retention.ms", Op: ConfigDelete}},
-			false, nil, ErrInvalidRequest, "more than once"},
-		{"unknown op", cur, []ConfigOp{{Name: "retention.ms", Op: 9, Value: s("1")}},
-			false, nil, ErrInvalidRequest, "unknown operation 9"},
-		{"replace all with a delete op", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigDelete}},
-			true, nil, ErrInvalidRequest, "only sets"},
-		{"replace all with null", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet}},
-			true, nil, ErrInvalidConfig, "null value"},
-		{"replace all bad value", cur, []ConfigOp{{Name: "retention.ms", Op: ConfigSet, Value: s("x")}},
-			true, nil, ErrInvalidConfig, `retention.ms="x"`},
+		{"subtract to empty", nil, []controlplane.ConfigOp{{Name: "cleanup.policy", Op: controlplane.ConfigSubtract, Value: s("delete")}},
+			false, nil, controlplane.ErrInvalidConfig, `cleanup.policy=""`},
+		{"append to non-list", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigAppend, Value: s("1")}},
+			false, nil, controlplane.ErrInvalidConfig, "not a list"},
+		{"bad value", cur, []controlplane.ConfigOp{{Name: "segment.bytes", Op: controlplane.ConfigSet, Value: s("10")}},
+			false, nil, controlplane.ErrInvalidConfig, `segment.bytes="10"`},
+		{"append bad item", nil, []controlplane.ConfigOp{{Name: "cleanup.policy", Op: controlplane.ConfigAppend, Value: s("archive")}},
+			false, nil, controlplane.ErrInvalidConfig, `unknown policy "archive"`},
+		{"unknown config", cur, []controlplane.ConfigOp{{Name: "retention", Op: controlplane.ConfigDelete}},
+			false, nil, controlplane.ErrInvalidConfig, `unknown topic config "retention"`},
+		{"set null", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet}},
+			false, nil, controlplane.ErrInvalidConfig, "null value"},
+		{"duplicate name", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet, Value: s("1")}, {Name: "retention.ms", Op: controlplane.ConfigDelete}},
+			false, nil, controlplane.ErrInvalidRequest, "more than once"},
+		{"unknown op", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: 9, Value: s("1")}},
+			false, nil, controlplane.ErrInvalidRequest, "unknown operation 9"},
+		{"replace all with a delete op", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigDelete}},
+			true, nil, controlplane.ErrInvalidRequest, "only sets"},
+		{"replace all with null", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet}},
+			true, nil, controlplane.ErrInvalidConfig, "null value"},
+		{"replace all bad value", cur, []controlplane.ConfigOp{{Name: "retention.ms", Op: controlplane.ConfigSet, Value: s("x")}},
+			true, nil, controlplane.ErrInvalidConfig, `retention.ms="x"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

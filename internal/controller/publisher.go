@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -134,8 +135,8 @@ func (p *publisher) subscribe(fn func(*metadata.Image)) (cancel func()) {
 }
 
 // waitPublished returns once every subscriber has seen the image of Raft
-// index, or ctx ends (ErrTimedOut), or the publisher stops short of it
-// (ErrNotController).
+// index, or ctx ends (controlplane.ErrTimedOut), or the publisher stops
+// short of it (controlplane.ErrNotController).
 func (p *publisher) waitPublished(ctx context.Context, index uint64) error {
 	for {
 		p.mu.Lock()
@@ -147,7 +148,7 @@ func (p *publisher) waitPublished(ctx context.Context, index uint64) error {
 		select {
 		case <-changed: // the index moved; look again
 		case <-ctx.Done():
-			return fmt.Errorf("%w: change committed at index %d but not yet published: %w", ErrTimedOut, index, context.Cause(ctx))
+			return fmt.Errorf("%w: change committed at index %d but not yet published: %w", controlplane.ErrTimedOut, index, context.Cause(ctx))
 		case <-p.done:
 			p.mu.Lock()
 			reached = p.mu.index >= index
@@ -155,7 +156,7 @@ func (p *publisher) waitPublished(ctx context.Context, index uint64) error {
 			if reached {
 				return nil
 			}
-			return fmt.Errorf("%w: controller closed", ErrNotController)
+			return fmt.Errorf("%w: controller closed", controlplane.ErrNotController)
 		}
 	}
 }

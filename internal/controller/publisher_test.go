@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -117,7 +118,7 @@ func TestPublisherWaitsForSlowSubscriber(t *testing.T) {
 	<-entered
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := p.waitPublished(short, 1); !errors.Is(err, ErrTimedOut) {
+	if err := p.waitPublished(short, 1); !errors.Is(err, controlplane.ErrTimedOut) {
 		t.Fatalf("waitPublished while a subscriber holds the image: %v", err)
 	}
 	if p.published.Load().Offset != 0 {
@@ -146,7 +147,7 @@ func TestPublisherClose(t *testing.T) {
 	if err := p.waitPublished(ctx, 2); err != nil {
 		t.Fatalf("index reached before close: %v", err)
 	}
-	if err := p.waitPublished(ctx, 3); !errors.Is(err, ErrNotController) {
+	if err := p.waitPublished(ctx, 3); !errors.Is(err, controlplane.ErrNotController) {
 		t.Fatalf("waiting past close: %v", err)
 	}
 }

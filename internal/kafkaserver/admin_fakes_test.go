@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
@@ -108,8 +108,8 @@ func (c *adminFakeController) addTopic(name string, parts []metadata.Partition, 
 	return t
 }
 
-func (c *adminFakeController) CreateTopics(ctx context.Context, topics []controller.CreateTopic, validateOnly bool) []controller.CreateTopicResult {
-	out := make([]controller.CreateTopicResult, len(topics))
+func (c *adminFakeController) CreateTopics(ctx context.Context, topics []controlplane.CreateTopic, validateOnly bool) []controlplane.CreateTopicResult {
+	out := make([]controlplane.CreateTopicResult, len(topics))
 	if err := c.begin(ctx, "CreateTopics"); err != nil {
 		for i := range out {
 			out[i].Err = err
@@ -121,7 +121,7 @@ func (c *adminFakeController) CreateTopics(ctx context.Context, topics []control
 	next := c.cloneImageLocked()
 	for i, ct := range topics {
 		t, err := c.newTopicLocked(next, ct)
-		out[i] = controller.CreateTopicResult{Err: err, Topic: t}
+		out[i] = controlplane.CreateTopicResult{Err: err, Topic: t}
 		if err == nil && !validateOnly {
 			next.Topics[t.Name] = t
 			next.TopicsByID[t.ID] = t
@@ -132,12 +132,12 @@ func (c *adminFakeController) CreateTopics(ctx context.Context, topics []control
 }
 
 // REQUIRES: c.mu held.
-func (c *adminFakeController) newTopicLocked(img *metadata.Image, ct controller.CreateTopic) (*metadata.Topic, error) {
+func (c *adminFakeController) newTopicLocked(img *metadata.Image, ct controlplane.CreateTopic) (*metadata.Topic, error) {
 	if err := metadata.ValidateTopicName(ct.Name); err != nil {
 		return nil, err
 	}
 	if _, ok := img.Topics[ct.Name]; ok {
-		return nil, fmt.Errorf("%w: topic %q", controller.ErrTopicExists, ct.Name)
+		return nil, fmt.Errorf("%w: topic %q", controlplane.ErrTopicExists, ct.Name)
 	}
 	for k, v := range ct.Configs {
 		if err := metadata.ValidateTopicConfig(k, v); err != nil {
@@ -154,7 +154,7 @@ func (c *adminFakeController) newTopicLocked(img *metadata.Image, ct controller.
 			rf = 1
 		}
 		if int(rf) > len(img.Brokers) {
-			return nil, fmt.Errorf("%w: %d replicas, %d brokers", controller.ErrInvalidReplicationFactor, rf, len(img.Brokers))
+			return nil, fmt.Errorf("%w: %d replicas, %d brokers", controlplane.ErrInvalidReplicationFactor, rf, len(img.Brokers))
 		}
 		for range n {
 			assign = append(assign, []int32{adminTestNodeID})
@@ -182,7 +182,7 @@ func (c *adminFakeController) DeleteTopics(ctx context.Context, names []string) 
 	for i, n := range names {
 		t, ok := next.Topics[n]
 		if !ok {
-			errs[i] = fmt.Errorf("%w: %q", controller.ErrUnknownTopic, n)
+			errs[i] = fmt.Errorf("%w: %q", controlplane.ErrUnknownTopic, n)
 			continue
 		}
 		delete(next.Topics, n)
@@ -206,7 +206,7 @@ func (c *adminFakeController) DeleteTopicsByID(ctx context.Context, ids []metada
 	for i, id := range ids {
 		t, ok := next.TopicsByID[id]
 		if !ok {
-			errs[i] = fmt.Errorf("%w: %s", controller.ErrUnknownTopicID, id)
+			errs[i] = fmt.Errorf("%w: %s", controlplane.ErrUnknownTopicID, id)
 			continue
 		}
 		names[i] = t.Name
@@ -225,10 +225,10 @@ func (c *adminFakeController) CreatePartitions(ctx context.Context, topic string
 	defer c.mu.Unlock()
 	t, ok := c.img.Topics[topic]
 	if !ok {
-		return fmt.Errorf("%w: %q", controller.ErrUnknownTopic, topic)
+		return fmt.Errorf("%w: %q", controlplane.ErrUnknownTopic, topic)
 	}
 	if int(count) <= len(t.Partitions) {
-		return fmt.Errorf("%w: %d <= %d", controller.ErrInvalidPartitions, count, len(t.Partitions))
+		return fmt.Errorf("%w: %d <= %d", controlplane.ErrInvalidPartitions, count, len(t.Partitions))
 	}
 	grown := *t
 	grown.Partitions = slices.Clone(t.Partitions)
@@ -239,7 +239,7 @@ func (c *adminFakeController) CreatePartitions(ctx context.Context, topic string
 		}
 		for _, r := range replicas {
 			if _, ok := c.img.Brokers[r]; !ok {
-				return fmt.Errorf("%w: no broker %d", controller.ErrInvalidReplicaAssignment, r)
+				return fmt.Errorf("%w: no broker %d", controlplane.ErrInvalidReplicaAssignment, r)
 			}
 		}
 		grown.Partitions = append(grown.Partitions, metadata.Partition{Replicas: replicas, ISR: replicas, Leader: replicas[0]})
@@ -254,7 +254,7 @@ func (c *adminFakeController) CreatePartitions(ctx context.Context, topic string
 	return nil
 }
 
-func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error {
+func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, ops []controlplane.ConfigOp, replaceAll, validateOnly bool) error {
 	if err := c.begin(ctx, "AlterConfigs"); err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, op
 	defer c.mu.Unlock()
 	t, ok := c.img.Topics[topic]
 	if !ok {
-		return fmt.Errorf("%w: %q", controller.ErrUnknownTopic, topic)
+		return fmt.Errorf("%w: %q", controlplane.ErrUnknownTopic, topic)
 	}
 	configs := maps.Clone(t.Configs)
 	if replaceAll || configs == nil {
@@ -270,11 +270,11 @@ func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, op
 	}
 	for _, op := range ops {
 		switch op.Op {
-		case controller.ConfigSet:
+		case controlplane.ConfigSet:
 			configs[op.Name] = *op.Value
-		case controller.ConfigDelete:
+		case controlplane.ConfigDelete:
 			delete(configs, op.Name)
-		case controller.ConfigAppend:
+		case controlplane.ConfigAppend:
 			list := metadata.SplitList(t.Config(op.Name))
 			for _, v := range metadata.SplitList(*op.Value) {
 				if !slices.Contains(list, v) {
@@ -282,7 +282,7 @@ func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, op
 				}
 			}
 			configs[op.Name] = strings.Join(list, ",")
-		case controller.ConfigSubtract:
+		case controlplane.ConfigSubtract:
 			list := slices.DeleteFunc(metadata.SplitList(t.Config(op.Name)), func(v string) bool {
 				return slices.Contains(metadata.SplitList(*op.Value), v)
 			})
@@ -591,4 +591,11 @@ func adminMsg(p *string) string {
 		return "<nil>"
 	}
 	return strconv.Quote(*p)
+}
+
+// AllocateProducerIDs is part of the control plane's Client, which the
+// listener takes whole; the listener itself never calls it (InitProducerId
+// goes through txn.ProducerIDManager), so the fake refuses.
+func (c *adminFakeController) AllocateProducerIDs(context.Context, int32) (int64, int64, error) {
+	return 0, 0, fmt.Errorf("%w: the listener's tests allocate no producer ids", controlplane.ErrInvalidRequest)
 }

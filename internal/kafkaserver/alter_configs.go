@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -35,15 +35,15 @@ func handleAlterConfigs(ctx context.Context, s *Server, req *request) (kmsg.Resp
 		rr := &r.Resources[i]
 		res := configAlteration{key: configResourceKey{rr.ResourceType, rr.ResourceName}}
 		for _, c := range rr.Configs {
-			res.ops = append(res.ops, func() (controller.ConfigOp, error) {
+			res.ops = append(res.ops, func() (controlplane.ConfigOp, error) {
 				if c.Value == nil {
-					return controller.ConfigOp{}, invalidRequest("topic %q: config %q has a null value; leave it out to return it to its default",
+					return controlplane.ConfigOp{}, invalidRequest("topic %q: config %q has a null value; leave it out to return it to its default",
 						rr.ResourceName, c.Name)
 				}
 				if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
-					return controller.ConfigOp{}, err
+					return controlplane.ConfigOp{}, err
 				}
-				return controller.ConfigOp{Name: c.Name, Op: controller.ConfigSet, Value: c.Value}, nil
+				return controlplane.ConfigOp{Name: c.Name, Op: controlplane.ConfigSet, Value: c.Value}, nil
 			})
 			res.names = append(res.names, c.Name)
 		}
@@ -65,7 +65,7 @@ func handleAlterConfigs(ctx context.Context, s *Server, req *request) (kmsg.Resp
 type configAlteration struct {
 	key   configResourceKey
 	names []string
-	ops   []func() (controller.ConfigOp, error)
+	ops   []func() (controlplane.ConfigOp, error)
 }
 
 // alterConfigResources applies what both alter APIs do per resource, in
@@ -86,7 +86,7 @@ func (s *Server) alterConfigResources(ctx context.Context, resources []configAlt
 			if err := checkAlterResource(img, res.key, counts[res.key]); err != nil {
 				return err
 			}
-			ops := make([]controller.ConfigOp, 0, len(res.ops))
+			ops := make([]controlplane.ConfigOp, 0, len(res.ops))
 			seen := make(map[string]bool, len(res.ops))
 			for j, toOp := range res.ops {
 				if seen[res.names[j]] {

@@ -22,7 +22,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -67,7 +66,7 @@ func checkCreatePartitions(img *metadata.Image, t *kmsg.CreatePartitionsRequestT
 	if metadata.IsInternalTopic(t.Topic) {
 		// The controller refuses it too; this answers before the
 		// existence check, alike whether or not the topic exists yet.
-		return nil, controller.RefuseInternalPartitions(t.Topic)
+		return nil, metadata.RefuseInternalPartitions(t.Topic)
 	}
 	topic, ok := lookupTopic(img, t.Topic)
 	if !ok {

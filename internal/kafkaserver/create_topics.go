@@ -37,7 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -55,7 +55,7 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	// dropped from the response at the end.
 	results := make([]kmsg.CreateTopicsResponseTopic, len(r.Topics))
 	errs := make([]error, len(r.Topics))
-	var toCreate []controller.CreateTopic
+	var toCreate []controlplane.CreateTopic
 	var toCreateIdx []int
 	for i := range r.Topics {
 		t := &r.Topics[i]
@@ -111,8 +111,8 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 // createTopicFromRequest checks one requested topic and turns it into the
 // controller's form. internal: the request is from one of Fjord's own
 // clients (Config.InternalClientID), which may create internal topics.
-func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic, internal bool) (controller.CreateTopic, error) {
-	ct := controller.CreateTopic{
+func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic, internal bool) (controlplane.CreateTopic, error) {
+	ct := controlplane.CreateTopic{
 		Name:              t.Topic,
 		NumPartitions:     t.NumPartitions,
 		ReplicationFactor: t.ReplicationFactor,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
@@ -26,7 +26,7 @@ func TestErrorCode(t *testing.T) {
 		{fmt.Errorf("%w: led by 3", replica.ErrNotLeader), kerr.NotLeaderForPartition},
 		{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 		{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
-		{controller.ErrTopicExists, kerr.TopicAlreadyExists},
+		{controlplane.ErrTopicExists, kerr.TopicAlreadyExists},
 		{fmt.Errorf("read: %w", storage.ErrOffsetOutOfRange), kerr.OffsetOutOfRange},
 		{storage.ErrBatchTooLarge, kerr.MessageTooLarge},
 		{storage.ErrInvalidBatch, kerr.InvalidRecord},

@@ -16,7 +16,7 @@ import (
 //
 // The services below this package return two kinds of expected error:
 // sentinels that ARE kerr values (replica.ErrNotLeader =
-// kerr.NotLeaderForPartition, controller.ErrTopicExists, ...), possibly
+// kerr.NotLeaderForPartition, controlplane.ErrTopicExists, ...), possibly
 // wrapped with detail, and storage's own sentinels (and record's, which
 // storage passes through), which know nothing of the wire. The first kind
 // maps to its own code; the others through the table below. Anything else is a bug or an I/O failure we did not

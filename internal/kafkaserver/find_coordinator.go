@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -125,7 +125,7 @@ func (s *Server) offsetsTopic(ctx context.Context) (*metadata.Topic, error) {
 	if n := int16(len(s.image().BrokerIDs())); n > 0 && rf > n {
 		rf = n // "as the cluster allows"
 	}
-	res := s.controller.CreateTopics(ctx, []controller.CreateTopic{{
+	res := s.controller.CreateTopics(ctx, []controlplane.CreateTopic{{
 		Name:              offsetsTopic,
 		NumPartitions:     s.cfg.OffsetsTopicPartitions,
 		ReplicationFactor: rf,
@@ -134,7 +134,7 @@ func (s *Server) offsetsTopic(ctx context.Context) (*metadata.Topic, error) {
 			"segment.bytes":  offsetsTopicSegmentBytes,
 		},
 	}}, false)
-	if err := res[0].Err; err != nil && !errors.Is(err, controller.ErrTopicExists) {
+	if err := res[0].Err; err != nil && !errors.Is(err, controlplane.ErrTopicExists) {
 		return nil, err
 	}
 	if t, ok := lookupTopic(s.image(), offsetsTopic); ok {

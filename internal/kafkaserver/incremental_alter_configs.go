@@ -23,7 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -37,7 +37,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 		rr := &r.Resources[i]
 		res := configAlteration{key: configResourceKey{rr.ResourceType, rr.ResourceName}}
 		for _, c := range rr.Configs {
-			res.ops = append(res.ops, func() (controller.ConfigOp, error) { return incrementalConfigOp(rr.ResourceName, c) })
+			res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return incrementalConfigOp(rr.ResourceName, c) })
 			res.names = append(res.names, c.Name)
 		}
 		resources[i] = res
@@ -54,15 +54,15 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 
 // incrementalConfigOp checks one requested operation on topic's config
 // and turns it into the controller's form.
-func incrementalConfigOp(topic string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) (controller.ConfigOp, error) {
-	op := controller.ConfigOp{Name: c.Name, Value: c.Value}
+func incrementalConfigOp(topic string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) (controlplane.ConfigOp, error) {
+	op := controlplane.ConfigOp{Name: c.Name, Value: c.Value}
 	def, ok := metadata.LookupTopicConfig(c.Name)
 	if !ok {
 		return op, fmt.Errorf("%w: topic %q: unknown topic config %q", kerr.InvalidConfig, topic, c.Name)
 	}
 	switch c.Op {
 	case kmsg.IncrementalAlterConfigOpSet:
-		op.Op = controller.ConfigSet
+		op.Op = controlplane.ConfigSet
 		if c.Value == nil {
 			return op, invalidRequest("topic %q: SET %q with a null value; use DELETE to return it to its default", topic, c.Name)
 		}
@@ -70,12 +70,12 @@ func incrementalConfigOp(topic string, c kmsg.IncrementalAlterConfigsRequestReso
 			return op, err
 		}
 	case kmsg.IncrementalAlterConfigOpDelete:
-		op.Op = controller.ConfigDelete
+		op.Op = controlplane.ConfigDelete
 		op.Value = nil
 	case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-		op.Op = controller.ConfigAppend
+		op.Op = controlplane.ConfigAppend
 		if c.Op == kmsg.IncrementalAlterConfigOpSubtract {
-			op.Op = controller.ConfigSubtract
+			op.Op = controlplane.ConfigSubtract
 		}
 		if typ, _ := kmsg.ParseConfigType(def.Type); typ != kmsg.ConfigTypeList {
 			return op, fmt.Errorf("%w: topic %q: %s on %q, which is not a list config",

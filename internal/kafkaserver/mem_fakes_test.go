@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
@@ -54,18 +54,18 @@ func (c *memController) ControllerID() int32 { return c.nodeID }
 
 // addTopic creates a topic directly (test setup).
 func (c *memController) addTopic(name string, partitions int) *metadata.Topic {
-	res := c.CreateTopics(context.Background(), []controller.CreateTopic{{Name: name, NumPartitions: int32(partitions), ReplicationFactor: -1}}, false)
+	res := c.CreateTopics(context.Background(), []controlplane.CreateTopic{{Name: name, NumPartitions: int32(partitions), ReplicationFactor: -1}}, false)
 	if res[0].Err != nil {
 		panic(res[0].Err)
 	}
 	return res[0].Topic
 }
 
-func (c *memController) CreateTopics(_ context.Context, topics []controller.CreateTopic, validateOnly bool) []controller.CreateTopicResult {
+func (c *memController) CreateTopics(_ context.Context, topics []controlplane.CreateTopic, validateOnly bool) []controlplane.CreateTopicResult {
 	c.creates.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]controller.CreateTopicResult, len(topics))
+	out := make([]controlplane.CreateTopicResult, len(topics))
 	next := c.cloneLocked()
 	for i, ct := range topics {
 		if err := metadata.ValidateTopicName(ct.Name); err != nil {
@@ -73,7 +73,7 @@ func (c *memController) CreateTopics(_ context.Context, topics []controller.Crea
 			continue
 		}
 		if _, ok := next.Topics[ct.Name]; ok {
-			out[i].Err = fmt.Errorf("%w: %s", controller.ErrTopicExists, ct.Name)
+			out[i].Err = fmt.Errorf("%w: %s", controlplane.ErrTopicExists, ct.Name)
 			continue
 		}
 		n := ct.NumPartitions
@@ -155,7 +155,7 @@ func (c *memController) CreatePartitions(context.Context, string, int32, [][]int
 	return errMemUnsupported
 }
 
-func (c *memController) AlterConfigs(context.Context, string, []controller.ConfigOp, bool, bool) error {
+func (c *memController) AlterConfigs(context.Context, string, []controlplane.ConfigOp, bool, bool) error {
 	return errMemUnsupported
 }
 
@@ -396,3 +396,10 @@ var (
 	_ Replicas    = (*memReplicas)(nil)
 	_ ProducerIDs = (*memPIDs)(nil)
 )
+
+// AllocateProducerIDs is part of the control plane's Client, which the
+// listener takes whole; the listener itself never calls it (InitProducerId
+// goes through txn.ProducerIDManager), so the fake refuses.
+func (c *memController) AllocateProducerIDs(context.Context, int32) (int64, int64, error) {
+	return 0, 0, fmt.Errorf("%w: the listener's tests allocate no producer ids", controlplane.ErrInvalidRequest)
+}

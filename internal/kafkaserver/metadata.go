@@ -40,7 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -195,13 +195,13 @@ type autoCreated struct {
 // the API for the log line.
 func (s *Server) autoCreateTopics(ctx context.Context, names []string, what string) map[string]autoCreated {
 	out := make(map[string]autoCreated, len(names))
-	reqs := make([]controller.CreateTopic, 0, len(names))
+	reqs := make([]controlplane.CreateTopic, 0, len(names))
 	for _, name := range names {
 		if err := metadata.ValidateTopicName(name); err != nil {
 			out[name] = autoCreated{code: kerr.InvalidTopicException.Code}
 			continue
 		}
-		reqs = append(reqs, controller.CreateTopic{Name: name, NumPartitions: -1, ReplicationFactor: -1})
+		reqs = append(reqs, controlplane.CreateTopic{Name: name, NumPartitions: -1, ReplicationFactor: -1})
 	}
 	if len(reqs) == 0 {
 		return out
@@ -217,7 +217,7 @@ func (s *Server) autoCreateTopics(ctx context.Context, names []string, what stri
 			s.log.Info("kafkaserver: auto-created topic", slog.String("topic", name),
 				slog.Int("partitions", len(r.Topic.Partitions)), slog.String("api", what))
 			out[name] = autoCreated{topic: r.Topic}
-		case r.Err == nil || errors.Is(r.Err, controller.ErrTopicExists):
+		case r.Err == nil || errors.Is(r.Err, controlplane.ErrTopicExists):
 			// Created by someone else first (or answered without the
 			// topic): take it from the image if it is there yet.
 			if t, ok := s.topicByName(name); ok {
@@ -225,7 +225,7 @@ func (s *Server) autoCreateTopics(ctx context.Context, names []string, what stri
 			} else {
 				out[name] = autoCreated{code: kerr.LeaderNotAvailable.Code}
 			}
-		case errors.Is(r.Err, controller.ErrInvalidTopic):
+		case errors.Is(r.Err, controlplane.ErrInvalidTopic):
 			out[name] = autoCreated{code: kerr.InvalidTopicException.Code}
 		default:
 			code, known := classify(r.Err)

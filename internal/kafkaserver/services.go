@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
@@ -12,28 +12,19 @@ import (
 
 // The services the protocol handlers call. The server holds no state but
 // its connections (and fetch sessions); everything else is behind these
-// interfaces, implemented by *controller.Controller, *replica.Manager and
-// *txn.ProducerIDManager and wired together by internal/node.
+// interfaces, implemented by the control plane (controlplane.Images and
+// controlplane.Client: *controller.Controller on a cluster of one),
+// *replica.Manager and *txn.ProducerIDManager and wired together by
+// internal/node. The server never sees the Raft library.
 //
 // Threads: every method may be called from many connections at once.
 
-// Controller is the control plane.
+// Controller is the control plane: this node's metadata image and the
+// changes it asks the active controller for.
 type Controller interface {
 	// Image is the latest metadata image published on this node.
 	Image() *metadata.Image
-	// ControllerID is the node id of the active controller, -1 if none.
-	ControllerID() int32
-	CreateTopics(ctx context.Context, topics []controller.CreateTopic, validateOnly bool) []controller.CreateTopicResult
-	// DeleteTopics deletes by name; errs[i] answers names[i].
-	DeleteTopics(ctx context.Context, names []string) (errs []error)
-	// DeleteTopicsByID deletes by id; it returns each topic's name ("" if
-	// unknown) and error.
-	DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) (names []string, errs []error)
-	// CreatePartitions grows topic to count partitions.
-	CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error
-	// AlterConfigs changes a topic's configs. replaceAll is the legacy
-	// AlterConfigs API: the given set replaces every override.
-	AlterConfigs(ctx context.Context, topic string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error
+	controlplane.Client
 }
 
 // Replicas is the data plane: the partitions this node hosts.

@@ -56,6 +56,14 @@ func IsInternalTopic(name string) bool {
 	return false
 }
 
+// RefuseInternalPartitions is the answer to growing internal topic name:
+// groups are placed on __consumer_offsets by a hash over its partition
+// count, and idempotency keys on the gateway's index likewise, so more
+// partitions would move each away from the state it has.
+func RefuseInternalPartitions(name string) error {
+	return InternalTopicError(name, "its partition count is fixed (groups and keys are hashed over it)")
+}
+
 // InternalTopicError is the refusal of what on internal topic name: an
 // ErrInternalTopic naming the topic, for every surface to answer alike.
 func InternalTopicError(name, what string) error {

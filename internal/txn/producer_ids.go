@@ -27,9 +27,11 @@ var (
 )
 
 // Allocator commits a new block of producer ids for nodeID and returns
-// it as [first, first+count). *controller.Controller implements it. It
-// may be slow (a Raft commit) and may fail with controller errors
-// (NOT_CONTROLLER, REQUEST_TIMED_OUT), which the caller retries.
+// it as [first, first+count): the producer-id part of the control
+// plane's seam, controlplane.Client (the local controller on a cluster of
+// one). It may be slow (a Raft commit) and may fail with the control
+// plane's retriable errors (NOT_CONTROLLER, REQUEST_TIMED_OUT), which the
+// caller retries.
 type Allocator interface {
 	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)
 }

@@ -1,0 +1,131 @@
+// Package controlplane is the seam between the broker side of a node
+// (kafkaserver, txn, the group coordinator's wiring in node) and the
+// control plane: the Raft-replicated metadata log and the active
+// controller that decides what goes into it (internal/controller).
+//
+// The broker side sees two things, and only through these interfaces:
+//
+//   - Images: the metadata image this node has applied, and a
+//     subscription to each new one, in log order. Every node has one,
+//     whether or not it votes.
+//   - Client: the changes a broker asks the active controller for. A
+//     change returns once it is committed and this node's image includes
+//     it (read your writes): a topic created through any node can be
+//     produced to on that node as soon as CreateTopics answers.
+//
+// Today the only implementation of both is *controller.Controller, the
+// local controller of a cluster of one. A remote Client, which sends the
+// request over the Kafka protocol to the active controller from a node
+// that is not it and waits for its own image to catch up, is the next
+// step of the cluster work (DESIGN.md section 18); so are broker
+// registration, heartbeats and AlterPartition, which join Client when
+// they are built. Nothing here imports the Raft library, so the broker
+// side never depends on it.
+//
+// Threads: every method of both interfaces may be called from any
+// goroutine at once. Images.Subscribe's callbacks run one at a time, in
+// order, on the image publisher's goroutine: a callback must not call
+// back into a Client (it would wait on the image it is being given).
+package controlplane
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// Images is the metadata image source.
+type Images interface {
+	// Image is the latest image published on this node (nil before the
+	// first).
+	Image() *metadata.Image
+	// Subscribe calls fn with the current image and then with each new
+	// one, in order, until cancel is called.
+	Subscribe(fn func(*metadata.Image)) (cancel func())
+}
+
+// Client asks the active controller for changes. Each method returns
+// once the change is committed and in this node's image, or with an error
+// below (a kerr value, wrapped with detail): ErrNotController and
+// ErrTimedOut are retriable, the rest say what is wrong with the request.
+type Client interface {
+	// ControllerID is the node id of the active controller, -1 if none is
+	// known.
+	ControllerID() int32
+	// CreateTopics creates topics (or, validateOnly, checks that they
+	// could be); results answer topics in order.
+	CreateTopics(ctx context.Context, topics []CreateTopic, validateOnly bool) []CreateTopicResult
+	// DeleteTopics deletes by name; errs[i] answers names[i].
+	DeleteTopics(ctx context.Context, names []string) (errs []error)
+	// DeleteTopicsByID deletes by id; it returns each topic's name ("" if
+	// unknown) and error.
+	DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) (names []string, errs []error)
+	// CreatePartitions grows topic to count partitions; assignments, when
+	// given, place the new ones.
+	CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error
+	// AlterConfigs changes a topic's config overrides. replaceAll is the
+	// legacy AlterConfigs API: the given set replaces every override.
+	AlterConfigs(ctx context.Context, topic string, ops []ConfigOp, replaceAll, validateOnly bool) error
+	// AllocateProducerIDs commits a new block of producer ids for nodeID
+	// and returns it as [first, first+count).
+	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)
+}
+
+// CreateTopic asks for one topic.
+type CreateTopic struct {
+	Name string
+	// NumPartitions: -1 takes num.partitions (default 1).
+	NumPartitions int32
+	// ReplicationFactor: -1 takes default.replication.factor
+	// (min(3, brokers)).
+	ReplicationFactor int16
+	// Assignments, if set, gives each partition's replicas explicitly
+	// (NumPartitions and ReplicationFactor must then be -1).
+	Assignments [][]int32
+	// Configs are topic config overrides; each is validated against
+	// metadata.TopicConfigDefs.
+	Configs map[string]string
+}
+
+// CreateTopicResult answers one CreateTopic, in request order. On success
+// (or a successful validate-only call) Topic is the created topic (or what
+// would have been created).
+type CreateTopicResult struct {
+	Err   error
+	Topic *metadata.Topic
+}
+
+// ConfigOpType is IncrementalAlterConfigs' operation.
+type ConfigOpType int8
+
+const (
+	ConfigSet      ConfigOpType = 0
+	ConfigDelete   ConfigOpType = 1
+	ConfigAppend   ConfigOpType = 2 // list configs (cleanup.policy)
+	ConfigSubtract ConfigOpType = 3
+)
+
+// ConfigOp is one config change.
+type ConfigOp struct {
+	Name  string
+	Op    ConfigOpType
+	Value *string
+}
+
+// Expected conditions, each the Kafka error it is answered with (wrapped
+// with detail, matched with errors.Is).
+var (
+	ErrTopicExists              = kerr.TopicAlreadyExists
+	ErrInvalidTopic             = kerr.InvalidTopicException
+	ErrUnknownTopic             = kerr.UnknownTopicOrPartition
+	ErrUnknownTopicID           = kerr.UnknownTopicID
+	ErrInvalidPartitions        = kerr.InvalidPartitions
+	ErrInvalidReplicationFactor = kerr.InvalidReplicationFactor
+	ErrInvalidReplicaAssignment = kerr.InvalidReplicaAssignment
+	ErrInvalidConfig            = kerr.InvalidConfig
+	ErrInvalidRequest           = kerr.InvalidRequest
+	ErrNotController            = kerr.NotController
+	ErrTimedOut                 = kerr.RequestTimedOut
+)
