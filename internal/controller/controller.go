@@ -2,14 +2,15 @@ package controller
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -49,15 +50,18 @@ type Config struct {
 	// be a concrete address (it is also what the node advertises to other
 	// voters); port 0 picks a free port.
 	Addr string
-	// Broker is this node's Kafka endpoint, registered on every start.
-	// NodeID 0 is taken to mean Config.NodeID.
-	Broker metadata.BrokerRecord
 	// NumPartitions is num.partitions, the partition count of a topic
 	// created with -1 (and by auto-create); <= 0 means 1.
 	NumPartitions int32
 	// ReplicationFactor is default.replication.factor; <= 0 means
 	// min(3, registered brokers).
 	ReplicationFactor int16
+	// Voters is the quorum a new metadata log is bootstrapped with
+	// (Kafka's controller.quorum.voters); it must name this node, whose
+	// entry's address is taken from Addr as bound. Empty: this node
+	// alone, a cluster of one. Once the Raft state exists it is ignored:
+	// the quorum is what the log says.
+	Voters []Voter
 	// SnapshotThreshold, SnapshotInterval, TrailingLogs: see the Default
 	// constants (0 takes the default).
 	SnapshotThreshold uint64
@@ -66,6 +70,12 @@ type Config struct {
 	// Logger receives the controller's logs and raft's warnings and
 	// errors; nil discards them.
 	Logger *slog.Logger
+}
+
+// Voter is one member of the controller quorum.
+type Voter struct {
+	NodeID int32
+	Addr   string // host:port the other voters dial
 }
 
 // Raft timing for a single voter: short enough that a node elects itself
@@ -90,25 +100,30 @@ type Controller struct {
 	fsm   *fsm
 	pub   *publisher
 
-	// proposeMu serializes proposals, so that validating a request against
-	// the applied image and proposing its records are one atomic step.
-	proposeMu sync.Mutex
-	// pending is closed when the last proposal's entry has been applied
-	// (or failed); nil if none. A proposer whose ctx ended may leave its
-	// entry in flight; the next one waits for it before validating, so it
-	// never validates against an image about to change.
-	// REQUIRES: proposeMu held.
-	pending chan struct{}
+	// active is this node's active controller while it leads the
+	// metadata log (active.go), nil otherwise. Only the leadership
+	// goroutine stores it.
+	active atomic.Pointer[activeController]
+	// closing is closed by Close; watchDone when the leadership goroutine
+	// has returned.
+	closing, watchDone chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // Open opens (or, on first start, bootstraps as a cluster of one voter)
-// the controller in cfg.Dir, waits until this node leads, and registers
-// cfg.Broker (and, on first start, a new cluster id). It returns once that
-// registration is published, or an error when ctx ends first.
+// the controller's quorum member in cfg.Dir and returns: it never waits
+// for an election. The node becomes the active controller whenever Raft
+// makes it leader (active.go); until then, and on every node that does
+// not lead, changes answer NOT_CONTROLLER, which callers retry. The first
+// active controller of a new metadata log commits a random cluster id.
+// ctx bounds nothing Open waits for today; it is kept so that opening a
+// quorum of several voters can be bounded without a change of signature.
 func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("controller: %w", context.Cause(ctx))
+	}
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -121,7 +136,8 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 
-	c := &Controller{cfg: cfg, log: log, pub: newPublisher(metadata.Empty())}
+	c := &Controller{cfg: cfg, log: log, pub: newPublisher(metadata.Empty()),
+		closing: make(chan struct{}), watchDone: make(chan struct{})}
 	c.fsm = newFSM(log, c.pub)
 	defer func() {
 		if err != nil {
@@ -166,42 +182,34 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 		return nil, fmt.Errorf("controller: reading raft state in %s: %w", cfg.Dir, err)
 	}
 	if !existing {
-		err := raft.BootstrapCluster(rc, c.store, c.store, c.snaps, c.trans, raft.Configuration{Servers: []raft.Server{
-			{Suffrage: raft.Voter, ID: rc.LocalID, Address: c.trans.LocalAddr()},
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("controller: bootstrapping a one-voter cluster: %w", err)
+		servers := []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: c.trans.LocalAddr()}}
+		for _, v := range cfg.Voters {
+			if v.NodeID != cfg.NodeID {
+				servers = append(servers, raft.Server{Suffrage: raft.Voter,
+					ID: raft.ServerID(strconv.Itoa(int(v.NodeID))), Address: raft.ServerAddress(v.Addr)})
+			}
 		}
-		log.Info("bootstrapped a new metadata log", "dir", cfg.Dir, "node_id", cfg.NodeID)
+		if err := raft.BootstrapCluster(rc, c.store, c.store, c.snaps, c.trans, raft.Configuration{Servers: servers}); err != nil {
+			return nil, fmt.Errorf("controller: bootstrapping a metadata log of %d voters: %w", len(servers), err)
+		}
+		log.Info("bootstrapped a new metadata log", "dir", cfg.Dir, "node_id", cfg.NodeID, "voters", len(servers))
 	}
 	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, c.snaps, c.trans)
 	if err != nil {
 		return nil, fmt.Errorf("controller: starting raft: %w", err)
 	}
 	if err := c.checkVoter(rc.LocalID); err != nil {
+		close(c.watchDone) // no leadership goroutine to wait for
 		return nil, err
 	}
-	if err := c.awaitLeadership(ctx); err != nil {
-		return nil, err
-	}
-	// Everything committed before this term is applied after the barrier,
-	// so the image we validate against is complete.
-	if err := waitFuture(ctx, c.raft.Barrier(timeoutOf(ctx))); err != nil {
-		return nil, fmt.Errorf("controller: catching up with the metadata log: %w", err)
-	}
-	if err := c.register(ctx); err != nil {
-		return nil, err
-	}
+	go c.watchLeadership()
 	img := c.Image()
-	log.Info("controller started", "node_id", cfg.NodeID, "cluster_id", img.ClusterID,
-		"raft_addr", c.trans.LocalAddr(), "metadata_offset", img.Offset, "topics", len(img.Topics))
+	log.Info("controller opened", "node_id", cfg.NodeID, "raft_addr", c.trans.LocalAddr(),
+		"metadata_offset", img.Offset, "topics", len(img.Topics))
 	return c, nil
 }
 
 func (cfg *Config) check() error {
-	if cfg.Broker.NodeID == 0 {
-		cfg.Broker.NodeID = cfg.NodeID
-	}
 	switch {
 	case cfg.NodeID < 0:
 		return fmt.Errorf("controller: node id %d (allowed: >= 0)", cfg.NodeID)
@@ -209,10 +217,22 @@ func (cfg *Config) check() error {
 		return errors.New("controller: no directory for the raft state")
 	case cfg.Addr == "":
 		return errors.New("controller: no raft address")
-	case cfg.Broker.NodeID != cfg.NodeID:
-		return fmt.Errorf("controller: broker endpoint is for node %d, this is node %d", cfg.Broker.NodeID, cfg.NodeID)
-	case cfg.Broker.Host == "" || cfg.Broker.Port < 1 || cfg.Broker.Port > 65535:
-		return fmt.Errorf("controller: broker endpoint %q port %d (want a host and a port 1..65535)", cfg.Broker.Host, cfg.Broker.Port)
+	}
+	if len(cfg.Voters) == 0 {
+		return nil
+	}
+	seen := map[int32]bool{}
+	for _, v := range cfg.Voters {
+		if v.NodeID < 0 || seen[v.NodeID] {
+			return fmt.Errorf("controller: voter node id %d is negative or given twice", v.NodeID)
+		}
+		seen[v.NodeID] = true
+		if _, _, err := net.SplitHostPort(v.Addr); err != nil && v.NodeID != cfg.NodeID {
+			return fmt.Errorf("controller: voter %d address %q: %v", v.NodeID, v.Addr, err)
+		}
+	}
+	if !seen[cfg.NodeID] {
+		return fmt.Errorf("controller: node %d is not one of the voters", cfg.NodeID)
 	}
 	return nil
 }
@@ -245,33 +265,20 @@ func (c *Controller) checkVoter(id raft.ServerID) error {
 	return fmt.Errorf("controller: the raft state in %s has voters %v, not node %s: it belongs to another node", c.cfg.Dir, voters, id)
 }
 
-func (c *Controller) awaitLeadership(ctx context.Context) error {
-	for c.raft.State() != raft.Leader {
-		select {
-		case <-c.raft.LeaderCh(): // leadership changed; look again
-		case <-ctx.Done():
-			return fmt.Errorf("controller: not elected leader of the metadata log (state %s): %w", c.raft.State(), context.Cause(ctx))
-		}
+// RegisterBroker commits b, a broker's endpoint, to the metadata log
+// (on every start of the broker: its host or port may have changed).
+func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord) error {
+	if b.NodeID < 0 || b.Host == "" || b.Port < 1 || b.Port > 65535 {
+		return fmt.Errorf("%w: broker %d endpoint %q port %d (want a node id >= 0, a host and a port 1..65535)",
+			controlplane.ErrInvalidRequest, b.NodeID, b.Host, b.Port)
 	}
-	return nil
-}
-
-// register commits this broker's endpoint, and a cluster id if there is
-// none yet (first start), in one entry.
-func (c *Controller) register(ctx context.Context) error {
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	var recs []metadata.Record
-	if c.fsm.applied.Load().ClusterID == "" {
-		id, err := newUUID(rand.Read, func(metadata.UUID) bool { return false })
-		if err != nil {
-			return err
-		}
-		recs = append(recs, metadata.ClusterIDRecord{ClusterID: id.Base64()})
+	a, _, err := c.beginChange(ctx)
+	if err != nil {
+		return fmt.Errorf("registering broker %d: %w", b.NodeID, err)
 	}
-	recs = append(recs, c.cfg.Broker)
-	if err := c.proposeLocked(ctx, recs); err != nil {
-		return fmt.Errorf("controller: registering broker %d: %w", c.cfg.NodeID, err)
+	defer a.proposeMu.Unlock()
+	if err := a.proposeLocked(ctx, c, []metadata.Record{b}); err != nil {
+		return fmt.Errorf("registering broker %d: %w", b.NodeID, err)
 	}
 	return nil
 }
@@ -305,9 +312,11 @@ func (c *Controller) Subscribe(fn func(*metadata.Image)) (cancel func()) {
 // Raft stores. Proposals under way fail with controlplane.ErrNotController.
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
+		close(c.closing)
 		var errs []error
 		if c.raft != nil {
 			errs = append(errs, c.raft.Shutdown().Error())
+			<-c.watchDone
 		}
 		if c.trans != nil {
 			errs = append(errs, c.trans.Close())
@@ -359,66 +368,6 @@ func (c *Controller) RaftStats() (RaftStats, error) {
 	}
 	s.AppliedIndex = c.raft.AppliedIndex()
 	return s, nil
-}
-
-// checkLeader answers controlplane.ErrNotController unless this node
-// leads the metadata log.
-func (c *Controller) checkLeader() error {
-	if st := c.raft.State(); st != raft.Leader {
-		return fmt.Errorf("%w: node %d is %s, the controller is %d", controlplane.ErrNotController, c.cfg.NodeID, st, c.ControllerID())
-	}
-	return nil
-}
-
-// validationImageLocked returns the image to validate a request against:
-// the applied image once any earlier proposal is settled.
-// REQUIRES: c.proposeMu held.
-func (c *Controller) validationImageLocked(ctx context.Context) (*metadata.Image, error) {
-	if err := c.checkLeader(); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: %w", controlplane.ErrTimedOut, context.Cause(ctx))
-	}
-	if c.pending != nil {
-		select {
-		case <-c.pending: // the previous proposal's entry is applied or failed
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: waiting for an earlier metadata change: %w", controlplane.ErrTimedOut, context.Cause(ctx))
-		}
-	}
-	return c.fsm.applied.Load(), nil
-}
-
-// proposeLocked commits recs as one Raft entry and returns once it is
-// applied and published to every subscriber (or ctx ends:
-// controlplane.ErrTimedOut, though the change may still commit).
-// REQUIRES: c.proposeMu held.
-func (c *Controller) proposeLocked(ctx context.Context, recs []metadata.Record) error {
-	data, err := metadata.EncodeBatch(recs)
-	if err != nil {
-		return err
-	}
-	f := c.raft.Apply(data, timeoutOf(ctx))
-	done := make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		errc <- f.Error()
-		close(done)
-	}()
-	c.pending = done
-	select {
-	case err = <-errc:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: metadata change not committed yet: %w", controlplane.ErrTimedOut, context.Cause(ctx))
-	}
-	if err != nil {
-		return raftError(err)
-	}
-	if err, _ := f.Response().(error); err != nil {
-		return fmt.Errorf("controller: metadata log refused the change: %w", err)
-	}
-	return c.pub.waitPublished(ctx, f.Index())
 }
 
 // raftError maps hashicorp/raft's errors to Kafka's.

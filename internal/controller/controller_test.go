@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -49,12 +50,21 @@ func baseConfig(t *testing.T, dir string) controller.Config {
 		NodeID: 1,
 		Dir:    dir,
 		Addr:   "127.0.0.1:0",
-		Broker: metadata.BrokerRecord{NodeID: 1, Host: "127.0.0.1", Port: 9092},
 		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 }
 
+// open opens a controller and registers its broker on port 9092, as a
+// node does.
 func open(t *testing.T, cfg controller.Config) *controller.Controller {
+	t.Helper()
+	return openBroker(t, cfg, 9092)
+}
+
+// openBroker opens a controller and, once it is the active controller
+// (Open does not wait for the election), registers broker cfg.NodeID on
+// 127.0.0.1:port and waits for a cluster id.
+func openBroker(t *testing.T, cfg controller.Config, port int32) *controller.Controller {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -63,7 +73,21 @@ func open(t *testing.T, cfg controller.Config) *controller.Controller {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	b := metadata.BrokerRecord{NodeID: cfg.NodeID, Host: "127.0.0.1", Port: port}
+	for {
+		err := c.RegisterBroker(ctx, b)
+		if err == nil && c.Image().ClusterID != "" {
+			return c
+		}
+		if err != nil && !errors.Is(err, controlplane.ErrNotController) {
+			t.Fatalf("RegisterBroker: %v", err)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // the election, or the cluster id's commit
+		case <-ctx.Done():
+			t.Fatalf("no active controller with a cluster id within 10s: %v (image %+v)", err, c.Image())
+		}
+	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -113,13 +137,16 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	for _, mod := range []func(*controller.Config){
-		func(c *controller.Config) { c.NodeID = -1; c.Broker.NodeID = -1 },
+		func(c *controller.Config) { c.NodeID = -1 },
 		func(c *controller.Config) { c.Dir = "" },
 		func(c *controller.Config) { c.Addr = "" },
-		func(c *controller.Config) { c.Broker.NodeID = 2 },
-		func(c *controller.Config) { c.Broker.Port = 0 },
-		func(c *controller.Config) { c.Broker.Host = "" },
-		func(c *controller.Config) { c.Addr = "0.0.0.0:0" }, // not advertisable
+		func(c *controller.Config) { c.Voters = []controller.Voter{{NodeID: 2, Addr: "127.0.0.1:1"}} }, // not a voter
+		func(c *controller.Config) { c.Voters = []controller.Voter{{NodeID: 1}, {NodeID: 1}} },         // twice
+		func(c *controller.Config) {
+			c.Voters = []controller.Voter{{NodeID: 1}, {NodeID: -3, Addr: "127.0.0.1:1"}}
+		}, // negative
+		func(c *controller.Config) { c.Voters = []controller.Voter{{NodeID: 1}, {NodeID: 2, Addr: "no-port"}} }, // no port
+		func(c *controller.Config) { c.Addr = "0.0.0.0:0" },                                                     // not advertisable
 	} {
 		cfg := baseConfig(t, t.TempDir())
 		mod(&cfg)
@@ -161,7 +188,7 @@ func TestOpenRefusesAnotherNodesState(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cfg.NodeID, cfg.Broker.NodeID = 2, 2
+	cfg.NodeID = 2
 	c2, err := controller.Open(ctxT(t), cfg)
 	if err == nil {
 		c2.Close()
@@ -657,8 +684,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The broker comes back on a new port: it re-registers.
-	cfg.Broker.Port = 19092
-	c = open(t, cfg)
+	c = openBroker(t, cfg, 19092)
 	after := c.Image()
 	sameState(t, after, before)
 	if b := after.Brokers[1]; b.Port != 19092 {
@@ -784,5 +810,63 @@ func TestExpiredContextTimesOut(t *testing.T) {
 	}
 	if _, ok := c.Image().Topic("t"); ok {
 		t.Fatal("topic created with a done ctx")
+	}
+}
+
+// A broker's registration is checked before it is proposed: a bad
+// endpoint is INVALID_REQUEST and changes nothing.
+func TestRegisterBrokerRefusesBadEndpoints(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	before := c.Image()
+	for _, b := range []metadata.BrokerRecord{
+		{NodeID: -1, Host: "127.0.0.1", Port: 9092},
+		{NodeID: 2, Host: "", Port: 9092},
+		{NodeID: 2, Host: "127.0.0.1", Port: 0},
+		{NodeID: 2, Host: "127.0.0.1", Port: 65536},
+	} {
+		if err := c.RegisterBroker(ctxT(t), b); !errors.Is(err, controlplane.ErrInvalidRequest) {
+			t.Errorf("RegisterBroker(%+v): %v, want INVALID_REQUEST", b, err)
+		}
+	}
+	if after := c.Image(); after.Offset != before.Offset {
+		t.Fatalf("refused registrations moved the metadata log from %d to %d", before.Offset, after.Offset)
+	}
+}
+
+// Open never waits for an election, and a voter that is not the active
+// controller answers NOT_CONTROLLER at once, never a hang: here node 1's
+// quorum also names node 2, which is not running, so node 1 can never be
+// elected (it needs 2 votes of 2).
+func TestOpenDoesNotWaitToLead(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent := ln.Addr().String()
+	ln.Close() // nothing listens there: node 2 is down
+	cfg := baseConfig(t, t.TempDir())
+	cfg.Voters = []controller.Voter{{NodeID: 1}, {NodeID: 2, Addr: absent}}
+	c, err := controller.Open(ctxT(t), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer c.Close()
+	if id := c.ControllerID(); id != -1 {
+		t.Fatalf("ControllerID = %d with no quorum, want -1", id)
+	}
+	ctx := ctxT(t) // were a change to wait for a leader, it would end with REQUEST_TIMED_OUT
+	if r := c.CreateTopics(ctx, []controlplane.CreateTopic{topic("t", 1)}, false); !errors.Is(r[0].Err, controlplane.ErrNotController) {
+		t.Errorf("CreateTopics without a quorum: %v, want NOT_CONTROLLER", r[0].Err)
+	}
+	if err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: 1, Host: "127.0.0.1", Port: 9092}); !errors.Is(err, controlplane.ErrNotController) {
+		t.Errorf("RegisterBroker without a quorum: %v, want NOT_CONTROLLER", err)
+	}
+	if _, _, err := c.AllocateProducerIDs(ctx, 1); !errors.Is(err, controlplane.ErrNotController) {
+		t.Errorf("AllocateProducerIDs without a quorum: %v, want NOT_CONTROLLER", err)
+	}
+	if img := c.Image(); img.ClusterID != "" || len(img.Brokers) != 0 {
+		t.Errorf("an image without a quorum: %+v", img)
 	}
 }

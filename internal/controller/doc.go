@@ -1,12 +1,22 @@
-// Package controller is the control plane: a hashicorp/raft voter whose
-// replicated log is the metadata log (package metadata), the state machine
-// that applies it to images, and the operations that propose changes.
+// Package controller is the control plane, in two parts:
 //
-// One voter by default: on first start (no Raft state in Config.Dir) the
-// node bootstraps a cluster with itself as the only voter, elects itself,
-// and commits a random cluster id; on every start it (re-)registers its
-// broker endpoint. Changes are proposed only on the leader (the active
-// controller); elsewhere operations answer controlplane.ErrNotController.
+//   - the quorum member (controller.go), which every voter runs: a
+//     hashicorp/raft voter whose replicated log is the metadata log
+//     (package metadata), the state machine that applies it to images,
+//     and the publisher that hands images to the broker side;
+//   - the active controller (active.go, ops.go, plan.go), which only the
+//     Raft leader runs: it validates changes against the applied image
+//     (plan.go is pure) and proposes their records. It starts when Raft
+//     makes the node leader and a Barrier has applied everything committed
+//     before, and stops when leadership is lost.
+//
+// Open never waits for an election. On first start (no Raft state in
+// Config.Dir) the node bootstraps the metadata log with Config.Voters (by
+// default itself alone); the first active controller commits a random
+// cluster id. Brokers register their endpoint (RegisterBroker) on every
+// start. Changes are made only by the active controller; elsewhere, and
+// while there is none, operations answer controlplane.ErrNotController,
+// which callers retry.
 //
 // The broker side (kafkaserver, txn, node's wiring) reaches the controller
 // only through package controlplane's interfaces, Images and Client,
@@ -27,7 +37,8 @@
 //
 // A change, end to end:
 //
-//	caller ── proposeMu ── validate against the applied image (plan.go, pure)
+//	caller ── active controller's proposeMu (beginChange)
+//	       ── validate against the applied image (plan.go, pure)
 //	       ── raft.Apply(batch) ── commit (fsync in raft.db)
 //	       ── FSM goroutine: Image.Apply -> applied image -> publisher queue
 //	       ── publisher goroutine: every subscriber sees the image -> Image()
@@ -39,7 +50,11 @@
 //
 // Threads (who owns what):
 //
-//	caller goroutines   serialized by proposeMu: validation and proposing
+//	caller goroutines   serialized by the active controller's proposeMu:
+//	                    validation and proposing
+//	leadership goroutine (watchLeadership) the only reader of LeaderCh:
+//	                    starts the active controller (after a Barrier) and
+//	                    stops it; commits the cluster id of a new log
 //	raft goroutines     the Raft log, elections, replication, snapshots
 //	FSM goroutine       (raft's) fsm.applied: applies entries, restores
 //	                    snapshots; never blocks on subscribers

@@ -11,9 +11,11 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
-// The operations. Each validates under proposeMu against the applied image
-// and commits its records as one Raft entry, so concurrent requests are
-// serialized: two creates of one name give one TOPIC_ALREADY_EXISTS.
+// The operations. Each is a change of the active controller
+// (beginChange): it validates under the active controller's proposeMu
+// against the applied image and commits its records as one Raft entry,
+// so concurrent requests are serialized: two creates of one name give one
+// TOPIC_ALREADY_EXISTS.
 // Validation order follows Kafka's: request shape, topic name, existence,
 // partitions and replication, assignments, configs.
 
@@ -31,12 +33,11 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []controlplane.Cre
 		}
 		return results
 	}
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	img, err := c.validationImageLocked(ctx)
+	a, img, err := c.beginChange(ctx)
 	if err != nil {
 		return fail(err)
 	}
+	defer a.proposeMu.Unlock()
 
 	count := make(map[string]int, len(topics))
 	for _, t := range topics {
@@ -75,7 +76,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []controlplane.Cre
 	if len(created) == 0 {
 		return results
 	}
-	if err := c.proposeLocked(ctx, recs); err != nil {
+	if err := a.proposeLocked(ctx, c, recs); err != nil {
 		for _, i := range created {
 			results[i] = controlplane.CreateTopicResult{Err: err}
 		}
@@ -136,12 +137,11 @@ var internalCollisions = func() map[string]string {
 func (c *Controller) DeleteTopics(ctx context.Context, names []string) (errs []error) {
 	errs = make([]error, len(names))
 	ids := make([]metadata.UUID, len(names))
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	img, err := c.validationImageLocked(ctx)
+	a, img, err := c.beginChange(ctx)
 	if err != nil {
 		return fill(errs, err)
 	}
+	defer a.proposeMu.Unlock()
 	count := make(map[string]int, len(names))
 	for _, n := range names {
 		count[n]++
@@ -159,7 +159,7 @@ func (c *Controller) DeleteTopics(ctx context.Context, names []string) (errs []e
 			ids[i] = t.ID
 		}
 	}
-	c.deleteLocked(ctx, img, ids, errs)
+	c.deleteLocked(ctx, a, img, ids, errs)
 	return errs
 }
 
@@ -169,12 +169,11 @@ func (c *Controller) DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) 
 	names = make([]string, len(ids))
 	errs = make([]error, len(ids))
 	found := make([]metadata.UUID, len(ids))
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	img, err := c.validationImageLocked(ctx)
+	a, img, err := c.beginChange(ctx)
 	if err != nil {
 		return names, fill(errs, err)
 	}
+	defer a.proposeMu.Unlock()
 	count := make(map[metadata.UUID]int, len(ids))
 	for _, id := range ids {
 		count[id]++
@@ -197,7 +196,7 @@ func (c *Controller) DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) 
 			found[i] = id
 		}
 	}
-	c.deleteLocked(ctx, img, found, errs)
+	c.deleteLocked(ctx, a, img, found, errs)
 	return names, errs
 }
 
@@ -211,8 +210,8 @@ func refuseDeleteInternal(name string) error {
 
 // deleteLocked removes the topics with non-zero ids[i] whose errs[i] is
 // nil, in one entry, and sets their errs on failure.
-// REQUIRES: c.proposeMu held.
-func (c *Controller) deleteLocked(ctx context.Context, img *metadata.Image, ids []metadata.UUID, errs []error) {
+// REQUIRES: a.proposeMu held.
+func (c *Controller) deleteLocked(ctx context.Context, a *activeController, img *metadata.Image, ids []metadata.UUID, errs []error) {
 	var recs []metadata.Record
 	for i, id := range ids {
 		if errs[i] == nil && !id.IsZero() {
@@ -222,7 +221,7 @@ func (c *Controller) deleteLocked(ctx context.Context, img *metadata.Image, ids 
 	if len(recs) == 0 {
 		return
 	}
-	err := c.proposeLocked(ctx, recs)
+	err := a.proposeLocked(ctx, c, recs)
 	for i, id := range ids {
 		if errs[i] != nil || id.IsZero() {
 			continue
@@ -240,12 +239,11 @@ func (c *Controller) deleteLocked(ctx context.Context, img *metadata.Image, ids 
 // long as the topic's replication factor); otherwise they continue the
 // topic's round-robin placement.
 func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	img, err := c.validationImageLocked(ctx)
+	a, img, err := c.beginChange(ctx)
 	if err != nil {
 		return err
 	}
+	defer a.proposeMu.Unlock()
 	if metadata.IsInternalTopic(topic) {
 		return metadata.RefuseInternalPartitions(topic)
 	}
@@ -283,7 +281,7 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 		return nil
 	}
 	grown := &metadata.Topic{Name: t.Name, ID: t.ID, Partitions: append(slices.Clip(t.Partitions), newPartitions(replicas)...)}
-	if err := c.proposeLocked(ctx, topicRecords(grown, int(cur))); err != nil {
+	if err := a.proposeLocked(ctx, c, topicRecords(grown, int(cur))); err != nil {
 		return err
 	}
 	c.log.Info("created partitions", "topic", topic, "from", cur, "to", count)
@@ -294,12 +292,11 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 // two modes. A change that leaves the overrides as they are commits
 // nothing.
 func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []controlplane.ConfigOp, replaceAll, validateOnly bool) error {
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	img, err := c.validationImageLocked(ctx)
+	a, img, err := c.beginChange(ctx)
 	if err != nil {
 		return err
 	}
+	defer a.proposeMu.Unlock()
 	t, ok := img.Topic(topic)
 	if !ok {
 		return fmt.Errorf("%w: topic %q does not exist", controlplane.ErrUnknownTopic, topic)
@@ -315,7 +312,7 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []contr
 	if validateOnly || len(recs) == 0 {
 		return nil
 	}
-	if err := c.proposeLocked(ctx, recs); err != nil {
+	if err := a.proposeLocked(ctx, c, recs); err != nil {
 		return err
 	}
 	c.log.Info("altered topic configs", "topic", topic, "configs", next)
@@ -329,18 +326,17 @@ func (c *Controller) AllocateProducerIDs(ctx context.Context, nodeID int32) (fir
 	if nodeID < 0 {
 		return 0, 0, fmt.Errorf("%w: node id %d", controlplane.ErrInvalidRequest, nodeID)
 	}
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	img, err := c.validationImageLocked(ctx)
+	a, img, err := c.beginChange(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer a.proposeMu.Unlock()
 	first = img.NextProducerID
 	if first > math.MaxInt64-ProducerIDBlockSize {
 		return 0, 0, fmt.Errorf("controller: producer ids exhausted at %d", first)
 	}
 	rec := metadata.ProducerIDsRecord{NodeID: nodeID, NextProducerID: first + ProducerIDBlockSize}
-	if err := c.proposeLocked(ctx, []metadata.Record{rec}); err != nil {
+	if err := a.proposeLocked(ctx, c, []metadata.Record{rec}); err != nil {
 		return 0, 0, err
 	}
 	return first, ProducerIDBlockSize, nil

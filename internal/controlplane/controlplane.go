@@ -18,8 +18,7 @@
 // request over the Kafka protocol to the active controller from a node
 // that is not it and waits for its own image to catch up, is the next
 // step of the cluster work (DESIGN.md section 18); so are broker
-// registration, heartbeats and AlterPartition, which join Client when
-// they are built. Nothing here imports the Raft library, so the broker
+// heartbeats and AlterPartition, which join Client when they are built. Nothing here imports the Raft library, so the broker
 // side never depends on it.
 //
 // Threads: every method of both interfaces may be called from any
@@ -71,6 +70,9 @@ type Client interface {
 	// AllocateProducerIDs commits a new block of producer ids for nodeID
 	// and returns it as [first, first+count).
 	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)
+	// RegisterBroker commits a broker's endpoint, on every start of it
+	// (its host or port may have changed).
+	RegisterBroker(ctx context.Context, b metadata.BrokerRecord) error
 }
 
 // CreateTopic asks for one topic.

@@ -599,3 +599,9 @@ func adminMsg(p *string) string {
 func (c *adminFakeController) AllocateProducerIDs(context.Context, int32) (int64, int64, error) {
 	return 0, 0, fmt.Errorf("%w: the listener's tests allocate no producer ids", controlplane.ErrInvalidRequest)
 }
+
+// RegisterBroker, like AllocateProducerIDs, is the control plane's, not
+// the listener's: the fake refuses.
+func (c *adminFakeController) RegisterBroker(context.Context, metadata.BrokerRecord) error {
+	return fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
+}

@@ -403,3 +403,9 @@ var (
 func (c *memController) AllocateProducerIDs(context.Context, int32) (int64, int64, error) {
 	return 0, 0, fmt.Errorf("%w: the listener's tests allocate no producer ids", controlplane.ErrInvalidRequest)
 }
+
+// RegisterBroker, like AllocateProducerIDs, is the control plane's, not
+// the listener's: the fake refuses.
+func (c *memController) RegisterBroker(context.Context, metadata.BrokerRecord) error {
+	return fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
+}

@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fjordmq/fjord/internal/controller"
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/kafkaserver"
@@ -201,7 +202,6 @@ func (n *Node) start(ctx context.Context) error {
 		NodeID:            cfg.NodeID,
 		Dir:               filepath.Join(cfg.DataDir, metadataDir),
 		Addr:              cfg.ControllerAddr,
-		Broker:            metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port},
 		NumPartitions:     cfg.NumPartitions,
 		ReplicationFactor: -1,
 		Logger:            n.log,
@@ -219,6 +219,9 @@ func (n *Node) start(ctx context.Context) error {
 		FS:       fs,
 		DataDir:  cfg.DataDir,
 	})
+	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port}); err != nil {
+		return err
+	}
 	clusterID, err := n.awaitClusterID(ctx)
 	if err != nil {
 		return err
@@ -358,6 +361,28 @@ func (n *Node) awaitClusterID(ctx context.Context) (string, error) {
 		return id, nil
 	case <-ctx.Done(): // the caller gave up, or startTimeout passed
 		return "", fmt.Errorf("waiting for the controller's first metadata image: %w", context.Cause(ctx))
+	}
+}
+
+// registerRetry is how long a registration waits for an active
+// controller before it asks again (a node's first election takes about a
+// second).
+const registerRetry = 50 * time.Millisecond
+
+// registerBroker registers this node's Kafka endpoint with the active
+// controller, waiting out the moments when there is none: Open returns
+// before the election, and a cluster's controller may be moving.
+func (n *Node) registerBroker(ctx context.Context, b metadata.BrokerRecord) error {
+	for {
+		err := n.ctrl.RegisterBroker(ctx, b)
+		if err == nil || !errors.Is(err, controlplane.ErrNotController) {
+			return err
+		}
+		select {
+		case <-time.After(registerRetry): // ask again
+		case <-ctx.Done(): // startTimeout, or the caller gave up
+			return fmt.Errorf("no active controller to register with: %w (last answer: %v)", context.Cause(ctx), err)
+		}
 	}
 }
 
