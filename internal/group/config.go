@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/clock"
 )
 
 // Config holds the coordinator's settings, each named after the Kafka
@@ -71,7 +73,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.InitialRebalanceDelay = 0
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = clock.Real()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -79,27 +81,16 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// Clock is the coordinator's time. Every deadline the coordinator keeps
-// (sessions, rebalances, the initial delay, retention) is a Clock timer,
-// so a test drives them with a FakeClock instead of waiting.
-//
-// Threads: AfterFunc runs f on a goroutine of the Clock's choosing (the
-// real clock: its own; FakeClock: the one calling Advance); f may block
-// and may call AfterFunc.
-type Clock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock, Timer and FakeClock are package clock's, under the names this
+// package's callers know until they move to it.
+type (
+	Clock     = clock.Clock
+	Timer     = clock.Timer
+	FakeClock = clock.Fake
+)
 
-// Timer is a pending AfterFunc. Stop reports whether it stopped f from
-// running; f may already be running when Stop returns false, which is why
-// every coordinator callback re-checks that it is still wanted.
-type Timer interface{ Stop() bool }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// NewFakeClock is clock.NewFake.
+func NewFakeClock(start time.Time) *FakeClock { return clock.NewFake(start) }
 
 // Log is the coordinator's durable store: the partitions of
 // __consumer_offsets. Append writes recs to partition p as one batch and

@@ -1,4 +1,4 @@
-package group
+package clock
 
 import (
 	"container/heap"
@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// FakeClock is a Clock that moves only when Advance is called, so tests
-// (this package's and others') can expire sessions, rebalances and offsets
-// in microseconds and without races against real time.
+// Fake is a Clock that moves only when Advance is called, so tests can
+// expire sessions, rebalances, lag and heartbeat deadlines in microseconds
+// and without races against real time.
 //
 // Threads: every method may be called from any goroutine. Advance runs
 // the callbacks of the timers it passes on the calling goroutine, one at a
@@ -16,7 +16,7 @@ import (
 // set to each timer's deadline while it runs; a callback may call
 // AfterFunc (a timer it sets inside the advanced span fires in the same
 // Advance) but must not call Advance.
-type FakeClock struct {
+type Fake struct {
 	advanceMu sync.Mutex // one Advance at a time, so callbacks run in order
 	mu        struct {
 		sync.Mutex
@@ -26,15 +26,17 @@ type FakeClock struct {
 	}
 }
 
-// NewFakeClock returns a FakeClock reading start.
-func NewFakeClock(start time.Time) *FakeClock {
-	c := &FakeClock{}
+var _ Clock = (*Fake)(nil)
+
+// NewFake returns a Fake reading start.
+func NewFake(start time.Time) *Fake {
+	c := &Fake{}
 	c.mu.now = start
 	return c
 }
 
 // Now returns the clock's time.
-func (c *FakeClock) Now() time.Time {
+func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.now
@@ -42,7 +44,7 @@ func (c *FakeClock) Now() time.Time {
 
 // AfterFunc arranges for f to run when the clock has been advanced by d
 // (d <= 0: at the next Advance, even Advance(0)).
-func (c *FakeClock) AfterFunc(d time.Duration, f func()) Timer {
+func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.seq++
@@ -53,7 +55,7 @@ func (c *FakeClock) AfterFunc(d time.Duration, f func()) Timer {
 
 // Advance moves the clock forward by d, running every timer due on the
 // way.
-func (c *FakeClock) Advance(d time.Duration) {
+func (c *Fake) Advance(d time.Duration) {
 	c.advanceMu.Lock()
 	defer c.advanceMu.Unlock()
 	c.mu.Lock()
@@ -77,14 +79,14 @@ func (c *FakeClock) Advance(d time.Duration) {
 
 // Timers returns how many timers are waiting, so a test can wait for a
 // goroutine to have armed one before it advances the clock.
-func (c *FakeClock) Timers() int {
+func (c *Fake) Timers() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.mu.timers)
 }
 
 type fakeTimer struct {
-	clock *FakeClock
+	clock *Fake
 	at    time.Time
 	seq   uint64
 	f     func()
