@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+
+	"github.com/fjordmq/fjord/internal/clock"
 )
 
 // BenchmarkCommittedOffsets is the coordinator's side of one lag scrape
@@ -14,7 +16,7 @@ import (
 //	go test -run '^$' -bench CommittedOffsets ./internal/group
 func BenchmarkCommittedOffsets(b *testing.B) {
 	const groups, partitions = 1000, 50
-	c := New(Config{OffsetsPartitions: testPartitions, Clock: NewFakeClock(t0), Logger: slog.New(slog.DiscardHandler)}, newMemLog())
+	c := New(Config{OffsetsPartitions: testPartitions, Clock: clock.NewFake(t0), Logger: slog.New(slog.DiscardHandler)}, newMemLog())
 	defer c.Close()
 	for p := range int32(testPartitions) {
 		if err := c.Load(p, func(func(Record) error) error { return nil }); err != nil {

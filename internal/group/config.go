@@ -25,8 +25,11 @@ type Config struct {
 	// (offsets.commit.timeout.ms, 5s): an append that has not reached all
 	// replicas by then fails the request it serves.
 	CommitTimeout time.Duration
-	Clock         Clock // nil: the real clock
-	Logger        *slog.Logger
+	// Clock times every deadline of the coordinator (sessions,
+	// rebalances, the initial delay, retention), so a test drives them
+	// with a clock.Fake instead of waiting. Nil: clock.Real().
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // Kafka's defaults, used for zero Config fields.
@@ -80,17 +83,6 @@ func (cfg Config) withDefaults() Config {
 	}
 	return cfg
 }
-
-// Clock, Timer and FakeClock are package clock's, under the names this
-// package's callers know until they move to it.
-type (
-	Clock     = clock.Clock
-	Timer     = clock.Timer
-	FakeClock = clock.Fake
-)
-
-// NewFakeClock is clock.NewFake.
-func NewFakeClock(start time.Time) *FakeClock { return clock.NewFake(start) }
 
 // Log is the coordinator's durable store: the partitions of
 // __consumer_offsets. Append writes recs to partition p as one batch and

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/clock"
 )
 
 // Coordinator is the classic group coordinator of the __consumer_offsets
@@ -22,7 +24,7 @@ import (
 type Coordinator struct {
 	cfg    Config
 	log    Log
-	clock  Clock
+	clock  clock.Clock
 	logger *slog.Logger
 
 	// ctx ends at Close, which ends background appends.
@@ -37,7 +39,7 @@ type Coordinator struct {
 		sync.Mutex
 		closed     bool
 		partitions map[int32]*partitionState
-		retention  Timer
+		retention  clock.Timer
 	}
 }
 
@@ -213,9 +215,9 @@ func (c *Coordinator) goBackground(f func()) {
 	}()
 }
 
-// afterFunc is Clock.AfterFunc for callbacks Close waits for and that do
+// afterFunc is clock.Clock.AfterFunc for callbacks Close waits for and that do
 // nothing once it has begun.
-func (c *Coordinator) afterFunc(d time.Duration, f func()) Timer {
+func (c *Coordinator) afterFunc(d time.Duration, f func()) clock.Timer {
 	return c.clock.AfterFunc(d, func() {
 		if !c.enterBackground() {
 			return
@@ -227,7 +229,7 @@ func (c *Coordinator) afterFunc(d time.Duration, f func()) Timer {
 
 func (c *Coordinator) nextToken() uint64 { return c.tokens.Add(1) }
 
-func stopTimer(t *Timer) {
+func stopTimer(t *clock.Timer) {
 	if *t != nil {
 		(*t).Stop()
 		*t = nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/clock"
 )
 
 // groupState is a classic group's state; String gives Kafka's names.
@@ -90,7 +92,7 @@ type group struct {
 		// pending are member ids handed out with MEMBER_ID_REQUIRED
 		// (KIP-394) and not yet joined, each with its expiry timer. A
 		// rebalance waits for them as for members.
-		pending map[string]Timer
+		pending map[string]clock.Timer
 		// pendingSync are members of the current generation that have
 		// not sent SyncGroup; syncTimer removes them at the rebalance
 		// timeout.
@@ -104,7 +106,7 @@ type group struct {
 		newMemberAdded bool
 
 		join      joinTimer
-		syncTimer Timer
+		syncTimer clock.Timer
 		syncToken uint64
 
 		// subscribed is the union of the members' subscribed topics, for
@@ -119,7 +121,7 @@ type group struct {
 // joinTimer is the rebalance's pending completion: Kafka's DelayedJoin,
 // or InitialDelayedJoin when initial is set.
 type joinTimer struct {
-	timer   Timer
+	timer   clock.Timer
 	token   uint64 // 0: none pending
 	initial bool
 	// delay is this timer's length, remaining what the rebalance timeout
@@ -150,7 +152,7 @@ type member struct {
 	joinWaiter chan JoinResult
 	syncWaiter chan SyncResult
 
-	sessionTimer Timer
+	sessionTimer clock.Timer
 	sessionToken uint64
 }
 
@@ -172,7 +174,7 @@ func newGroup(id string, partition int32, now time.Time) *group {
 	g.mu.stateTimestamp = now
 	g.mu.members = make(map[string]*member)
 	g.mu.static = make(map[string]string)
-	g.mu.pending = make(map[string]Timer)
+	g.mu.pending = make(map[string]clock.Timer)
 	g.mu.pendingSync = make(map[string]struct{})
 	g.mu.offsets = make(map[TopicPartition]offset)
 	return g

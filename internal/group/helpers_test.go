@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -217,7 +218,7 @@ func decodeRecord(t testing.TB, r Record) decoded {
 // partition loaded (empty).
 type harness struct {
 	t     *testing.T
-	clock *FakeClock
+	clock *clock.Fake
 	log   *memLog
 	cfg   Config
 	c     *Coordinator
@@ -226,7 +227,7 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: NewFakeClock(t0), log: newMemLog()}
+	h := &harness{t: t, clock: clock.NewFake(t0), log: newMemLog()}
 	h.cfg = Config{
 		OffsetsPartitions:      testPartitions,
 		MinSessionTimeout:      time.Second,

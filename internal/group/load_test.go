@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/clock"
 )
 
 // reload starts a second coordinator on h's log (its own fake clock, at
 // h's time) and loads every partition into it.
 func (h *harness) reload(mutate ...func(*Config)) *harness {
 	h.t.Helper()
-	h2 := &harness{t: h.t, clock: NewFakeClock(h.clock.Now()), log: h.log, cfg: h.cfg}
+	h2 := &harness{t: h.t, clock: clock.NewFake(h.clock.Now()), log: h.log, cfg: h.cfg}
 	h2.cfg.Clock = h2.clock
 	for _, f := range mutate {
 		f(&h2.cfg)
@@ -183,7 +185,7 @@ func TestLoadAcceptsEveryRecordVersion(t *testing.T) {
 	// A KIP-848 record (key version 3+): not ours, skipped.
 	put("offsets", []byte{0, 3, 0, 1, 'x'}, []byte{0, 0, 1, 2, 3})
 
-	h := &harness{t: t, clock: NewFakeClock(t0), log: log}
+	h := &harness{t: t, clock: clock.NewFake(t0), log: log}
 	h.cfg = Config{OffsetsPartitions: testPartitions, Clock: h.clock, MinSessionTimeout: time.Second}
 	h.c = New(h.cfg, log)
 	t.Cleanup(h.c.Close)
@@ -262,7 +264,7 @@ func TestLoadMalformedRecordFails(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(Config{OffsetsPartitions: testPartitions, Clock: NewFakeClock(t0)}, newMemLog())
+			c := New(Config{OffsetsPartitions: testPartitions, Clock: clock.NewFake(t0)}, newMemLog())
 			defer c.Close()
 			p := PartitionFor("g", testPartitions)
 			err := c.Load(p, func(fn func(Record) error) error { return fn(tc.rec) })
@@ -282,7 +284,7 @@ func TestLoadInProgress(t *testing.T) {
 	h := newHarness(t)
 	m := h.formGroup(memberReq("g", "a"))[0]
 	h.c.CommitOffsets(h.ctx, m.commitReq(oc("t", 0, 1)))
-	h2 := &harness{t: t, clock: NewFakeClock(t0), log: h.log, cfg: h.cfg, ctx: h.ctx}
+	h2 := &harness{t: t, clock: clock.NewFake(t0), log: h.log, cfg: h.cfg, ctx: h.ctx}
 	h2.cfg.Clock = h2.clock
 	h2.c = New(h2.cfg, h.log)
 	t.Cleanup(h2.c.Close)
@@ -322,7 +324,7 @@ func TestLoadInProgress(t *testing.T) {
 }
 
 func TestUnloadDuringLoadSupersedesIt(t *testing.T) {
-	c := New(Config{OffsetsPartitions: testPartitions, Clock: NewFakeClock(t0)}, newMemLog())
+	c := New(Config{OffsetsPartitions: testPartitions, Clock: clock.NewFake(t0)}, newMemLog())
 	defer c.Close()
 	proceed := make(chan struct{})
 	loaded := start(t, func() error {
@@ -441,7 +443,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(groupKey("g"), good[:len(good)/2])
 	f.Add([]byte{0, 9, 1}, []byte{1})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
-		c := New(Config{OffsetsPartitions: 1, Clock: NewFakeClock(t0)}, newMemLog())
+		c := New(Config{OffsetsPartitions: 1, Clock: clock.NewFake(t0)}, newMemLog())
 		defer c.Close()
 		err := c.Load(0, func(fn func(Record) error) error {
 			if err := fn(Record{Key: key, Value: value}); err != nil {
