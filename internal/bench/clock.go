@@ -11,6 +11,8 @@ import (
 //
 // Threads: Now is called from producer, consumer and driver goroutines at
 // once; Sleep from one producer goroutine each.
+//
+// Not clock.Clock: pacing sleeps, and its test clock moves on Sleep, not Advance.
 type Clock interface {
 	Now() time.Time
 	// Sleep returns after d, or early with ctx.Err() when ctx ends.
