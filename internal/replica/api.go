@@ -9,8 +9,9 @@ import (
 
 // This file is the replica manager's surface as the protocol layers
 // (kafkaserver, later httpapi) see it. Errors returned per partition are
-// the sentinels in errors.go, possibly wrapped with detail; kafkaserver
-// maps them to Kafka error codes with errors.Is.
+// the sentinels in errors.go, possibly wrapped with detail (storage's
+// errors among them, for the logs); kafkaserver maps them to Kafka error
+// codes with errors.As and never needs to look beneath them.
 
 // Acks is a produce request's acks: 0, 1 or -1 (all).
 type Acks int16

@@ -2,8 +2,10 @@
 // built from metadata images, and the data-plane requests on them
 // (produce, fetch, list offsets, offset for leader epoch, delete records,
 // log dirs). It knows nothing of the wire format; kafkaserver calls it
-// through the kafkaserver.Replicas interface and maps its errors (kerr
-// values, or storage's sentinels passed through) to error codes.
+// through the kafkaserver.Replicas interface. It is the error boundary of
+// the data path: it turns storage's and record's errors into its own
+// sentinels (errors.go), each a kerr value, so the layers above map
+// errors to codes without knowing the storage layer.
 //
 // # Partitions
 //

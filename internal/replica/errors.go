@@ -1,13 +1,26 @@
 package replica
 
-import "github.com/twmb/franz-go/pkg/kerr"
+import (
+	"errors"
+	"fmt"
 
-// Expected per-partition conditions. Each is the Kafka error it is
-// answered with, so the protocol edge maps them by errors.Is; they are
-// wrapped with detail where there is some. Storage errors
-// (storage.ErrOffsetOutOfRange, ErrBatchTooLarge, ErrInvalidBatch,
-// ErrStorage, corruption, and the producer-state errors) pass through
-// unwrapped-by-kind and are mapped by kafkaserver too.
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage"
+)
+
+// Expected per-partition conditions: every error this package returns to
+// the protocol layers (kafkaserver, the group coordinator's offsets log)
+// is one of these, possibly wrapped with detail. Each is the Kafka error
+// it is answered with, so the protocol edge maps them by errors.As and
+// needs to know nothing of storage or record. The log's own errors are
+// turned into these where they leave a storage call (fromLog below), and
+// keep the storage error underneath (%w) for the detail and the logs.
+//
+// An error that is none of these (an I/O failure storage did not
+// classify) passes through as it is; kafkaserver answers it
+// UNKNOWN_SERVER_ERROR and logs it.
 var (
 	ErrUnknownTopicOrPartition = kerr.UnknownTopicOrPartition
 	ErrNotLeader               = kerr.NotLeaderForPartition
@@ -22,8 +35,82 @@ var (
 	// min.insync.replicas while it waited (Kafka's
 	// NOT_ENOUGH_REPLICAS_AFTER_APPEND; the records are in the log).
 	ErrNotEnoughReplicasAfterAppend = kerr.NotEnoughReplicasAfterAppend
-	// ErrOffsetOutOfRange: a DeleteRecords offset above the high
-	// watermark (reads out of range pass storage.ErrOffsetOutOfRange
-	// through instead).
+	// ErrOffsetOutOfRange: a read below the log start offset or above the
+	// log end offset, or a DeleteRecords offset above the high watermark.
 	ErrOffsetOutOfRange = kerr.OffsetOutOfRange
+	// ErrMessageTooLarge: a batch over max.message.bytes or segment.bytes,
+	// or one that decompresses past the limit.
+	ErrMessageTooLarge = kerr.MessageTooLarge
+	// ErrInvalidRecord: an intact batch a producer may not send (no
+	// records, bad offset deltas, a control batch, a keyless record for a
+	// compacted topic, a producer id without epoch or sequence).
+	ErrInvalidRecord = kerr.InvalidRecord
+	// ErrCorruptMessage marks damaged data: bytes offered by a producer
+	// or read from the log whose length, magic, CRC or record structure
+	// is wrong, or that name a compression codec no client writes. A
+	// damaged batch is never appended and never served: the request that
+	// met it gets this error instead of the records.
+	ErrCorruptMessage = kerr.CorruptMessage
+	// ErrOutOfOrderSequence: an idempotent producer's batch whose
+	// sequence does not follow its last one.
+	ErrOutOfOrderSequence = kerr.OutOfOrderSequenceNumber
+	// ErrInvalidProducerEpoch: a batch from an epoch older than the
+	// producer's newest on the partition (a fenced producer).
+	ErrInvalidProducerEpoch = kerr.InvalidProducerEpoch
+	// ErrStorage: the partition's log failed (a failed fsync above all)
+	// and refuses writes until the node restarts and recovers it.
+	ErrStorage = kerr.KafkaStorageError
+	// ErrInvalidConfig: a config value the log refuses. ApplyImage logs
+	// these today; no request path returns one.
+	ErrInvalidConfig = kerr.InvalidConfig
 )
+
+// fromLog turns an error from a storage.Log call (storage's sentinels,
+// and record's, which storage passes through) into this package's
+// sentinel, wrapping it for the detail. The cases are in the order the
+// protocol edge checked them before this boundary existed, so an error
+// that matches two still gets the code it always got. An error that is
+// already a kerr value (this package's own) or that storage did not
+// classify is returned as it is.
+//
+// storage.ErrLogClosed is ErrNotLeader here; Partition.logError first
+// gives the partition's own reason (its topic was deleted, the manager
+// closed) when it has one.
+func fromLog(err error) error {
+	var ke *kerr.Error
+	if err == nil || errors.As(err, &ke) {
+		return err
+	}
+	var sentinel error
+	switch {
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		sentinel = ErrOffsetOutOfRange
+	case errors.Is(err, storage.ErrBatchTooLarge):
+		sentinel = ErrMessageTooLarge
+	case errors.Is(err, storage.ErrInvalidBatch):
+		sentinel = ErrInvalidRecord
+	case storage.IsCorruption(err), errors.Is(err, record.ErrUnsupportedCodec):
+		// An unknown codec id is damage too: no client writes one.
+		sentinel = ErrCorruptMessage
+	case errors.Is(err, record.ErrBatchTooLarge), errors.Is(err, record.ErrDecompressedTooLarge):
+		sentinel = ErrMessageTooLarge
+	case errors.Is(err, record.ErrInvalidRecordBatch):
+		sentinel = ErrInvalidRecord
+	case errors.Is(err, storage.ErrStorage):
+		sentinel = ErrStorage
+	case errors.Is(err, storage.ErrLogClosed):
+		// The log went away under the request: the partition was
+		// deleted or is moving. The client refreshes metadata and
+		// retries, which is right for both.
+		sentinel = ErrNotLeader
+	case errors.Is(err, storage.ErrInvalidConfig):
+		sentinel = ErrInvalidConfig
+	case errors.Is(err, storage.ErrOutOfOrderSequence):
+		sentinel = ErrOutOfOrderSequence
+	case errors.Is(err, storage.ErrInvalidProducerEpoch):
+		sentinel = ErrInvalidProducerEpoch
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}

@@ -216,7 +216,7 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 	}
 	if err != nil {
 		bufpool.Put(buf)
-		return FetchPartitionResult{}, p.explainClosed(err)
+		return FetchPartitionResult{}, p.logError(err)
 	}
 	if r := rr.Range; r.File != nil {
 		bufpool.Put(buf)

@@ -11,7 +11,6 @@ import (
 	"github.com/fjordmq/fjord/internal/bufpool"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
-	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -186,7 +185,7 @@ func TestFetchErrorAnswersAtOnce(t *testing.T) {
 	if got := values(t, res.Partitions[0].Records); len(got) != 2 {
 		t.Fatalf("partition with data: %q", got)
 	}
-	if err := res.Partitions[1].Err; !errors.Is(err, storage.ErrOffsetOutOfRange) {
+	if err := res.Partitions[1].Err; !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("offset past the log end: %v", err)
 	}
 	for i := 2; i < 4; i++ {
@@ -212,7 +211,7 @@ func TestFetchOffsetRange(t *testing.T) {
 	}
 	res = e.m.Fetch(context.Background(), consumerFetch(0, 0), []FetchPartition{part("t", 0, 1), part("t", 0, 2)})
 	defer res.Release()
-	if err := res.Partitions[0].Err; !errors.Is(err, storage.ErrOffsetOutOfRange) {
+	if err := res.Partitions[0].Err; !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("fetch below the log start: %v", err)
 	}
 	if p := res.Partitions[1]; p.Err != nil || p.LogStartOffset != 2 {

@@ -58,7 +58,7 @@ func (m *Manager) ListOffset(topic string, partition int32, currentLeaderEpoch i
 	case timestamp == TimestampMaxTimestamp:
 		offset, ts, found, err := p.log.MaxTimestamp()
 		if err != nil {
-			return none, err
+			return none, fromLog(err)
 		}
 		if !found || offset >= bound {
 			return none, nil
@@ -71,7 +71,7 @@ func (m *Manager) ListOffset(topic string, partition int32, currentLeaderEpoch i
 	default:
 		offset, ts, found, err := p.log.OffsetForTimestamp(timestamp)
 		if err != nil {
-			return none, err
+			return none, fromLog(err)
 		}
 		if !found || offset >= bound {
 			return none, nil
@@ -116,7 +116,11 @@ func (m *Manager) DeleteRecords(ctx context.Context, topic string, partition int
 	if offset < 0 || offset > hw {
 		return -1, fmt.Errorf("%w: delete records before %d, %s high watermark is %d", ErrOffsetOutOfRange, offset, p, hw)
 	}
-	return p.log.DeleteRecordsBefore(offset)
+	start, err := p.log.DeleteRecordsBefore(offset)
+	if err != nil {
+		return -1, fromLog(err)
+	}
+	return start, nil
 }
 
 // LogDirs describes the data directory and every partition log in it;

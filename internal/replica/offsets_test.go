@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/metadata"
-	"github.com/fjordmq/fjord/internal/storage"
 )
 
 func TestListOffset(t *testing.T) {
@@ -162,7 +161,7 @@ func TestDeleteRecords(t *testing.T) {
 	}
 	res := e.m.Fetch(ctx, consumerFetch(0, 0), []FetchPartition{part("t", 0, 4)})
 	defer res.Release()
-	if err := res.Partitions[0].Err; !errors.Is(err, storage.ErrOffsetOutOfRange) {
+	if err := res.Partitions[0].Err; !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("fetch below the new log start: %v", err)
 	}
 

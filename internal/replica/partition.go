@@ -283,20 +283,23 @@ func (p *Partition) checkFollower(id int32) error {
 	return nil
 }
 
-// explainClosed turns storage.ErrLogClosed, met by a request that
-// passed its checks just before the partition was retired and its log
-// deleted, into the error the partition now answers (its topic was
-// deleted, or the manager closed), which tells the client more.
-func (p *Partition) explainClosed(err error) error {
-	if !errors.Is(err, storage.ErrLogClosed) {
-		return err
+// logError is fromLog for an error from p's log, except that
+// storage.ErrLogClosed, met by a request that passed its checks just
+// before the partition was retired and its log deleted, becomes the
+// error the partition now answers (its topic was deleted, or the manager
+// closed), which tells the client more. ListOffset and DeleteRecords use
+// fromLog alone, and answer NOT_LEADER_OR_FOLLOWER then, as they always
+// have.
+func (p *Partition) logError(err error) error {
+	if errors.Is(err, storage.ErrLogClosed) {
+		p.mu.RLock()
+		gone := p.mu.gone
+		p.mu.RUnlock()
+		if gone != nil {
+			return gone
+		}
 	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.mu.gone != nil {
-		return p.mu.gone
-	}
-	return err
+	return fromLog(err)
 }
 
 // leadershipChange is what update did, for the caller to log.

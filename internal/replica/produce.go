@@ -64,7 +64,7 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 	}
 	info, err := p.appendAsLeader(records, acks)
 	if err != nil {
-		return nil, p.explainClosed(err)
+		return nil, p.logError(err)
 	}
 	pa := &pendingAppend{
 		p:    p,
@@ -122,7 +122,7 @@ func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (Appen
 	}
 	if p.log.Config().FlushPolicy == storage.FlushAck {
 		if err := p.log.Flush(pa.next); err != nil {
-			return failed, p.explainClosed(err)
+			return failed, p.logError(err)
 		}
 	}
 	p.maybeAdvanceHighWatermark()

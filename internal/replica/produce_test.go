@@ -343,7 +343,7 @@ func TestLogAppendTime(t *testing.T) {
 }
 
 // An idempotent producer's retry is answered with the original offsets
-// and writes nothing; a sequence gap passes storage's error through.
+// and writes nothing; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER.
 func TestIdempotentRetry(t *testing.T) {
 	forEachFlushPolicy(t, func(t *testing.T, policy string) {
 		e := newEnv(t, "")
@@ -371,8 +371,8 @@ func TestIdempotentRetry(t *testing.T) {
 		if l.LogEndOffset() != 5 {
 			t.Fatalf("retry was written: log end offset %d, want 5", l.LogEndOffset())
 		}
-		if _, err := e.m.Append(context.Background(), "t", 0, idem(9, 1), AcksAll, time.Second); !errors.Is(err, storage.ErrOutOfOrderSequence) {
-			t.Fatalf("sequence gap: %v, want storage.ErrOutOfOrderSequence", err)
+		if _, err := e.m.Append(context.Background(), "t", 0, idem(9, 1), AcksAll, time.Second); !errors.Is(err, ErrOutOfOrderSequence) {
+			t.Fatalf("sequence gap: %v, want ErrOutOfOrderSequence", err)
 		}
 		if next := e.append("t", 0, idem(3, 1), AcksAll); next.BaseOffset != 5 {
 			t.Fatalf("next in sequence at %d, want 5", next.BaseOffset)

@@ -37,7 +37,7 @@ func (m *Manager) ScanLog(ctx context.Context, topic string, partition int32, fn
 		}
 		rr, err := p.log.ReadInto(buf, offset, scanReadBytes, end)
 		if err != nil {
-			return p.explainClosed(err)
+			return p.logError(err)
 		}
 		if len(rr.Records) == 0 {
 			return nil // the rest is a compaction gap up to the log end
@@ -45,7 +45,7 @@ func (m *Manager) ScanLog(ctx context.Context, topic string, partition int32, fn
 		for b := rr.Records; len(b) > 0; {
 			h, err := record.ParseHeader(b)
 			if err != nil {
-				return fmt.Errorf("scanning %s-%d at %d: %w", topic, partition, offset, err)
+				return fromLog(fmt.Errorf("scanning %s-%d at %d: %w", topic, partition, offset, err))
 			}
 			if err := fn(b[:h.Size()]); err != nil {
 				return err
