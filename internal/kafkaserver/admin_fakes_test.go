@@ -27,7 +27,6 @@ import (
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
-	"github.com/fjordmq/fjord/internal/storage"
 )
 
 const adminTestNodeID = 1
@@ -467,7 +466,7 @@ func (r *adminFakeReplicas) DeleteRecords(_ context.Context, topic string, parti
 		offset = l.hw
 	}
 	if offset > l.hw {
-		return -1, fmt.Errorf("%w: delete below %d, high watermark %d", storage.ErrOffsetOutOfRange, offset, l.hw)
+		return -1, fmt.Errorf("%w: delete below %d, high watermark %d", replica.ErrOffsetOutOfRange, offset, l.hw)
 	}
 	l.logStart = max(l.logStart, offset)
 	return l.logStart, nil

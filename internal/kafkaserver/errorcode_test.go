@@ -9,9 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
-	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
-	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // Every expected error maps to the code clients act on, wrapped or not;
@@ -27,21 +25,17 @@ func TestErrorCode(t *testing.T) {
 		{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 		{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
 		{controlplane.ErrTopicExists, kerr.TopicAlreadyExists},
-		{fmt.Errorf("read: %w", storage.ErrOffsetOutOfRange), kerr.OffsetOutOfRange},
-		{storage.ErrBatchTooLarge, kerr.MessageTooLarge},
-		{storage.ErrInvalidBatch, kerr.InvalidRecord},
-		{fmt.Errorf("%w: crc", record.ErrCorruptCRC), kerr.CorruptMessage},
-		{record.ErrInvalidMagic, kerr.CorruptMessage},
-		{record.ErrCorruptLength, kerr.CorruptMessage},
-		{record.ErrUnsupportedCodec, kerr.CorruptMessage},
-		{record.ErrBatchTooLarge, kerr.MessageTooLarge},
-		{record.ErrDecompressedTooLarge, kerr.MessageTooLarge},
-		{record.ErrInvalidRecordBatch, kerr.InvalidRecord},
-		{storage.ErrStorage, kerr.KafkaStorageError},
-		{storage.ErrLogClosed, kerr.NotLeaderForPartition},
-		{storage.ErrInvalidConfig, kerr.InvalidConfig},
-		{fmt.Errorf("p0: %w", storage.ErrOutOfOrderSequence), kerr.OutOfOrderSequenceNumber},
-		{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+		// The storage layer's errors, as the replica manager turns them
+		// into its own (its TestFromLog drives each storage and record
+		// error to these).
+		{fmt.Errorf("%w: read: offset 9", replica.ErrOffsetOutOfRange), kerr.OffsetOutOfRange},
+		{replica.ErrMessageTooLarge, kerr.MessageTooLarge},
+		{replica.ErrInvalidRecord, kerr.InvalidRecord},
+		{fmt.Errorf("%w: crc", replica.ErrCorruptMessage), kerr.CorruptMessage},
+		{replica.ErrStorage, kerr.KafkaStorageError},
+		{replica.ErrInvalidConfig, kerr.InvalidConfig},
+		{fmt.Errorf("%w: p0", replica.ErrOutOfOrderSequence), kerr.OutOfOrderSequenceNumber},
+		{replica.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
 		{context.DeadlineExceeded, kerr.RequestTimedOut},
 		{context.Canceled, kerr.RequestTimedOut},
 		{errTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed},

@@ -7,21 +7,20 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/fjordmq/fjord/internal/record"
-	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // The error -> Kafka error code mapping, shared by every handler.
 //
-// The services below this package return two kinds of expected error:
+// The services below this package return their expected errors as
 // sentinels that ARE kerr values (replica.ErrNotLeader =
-// kerr.NotLeaderForPartition, controlplane.ErrTopicExists, ...), possibly
-// wrapped with detail, and storage's own sentinels (and record's, which
-// storage passes through), which know nothing of the wire. The first kind
-// maps to its own code; the others through the table below. Anything else is a bug or an I/O failure we did not
-// classify: it is answered UNKNOWN_SERVER_ERROR and logged, because the
-// client learns nothing from that code and the operator must see why.
+// kerr.NotLeaderForPartition, controlplane.ErrTopicExists, group's, ...),
+// possibly wrapped with detail, so each maps to its own code. The replica
+// manager is the data path's error boundary: it turns storage's and
+// record's errors into its own sentinels, so this package knows nothing of
+// the storage layer's errors. Context errors are the only others mapped
+// here. Anything else is a bug or an I/O failure nobody classified: it is
+// answered UNKNOWN_SERVER_ERROR and logged, because the client learns
+// nothing from that code and the operator must see why.
 
 // errorCode returns the Kafka error code for err (0 for nil). It never
 // logs; use errorCodeLogged where an unclassified error should reach the
@@ -75,32 +74,6 @@ func classify(err error) (code int16, known bool) {
 		return ke.Code, true
 	}
 	switch {
-	case errors.Is(err, storage.ErrOffsetOutOfRange):
-		return kerr.OffsetOutOfRange.Code, true
-	case errors.Is(err, storage.ErrBatchTooLarge):
-		return kerr.MessageTooLarge.Code, true
-	case errors.Is(err, storage.ErrInvalidBatch):
-		return kerr.InvalidRecord.Code, true
-	case storage.IsCorruption(err), errors.Is(err, record.ErrUnsupportedCodec):
-		// An unknown codec id is damage too: no client writes one.
-		return kerr.CorruptMessage.Code, true
-	case errors.Is(err, record.ErrBatchTooLarge), errors.Is(err, record.ErrDecompressedTooLarge):
-		return kerr.MessageTooLarge.Code, true
-	case errors.Is(err, record.ErrInvalidRecordBatch):
-		return kerr.InvalidRecord.Code, true
-	case errors.Is(err, storage.ErrStorage):
-		return kerr.KafkaStorageError.Code, true
-	case errors.Is(err, storage.ErrLogClosed):
-		// The log went away under the request: the partition was deleted
-		// or is moving. The client refreshes metadata and retries,
-		// which is right for both.
-		return kerr.NotLeaderForPartition.Code, true
-	case errors.Is(err, storage.ErrInvalidConfig):
-		return kerr.InvalidConfig.Code, true
-	case errors.Is(err, storage.ErrOutOfOrderSequence):
-		return kerr.OutOfOrderSequenceNumber.Code, true
-	case errors.Is(err, storage.ErrInvalidProducerEpoch):
-		return kerr.InvalidProducerEpoch.Code, true
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code, true
 	case errors.Is(err, context.Canceled):

@@ -20,7 +20,6 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
-	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // memController keeps an image and creates topics in it.
@@ -254,20 +253,20 @@ func (r *memReplicas) append(topic string, partition int32, records []byte) (rep
 	for rest := records; len(rest) > 0; {
 		h, err := record.ParseHeader(rest)
 		if err != nil {
-			return replica.AppendResult{}, 0, err
+			return replica.AppendResult{}, 0, refusedBatch(err)
 		}
 		if h.Size() > len(rest) {
-			return replica.AppendResult{}, 0, fmt.Errorf("%w: truncated batch", storage.ErrInvalidBatch)
+			return replica.AppendResult{}, 0, fmt.Errorf("%w: truncated batch", replica.ErrInvalidRecord)
 		}
 		b := rest[:h.Size()]
 		if _, err := record.Validate(b, record.ValidateOptions{Client: true}); err != nil {
-			return replica.AppendResult{}, 0, err
+			return replica.AppendResult{}, 0, refusedBatch(err)
 		}
 		batches = append(batches, b)
 		rest = rest[h.Size():]
 	}
 	if len(batches) == 0 {
-		return replica.AppendResult{}, 0, fmt.Errorf("%w: no batches", storage.ErrInvalidBatch)
+		return replica.AppendResult{}, 0, fmt.Errorf("%w: no batches", replica.ErrInvalidRecord)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -287,6 +286,17 @@ func (r *memReplicas) append(topic string, partition int32, records []byte) (rep
 	close(r.changed)
 	r.changed = make(chan struct{})
 	return replica.AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: 0}, p.next - base, nil
+}
+
+// refusedBatch is a batch record refuses, answered with the sentinel the
+// replica manager turns it into: damaged bytes (and a codec no client
+// writes) CORRUPT_MESSAGE, anything else INVALID_RECORD. The fake asks
+// record nothing that could be too large.
+func refusedBatch(err error) error {
+	if record.IsCorruption(err) || errors.Is(err, record.ErrUnsupportedCodec) {
+		return fmt.Errorf("%w: %w", replica.ErrCorruptMessage, err)
+	}
+	return fmt.Errorf("%w: %w", replica.ErrInvalidRecord, err)
 }
 
 func (r *memReplicas) Fetch(ctx context.Context, params replica.FetchParams, parts []replica.FetchPartition) *replica.FetchResult {
@@ -332,7 +342,7 @@ func (r *memReplicas) read(params replica.FetchParams, parts []replica.FetchPart
 			continue
 		}
 		if fp.FetchOffset < 0 || fp.FetchOffset > p.next {
-			out.Err, anyErr = storage.ErrOffsetOutOfRange, true
+			out.Err, anyErr = replica.ErrOffsetOutOfRange, true
 			continue
 		}
 		out.HighWatermark, out.LastStableOffset, out.LogStartOffset = p.next, p.next, 0

@@ -9,16 +9,104 @@ package kafkaserver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
+
+// newRealReplicasHarness is a wire harness whose Server calls the real
+// replica manager over real storage files in a temporary directory, fed
+// every image as a controller subscriber would be.
+func newRealReplicasHarness(t *testing.T, opts ...harnessOpt) *wireHarness {
+	t.Helper()
+	dir := t.TempDir()
+	sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := replica.NewManager(replica.Options{NodeID: 1, Storage: sm, Defaults: storage.DefaultConfig(), Logger: testLogger(t), DataDir: dir})
+	h := newWireHarness(t, append(opts, withReplicas(func(h *wireHarness) Replicas {
+		h.ctrl.onImage = rm.ApplyImage
+		rm.ApplyImage(h.ctrl.Image())
+		return rm
+	}))...)
+	// Cleanups run last-registered first: stop the server before the
+	// services under it (the harness's own Close then does nothing).
+	t.Cleanup(func() {
+		h.srv.Close()
+		if err := rm.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := sm.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
+}
+
+// The log's refusals of a produce reach the client with the codes and
+// the words they had when this package mapped storage's errors itself:
+// the replica manager's sentinel gives the code, and the message (v8+)
+// is still the storage layer's own.
+func TestLogRefusalsOverTheWire(t *testing.T) {
+	h := newRealReplicasHarness(t)
+	h.ctrl.addTopic("t", 1)
+	idempotent := func(epoch int16, seq int32) []byte {
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 7, epoch, seq
+		b := record.NewBuilder(opts)
+		b.Add(nil, []byte("v"), nil, time.Now().UnixMilli())
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	c := h.dial()
+	if p := producePartition(t, c.roundTrip(produceReq(9, -1, "t", 0, idempotent(1, 0)))); p.ErrorCode != 0 {
+		t.Fatalf("first idempotent batch: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	badCRC := batch(t, "c", 1)
+	badCRC[len(badCRC)-1] ^= 0xff
+	huge := record.NewBuilder(record.DefaultBatchOptions())
+	huge.Add(nil, make([]byte, 2<<20), nil, time.Now().UnixMilli())
+	tooLarge, err := huge.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		records []byte
+		want    *kerr.Error
+		message string // what the message starts with
+	}{
+		{"bad CRC", badCRC, kerr.CorruptMessage, "record: crc mismatch"},
+		{"over max.message.bytes", tooLarge, kerr.MessageTooLarge, "storage: record batch too large"},
+		{"sequence gap", idempotent(1, 5), kerr.OutOfOrderSequenceNumber, "out of order sequence number: "},
+		{"fenced producer epoch", idempotent(0, 1), kerr.InvalidProducerEpoch, "invalid producer epoch: "},
+	} {
+		p := producePartition(t, c.roundTrip(produceReq(9, -1, "t", 0, tc.records)))
+		if p.ErrorCode != tc.want.Code {
+			t.Errorf("%s: error %s, want %s", tc.name, kerr.ErrorForCode(p.ErrorCode), tc.want)
+		}
+		var msg string
+		if p.ErrorMessage != nil {
+			msg = *p.ErrorMessage
+		}
+		if !strings.HasPrefix(msg, tc.message) {
+			t.Errorf("%s: message %q, want it to start %q", tc.name, msg, tc.message)
+		}
+	}
+}
 
 // Each way a fetch answer is written: records copied into the response,
 // and every partition's records sent from the page cache with sendfile
@@ -35,30 +123,7 @@ func TestKgoAgainstRealReplicaManager(t *testing.T) {
 }
 
 func testKgoAgainstRealReplicaManager(t *testing.T, sendfileMinBytes int) {
-	dir := t.TempDir()
-	sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm := replica.NewManager(replica.Options{NodeID: 1, Storage: sm, Defaults: storage.DefaultConfig(), Logger: testLogger(t), DataDir: dir})
-	h := newWireHarness(t, withConfig(func(c *Config) { c.SendfileMinBytes = sendfileMinBytes }), withReplicas(func(h *wireHarness) Replicas {
-		// The real manager, fed every image as a controller
-		// subscriber would be.
-		h.ctrl.onImage = rm.ApplyImage
-		rm.ApplyImage(h.ctrl.Image())
-		return rm
-	}))
-	// Cleanups run last-registered first: stop the server before the
-	// services under it (the harness's own Close then does nothing).
-	t.Cleanup(func() {
-		h.srv.Close()
-		if err := rm.Close(); err != nil {
-			t.Error(err)
-		}
-		if err := sm.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	h := newRealReplicasHarness(t, withConfig(func(c *Config) { c.SendfileMinBytes = sendfileMinBytes }))
 	h.ctrl.numPartitions = 3
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
