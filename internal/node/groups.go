@@ -4,18 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
-	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // The group coordinator's two links to the rest of the node: its Log is
@@ -32,7 +28,13 @@ const offsetsTopic = metadata.ConsumerOffsetsTopic
 const offsetsAppendTimeout = 5 * time.Second
 
 // offsetsLog is group.Log over the replica manager: one batch per Append,
-// acks=all, so a commit is acknowledged only once it is durable.
+// acks=all, so a commit is acknowledged only once it is durable. The
+// replica manager's errors are its sentinels, kerr values (a log failure
+// is KAFKA_STORAGE_ERROR, a batch too large MESSAGE_TOO_LARGE, a log
+// closed under the write NOT_LEADER_OR_FOLLOWER), which the coordinator
+// maps to its answers as Kafka's GroupMetadataManager does (an assignment
+// too large to write is UNKNOWN_SERVER_ERROR for SyncGroup,
+// INVALID_COMMIT_OFFSET_SIZE for a commit); they pass as they are.
 type offsetsLog struct {
 	replicas *replica.Manager
 	now      func() time.Time
@@ -49,25 +51,6 @@ func (l offsetsLog) Append(ctx context.Context, p int32, recs []group.Record) er
 		return err
 	}
 	_, err = l.replicas.Append(ctx, offsetsTopic, p, batch, replica.AcksAll, offsetsAppendTimeout)
-	return offsetsAppendError(err)
-}
-
-// offsetsAppendError gives storage's errors the Kafka codes the
-// coordinator maps to its answers, as Kafka's GroupMetadataManager does
-// (an assignment too large to write is UNKNOWN_SERVER_ERROR for
-// SyncGroup, INVALID_COMMIT_OFFSET_SIZE for a commit). The replica
-// manager's own errors are kerr values already.
-func offsetsAppendError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, storage.ErrBatchTooLarge), errors.Is(err, record.ErrBatchTooLarge):
-		return fmt.Errorf("%w: %w", kerr.MessageTooLarge, err)
-	case errors.Is(err, storage.ErrStorage):
-		return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
-	case errors.Is(err, storage.ErrLogClosed):
-		return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
-	}
 	return err
 }
 
