@@ -10,6 +10,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -105,15 +106,6 @@ func (s *Server) findCoordinator(ctx context.Context, keyType int8, key string) 
 // group metadata.
 const offsetsTopic = metadata.ConsumerOffsetsTopic
 
-// Kafka's defaults for the offsets topic.
-const (
-	DefaultOffsetsTopicPartitions        = 50
-	DefaultOffsetsTopicReplicationFactor = 3
-	// offsetsTopicSegmentBytes is offsets.topic.segment.bytes: small
-	// segments so the cleaner can compact the topic often.
-	offsetsTopicSegmentBytes = "104857600"
-)
-
 // offsetsTopic returns __consumer_offsets, creating it first if this is
 // the first group lookup. A create that loses a race to another is
 // answered from the image.
@@ -125,15 +117,7 @@ func (s *Server) offsetsTopic(ctx context.Context) (*metadata.Topic, error) {
 	if n := int16(len(s.image().BrokerIDs())); n > 0 && rf > n {
 		rf = n // "as the cluster allows"
 	}
-	res := s.controller.CreateTopics(ctx, []controlplane.CreateTopic{{
-		Name:              offsetsTopic,
-		NumPartitions:     s.cfg.OffsetsTopicPartitions,
-		ReplicationFactor: rf,
-		Configs: map[string]string{
-			"cleanup.policy": "compact",
-			"segment.bytes":  offsetsTopicSegmentBytes,
-		},
-	}}, false)
+	res := s.controller.CreateTopics(ctx, []controlplane.CreateTopic{offsetstopic.Spec(s.cfg.OffsetsTopicPartitions, rf)}, false)
 	if err := res[0].Err; err != nil && !errors.Is(err, controlplane.ErrTopicExists) {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 )
 
 // The group APIs through the wire: each version's fields mapped to the
@@ -62,8 +63,8 @@ func withGroups(log *memOffsetsLog) harnessOpt {
 			// would make millions of lines.
 			logger = slog.New(slog.DiscardHandler)
 		}
-		c := group.New(group.Config{OffsetsPartitions: DefaultOffsetsTopicPartitions, Logger: logger}, log)
-		for p := range int32(DefaultOffsetsTopicPartitions) {
+		c := group.New(group.Config{OffsetsPartitions: offsetstopic.DefaultPartitions, Logger: logger}, log)
+		for p := range int32(offsetstopic.DefaultPartitions) {
 			if err := c.Load(p, func(func(group.Record) error) error { return nil }); err != nil {
 				h.t.Fatal(err)
 			}
@@ -101,7 +102,7 @@ func TestFindCoordinatorForGroups(t *testing.T) {
 		}
 	}
 	tp, ok := lookupTopic(h.ctrl.Image(), offsetsTopic)
-	if !ok || len(tp.Partitions) != DefaultOffsetsTopicPartitions {
+	if !ok || len(tp.Partitions) != offsetstopic.DefaultPartitions {
 		t.Fatalf("%s after the lookups: %+v", offsetsTopic, tp)
 	}
 	if creates := h.ctrl.creates.Load(); creates != 1 {
@@ -247,7 +248,7 @@ func TestOffsetCommitUnknownTopicOrPartition(t *testing.T) {
 func TestOffsetFetchCoordinatorErrorPlacement(t *testing.T) {
 	h := newWireHarness(t, withGroups(&memOffsetsLog{}))
 	h.ctrl.addTopic("t", 1)
-	h.groups.(*group.Coordinator).Unload(group.PartitionFor("elsewhere", DefaultOffsetsTopicPartitions))
+	h.groups.(*group.Coordinator).Unload(group.PartitionFor("elsewhere", offsetstopic.DefaultPartitions))
 	c := h.dial()
 	for v := int16(1); v <= 9; v++ {
 		fetch := kmsg.NewPtrOffsetFetchRequest()

@@ -31,6 +31,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 )
 
 // Defaults for Config's zero values.
@@ -210,10 +212,10 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		cfg.SendfileMinBytes = DefaultSendfileMinBytes
 	}
 	if cfg.OffsetsTopicPartitions <= 0 {
-		cfg.OffsetsTopicPartitions = DefaultOffsetsTopicPartitions
+		cfg.OffsetsTopicPartitions = offsetstopic.DefaultPartitions
 	}
 	if cfg.OffsetsTopicReplicationFactor <= 0 {
-		cfg.OffsetsTopicReplicationFactor = DefaultOffsetsTopicReplicationFactor
+		cfg.OffsetsTopicReplicationFactor = offsetstopic.DefaultReplicationFactor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

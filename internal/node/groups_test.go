@@ -15,7 +15,7 @@ import (
 )
 
 // Committed offsets live in __consumer_offsets: after a restart the
-// coordinator rebuilds them from the log (groupLoader, offsetsLog) and
+// coordinator rebuilds them from the log (offsetstopic.Loader and Log) and
 // answers exactly what was acknowledged before.
 func TestGroupOffsetsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()

@@ -44,6 +44,7 @@ import (
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/kafkaserver"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -97,7 +98,7 @@ type Node struct {
 	// (kafkaserver.Config.InternalClientID): drawn at each start, known
 	// only inside this process.
 	internalClientID string
-	loader           *groupLoader
+	loader           *offsetstopic.Loader
 	unsubGroup       func()
 	kafka            *kafkaserver.Server
 	api              *httpapi.API
@@ -246,12 +247,12 @@ func (n *Node) start(ctx context.Context) error {
 	// __consumer_offsets, after the replica manager has opened the logs
 	// of each image (subscribers run in the order they subscribed).
 	n.groups = group.New(group.Config{
-		OffsetsPartitions:     kafkaserver.DefaultOffsetsTopicPartitions,
+		OffsetsPartitions:     offsetstopic.DefaultPartitions,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
 		Logger:                n.log,
-	}, offsetsLog{replicas: n.replicas, now: time.Now})
-	n.loader = newGroupLoader(n.groups, n.replicas, cfg.NodeID, n.log)
-	n.unsubGroup = n.ctrl.Subscribe(n.loader.onImage)
+	}, offsetstopic.NewLog(n.replicas, time.Now))
+	n.loader = offsetstopic.NewLoader(n.groups, n.replicas, cfg.NodeID, n.log)
+	n.unsubGroup = n.ctrl.Subscribe(n.loader.OnImage)
 
 	n.metrics = newRegistry(n.storage, fsyncs, n.groups)
 	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
@@ -261,7 +262,7 @@ func (n *Node) start(ctx context.Context) error {
 		NodeID:                 cfg.NodeID,
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		AutoCreateTopics:       cfg.AutoCreateTopics,
-		OffsetsTopicPartitions: kafkaserver.DefaultOffsetsTopicPartitions,
+		OffsetsTopicPartitions: offsetstopic.DefaultPartitions,
 		InternalClientID:       n.internalClientID,
 		Metrics:                n.metrics,
 		Logger:                 n.log,
@@ -505,7 +506,7 @@ func (n *Node) Close() error {
 			n.unsubGroup()
 		}
 		if n.loader != nil {
-			n.loader.close()
+			n.loader.Close()
 		}
 		if n.groups != nil {
 			n.groups.Close()

@@ -1,4 +1,11 @@
-package node
+// Package offsetstopic is the group coordinator's side of the node:
+// __consumer_offsets as a topic (Spec, what FindCoordinator creates on
+// the first group lookup), the coordinator's Log over the replica manager,
+// and the Loader that hands the coordinator the partitions this node comes
+// to lead, from each metadata image. The coordinator itself (package
+// group) knows none of these: it sees a Log and Load/Unload calls, which
+// its unit tests fake. node only wires them.
+package offsetstopic
 
 import (
 	"bytes"
@@ -8,26 +15,43 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
 )
 
-// The group coordinator's two links to the rest of the node: its Log is
-// __consumer_offsets through the replica manager, and the partitions it
-// coordinates follow this node's leadership of that topic's partitions,
-// read from each metadata image.
+// Kafka's defaults for the offsets topic (offsets.topic.num.partitions,
+// offsets.topic.replication.factor).
+const (
+	DefaultPartitions        = 50
+	DefaultReplicationFactor = 3
+	// segmentBytes is offsets.topic.segment.bytes: small segments so the
+	// cleaner can compact the topic often.
+	segmentBytes = "104857600"
+)
 
-// offsetsTopic is Kafka's name for the topic of committed offsets and
-// group metadata (kafkaserver creates it on the first FindCoordinator).
-const offsetsTopic = metadata.ConsumerOffsetsTopic
+// Spec is the CreateTopic of __consumer_offsets with partitions
+// partitions, replicated rf times (at most the brokers there are:
+// FindCoordinator passes what the cluster allows), compacted.
+func Spec(partitions int32, rf int16) controlplane.CreateTopic {
+	return controlplane.CreateTopic{
+		Name:              metadata.ConsumerOffsetsTopic,
+		NumPartitions:     partitions,
+		ReplicationFactor: rf,
+		Configs: map[string]string{
+			"cleanup.policy": "compact",
+			"segment.bytes":  segmentBytes,
+		},
+	}
+}
 
 // offsetsAppendTimeout bounds one write of the coordinator, as Kafka's
 // offsets.commit.timeout.ms does.
 const offsetsAppendTimeout = 5 * time.Second
 
-// offsetsLog is group.Log over the replica manager: one batch per Append,
+// Log is group.Log over the replica manager: one batch per Append,
 // acks=all, so a commit is acknowledged only once it is durable. The
 // replica manager's errors are its sentinels, kerr values (a log failure
 // is KAFKA_STORAGE_ERROR, a batch too large MESSAGE_TOO_LARGE, a log
@@ -35,12 +59,18 @@ const offsetsAppendTimeout = 5 * time.Second
 // maps to its answers as Kafka's GroupMetadataManager does (an assignment
 // too large to write is UNKNOWN_SERVER_ERROR for SyncGroup,
 // INVALID_COMMIT_OFFSET_SIZE for a commit); they pass as they are.
-type offsetsLog struct {
+type Log struct {
 	replicas *replica.Manager
 	now      func() time.Time
 }
 
-func (l offsetsLog) Append(ctx context.Context, p int32, recs []group.Record) error {
+// NewLog is the coordinator's Log over replicas, stamping batches with
+// now's time.
+func NewLog(replicas *replica.Manager, now func() time.Time) Log {
+	return Log{replicas: replicas, now: now}
+}
+
+func (l Log) Append(ctx context.Context, p int32, recs []group.Record) error {
 	b := record.NewBuilder(record.DefaultBatchOptions())
 	ts := l.now().UnixMilli()
 	for _, r := range recs {
@@ -50,16 +80,16 @@ func (l offsetsLog) Append(ctx context.Context, p int32, recs []group.Record) er
 	if err != nil {
 		return err
 	}
-	_, err = l.replicas.Append(ctx, offsetsTopic, p, batch, replica.AcksAll, offsetsAppendTimeout)
+	_, err = l.replicas.Append(ctx, metadata.ConsumerOffsetsTopic, p, batch, replica.AcksAll, offsetsAppendTimeout)
 	return err
 }
 
-// groupLoader hands the coordinator the __consumer_offsets partitions
+// Loader hands the coordinator the __consumer_offsets partitions
 // this node leads: Load when it comes to lead one (or leads it in a new
 // epoch), Unload when it stops. Loads run off the publisher's goroutine,
 // one partition at a time each, since replaying a partition reads its
 // whole log.
-type groupLoader struct {
+type Loader struct {
 	coord    *group.Coordinator
 	replicas *replica.Manager
 	nodeID   int32
@@ -77,21 +107,21 @@ type groupLoader struct {
 	}
 }
 
-func newGroupLoader(coord *group.Coordinator, replicas *replica.Manager, nodeID int32, log *slog.Logger) *groupLoader {
-	g := &groupLoader{coord: coord, replicas: replicas, nodeID: nodeID, log: log}
+func NewLoader(coord *group.Coordinator, replicas *replica.Manager, nodeID int32, log *slog.Logger) *Loader {
+	g := &Loader{coord: coord, replicas: replicas, nodeID: nodeID, log: log}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.mu.epochs = make(map[int32]int32)
 	return g
 }
 
-// onImage is a controller subscriber, registered after the replica
+// OnImage is a metadata image subscriber, registered after the replica
 // manager's: by the time it runs, the image's logs are open.
-func (g *groupLoader) onImage(img *metadata.Image) {
+func (g *Loader) OnImage(img *metadata.Image) {
 	if img == nil {
 		return
 	}
 	led := map[int32]int32{}
-	if t, ok := img.Topics[offsetsTopic]; ok && t != nil {
+	if t, ok := img.Topics[metadata.ConsumerOffsetsTopic]; ok && t != nil {
 		for i := range t.Partitions {
 			if p := &t.Partitions[i]; p.Leader == g.nodeID {
 				led[int32(i)] = p.LeaderEpoch
@@ -153,18 +183,18 @@ func (w *loadWave) done(records int, ok bool) {
 		w.records += records
 	}
 	if w.pending == 0 && w.loaded > 0 {
-		w.log.Info("group coordinator loaded partitions", "topic", offsetsTopic, "partitions", w.loaded,
+		w.log.Info("group coordinator loaded partitions", "topic", metadata.ConsumerOffsetsTopic, "partitions", w.loaded,
 			"records", w.records, "took", time.Since(w.start).Round(time.Millisecond))
 	}
 }
 
 // load replays partition p into the coordinator and reports how many
 // records it read and whether the partition's groups are now served.
-func (g *groupLoader) load(p, epoch int32) (int, bool) {
+func (g *Loader) load(p, epoch int32) (int, bool) {
 	start := time.Now()
 	records := 0
 	err := g.coord.Load(p, func(fn func(group.Record) error) error {
-		return g.replicas.ScanLog(g.ctx, offsetsTopic, p, func(batch []byte) error {
+		return g.replicas.ScanLog(g.ctx, metadata.ConsumerOffsetsTopic, p, func(batch []byte) error {
 			h, err := record.ParseHeader(batch)
 			if err != nil {
 				return err
@@ -207,8 +237,8 @@ func (g *groupLoader) load(p, epoch int32) (int, bool) {
 	return records, false
 }
 
-// close stops loads under way and waits for them.
-func (g *groupLoader) close() {
+// Close stops loads under way and waits for them.
+func (g *Loader) Close() {
 	g.cancel()
 	g.wg.Wait()
 }
