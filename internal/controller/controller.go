@@ -319,6 +319,10 @@ func (c *Controller) Close() error {
 			<-c.watchDone
 		}
 		if c.trans != nil {
+			// Close stops the listener only: the pooled connections to
+			// the other voters stay open (and their handlers on the other
+			// side blocked reading) until closed here.
+			c.trans.CloseStreams()
 			errs = append(errs, c.trans.Close())
 		}
 		c.pub.close()
