@@ -128,38 +128,20 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate names the first value out of range and what is allowed.
+// Validate names the first value out of range and what is allowed. The
+// topic configs are checked by their definitions (topicconfig.go), in
+// name order, so the log and the controller refuse the same values; an
+// int config (segment.bytes, max.message.bytes, index.interval.bytes) is
+// Kafka's int, at most 2147483647.
 func (c Config) Validate() error {
-	bad := func(name string, v any, allowed string) error {
-		return fmt.Errorf("%w: %s=%v (allowed: %s)", ErrInvalidConfig, name, v, allowed)
+	for _, tc := range topicConfigs {
+		v := tc.get(c)
+		if err := tc.Validate(v); err != nil {
+			return fmt.Errorf("%w: %s=%s: %v", ErrInvalidConfig, tc.Name, v, err)
+		}
 	}
-	switch {
-	case c.SegmentBytes < 14 || c.SegmentBytes > 1<<31-1:
-		// Positions in the index are uint32 and Kafka's floor is 14 bytes.
-		return bad("segment.bytes", c.SegmentBytes, "14 to 2147483647")
-	case c.SegmentMs < 1:
-		return bad("segment.ms", c.SegmentMs, ">= 1")
-	case c.IndexIntervalBytes < 0:
-		return bad("index.interval.bytes", c.IndexIntervalBytes, ">= 0")
-	case c.MaxMessageBytes < 0:
-		return bad("max.message.bytes", c.MaxMessageBytes, ">= 0")
-	case c.FlushPolicy != FlushAck && c.FlushPolicy != FlushInterval:
-		// The number: String() would name an allowed policy.
-		return bad("flush.policy", int(c.FlushPolicy), "ack, interval")
-	case c.FlushMs < 1:
-		return bad("flush.ms", c.FlushMs, ">= 1")
-	case c.RetentionMs < -1:
-		return bad("retention.ms", c.RetentionMs, "-1 or >= 0")
-	case c.RetentionBytes < -1:
-		return bad("retention.bytes", c.RetentionBytes, "-1 or >= 0")
-	case c.CleanupPolicy == 0 || c.CleanupPolicy&^(CleanupDelete|CleanupCompact) != 0:
-		return bad("cleanup.policy", int(c.CleanupPolicy), "delete, compact, compact,delete")
-	case c.DeleteRetentionMs < 0:
-		return bad("delete.retention.ms", c.DeleteRetentionMs, ">= 0")
-	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
-		return bad("min.cleanable.dirty.ratio", c.MinCleanableDirtyRatio, "0 to 1")
-	case c.ProducerIDExpirationMs < 0:
-		return bad("producer.id.expiration.ms", c.ProducerIDExpirationMs, ">= 1, or 0 for the default")
+	if c.ProducerIDExpirationMs < 0 {
+		return fmt.Errorf("%w: producer.id.expiration.ms=%d (allowed: >= 1, or 0 for the default)", ErrInvalidConfig, c.ProducerIDExpirationMs)
 	}
 	return nil
 }
