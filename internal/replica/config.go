@@ -6,15 +6,27 @@ import (
 
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
-// Topic config names this package reads. The metadata package owns the
-// list of valid names, their defaults and their validation; the replica
-// manager only translates the ones the log (or it) acts on.
-const (
-	configMinInsyncReplicas = "min.insync.replicas"
-	defaultMinInsync        = 1
-)
+// minInsyncReplicasConfig is the one topic config the replica manager
+// acts on itself: the log knows nothing of replicas. The log's own
+// settings are storage's (storage.TopicConfigs).
+var minInsyncReplicasConfig = topicconfig.Def{
+	Name: "min.insync.replicas", Default: strconv.Itoa(defaultMinInsync), Type: "int",
+	Doc:      "Smallest ISR an acks=all produce is accepted with.",
+	Validate: topicconfig.IntAtLeast(1),
+}
+
+// defaultMinInsync is Kafka's default min.insync.replicas, and a new
+// partition's until its topic's config is applied.
+const defaultMinInsync = 1
+
+// TopicConfigs returns the definitions of the topic configs the replica
+// manager acts on, for the node's table (topicconfig.New).
+func TopicConfigs() []topicconfig.Def {
+	return []topicconfig.Def{minInsyncReplicasConfig}
+}
 
 // storageConfig returns base with the topic's overrides of the log's
 // configs applied. Only overrides are read: a name the topic does not
@@ -27,7 +39,7 @@ const (
 func storageConfig(base storage.Config, topic *metadata.Topic) (storage.Config, error) {
 	cfg := base
 	for name, value := range topic.Configs {
-		if err := setStorageConfig(&cfg, name, value); err != nil {
+		if _, err := cfg.SetTopicConfig(name, value); err != nil {
 			return base, fmt.Errorf("topic %s: %w", topic.Name, err)
 		}
 	}
@@ -37,87 +49,16 @@ func storageConfig(base storage.Config, topic *metadata.Topic) (storage.Config, 
 	return cfg, nil
 }
 
-// setStorageConfig sets the Config field that the metadata config name
-// maps to; unknown names are left alone (see storageConfig).
-func setStorageConfig(cfg *storage.Config, name, value string) error {
-	bad := func(allowed string) error {
-		return fmt.Errorf("%w: %s=%q (allowed: %s)", storage.ErrInvalidConfig, name, value, allowed)
-	}
-	parseInt := func(dst *int64) error {
-		v, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return bad("an integer")
-		}
-		*dst = v
-		return nil
-	}
-	parseSmallInt := func(dst *int) error {
-		v, err := strconv.ParseInt(value, 10, 32)
-		if err != nil {
-			return bad("a 32-bit integer")
-		}
-		*dst = int(v)
-		return nil
-	}
-	switch name {
-	case "segment.bytes":
-		return parseInt(&cfg.SegmentBytes)
-	case "segment.ms":
-		return parseInt(&cfg.SegmentMs)
-	case "index.interval.bytes":
-		return parseSmallInt(&cfg.IndexIntervalBytes)
-	case "max.message.bytes":
-		return parseSmallInt(&cfg.MaxMessageBytes)
-	case "flush.policy":
-		p, err := storage.ParseFlushPolicy(value)
-		if err != nil {
-			return err
-		}
-		cfg.FlushPolicy = p
-	case "flush.ms":
-		return parseInt(&cfg.FlushMs)
-	case "retention.ms":
-		return parseInt(&cfg.RetentionMs)
-	case "retention.bytes":
-		return parseInt(&cfg.RetentionBytes)
-	case "cleanup.policy":
-		p, err := storage.ParseCleanupPolicy(value)
-		if err != nil {
-			return err
-		}
-		cfg.CleanupPolicy = p
-	case "delete.retention.ms":
-		return parseInt(&cfg.DeleteRetentionMs)
-	case "min.cleanable.dirty.ratio":
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return bad("a number from 0 to 1")
-		}
-		cfg.MinCleanableDirtyRatio = v
-	case "message.timestamp.type":
-		switch value {
-		case "CreateTime":
-			cfg.LogAppendTime = false
-		case "LogAppendTime":
-			cfg.LogAppendTime = true
-		default:
-			return bad("CreateTime, LogAppendTime")
-		}
-	}
-	return nil
-}
-
-// minInsyncReplicas returns the topic's min.insync.replicas, which is the
-// replica manager's own config: the log knows nothing of replicas.
+// minInsyncReplicas returns the topic's min.insync.replicas.
 func minInsyncReplicas(topic *metadata.Topic) (int, error) {
-	value, ok := topic.Configs[configMinInsyncReplicas]
+	def := minInsyncReplicasConfig
+	value, ok := topic.Configs[def.Name]
 	if !ok {
-		return defaultMinInsync, nil
+		value = def.Default
 	}
-	v, err := strconv.ParseInt(value, 10, 32)
-	if err != nil || v < 1 {
-		return defaultMinInsync, fmt.Errorf("%w: topic %s: %s=%q (allowed: an integer >= 1)",
-			storage.ErrInvalidConfig, topic.Name, configMinInsyncReplicas, value)
+	if err := def.Validate(value); err != nil {
+		return defaultMinInsync, fmt.Errorf("%w: topic %s: %s=%q: %v", storage.ErrInvalidConfig, topic.Name, def.Name, value, err)
 	}
-	return int(v), nil
+	n, _ := strconv.Atoi(value)
+	return n, nil
 }
