@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // How large a record `fjord produce` writes. The node refuses a batch
@@ -135,14 +135,10 @@ func lookupProduceLimits(ctx context.Context, adm *kadm.Client, topic string) pr
 	return produceLimits{topicName: topic, topic: recordLimit{defaultMaxMessageBytes(), "the default max.message.bytes of a new topic " + topic}}
 }
 
-// defaultMaxMessageBytes is a new Fjord topic's max.message.bytes.
+// defaultMaxMessageBytes is a new Fjord topic's max.message.bytes: the
+// log's default (storage defines the config).
 func defaultMaxMessageBytes() int64 {
-	def, ok := metadata.LookupTopicConfig("max.message.bytes")
-	n, err := strconv.ParseInt(def.Default, 10, 64)
-	if !ok || err != nil {
-		panic(fmt.Sprintf("max.message.bytes default %q", def.Default))
-	}
-	return n
+	return int64(storage.DefaultConfig().MaxMessageBytes)
 }
 
 // readLine reads one line, without its newline, keeping at most max

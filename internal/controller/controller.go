@@ -19,6 +19,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // Defaults for Config's zero values.
@@ -67,6 +68,12 @@ type Config struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// TopicConfigs is every topic config the node knows, as node
+	// assembles it from the owners' definitions (storage's log settings,
+	// replica's min.insync.replicas, metadata.KafkaTopicConfigs). The
+	// images are built over it (metadata.Empty), so it is what
+	// CreateTopics and AlterConfigs are validated with. Required.
+	TopicConfigs *topicconfig.Table
 	// Logger receives the controller's logs and raft's warnings and
 	// errors; nil discards them.
 	Logger *slog.Logger
@@ -136,9 +143,9 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 
-	c := &Controller{cfg: cfg, log: log, pub: newPublisher(metadata.Empty()),
+	c := &Controller{cfg: cfg, log: log, pub: newPublisher(metadata.Empty(cfg.TopicConfigs)),
 		closing: make(chan struct{}), watchDone: make(chan struct{})}
-	c.fsm = newFSM(log, c.pub)
+	c.fsm = newFSM(log, c.pub, cfg.TopicConfigs)
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -217,6 +224,8 @@ func (cfg *Config) check() error {
 		return errors.New("controller: no directory for the raft state")
 	case cfg.Addr == "":
 		return errors.New("controller: no raft address")
+	case cfg.TopicConfigs == nil:
+		return errors.New("controller: no topic-config table")
 	}
 	if len(cfg.Voters) == 0 {
 		return nil

@@ -47,10 +47,11 @@ func baseConfig(t *testing.T, dir string) controller.Config {
 	w := &testLog{t: t}
 	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
 	return controller.Config{
-		NodeID: 1,
-		Dir:    dir,
-		Addr:   "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		NodeID:       1,
+		Dir:          dir,
+		Addr:         "127.0.0.1:0",
+		TopicConfigs: controller.TestConfigs,
+		Logger:       slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 }
 
@@ -232,7 +233,7 @@ func TestCreateTopics(t *testing.T) {
 	if n := len(got[1].Partitions); n != 3 {
 		t.Fatalf("defaults has %d partitions; want num.partitions=3", n)
 	}
-	if v := got[2].Config("cleanup.policy"); v != "compact" {
+	if v := c.Image().TopicConfig(got[2], "cleanup.policy"); v != "compact" {
 		t.Fatalf("compacted cleanup.policy=%q", v)
 	}
 	if len(got[1].Configs) != 0 {
@@ -484,7 +485,7 @@ func TestAlterConfigs(t *testing.T) {
 	if got := configs(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after subtract+delete: %v", got)
 	}
-	if got := c.Image().Topics["t"].Config("retention.ms"); got != "604800000" {
+	if got := c.Image().TopicConfig(c.Image().Topics["t"], "retention.ms"); got != "604800000" {
 		t.Fatalf("deleted override reads %q, want the default", got)
 	}
 
@@ -737,7 +738,7 @@ func TestSnapshotTruncatesTheLog(t *testing.T) {
 	// The log alone no longer holds the topics: the snapshot must.
 	c = open(t, cfg)
 	sameState(t, c.Image(), before)
-	if got := c.Image().Topics["orders"].Config("retention.ms"); got != "1029" {
+	if got := c.Image().TopicConfig(c.Image().Topics["orders"], "retention.ms"); got != "1029" {
 		t.Fatalf("retention.ms after restore = %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // fsm is the Raft state machine: the metadata image. One Raft log entry of
@@ -25,13 +26,15 @@ type fsm struct {
 	// applied is the image after the last entry applied. Written only by
 	// the FSM goroutine.
 	applied atomic.Pointer[metadata.Image]
+	// configs is the images' topic-config table (Config.TopicConfigs).
+	configs *topicconfig.Table
 }
 
 var _ raft.FSM = (*fsm)(nil)
 
-func newFSM(log *slog.Logger, pub *publisher) *fsm {
-	f := &fsm{log: log, pub: pub}
-	f.applied.Store(metadata.Empty())
+func newFSM(log *slog.Logger, pub *publisher, configs *topicconfig.Table) *fsm {
+	f := &fsm{log: log, pub: pub, configs: configs}
+	f.applied.Store(metadata.Empty(configs))
 	return f
 }
 
@@ -72,7 +75,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("reading metadata snapshot: %w", err)
 	}
-	img, err := metadata.DecodeImage(b)
+	img, err := metadata.DecodeImage(b, f.configs)
 	if err != nil {
 		return fmt.Errorf("metadata snapshot: %w", err)
 	}

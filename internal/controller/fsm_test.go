@@ -38,9 +38,9 @@ func entry(t *testing.T, index uint64, recs ...metadata.Record) *raft.Log {
 // it was and are answered as errors, non-command entries are ignored, and
 // a snapshot restores the same image.
 func TestFSM(t *testing.T) {
-	pub := newPublisher(metadata.Empty())
+	pub := newPublisher(metadata.Empty(testConfigs))
 	defer pub.close()
-	f := newFSM(slog.New(slog.DiscardHandler), pub)
+	f := newFSM(slog.New(slog.DiscardHandler), pub, testConfigs)
 	id := metadata.UUID{1}
 
 	if resp := f.Apply(entry(t, 1, metadata.ClusterIDRecord{ClusterID: "c"}, metadata.BrokerRecord{NodeID: 1, Host: "h", Port: 1})); resp != nil {
@@ -85,7 +85,7 @@ func TestFSM(t *testing.T) {
 	}
 	snap.Release()
 
-	g := newFSM(slog.New(slog.DiscardHandler), pub)
+	g := newFSM(slog.New(slog.DiscardHandler), pub, testConfigs)
 	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}

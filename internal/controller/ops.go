@@ -301,11 +301,11 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []contr
 	if !ok {
 		return fmt.Errorf("%w: topic %q does not exist", controlplane.ErrUnknownTopic, topic)
 	}
-	next, err := planConfigs(t.Configs, ops, replaceAll)
+	next, err := planConfigs(img.TopicConfigs, t.Configs, ops, replaceAll)
 	if err != nil {
 		return err
 	}
-	if err := metadata.CheckInternalTopicConfigs(topic, t.Configs, next); err != nil {
+	if err := img.CheckInternalTopicConfigs(topic, t.Configs, next); err != nil {
 		return err
 	}
 	recs := configRecords(t.ID, t.Configs, next)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // Pure decisions: given an image and a request, what records to propose
@@ -139,7 +140,7 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 	}
 	slices.Sort(names) // the first bad config named is the same every time
 	for _, name := range names {
-		if err := metadata.ValidateTopicConfig(name, req.Configs[name]); err != nil {
+		if err := img.ValidateTopicConfig(name, req.Configs[name]); err != nil {
 			return nil, nil, err
 		}
 		configs[name] = req.Configs[name]
@@ -224,14 +225,20 @@ func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_"
 // complete set. Otherwise (IncrementalAlterConfigs) each op edits the
 // current overrides; Append and Subtract work on list configs, starting
 // from the default when there is no override, as Kafka does.
-func planConfigs(current map[string]string, ops []controlplane.ConfigOp, replaceAll bool) (map[string]string, error) {
+func planConfigs(configs *topicconfig.Table, current map[string]string, ops []controlplane.ConfigOp, replaceAll bool) (map[string]string, error) {
+	validate := func(name, value string) error {
+		if err := configs.Check(name, value); err != nil {
+			return fmt.Errorf("%w: %v", controlplane.ErrInvalidConfig, err)
+		}
+		return nil
+	}
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
 		if seen[op.Name] {
 			return nil, fmt.Errorf("%w: config %q appears more than once in the request", controlplane.ErrInvalidRequest, op.Name)
 		}
 		seen[op.Name] = true
-		if _, ok := metadata.LookupTopicConfig(op.Name); !ok {
+		if _, ok := configs.Lookup(op.Name); !ok {
 			return nil, fmt.Errorf("%w: unknown topic config %q", controlplane.ErrInvalidConfig, op.Name)
 		}
 	}
@@ -244,7 +251,7 @@ func planConfigs(current map[string]string, ops []controlplane.ConfigOp, replace
 			if op.Value == nil {
 				return nil, fmt.Errorf("%w: config %q has a null value", controlplane.ErrInvalidConfig, op.Name)
 			}
-			if err := metadata.ValidateTopicConfig(op.Name, *op.Value); err != nil {
+			if err := validate(op.Name, *op.Value); err != nil {
 				return nil, err
 			}
 			next[op.Name] = *op.Value
@@ -257,7 +264,7 @@ func planConfigs(current map[string]string, ops []controlplane.ConfigOp, replace
 		next[k] = v
 	}
 	for _, op := range ops {
-		def, _ := metadata.LookupTopicConfig(op.Name)
+		def, _ := configs.Lookup(op.Name)
 		switch op.Op {
 		case controlplane.ConfigSet:
 			if op.Value == nil {
@@ -278,8 +285,8 @@ func planConfigs(current map[string]string, ops []controlplane.ConfigOp, replace
 			if !ok {
 				cur = def.Default
 			}
-			items := metadata.SplitList(cur)
-			for _, v := range metadata.SplitList(*op.Value) {
+			items := topicconfig.SplitList(cur)
+			for _, v := range topicconfig.SplitList(*op.Value) {
 				if op.Op == controlplane.ConfigAppend && !slices.Contains(items, v) {
 					items = append(items, v)
 				}
@@ -291,7 +298,7 @@ func planConfigs(current map[string]string, ops []controlplane.ConfigOp, replace
 		default:
 			return nil, fmt.Errorf("%w: config %q: unknown operation %d", controlplane.ErrInvalidRequest, op.Name, op.Op)
 		}
-		if err := metadata.ValidateTopicConfig(op.Name, next[op.Name]); err != nil {
+		if err := validate(op.Name, next[op.Name]); err != nil {
 			return nil, err
 		}
 	}

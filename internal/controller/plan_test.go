@@ -18,7 +18,7 @@ func imageWithBrokers(t *testing.T, ids ...int32) *metadata.Image {
 	for _, id := range ids {
 		recs = append(recs, metadata.BrokerRecord{NodeID: id, Host: "h", Port: 9092})
 	}
-	img, err := metadata.Empty().Apply(1, recs...)
+	img, err := metadata.Empty(testConfigs).Apply(1, recs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestPlanConfigs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fmt.Sprint(tc.cur)
-			got, err := planConfigs(tc.cur, tc.ops, tc.replaceAll)
+			got, err := planConfigs(testConfigs, tc.cur, tc.ops, tc.replaceAll)
 			if fmt.Sprint(tc.cur) != before {
 				t.Fatal("planConfigs modified the current overrides")
 			}

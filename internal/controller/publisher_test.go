@@ -13,7 +13,7 @@ import (
 )
 
 func imageAt(offset uint64) *metadata.Image {
-	img := metadata.Empty()
+	img := metadata.Empty(testConfigs)
 	img.Offset = offset
 	return img
 }

@@ -87,7 +87,7 @@ type CreateTopic struct {
 	// (NumPartitions and ReplicationFactor must then be -1).
 	Assignments [][]int32
 	// Configs are topic config overrides; each is validated against
-	// metadata.TopicConfigDefs.
+	// the image's TopicConfigs (node's one table).
 	Configs map[string]string
 }
 

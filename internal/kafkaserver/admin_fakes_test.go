@@ -49,7 +49,7 @@ type adminFakeController struct {
 }
 
 func newAdminFakeController() *adminFakeController {
-	img := metadata.Empty()
+	img := metadata.Empty(testConfigs)
 	img.ClusterID = "fjord-test-cluster"
 	img.Brokers[adminTestNodeID] = metadata.Broker{NodeID: adminTestNodeID, Host: "127.0.0.1", Port: 9092}
 	return &adminFakeController{img: img, controllerID: adminTestNodeID}
@@ -139,7 +139,7 @@ func (c *adminFakeController) newTopicLocked(img *metadata.Image, ct controlplan
 		return nil, fmt.Errorf("%w: topic %q", controlplane.ErrTopicExists, ct.Name)
 	}
 	for k, v := range ct.Configs {
-		if err := metadata.ValidateTopicConfig(k, v); err != nil {
+		if err := testImage.ValidateTopicConfig(k, v); err != nil {
 			return nil, err
 		}
 	}
@@ -274,7 +274,7 @@ func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, op
 		case controlplane.ConfigDelete:
 			delete(configs, op.Name)
 		case controlplane.ConfigAppend:
-			list := metadata.SplitList(t.Config(op.Name))
+			list := metadata.SplitList(testImage.TopicConfig(t, op.Name))
 			for _, v := range metadata.SplitList(*op.Value) {
 				if !slices.Contains(list, v) {
 					list = append(list, v)
@@ -282,14 +282,14 @@ func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, op
 			}
 			configs[op.Name] = strings.Join(list, ",")
 		case controlplane.ConfigSubtract:
-			list := slices.DeleteFunc(metadata.SplitList(t.Config(op.Name)), func(v string) bool {
+			list := slices.DeleteFunc(metadata.SplitList(testImage.TopicConfig(t, op.Name)), func(v string) bool {
 				return slices.Contains(metadata.SplitList(*op.Value), v)
 			})
 			configs[op.Name] = strings.Join(list, ",")
 		}
 	}
 	for k, v := range configs {
-		if err := metadata.ValidateTopicConfig(k, v); err != nil {
+		if err := testImage.ValidateTopicConfig(k, v); err != nil {
 			return err
 		}
 	}
@@ -514,7 +514,7 @@ func newAdminFixture(t *testing.T) *adminFixture {
 		reps: newAdminFakeReplicas(),
 		pids: &adminFakeProducerIDs{next: 1000},
 	}
-	f.s = New(Config{NodeID: adminTestNodeID, AutoCreateTopics: true}, f.ctrl, f.reps, f.pids, nil)
+	f.s = New(Config{NodeID: adminTestNodeID, AutoCreateTopics: true, TopicConfigs: testConfigs}, f.ctrl, f.reps, f.pids, nil)
 	t.Cleanup(func() { f.s.Close() })
 	return f
 }

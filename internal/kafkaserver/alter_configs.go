@@ -40,7 +40,7 @@ func handleAlterConfigs(ctx context.Context, s *Server, req *request) (kmsg.Resp
 					return controlplane.ConfigOp{}, invalidRequest("topic %q: config %q has a null value; leave it out to return it to its default",
 						rr.ResourceName, c.Name)
 				}
-				if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
+				if err := s.image().ValidateTopicConfig(c.Name, *c.Value); err != nil {
 					return controlplane.ConfigOp{}, err
 				}
 				return controlplane.ConfigOp{Name: c.Name, Op: controlplane.ConfigSet, Value: c.Value}, nil

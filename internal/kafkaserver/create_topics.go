@@ -65,7 +65,7 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 			errs[i] = invalidRequest("topic %q appears %d times in the request", t.Topic, counts[t.Topic])
 			continue
 		}
-		ct, err := createTopicFromRequest(req.version, t, s.internalClient(req))
+		ct, err := createTopicFromRequest(s.image(), req.version, t, s.internalClient(req))
 		if err != nil {
 			errs[i] = err
 			continue
@@ -87,7 +87,7 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 				errs[i] = res.Err
 				continue
 			}
-			fillCreatedTopic(&results[i], res.Topic)
+			fillCreatedTopic(s.image(), &results[i], res.Topic)
 		}
 	}
 
@@ -111,7 +111,7 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 // createTopicFromRequest checks one requested topic and turns it into the
 // controller's form. internal: the request is from one of Fjord's own
 // clients (Config.InternalClientID), which may create internal topics.
-func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic, internal bool) (controlplane.CreateTopic, error) {
+func createTopicFromRequest(img *metadata.Image, version int16, t *kmsg.CreateTopicsRequestTopic, internal bool) (controlplane.CreateTopic, error) {
 	ct := controlplane.CreateTopic{
 		Name:              t.Topic,
 		NumPartitions:     t.NumPartitions,
@@ -161,7 +161,7 @@ func createTopicFromRequest(version int16, t *kmsg.CreateTopicsRequestTopic, int
 		if c.Value == nil {
 			return ct, fmt.Errorf("%w: topic %q: config %q has a null value", kerr.InvalidConfig, t.Topic, c.Name)
 		}
-		if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
+		if err := img.ValidateTopicConfig(c.Name, *c.Value); err != nil {
 			return ct, err
 		}
 		ct.Configs[c.Name] = *c.Value
@@ -198,7 +198,7 @@ func replicaAssignments(t *kmsg.CreateTopicsRequestTopic) ([][]int32, error) {
 
 // fillCreatedTopic describes a created (or validated) topic in the
 // fields v5+ carry; older versions do not encode them.
-func fillCreatedTopic(rt *kmsg.CreateTopicsResponseTopic, t *metadata.Topic) {
+func fillCreatedTopic(img *metadata.Image, rt *kmsg.CreateTopicsResponseTopic, t *metadata.Topic) {
 	if t == nil {
 		return
 	}
@@ -208,7 +208,7 @@ func fillCreatedTopic(rt *kmsg.CreateTopicsResponseTopic, t *metadata.Topic) {
 	if len(t.Partitions) > 0 {
 		rt.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
 	}
-	for _, e := range topicConfigEntries(t, nil) {
+	for _, e := range topicConfigEntries(img, t, nil) {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = e.name
 		c.Value = strp(e.value)

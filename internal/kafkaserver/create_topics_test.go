@@ -6,8 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 func createTopicReq(name string, partitions int32, rf int16, configs ...string) kmsg.CreateTopicsRequestTopic {
@@ -59,11 +57,11 @@ func TestCreateTopicsV7DescribesTheTopic(t *testing.T) {
 	if rt.NumPartitions != 1 || rt.ReplicationFactor != 1 {
 		t.Fatalf("partitions %d rf %d, want the defaults 1 and 1", rt.NumPartitions, rt.ReplicationFactor)
 	}
-	if len(rt.Configs) != len(metadata.TopicConfigDefs) {
-		t.Fatalf("%d configs, want every one of %d", len(rt.Configs), len(metadata.TopicConfigDefs))
+	if len(rt.Configs) != len(testConfigs.Defs()) {
+		t.Fatalf("%d configs, want every one of %d", len(rt.Configs), len(testConfigs.Defs()))
 	}
 	for _, c := range rt.Configs {
-		def, _ := metadata.LookupTopicConfig(c.Name)
+		def, _ := testImage.LookupTopicConfig(c.Name)
 		wantValue, wantSource := def.Default, kmsg.ConfigSourceDefaultConfig
 		if c.Name == "cleanup.policy" {
 			wantValue, wantSource = "compact", kmsg.ConfigSourceDynamicTopicConfig

@@ -3,7 +3,7 @@ package kafkaserver
 // DescribeConfigs: v0-4
 //
 // Topic resources (type 2) list every topic config Fjord knows
-// (metadata.TopicConfigDefs), or the subset named in ConfigNames when it
+// (the image's TopicConfigs), or the subset named in ConfigNames when it
 // is non-null (unknown names are left out, as in Kafka). Each entry is the
 // topic's override with source DYNAMIC_TOPIC_CONFIG, or the default with
 // source DEFAULT_CONFIG (IsDefault for v0 clients). No topic config is
@@ -124,15 +124,16 @@ func describeTopicConfigs(img *metadata.Image, name string, names []string) ([]c
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, name)
 	}
-	return topicConfigEntries(t, names), nil
+	return topicConfigEntries(img, t, names), nil
 }
 
-// topicConfigEntries describes t's configs in TopicConfigDefs order:
+// topicConfigEntries describes t's configs in the order of the image's
+// TopicConfigs (by name):
 // all of them when names is nil, else those named (unknown names are
 // skipped).
-func topicConfigEntries(t *metadata.Topic, names []string) []configEntry {
+func topicConfigEntries(img *metadata.Image, t *metadata.Topic, names []string) []configEntry {
 	var out []configEntry
-	for _, def := range metadata.TopicConfigDefs {
+	for _, def := range img.TopicConfigs.Defs() {
 		if names != nil && !slices.Contains(names, def.Name) {
 			continue
 		}

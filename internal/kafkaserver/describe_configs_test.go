@@ -6,8 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 func describeConfigsReq(synonyms, docs bool, resources ...kmsg.DescribeConfigsRequestResource) *kmsg.DescribeConfigsRequest {
@@ -41,11 +39,11 @@ func TestDescribeTopicConfigsV0(t *testing.T) {
 	if rr.ResourceType != kmsg.ConfigResourceTypeTopic || rr.ResourceName != "t" {
 		t.Fatalf("resource %v %q", rr.ResourceType, rr.ResourceName)
 	}
-	if len(rr.Configs) != len(metadata.TopicConfigDefs) {
-		t.Fatalf("%d configs, want all %d", len(rr.Configs), len(metadata.TopicConfigDefs))
+	if len(rr.Configs) != len(testConfigs.Defs()) {
+		t.Fatalf("%d configs, want all %d", len(rr.Configs), len(testConfigs.Defs()))
 	}
 	for i, c := range rr.Configs {
-		def := metadata.TopicConfigDefs[i]
+		def := testConfigs.Defs()[i]
 		if c.Name != def.Name {
 			t.Fatalf("config %d is %s, want %s (TopicConfigDefs order)", i, c.Name, def.Name)
 		}

@@ -37,7 +37,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 		rr := &r.Resources[i]
 		res := configAlteration{key: configResourceKey{rr.ResourceType, rr.ResourceName}}
 		for _, c := range rr.Configs {
-			res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return incrementalConfigOp(rr.ResourceName, c) })
+			res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return incrementalConfigOp(s.image(), rr.ResourceName, c) })
 			res.names = append(res.names, c.Name)
 		}
 		resources[i] = res
@@ -54,9 +54,9 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 
 // incrementalConfigOp checks one requested operation on topic's config
 // and turns it into the controller's form.
-func incrementalConfigOp(topic string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) (controlplane.ConfigOp, error) {
+func incrementalConfigOp(img *metadata.Image, topic string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) (controlplane.ConfigOp, error) {
 	op := controlplane.ConfigOp{Name: c.Name, Value: c.Value}
-	def, ok := metadata.LookupTopicConfig(c.Name)
+	def, ok := img.LookupTopicConfig(c.Name)
 	if !ok {
 		return op, fmt.Errorf("%w: topic %q: unknown topic config %q", kerr.InvalidConfig, topic, c.Name)
 	}
@@ -66,7 +66,7 @@ func incrementalConfigOp(topic string, c kmsg.IncrementalAlterConfigsRequestReso
 		if c.Value == nil {
 			return op, invalidRequest("topic %q: SET %q with a null value; use DELETE to return it to its default", topic, c.Name)
 		}
-		if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
+		if err := img.ValidateTopicConfig(c.Name, *c.Value); err != nil {
 			return op, err
 		}
 	case kmsg.IncrementalAlterConfigOpDelete:
@@ -87,7 +87,7 @@ func incrementalConfigOp(topic string, c kmsg.IncrementalAlterConfigsRequestReso
 		// The value is a list of elements to add or remove; each must be
 		// one the config allows, which is what validating it as a whole
 		// list checks.
-		if err := metadata.ValidateTopicConfig(c.Name, *c.Value); err != nil {
+		if err := img.ValidateTopicConfig(c.Name, *c.Value); err != nil {
 			return op, err
 		}
 	default:

@@ -16,11 +16,8 @@ func (s *Server) image() *metadata.Image {
 	if img := s.controller.Image(); img != nil {
 		return img
 	}
-	return emptyImage
+	return s.emptyImage
 }
-
-// emptyImage stands in before the first image is published.
-var emptyImage = metadata.Empty()
 
 // topicByName returns the topic named name in the latest image.
 func (s *Server) topicByName(name string) (*metadata.Topic, bool) {

@@ -37,7 +37,7 @@ type memController struct {
 }
 
 func newMemController(nodeID int32, host string, port int32) *memController {
-	img := metadata.Empty()
+	img := metadata.Empty(testConfigs)
 	img.ClusterID = "fjord-test-cluster"
 	img.Brokers[nodeID] = metadata.Broker{NodeID: nodeID, Host: host, Port: port}
 	return &memController{nodeID: nodeID, numPartitions: 1, img: img}
@@ -102,7 +102,7 @@ func (c *memController) CreateTopics(_ context.Context, topics []controlplane.Cr
 
 // REQUIRES: c.mu held.
 func (c *memController) cloneLocked() *metadata.Image {
-	next := metadata.Empty()
+	next := metadata.Empty(testConfigs)
 	*next = *c.img
 	next.Brokers = make(map[int32]metadata.Broker)
 	next.Topics = make(map[string]*metadata.Topic)

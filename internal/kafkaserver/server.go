@@ -29,6 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -66,6 +68,10 @@ type Config struct {
 	Addr string
 	// NodeID is this node's broker id.
 	NodeID int32
+	// TopicConfigs is the node's topic-config table, the one the
+	// controller's images are built over; it answers before the first
+	// image is published. Required.
+	TopicConfigs *topicconfig.Table
 	// MaxRequestBytes is socket.request.max.bytes: a frame larger than
 	// this closes the connection (default 100 MiB).
 	MaxRequestBytes int32
@@ -124,6 +130,8 @@ type Server struct {
 	groups      Groups
 	log         *slog.Logger
 	metrics     *serverMetrics
+	// emptyImage stands in before the first image is published.
+	emptyImage *metadata.Image
 
 	// ctx is canceled by Close: it ends every handler's wait (long-poll
 	// fetches, acks=all produces) so Close does not wait for them.
@@ -196,6 +204,9 @@ func (r *request) releaseFrame() {
 
 // New returns a Server. It does not listen until Serve.
 func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, groups Groups) *Server {
+	if cfg.TopicConfigs == nil {
+		panic("kafkaserver.New: Config.TopicConfigs is nil")
+	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
@@ -221,6 +232,7 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
+		emptyImage:  metadata.Empty(cfg.TopicConfigs),
 		cfg:         cfg,
 		controller:  ctrl,
 		replicas:    replicas,

@@ -60,7 +60,7 @@ func newWireHarness(t testing.TB, opts ...harnessOpt) *wireHarness {
 	h := &wireHarness{t: t, addr: l.Addr().String()}
 	h.ctrl = newMemController(1, host, int32(port))
 	h.reps = newMemReplicas(h.ctrl)
-	cfg := Config{NodeID: 1, AutoCreateTopics: true, Logger: testLogger(t)}
+	cfg := Config{NodeID: 1, AutoCreateTopics: true, TopicConfigs: testConfigs, Logger: testLogger(t)}
 	for _, o := range opts {
 		if o.config != nil {
 			o.config(&cfg)

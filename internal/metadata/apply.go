@@ -25,7 +25,7 @@ import (
 //     the replicas; leader -1 or an ISR member; leader epoch >= 0, never
 //     lower than before, and higher whenever the leader changes.
 //   - ConfigRecord: known topic id; known config; a set value passes
-//     ValidateTopicConfig.
+//     the image's TopicConfigs (ValidateTopicConfig).
 //   - RemoveTopicRecord: known topic id.
 //   - ProducerIDsRecord: node id >= 0; NextProducerID grows.
 //
@@ -235,10 +235,10 @@ func (d *draft) config(r ConfigRecord) error {
 		return fmt.Errorf("unknown topic id %s", r.TopicID)
 	}
 	if r.Value == nil {
-		if _, ok := LookupTopicConfig(r.Name); !ok {
+		if _, ok := d.next.LookupTopicConfig(r.Name); !ok {
 			return fmt.Errorf("topic %q: unknown config %q", t.Name, r.Name)
 		}
-	} else if err := ValidateTopicConfig(r.Name, *r.Value); err != nil {
+	} else if err := d.next.ValidateTopicConfig(r.Name, *r.Value); err != nil {
 		return fmt.Errorf("topic %q: %w", t.Name, err)
 	}
 	t = d.mutableTopic(t)

@@ -19,7 +19,7 @@ func strp(s string) *string { return &s }
 // (1 partition on broker 3, retention.ms=1000).
 func baseImage(t *testing.T) *Image {
 	t.Helper()
-	img, err := Empty().Apply(10,
+	img, err := Empty(testConfigs).Apply(10,
 		ClusterIDRecord{ClusterID: "c1"},
 		BrokerRecord{NodeID: 1, Host: "h1", Port: 9092},
 		BrokerRecord{NodeID: 2, Host: "h2", Port: 9092},
@@ -63,13 +63,13 @@ func TestApplyBaseImage(t *testing.T) {
 		t.Fatal("partition -1 exists")
 	}
 	events, _ := img.Topic("events")
-	if got := events.Config("retention.ms"); got != "1000" {
+	if got := img.TopicConfig(events, "retention.ms"); got != "1000" {
 		t.Fatalf("events retention.ms = %q", got)
 	}
-	if got := events.Config("cleanup.policy"); got != "delete" {
+	if got := img.TopicConfig(events, "cleanup.policy"); got != "delete" {
 		t.Fatalf("events cleanup.policy = %q, want the default", got)
 	}
-	if got := events.Config("no.such.config"); got != "" {
+	if got := img.TopicConfig(events, "no.such.config"); got != "" {
 		t.Fatalf("unknown config = %q", got)
 	}
 	if got := img.TopicNames(); !reflect.DeepEqual(got, []string{"events", "orders"}) {
@@ -297,7 +297,7 @@ func TestApplyCopiesRecordSlices(t *testing.T) {
 }
 
 func TestApplyOnZeroImage(t *testing.T) {
-	// An Image literal (nil maps) must work as well as Empty().
+	// An Image literal (nil maps) must work as well as Empty(testConfigs).
 	img, err := (&Image{}).Apply(1,
 		BrokerRecord{NodeID: 0, Host: "h", Port: 1},
 		TopicRecord{Name: "t", ID: idOrders},

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // Encoding. A record is a JSON envelope
@@ -187,8 +189,9 @@ func EncodeImage(img *Image) ([]byte, error) {
 }
 
 // DecodeImage decodes an image snapshot, checking every invariant Apply
-// checks (errors wrap ErrDecode, and ErrBadRecord for a broken invariant).
-func DecodeImage(b []byte) (*Image, error) {
+// checks (errors wrap ErrDecode, and ErrBadRecord for a broken invariant),
+// with configs as the image's TopicConfigs (see Empty).
+func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 	var s imageSnapshot
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%w: image: %v", ErrDecode, err)
@@ -227,7 +230,7 @@ func DecodeImage(b []byte) (*Image, error) {
 			recs = append(recs, ConfigRecord{TopicID: ts.ID, Name: n, Value: &v})
 		}
 	}
-	img, err := applyRecords(Empty(), recs)
+	img, err := applyRecords(Empty(configs), recs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: image: %w", ErrDecode, err)
 	}

@@ -139,7 +139,7 @@ func TestImageRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeImage(b)
+	got, err := DecodeImage(b, testConfigs)
 	if err != nil {
 		t.Fatalf("DecodeImage: %v\n%s", err, b)
 	}
@@ -151,9 +151,9 @@ func TestImageRoundTrip(t *testing.T) {
 		t.Fatalf("re-encoding differs:\n%s\n%s", b, b2)
 	}
 	// The empty image too.
-	eb, _ := EncodeImage(Empty())
-	e, err := DecodeImage(eb)
-	if err != nil || !reflect.DeepEqual(e, Empty()) {
+	eb, _ := EncodeImage(Empty(testConfigs))
+	e, err := DecodeImage(eb, testConfigs)
+	if err != nil || !reflect.DeepEqual(e, Empty(testConfigs)) {
 		t.Fatalf("empty image round trip: %+v, %v", e, err)
 	}
 }
@@ -176,7 +176,7 @@ func TestDecodeImageErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			img, err := DecodeImage([]byte(tc.in))
+			img, err := DecodeImage([]byte(tc.in), testConfigs)
 			if err == nil {
 				t.Fatalf("accepted: %+v", img)
 			}

@@ -21,7 +21,7 @@
 //	                                 ISR or -1; leader epoch never decreases
 //	                                 and increases with every leader change
 //	config        ConfigRecord       known topic and config; value valid
-//	                                 (ValidateTopicConfig); nil resets
+//	                                 (Image.ValidateTopicConfig); nil resets
 //	remove_topic  RemoveTopicRecord  known topic; removes its partitions
 //	producer_ids  ProducerIDsRecord  NextProducerID only grows, so blocks
 //	                                 never overlap

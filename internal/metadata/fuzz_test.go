@@ -55,9 +55,9 @@ func FuzzDecodeImage(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`{"version":1,"topics":null,"brokers":null}`))
-	empty, _ := EncodeImage(Empty())
+	empty, _ := EncodeImage(Empty(testConfigs))
 	f.Add(empty)
-	img, err := Empty().Apply(3,
+	img, err := Empty(testConfigs).Apply(3,
 		ClusterIDRecord{ClusterID: "c"},
 		BrokerRecord{NodeID: 1, Host: "h", Port: 1},
 		TopicRecord{Name: "t", ID: idOrders},
@@ -72,7 +72,7 @@ func FuzzDecodeImage(f *testing.F) {
 	f.Add(full)
 	f.Add(append(full, '}'))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		img, err := DecodeImage(b)
+		img, err := DecodeImage(b, testConfigs)
 		if err != nil {
 			return
 		}
@@ -80,7 +80,7 @@ func FuzzDecodeImage(f *testing.F) {
 		if err != nil {
 			t.Fatalf("EncodeImage of a decoded image: %v", err)
 		}
-		img2, err := DecodeImage(enc)
+		img2, err := DecodeImage(enc, testConfigs)
 		if err != nil || !reflect.DeepEqual(img, img2) {
 			t.Fatalf("re-decode: %+v, %v; want %+v", img2, err, img)
 		}

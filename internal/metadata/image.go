@@ -1,5 +1,7 @@
 package metadata
 
+import "github.com/fjordmq/fjord/internal/topicconfig"
+
 // Image is the cluster metadata at one point of the metadata log: the
 // result of applying every record up to Offset, in order. An Image is
 // immutable once published; Apply returns a new one that shares what did
@@ -16,6 +18,12 @@ type Image struct {
 	TopicsByID map[UUID]*Topic
 	// NextProducerID is the first producer id not yet handed out in a block.
 	NextProducerID int64
+	// TopicConfigs is every topic config the node knows (node builds it
+	// from the owners' definitions; see KafkaTopicConfigs). Apply checks
+	// config records with it, and it answers defaults. It is the node's
+	// code, not metadata-log state: Empty sets it and every image applied
+	// from that one shares it.
+	TopicConfigs *topicconfig.Table
 }
 
 // Broker is a registered node.
@@ -32,7 +40,7 @@ type Topic struct {
 	ID         UUID
 	Partitions []Partition
 	// Configs holds the topic's overrides only (name -> value); defaults
-	// come from TopicConfigDefs.
+	// come from the image's TopicConfigs.
 	Configs map[string]string
 }
 

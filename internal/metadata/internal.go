@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // Internal topics: the state of Fjord's own components, kept in topics
@@ -82,12 +84,12 @@ type retained struct {
 
 // retainedBy is what the config overrides make a topic keep, with
 // Kafka's defaults for the configs not overridden.
-func retainedBy(overrides map[string]string) (retained, error) {
+func retainedBy(configs *topicconfig.Table, overrides map[string]string) (retained, error) {
 	value := func(name string) string {
 		if v, ok := overrides[name]; ok {
 			return v
 		}
-		def, _ := LookupTopicConfig(name)
+		def, _ := configs.Lookup(name)
 		return def.Default
 	}
 	policy := SplitList(value("cleanup.policy"))
@@ -128,22 +130,22 @@ func keepsLess(a, b int64) bool { return a >= 0 && (b < 0 || a < b) }
 // is always allowed, so a topic changed before this check existed can
 // be repaired. Other configs (segment size, flush policy, ...) change
 // how, not what, a topic keeps.
-func CheckInternalTopicConfigs(topic string, old, next map[string]string) error {
+func (img *Image) CheckInternalTopicConfigs(topic string, old, next map[string]string) error {
 	if !IsInternalTopic(topic) {
 		return nil
 	}
-	was, err := retainedBy(old)
+	was, err := retainedBy(img.TopicConfigs, old)
 	if err != nil {
 		return err
 	}
-	now, err := retainedBy(next)
+	now, err := retainedBy(img.TopicConfigs, next)
 	if err != nil {
 		return err
 	}
 	switch {
 	case was.compact && !now.compact:
 		return fmt.Errorf("%w: topic %q is internal to Fjord and must stay compacted (cleanup.policy %q would turn compaction off)",
-			ErrInvalidConfig, topic, policyOf(next))
+			ErrInvalidConfig, topic, policyOf(img.TopicConfigs, next))
 	case keepsLess(now.ms, was.ms):
 		return fmt.Errorf("%w: topic %q is internal to Fjord: its records may not be deleted sooner (retention would fall from %s to %s)",
 			ErrInvalidConfig, topic, bound(was.ms, "ms"), bound(now.ms, "ms"))
@@ -154,11 +156,11 @@ func CheckInternalTopicConfigs(topic string, old, next map[string]string) error 
 	return nil
 }
 
-func policyOf(overrides map[string]string) string {
+func policyOf(configs *topicconfig.Table, overrides map[string]string) string {
 	if v, ok := overrides["cleanup.policy"]; ok {
 		return v
 	}
-	def, _ := LookupTopicConfig("cleanup.policy")
+	def, _ := configs.Lookup("cleanup.policy")
 	return def.Default
 }
 

@@ -61,7 +61,7 @@ func TestCheckInternalTopicConfigs(t *testing.T) {
 		{"look-alike of an internal topic", "__Consumer_Offsets", offsets, map[string]string{"cleanup.policy": "delete"}, ""},
 	}
 	for _, c := range cases {
-		err := CheckInternalTopicConfigs(c.topic, c.old, c.next)
+		err := testImage.CheckInternalTopicConfigs(c.topic, c.old, c.next)
 		switch {
 		case c.refused == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)

@@ -2,15 +2,22 @@ package metadata
 
 import (
 	"slices"
+
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // Empty returns the image before the first record: no cluster id, no
-// brokers, no topics.
-func Empty() *Image {
+// brokers, no topics, and configs as the topic configs every image
+// applied from it knows. configs must not be nil.
+func Empty(configs *topicconfig.Table) *Image {
+	if configs == nil {
+		panic("metadata.Empty: no topic-config table")
+	}
 	return &Image{
-		Brokers:    map[int32]Broker{},
-		Topics:     map[string]*Topic{},
-		TopicsByID: map[UUID]*Topic{},
+		Brokers:      map[int32]Broker{},
+		Topics:       map[string]*Topic{},
+		TopicsByID:   map[UUID]*Topic{},
+		TopicConfigs: configs,
 	}
 }
 
@@ -61,12 +68,13 @@ func (t *Topic) Partition(p int32) (*Partition, bool) {
 	return &t.Partitions[p], true
 }
 
-// Config returns the topic's value for a config: its override if set,
-// else the default from TopicConfigDefs ("" for an unknown name).
-func (t *Topic) Config(name string) string {
+// TopicConfig returns t's value for a config: its override if set, else
+// the default from the image's TopicConfigs ("" for an unknown name). t
+// need not be in the image (a topic a CreateTopics only validated).
+func (img *Image) TopicConfig(t *Topic, name string) string {
 	if v, ok := t.Configs[name]; ok {
 		return v
 	}
-	def, _ := LookupTopicConfig(name)
+	def, _ := img.TopicConfigs.Lookup(name)
 	return def.Default
 }

@@ -95,7 +95,7 @@ func genBatch(t *rapid.T) []Record {
 // unchanged.
 func TestApplyProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		img := Empty()
+		img := Empty(testConfigs)
 		offset := uint64(0)
 		for range rapid.IntRange(1, 30).Draw(t, "batches") {
 			recs := genBatch(t)
@@ -121,7 +121,7 @@ func TestApplyProperties(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			back, err := DecodeImage(b)
+			back, err := DecodeImage(b, testConfigs)
 			if err != nil {
 				t.Fatalf("DecodeImage of a valid image: %v\n%s", err, b)
 			}
@@ -193,7 +193,7 @@ func checkInvariants(prev, next *Image) error {
 			}
 		}
 		for k, v := range tp.Configs {
-			if err := ValidateTopicConfig(k, v); err != nil {
+			if err := testImage.ValidateTopicConfig(k, v); err != nil {
 				return err
 			}
 		}

@@ -2,8 +2,8 @@ package metadata
 
 import (
 	"fmt"
+	"slices"
 
-	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
@@ -11,35 +11,23 @@ import (
 // topicconfig.Def).
 type ConfigDef = topicconfig.Def
 
-// topicConfigs is the one table of topic configs: the controller
-// validates with it, the image answers defaults from it, and DescribeConfigs
-// lists it. Each setting is defined where it acts: the log's settings by
-// storage (storage.TopicConfigs; their defaults are DefaultConfig's, and
-// the replica manager sets them on a log with the same entries),
-// min.insync.replicas by the replica manager (replica.TopicConfigs).
-//
-// The Kafka configs Fjord refuses at any value but the default, and the
-// inert ones, are defined here: nothing below acts on them, and this is
-// where every value is accepted or refused, whichever way it arrives (the
-// Kafka protocol, the HTTP API, the metadata log on replay).
-//
-// metadata cannot import replica (it imports metadata), so this table
-// holds a copy of min.insync.replicas, and node's
-// TestTopicConfigTableOwners holds the copy to replica's definition.
-var topicConfigs = topicconfig.New(
-	storage.TopicConfigs(),
-	[]topicconfig.Def{{
-		Name: "min.insync.replicas", Default: "1", Type: "int",
-		Doc:      "Smallest ISR an acks=all produce is accepted with.",
-		Validate: topicconfig.IntAtLeast(1),
-	}},
-	refusedTopicConfigs,
-	inert(inertTopicConfigs),
-)
-
-// TopicConfigDefs lists every supported topic config, by name. Read it,
-// never modify it.
-var TopicConfigDefs = topicConfigs.Defs()
+// KafkaTopicConfigs returns the definitions of the Kafka topic configs
+// nothing in Fjord acts on: the two it refuses at any value but the
+// default, and the inert ones. They are defined here, not at the edge,
+// because this is where every value is accepted or refused however it
+// arrives (the Kafka protocol, the HTTP API, the metadata log on
+// replay). The log's settings are storage's (storage.TopicConfigs) and
+// min.insync.replicas is the replica manager's (replica.TopicConfigs);
+// node puts the three in one table (topicconfig.New) and hands it to
+// Empty. The caller may keep the slice; it is a copy.
+func KafkaTopicConfigs() []topicconfig.Def {
+	defs := slices.Clone(refusedTopicConfigs)
+	for _, d := range inertTopicConfigs {
+		d.Inert = true
+		defs = append(defs, d)
+	}
+	return defs
+}
 
 // refusedTopicConfigs are Kafka topic configs Fjord supports only at their
 // default: the controller refuses any other value, saying why.
@@ -97,24 +85,17 @@ var inertTopicConfigs = []topicconfig.Def{
 		Doc: "Not acted on: segments roll at segment.ms exactly."},
 }
 
-func inert(defs []topicconfig.Def) []topicconfig.Def {
-	for i := range defs {
-		defs[i].Inert = true
-	}
-	return defs
-}
-
 // LookupTopicConfig returns the definition of a topic config.
-func LookupTopicConfig(name string) (ConfigDef, bool) {
-	return topicConfigs.Lookup(name)
+func (img *Image) LookupTopicConfig(name string) (ConfigDef, bool) {
+	return img.TopicConfigs.Lookup(name)
 }
 
 // ValidateTopicConfig checks one topic config override. The error wraps
 // ErrInvalidConfig and names the config, the value and what is allowed.
 // Values are taken exactly as given (no trimming), so what is stored is what
 // the storage layer parses.
-func ValidateTopicConfig(name, value string) error {
-	if err := topicConfigs.Check(name, value); err != nil {
+func (img *Image) ValidateTopicConfig(name, value string) error {
+	if err := img.TopicConfigs.Check(name, value); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	return nil

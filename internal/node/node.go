@@ -205,6 +205,7 @@ func (n *Node) start(ctx context.Context) error {
 		Addr:              cfg.ControllerAddr,
 		NumPartitions:     cfg.NumPartitions,
 		ReplicationFactor: -1,
+		TopicConfigs:      topicConfigs,
 		Logger:            n.log,
 	})
 	if err != nil {
@@ -260,6 +261,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                   n.kafkaLn.Addr().String(),
 		NodeID:                 cfg.NodeID,
+		TopicConfigs:           topicConfigs,
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		AutoCreateTopics:       cfg.AutoCreateTopics,
 		OffsetsTopicPartitions: offsetstopic.DefaultPartitions,

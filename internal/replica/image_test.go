@@ -11,6 +11,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -218,7 +219,7 @@ func TestApplyImageWithoutClusterIDKeepsLogs(t *testing.T) {
 	e.close()
 
 	e2 := newEnv(t, dir)
-	e2.m.ApplyImage(metadata.Empty())
+	e2.m.ApplyImage(metadata.Empty(topicconfig.New(storage.TopicConfigs(), TopicConfigs(), metadata.KafkaTopicConfigs())))
 	if l := e2.log("a", 0); l.LogEndOffset() != 2 {
 		t.Fatalf("log end %d after an empty image", l.LogEndOffset())
 	}

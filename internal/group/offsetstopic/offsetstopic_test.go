@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // The offsets topic is Kafka's: its name, compacted (a group's newest
@@ -17,12 +20,14 @@ func TestSpec(t *testing.T) {
 	if s.Configs["cleanup.policy"] != "compact" {
 		t.Errorf("cleanup.policy %q, want compact", s.Configs["cleanup.policy"])
 	}
+	// The table node assembles (node/topicconfigs.go).
+	img := metadata.Empty(topicconfig.New(storage.TopicConfigs(), replica.TopicConfigs(), metadata.KafkaTopicConfigs()))
 	for name, value := range s.Configs {
-		if err := metadata.ValidateTopicConfig(name, value); err != nil {
+		if err := img.ValidateTopicConfig(name, value); err != nil {
 			t.Errorf("%s=%s: %v", name, value, err)
 		}
 	}
-	if err := metadata.CheckInternalTopicConfigs(s.Name, nil, s.Configs); err != nil {
+	if err := img.CheckInternalTopicConfigs(s.Name, nil, s.Configs); err != nil {
 		t.Errorf("the spec's own configs break the internal topic's rules: %v", err)
 	}
 }

@@ -1,19 +1,20 @@
-package metadata
+package node
 
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
+// TestTopicConfigDefs: the node's table, as DescribeConfigs lists it (by
+// name), with every owner's definitions: storage's, replica's
+// min.insync.replicas, and metadata's refused and inert Kafka configs.
 func TestTopicConfigDefs(t *testing.T) {
 	want := []string{
 		"cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
@@ -27,45 +28,31 @@ func TestTopicConfigDefs(t *testing.T) {
 		"segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
 	}
 	var names []string
-	for _, d := range TopicConfigDefs {
+	for _, d := range topicConfigs.Defs() {
 		names = append(names, d.Name)
-		if err := ValidateTopicConfig(d.Name, d.Default); err != nil {
+		if err := validateTopicConfig(d.Name, d.Default); err != nil {
 			t.Errorf("default of %s is invalid: %v", d.Name, err)
 		}
 		if d.Doc == "" || d.Type == "" {
 			t.Errorf("%s lacks doc or type", d.Name)
 		}
-		if got, ok := LookupTopicConfig(d.Name); !ok || got.Name != d.Name {
-			t.Errorf("LookupTopicConfig(%s) = %v, %v", d.Name, got, ok)
+		if got, ok := topicConfigs.Lookup(d.Name); !ok || got.Name != d.Name {
+			t.Errorf("topicConfigs.Lookup(%s) = %v, %v", d.Name, got, ok)
 		}
 	}
 	if !slices.Equal(names, want) {
 		t.Fatalf("configs = %v\nwant      %v", names, want)
 	}
-	if _, ok := LookupTopicConfig("retention"); ok {
+	if _, ok := topicConfigs.Lookup("retention"); ok {
 		t.Fatal("LookupTopicConfig found an unknown name")
 	}
 	for _, name := range []string{"min.compaction.lag.ms", "preallocate", "segment.jitter.ms"} {
-		if d, _ := LookupTopicConfig(name); !d.Inert || !strings.HasPrefix(d.Doc, "Not acted on") {
+		if d, _ := topicConfigs.Lookup(name); !d.Inert || !strings.HasPrefix(d.Doc, "Not acted on") {
 			t.Errorf("%s: inert %v, doc %q; want it marked as not acted on", name, d.Inert, d.Doc)
 		}
 	}
-	if d, _ := LookupTopicConfig("retention.ms"); d.Inert {
+	if d, _ := topicConfigs.Lookup("retention.ms"); d.Inert {
 		t.Error("retention.ms marked inert")
-	}
-}
-
-// TestTopicConfigDefaultsMatchStorage: the defaults are the storage
-// engine's (DESIGN.md: Kafka's, with flush.policy=ack).
-func TestTopicConfigDefaultsMatchStorage(t *testing.T) {
-	cfg := storage.DefaultConfig()
-	for _, d := range TopicConfigDefs {
-		if err := setStorageConfig(&cfg, d.Name, d.Default); err != nil && err != errNotStorage {
-			t.Fatalf("%s=%s: %v", d.Name, d.Default, err)
-		}
-	}
-	if cfg != storage.DefaultConfig() {
-		t.Fatalf("defaults differ from storage.DefaultConfig:\n%+v\n%+v", cfg, storage.DefaultConfig())
 	}
 }
 
@@ -101,12 +88,12 @@ func TestValidateTopicConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		for _, v := range tc.good {
-			if err := ValidateTopicConfig(tc.name, v); err != nil {
+			if err := validateTopicConfig(tc.name, v); err != nil {
 				t.Errorf("%s=%q: %v", tc.name, v, err)
 			}
 		}
 		for _, v := range tc.bad {
-			err := ValidateTopicConfig(tc.name, v)
+			err := validateTopicConfig(tc.name, v)
 			if err == nil {
 				t.Errorf("%s=%q accepted", tc.name, v)
 				continue
@@ -118,51 +105,14 @@ func TestValidateTopicConfig(t *testing.T) {
 			}
 		}
 	}
-	err := ValidateTopicConfig("retention.mss", "1")
-	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `unknown topic config "retention.mss"`) {
+	err := validateTopicConfig("retention.mss", "1")
+	if !errors.Is(err, metadata.ErrInvalidConfig) || !strings.Contains(err.Error(), `unknown topic config "retention.mss"`) {
 		t.Errorf("unknown config: %v", err)
 	}
 }
 
-// TestTopicConfigRangesMatchStorage: a value ValidateTopicConfig accepts
-// never makes storage.Config.Validate fail, and (within Kafka's int range)
-// a value storage accepts is accepted here.
-func TestTopicConfigRangesMatchStorage(t *testing.T) {
-	values := []string{
-		"", "x", "-2", "-1", "0", "1", "13", "14", "4096", "0.5", "1.01", "-0.1",
-		"2147483647", "2147483648", "9223372036854775807",
-		"delete", "compact", "compact,delete", "ack", "interval", "CreateTime", "LogAppendTime",
-	}
-	for _, d := range TopicConfigDefs {
-		probe := storage.DefaultConfig()
-		if setStorageConfig(&probe, d.Name, d.Default) == errNotStorage {
-			continue
-		}
-		for _, v := range values {
-			metaOK := ValidateTopicConfig(d.Name, v) == nil
-			cfg := storage.DefaultConfig()
-			storageOK := setStorageConfig(&cfg, d.Name, v) == nil && cfg.Validate() == nil
-			if metaOK && !storageOK {
-				t.Errorf("%s=%q: accepted here, refused by storage", d.Name, v)
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			inIntRange := err != nil || d.Type != "int" || n <= math.MaxInt32
-			if storageOK && !metaOK && inIntRange {
-				t.Errorf("%s=%q: accepted by storage, refused here", d.Name, v)
-			}
-		}
-	}
-}
-
-var errNotStorage = errors.New("not a storage config")
-
-// setStorageConfig sets a log setting as the replica manager does; the
-// table's rows for those settings are storage's own, so these tests check
-// the table is assembled from them intact.
-func setStorageConfig(c *storage.Config, name, v string) error {
-	known, err := c.SetTopicConfig(name, v)
-	if !known {
-		return errNotStorage
-	}
-	return err
+// validateTopicConfig validates as the controller and the edge do: with
+// an image built over the node's table.
+func validateTopicConfig(name, value string) error {
+	return metadata.Empty(topicConfigs).ValidateTopicConfig(name, value)
 }
