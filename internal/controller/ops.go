@@ -301,7 +301,7 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, ops []contr
 	if !ok {
 		return fmt.Errorf("%w: topic %q does not exist", controlplane.ErrUnknownTopic, topic)
 	}
-	next, err := planConfigs(img.TopicConfigs, t.Configs, ops, replaceAll)
+	next, err := planConfigs(img, t.Configs, ops, replaceAll)
 	if err != nil {
 		return err
 	}

@@ -225,20 +225,15 @@ func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_"
 // complete set. Otherwise (IncrementalAlterConfigs) each op edits the
 // current overrides; Append and Subtract work on list configs, starting
 // from the default when there is no override, as Kafka does.
-func planConfigs(configs *topicconfig.Table, current map[string]string, ops []controlplane.ConfigOp, replaceAll bool) (map[string]string, error) {
-	validate := func(name, value string) error {
-		if err := configs.Check(name, value); err != nil {
-			return fmt.Errorf("%w: %v", controlplane.ErrInvalidConfig, err)
-		}
-		return nil
-	}
+// img supplies the topic-config table only.
+func planConfigs(img *metadata.Image, current map[string]string, ops []controlplane.ConfigOp, replaceAll bool) (map[string]string, error) {
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
 		if seen[op.Name] {
 			return nil, fmt.Errorf("%w: config %q appears more than once in the request", controlplane.ErrInvalidRequest, op.Name)
 		}
 		seen[op.Name] = true
-		if _, ok := configs.Lookup(op.Name); !ok {
+		if _, ok := img.LookupTopicConfig(op.Name); !ok {
 			return nil, fmt.Errorf("%w: unknown topic config %q", controlplane.ErrInvalidConfig, op.Name)
 		}
 	}
@@ -251,7 +246,7 @@ func planConfigs(configs *topicconfig.Table, current map[string]string, ops []co
 			if op.Value == nil {
 				return nil, fmt.Errorf("%w: config %q has a null value", controlplane.ErrInvalidConfig, op.Name)
 			}
-			if err := validate(op.Name, *op.Value); err != nil {
+			if err := img.ValidateTopicConfig(op.Name, *op.Value); err != nil {
 				return nil, err
 			}
 			next[op.Name] = *op.Value
@@ -264,7 +259,7 @@ func planConfigs(configs *topicconfig.Table, current map[string]string, ops []co
 		next[k] = v
 	}
 	for _, op := range ops {
-		def, _ := configs.Lookup(op.Name)
+		def, _ := img.LookupTopicConfig(op.Name)
 		switch op.Op {
 		case controlplane.ConfigSet:
 			if op.Value == nil {
@@ -298,7 +293,7 @@ func planConfigs(configs *topicconfig.Table, current map[string]string, ops []co
 		default:
 			return nil, fmt.Errorf("%w: config %q: unknown operation %d", controlplane.ErrInvalidRequest, op.Name, op.Op)
 		}
-		if err := validate(op.Name, next[op.Name]); err != nil {
+		if err := img.ValidateTopicConfig(op.Name, next[op.Name]); err != nil {
 			return nil, err
 		}
 	}

@@ -223,7 +223,7 @@ func TestPlanConfigs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fmt.Sprint(tc.cur)
-			got, err := planConfigs(testConfigs, tc.cur, tc.ops, tc.replaceAll)
+			got, err := planConfigs(metadata.Empty(testConfigs), tc.cur, tc.ops, tc.replaceAll)
 			if fmt.Sprint(tc.cur) != before {
 				t.Fatal("planConfigs modified the current overrides")
 			}
