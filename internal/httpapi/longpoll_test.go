@@ -38,8 +38,6 @@ const (
 	// longPollChildEnv, set to the URL to poll, makes
 	// TestTenThousandLongPolls the storm's client instead of its node.
 	longPollChildEnv = "FJORD_LONGPOLL_CHILD"
-	// longPolls is the issue's number.
-	longPolls = 10_000
 	// longPollWait is the polls' timeout_ms. It must outlast the storm's
 	// arrival, so the 256 admitted polls still hold the read pool while
 	// the rest come in and are turned away; the produce wakes them
@@ -52,7 +50,7 @@ const (
 	// stormUnderWay429s: the child says the storm is under way once
 	// this many polls were turned away, more than half of them, and
 	// only then does the parent produce.
-	stormUnderWay429s = 5_001
+	stormUnderWay429s = longPolls/2 + 1
 	// stormValue is the one record the partition ever holds.
 	stormValue = "produced while 10,000 long-polls were open"
 	// The child's stdout lines the parent acts on; `go test`'s own
