@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/groupview"
 )
 
 // The consumer-group commands: what kafka-consumer-groups.sh does, over
@@ -243,14 +245,6 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupD
 		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, err)
 	}
 
-	rows := map[topicPartition]*groupPartitionRow{}
-	row := func(t string, p int32) *groupPartitionRow {
-		k := topicPartition{t, p}
-		if rows[k] == nil {
-			rows[k] = &groupPartitionRow{Topic: t, Partition: p}
-		}
-		return rows[k]
-	}
 	out := &groupDescription{
 		Group: d.Group, State: d.State, ProtocolType: orNull(d.ProtocolType), Protocol: orNull(d.Protocol),
 		Coordinator: d.Coordinator.NodeID, Members: []groupMemberDesc{}, Offsets: []groupPartitionRow{},
@@ -263,9 +257,6 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupD
 				ps := slices.Clone(t.Partitions)
 				slices.Sort(ps)
 				md.Assignment = append(md.Assignment, topicPartitions{Topic: t.Topic, Partitions: nonNil(ps)})
-				for _, p := range t.Partitions {
-					row(t.Topic, p).MemberID = &md.MemberID
-				}
 			}
 			sort.Slice(md.Assignment, func(i, j int) bool { return md.Assignment[i].Topic < md.Assignment[j].Topic })
 		}
@@ -273,45 +264,21 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupD
 	}
 	var commitErr error
 	commits.Each(func(c kadm.OffsetResponse) {
-		switch {
-		case c.Err != nil:
+		if c.Err != nil {
 			commitErr = fmt.Errorf("committed offset of %s-%d: %w", c.Topic, c.Partition, c.Err)
-		case c.At >= 0:
-			row(c.Topic, c.Partition).CommittedOffset = &c.At
 		}
 	})
 	if commitErr != nil {
 		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, commitErr)
 	}
-	var topics []string
-	for k := range rows {
-		if !slices.Contains(topics, k.topic) {
-			topics = append(topics, k.topic)
-		}
-	}
-	var ends kadm.ListedOffsets
-	if len(topics) > 0 {
-		// A deleted topic comes back as an error for it alone; its rows
-		// then show no log end.
-		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
-			return nil, fmt.Errorf("listing the end offsets of %s: %w", strings.Join(topics, ", "), err)
-		}
+	rows, err := groupview.Rows(ctx, adm, d, commits)
+	if err != nil {
+		return nil, fmt.Errorf("listing the end offsets of group %q's topics: %w", group, err)
 	}
 	for _, r := range rows {
-		if e, ok := ends.Lookup(r.Topic, r.Partition); ok && e.Err == nil {
-			end := e.Offset
-			r.LogEndOffset = &end
-			if r.CommittedOffset != nil {
-				lag := end - *r.CommittedOffset
-				r.Lag = &lag
-			}
-		}
-		out.Offsets = append(out.Offsets, *r)
+		out.Offsets = append(out.Offsets, groupPartitionRow{Topic: r.Topic, Partition: r.Partition,
+			CommittedOffset: r.Committed, LogEndOffset: r.LogEnd, Lag: r.Lag, MemberID: r.Member})
 	}
-	sort.Slice(out.Offsets, func(i, j int) bool {
-		a, b := out.Offsets[i], out.Offsets[j]
-		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-	})
 	return out, nil
 }
 

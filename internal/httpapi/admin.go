@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/fjordmq/fjord/internal/groupview"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -356,27 +357,19 @@ func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		Host        string             `json:"host"`
 		Assignments map[string][]int32 `json:"assignments"`
 	}
-	owner := map[string]map[int32]string{}
 	members := []memberJSON{}
 	for _, m := range d.Members {
 		mj := memberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignments: map[string][]int32{}}
 		if ca, ok := m.Assigned.AsConsumer(); ok {
 			for _, t := range ca.Topics {
 				mj.Assignments[t.Topic] = slices.Clone(t.Partitions)
-				for _, p := range t.Partitions {
-					if owner[t.Topic] == nil {
-						owner[t.Topic] = map[int32]string{}
-					}
-					owner[t.Topic][p] = m.MemberID
-				}
 			}
 		}
 		members = append(members, mj)
 	}
-	// The rows are `fjord group describe`'s (and kafka-consumer-groups
-	// --describe's): every partition assigned to a member and every
-	// partition with a commit. What is not known is null, not -1: no
-	// commit, no log end (a deleted topic), and then no lag.
+	// The rows are `fjord group describe`'s (groupview.Rows): every
+	// partition assigned to a member and every partition with a commit;
+	// what is not known is null, not -1.
 	type offsetJSON struct {
 		Topic     string  `json:"topic"`
 		Partition int32   `json:"partition"`
@@ -385,53 +378,15 @@ func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		Lag       *int64  `json:"lag"`
 		Member    *string `json:"member"`
 	}
-	byPartition := map[topicPartition]*offsetJSON{}
-	row := func(t string, p int32) *offsetJSON {
-		k := topicPartition{t, p}
-		if byPartition[k] == nil {
-			byPartition[k] = &offsetJSON{Topic: t, Partition: p}
-		}
-		return byPartition[k]
+	viewRows, err := groupview.Rows(r.Context(), a.adm, d, offsets)
+	if err != nil {
+		writeError(w, unavailable(err))
+		return
 	}
-	for t, ps := range owner {
-		for p, m := range ps {
-			row(t, p).Member = &m
-		}
+	rows := []offsetJSON{}
+	for _, v := range viewRows {
+		rows = append(rows, offsetJSON{Topic: v.Topic, Partition: v.Partition, Committed: v.Committed, LogEnd: v.LogEnd, Lag: v.Lag, Member: v.Member})
 	}
-	offsets.Each(func(o kadm.OffsetResponse) {
-		if o.Err == nil && o.At >= 0 {
-			row(o.Topic, o.Partition).Committed = &o.At
-		}
-	})
-	var topics []string
-	for k := range byPartition {
-		if !slices.Contains(topics, k.topic) {
-			topics = append(topics, k.topic)
-		}
-	}
-	ends := kadm.ListedOffsets{}
-	if len(topics) > 0 {
-		// A deleted topic comes back as an error for it alone: its rows
-		// have no log end.
-		if ends, err = a.adm.ListEndOffsets(r.Context(), topics...); err != nil {
-			writeError(w, unavailable(err))
-			return
-		}
-	}
-	rows := []*offsetJSON{}
-	for _, o := range byPartition {
-		if e, ok := ends.Lookup(o.Topic, o.Partition); ok && e.Err == nil {
-			o.LogEnd = &e.Offset
-			if o.Committed != nil {
-				lag := e.Offset - *o.Committed
-				o.Lag = &lag
-			}
-		}
-		rows = append(rows, o)
-	}
-	slices.SortFunc(rows, func(x, y *offsetJSON) int {
-		return cmp.Or(strings.Compare(x.Topic, y.Topic), cmp.Compare(x.Partition, y.Partition))
-	})
 	writeJSON(w, http.StatusOK, map[string]any{
 		"group": group, "state": d.State, "protocol_type": d.ProtocolType, "protocol": d.Protocol,
 		"members": members, "offsets": rows,
