@@ -274,23 +274,29 @@ func (c *Controller) checkVoter(id raft.ServerID) error {
 	return fmt.Errorf("controller: the raft state in %s has voters %v, not node %s: it belongs to another node", c.cfg.Dir, voters, id)
 }
 
-// RegisterBroker commits b, a broker's endpoint, to the metadata log
-// (on every start of the broker: its host or port may have changed).
-func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord) error {
+// RegisterBroker commits b, a broker's registration, to the metadata log
+// (on every start of the broker: its host or port may have changed) and
+// returns its broker epoch, the registration's metadata offset.
+func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (int64, error) {
 	if b.NodeID < 0 || b.Host == "" || b.Port < 1 || b.Port > 65535 {
-		return fmt.Errorf("%w: broker %d endpoint %q port %d (want a node id >= 0, a host and a port 1..65535)",
+		return -1, fmt.Errorf("%w: broker %d endpoint %q port %d (want a node id >= 0, a host and a port 1..65535)",
 			controlplane.ErrInvalidRequest, b.NodeID, b.Host, b.Port)
 	}
+	b.Epoch = 0 // the log's offset is the epoch
 	a, _, err := c.beginChange(ctx)
 	if err != nil {
-		return fmt.Errorf("registering broker %d: %w", b.NodeID, err)
+		return -1, fmt.Errorf("registering broker %d: %w", b.NodeID, err)
 	}
 	defer a.proposeMu.Unlock()
 	if err := a.proposeLocked(ctx, c, []metadata.Record{b}); err != nil {
-		return fmt.Errorf("registering broker %d: %w", b.NodeID, err)
+		return -1, fmt.Errorf("registering broker %d: %w", b.NodeID, err)
 	}
-	return nil
+	// Still under proposeMu: no later change has applied.
+	return c.fsm.applied.Load().Brokers[b.NodeID].Epoch, nil
 }
+
+// Addr is the address the Raft transport bound.
+func (c *Controller) Addr() string { return string(c.trans.LocalAddr()) }
 
 // Image is the latest image published on this node: every subscriber has
 // seen it. Never nil.

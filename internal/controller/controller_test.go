@@ -76,7 +76,7 @@ func openBroker(t *testing.T, cfg controller.Config, port int32) *controller.Con
 	t.Cleanup(func() { c.Close() })
 	b := metadata.BrokerRecord{NodeID: cfg.NodeID, Host: "127.0.0.1", Port: port}
 	for {
-		err := c.RegisterBroker(ctx, b)
+		_, err := c.RegisterBroker(ctx, b)
 		if err == nil && c.Image().ClusterID != "" {
 			return c
 		}
@@ -826,7 +826,7 @@ func TestRegisterBrokerRefusesBadEndpoints(t *testing.T) {
 		{NodeID: 2, Host: "127.0.0.1", Port: 0},
 		{NodeID: 2, Host: "127.0.0.1", Port: 65536},
 	} {
-		if err := c.RegisterBroker(ctxT(t), b); !errors.Is(err, controlplane.ErrInvalidRequest) {
+		if _, err := c.RegisterBroker(ctxT(t), b); !errors.Is(err, controlplane.ErrInvalidRequest) {
 			t.Errorf("RegisterBroker(%+v): %v, want INVALID_REQUEST", b, err)
 		}
 	}
@@ -861,7 +861,7 @@ func TestOpenDoesNotWaitToLead(t *testing.T) {
 	if r := c.CreateTopics(ctx, []controlplane.CreateTopic{topic("t", 1)}, false); !errors.Is(r[0].Err, controlplane.ErrNotController) {
 		t.Errorf("CreateTopics without a quorum: %v, want NOT_CONTROLLER", r[0].Err)
 	}
-	if err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: 1, Host: "127.0.0.1", Port: 9092}); !errors.Is(err, controlplane.ErrNotController) {
+	if _, err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: 1, Host: "127.0.0.1", Port: 9092}); !errors.Is(err, controlplane.ErrNotController) {
 		t.Errorf("RegisterBroker without a quorum: %v, want NOT_CONTROLLER", err)
 	}
 	if _, _, err := c.AllocateProducerIDs(ctx, 1); !errors.Is(err, controlplane.ErrNotController) {

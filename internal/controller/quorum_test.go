@@ -98,7 +98,8 @@ func (q *quorum) leader() int {
 		}
 		// Named by Raft is not yet active: the Barrier comes first.
 		b := metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092}
-		return q.voters[lead].RegisterBroker(ctxT(q.t), b)
+		_, err := q.voters[lead].RegisterBroker(ctxT(q.t), b)
+		return err
 	})
 	return lead
 }

@@ -13,13 +13,15 @@
 //     it (read your writes): a topic created through any node can be
 //     produced to on that node as soon as CreateTopics answers.
 //
-// Today the only implementation of both is *controller.Controller, the
-// local controller of a cluster of one. A remote Client, which sends the
-// request over the Kafka protocol to the active controller from a node
-// that is not it and waits for its own image to catch up, is the next
-// step of the cluster work (DESIGN.md section 18); so are broker
-// heartbeats and AlterPartition, which join Client when they are built. Nothing here imports the Raft library, so the broker
-// side never depends on it.
+// *controller.Controller implements both for the node it runs on: its
+// Client serves a change only while this node is the active controller.
+// The broker side is given a forward.Client instead (package
+// controlplane/forward), which serves a change through the local
+// controller when it is active and otherwise sends it over the Kafka
+// protocol to the node that is, then waits until this node's own image
+// includes it. Broker heartbeats and AlterPartition join Client when they
+// are built (DESIGN.md section 18). Nothing here imports the Raft
+// library, so the broker side never depends on it.
 //
 // Threads: every method of both interfaces may be called from any
 // goroutine at once. Images.Subscribe's callbacks run one at a time, in
@@ -70,9 +72,10 @@ type Client interface {
 	// AllocateProducerIDs commits a new block of producer ids for nodeID
 	// and returns it as [first, first+count).
 	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)
-	// RegisterBroker commits a broker's endpoint, on every start of it
-	// (its host or port may have changed).
-	RegisterBroker(ctx context.Context, b metadata.BrokerRecord) error
+	// RegisterBroker commits a broker's registration, on every start of
+	// it (its host or port may have changed; its incarnation id is new)
+	// and returns its broker epoch.
+	RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (brokerEpoch int64, err error)
 }
 
 // CreateTopic asks for one topic.
@@ -130,4 +133,9 @@ var (
 	ErrInvalidRequest           = kerr.InvalidRequest
 	ErrNotController            = kerr.NotController
 	ErrTimedOut                 = kerr.RequestTimedOut
+	// ErrDuplicateBrokerRegistration: the node id is registered by
+	// another live process (another incarnation).
+	ErrDuplicateBrokerRegistration = kerr.DuplicateBrokerRegistration
+	// ErrInconsistentClusterID: the request names another cluster.
+	ErrInconsistentClusterID = kerr.InconsistentClusterID
 )

@@ -601,6 +601,6 @@ func (c *adminFakeController) AllocateProducerIDs(context.Context, int32) (int64
 
 // RegisterBroker, like AllocateProducerIDs, is the control plane's, not
 // the listener's: the fake refuses.
-func (c *adminFakeController) RegisterBroker(context.Context, metadata.BrokerRecord) error {
-	return fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
+func (c *adminFakeController) RegisterBroker(context.Context, metadata.BrokerRecord) (int64, error) {
+	return -1, fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
 }

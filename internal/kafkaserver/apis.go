@@ -32,11 +32,19 @@ type api struct {
 	// the server closes. The response's version is set by the writer to
 	// the request's.
 	handle func(ctx context.Context, s *Server, req *request) (resp kmsg.Response, release func(), err error)
+	// controlChange marks the APIs that change cluster metadata through
+	// the active controller, which a node that is not the controller
+	// forwards to it (controlplane/forwarding.go). When one comes from
+	// another Fjord node (a forward), the handler serves it only as the
+	// active controller, and the answer carries the metadata offset
+	// that includes the change.
+	controlChange bool
 }
 
 // apis is every API served, by key. It is built from the tables in
 // apis_data.go (bootstrap, produce, fetch), apis_admin.go (admin and
-// offsets) and apis_group.go (consumer groups), so each part can change
+// offsets), apis_group.go (consumer groups) and apis_controller.go (the
+// requests nodes send the active controller), so each part can change
 // without touching the others.
 // Built in init, not a var initializer: ApiVersions' handler reads the
 // table, which would make the initializer refer to itself.
@@ -44,7 +52,7 @@ var apis map[int16]api
 
 func init() {
 	apis = make(map[int16]api)
-	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs} {
+	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, controllerAPIs} {
 		for _, a := range tab {
 			if _, dup := apis[a.key]; dup {
 				panic("kafkaserver: API registered twice: " + kmsg.NameForKey(a.key))

@@ -24,16 +24,16 @@ import (
 // change is committed (the image a handler reads may be a moment old).
 var adminAPIs = []api{
 	{key: 2, minVersion: 0, maxVersion: 8, handle: handleListOffsets},
-	{key: 19, minVersion: 0, maxVersion: 7, handle: handleCreateTopics},
-	{key: 20, minVersion: 0, maxVersion: 6, handle: handleDeleteTopics},
+	{key: 19, minVersion: 0, maxVersion: 7, handle: handleCreateTopics, controlChange: true},
+	{key: 20, minVersion: 0, maxVersion: 6, handle: handleDeleteTopics, controlChange: true},
 	{key: 21, minVersion: 0, maxVersion: 2, handle: handleDeleteRecords},
 	{key: 22, minVersion: 0, maxVersion: 4, handle: handleInitProducerID},
 	{key: 23, minVersion: 0, maxVersion: 4, handle: handleOffsetForLeaderEpoch},
 	{key: 32, minVersion: 0, maxVersion: 4, handle: handleDescribeConfigs},
-	{key: 33, minVersion: 0, maxVersion: 2, handle: handleAlterConfigs},
+	{key: 33, minVersion: 0, maxVersion: 2, handle: handleAlterConfigs, controlChange: true},
 	{key: 35, minVersion: 0, maxVersion: 4, handle: handleDescribeLogDirs},
-	{key: 37, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions},
-	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs},
+	{key: 37, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions, controlChange: true},
+	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs, controlChange: true},
 	{key: 60, minVersion: 0, maxVersion: 1, handle: handleDescribeCluster},
 }
 

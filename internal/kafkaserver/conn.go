@@ -66,6 +66,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/controlplane/forward"
 )
 
 const (
@@ -457,7 +460,18 @@ func (c *conn) runHandler(a api, req *request, sl *slot) {
 			}
 		}
 	}()
-	sl.resp, sl.release, sl.err = a.handle(c.ctx, c.s, req)
+	ctx, peer := c.ctx, false
+	if a.controlChange {
+		if node, ok := c.s.internalPeer(req); ok && node != c.s.cfg.NodeID {
+			ctx, peer = controlplane.LocalOnly(ctx), true // a forward: never forwarded again
+		}
+	}
+	sl.resp, sl.release, sl.err = a.handle(ctx, c.s, req)
+	if peer && sl.resp != nil {
+		// This node's image includes whatever the handler changed: the
+		// local controller answers only once it is published.
+		forward.TagMetadataOffset(sl.resp, c.s.image().Offset)
+	}
 }
 
 // finish releases what the slot holds.

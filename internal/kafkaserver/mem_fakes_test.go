@@ -416,6 +416,6 @@ func (c *memController) AllocateProducerIDs(context.Context, int32) (int64, int6
 
 // RegisterBroker, like AllocateProducerIDs, is the control plane's, not
 // the listener's: the fake refuses.
-func (c *memController) RegisterBroker(context.Context, metadata.BrokerRecord) error {
-	return fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
+func (c *memController) RegisterBroker(context.Context, metadata.BrokerRecord) (int64, error) {
+	return -1, fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
 }

@@ -29,12 +29,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fjordmq/fjord/internal/metadata"
-	"github.com/fjordmq/fjord/internal/topicconfig"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
 // Defaults for Config's zero values.
@@ -181,10 +182,23 @@ type request struct {
 }
 
 // internalClient reports whether req comes from one of Fjord's own
-// clients (Config.InternalClientID).
+// clients: this node's (Config.InternalClientID) or another registered
+// node's (controlplane.InternalClient).
 func (s *Server) internalClient(req *request) bool {
-	id := s.cfg.InternalClientID
-	return id != "" && req.clientID != nil && subtle.ConstantTimeCompare([]byte(*req.clientID), []byte(id)) == 1
+	_, ok := s.internalPeer(req)
+	return ok
+}
+
+// internalPeer reports whether req comes from one of Fjord's own
+// clients, and from which node's.
+func (s *Server) internalPeer(req *request) (node int32, ok bool) {
+	if req.clientID == nil {
+		return -1, false
+	}
+	if id := s.cfg.InternalClientID; id != "" && subtle.ConstantTimeCompare([]byte(*req.clientID), []byte(id)) == 1 {
+		return s.cfg.NodeID, true
+	}
+	return controlplane.InternalClient(s.image(), *req.clientID)
 }
 
 // releaseFrame gives the request's frame back to the pool before the

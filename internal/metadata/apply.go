@@ -34,7 +34,7 @@ func (img *Image) Apply(offset uint64, recs ...Record) (*Image, error) {
 	if offset <= img.Offset {
 		return nil, fmt.Errorf("%w: offset %d is not after the image's offset %d", ErrBadRecord, offset, img.Offset)
 	}
-	next, err := applyRecords(img, recs)
+	next, err := applyRecords(img, offset, recs)
 	if err != nil {
 		return nil, err
 	}
@@ -42,8 +42,8 @@ func (img *Image) Apply(offset uint64, recs ...Record) (*Image, error) {
 	return next, nil
 }
 
-func applyRecords(img *Image, recs []Record) (*Image, error) {
-	d := draft{next: *img, owned: map[*Topic]bool{}, created: map[UUID]bool{}}
+func applyRecords(img *Image, offset uint64, recs []Record) (*Image, error) {
+	d := draft{next: *img, offset: offset, owned: map[*Topic]bool{}, created: map[UUID]bool{}}
 	for i, r := range recs {
 		if err := d.apply(r); err != nil {
 			name, _ := recordType(r)
@@ -62,7 +62,10 @@ func applyRecords(img *Image, recs []Record) (*Image, error) {
 // image whose maps and topics are copied the first time the batch changes
 // them.
 type draft struct {
-	next          Image
+	next Image
+	// offset is the batch's metadata offset (a registration's broker
+	// epoch).
+	offset        uint64
 	brokersCopied bool
 	topicsCopied  bool
 	owned         map[*Topic]bool // topics cloned by this draft, safe to modify
@@ -146,7 +149,8 @@ func (d *draft) broker(r BrokerRecord) error {
 		d.next.Brokers = cloneMap(d.next.Brokers)
 		d.brokersCopied = true
 	}
-	d.next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack}
+	d.next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack,
+		IncarnationID: r.IncarnationID, Epoch: int64(d.offset)}
 	return nil
 }
 

@@ -42,7 +42,7 @@ func TestApplyBaseImage(t *testing.T) {
 	if img.Offset != 10 || img.ClusterID != "c1" || len(img.Brokers) != 3 {
 		t.Fatalf("image = offset %d cluster %q brokers %d", img.Offset, img.ClusterID, len(img.Brokers))
 	}
-	if b, _ := img.Broker(3); b != (Broker{NodeID: 3, Host: "h3", Port: 9092, Rack: "r3"}) {
+	if b, _ := img.Broker(3); b != (Broker{NodeID: 3, Host: "h3", Port: 9092, Rack: "r3", Epoch: 10}) {
 		t.Fatalf("broker 3 = %+v", b)
 	}
 	orders, ok := img.Topic("orders")
@@ -308,5 +308,36 @@ func TestApplyOnZeroImage(t *testing.T) {
 	}
 	if len(img.Topics) != 1 || len(img.Brokers) != 1 {
 		t.Fatalf("%+v", img)
+	}
+}
+
+// A broker's epoch is the offset of its latest registration, and an
+// image snapshot keeps it (and the incarnation) rather than the
+// snapshot's offset.
+func TestBrokerEpochIsTheRegistrationOffset(t *testing.T) {
+	img := baseImage(t)
+	inc := UUID{7}
+	next, err := img.Apply(20, BrokerRecord{NodeID: 2, Host: "h2b", Port: 9092, IncarnationID: inc, Epoch: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := next.Brokers[2]; b.Epoch != 20 || b.IncarnationID != inc || b.Host != "h2b" {
+		t.Fatalf("re-registered broker 2 = %+v; want epoch 20 (the offset, not the record's 99) and its incarnation", b)
+	}
+	if b := next.Brokers[3]; b.Epoch != 10 {
+		t.Fatalf("broker 3's epoch moved to %d with another broker's registration", b.Epoch)
+	}
+	b, err := EncodeImage(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeImage(b, next.TopicConfigs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range next.Brokers {
+		if got.Brokers[id] != want {
+			t.Errorf("broker %d after a snapshot = %+v, want %+v", id, got.Brokers[id], want)
+		}
 	}
 }

@@ -170,7 +170,8 @@ func EncodeImage(img *Image) ([]byte, error) {
 	}
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
-		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack,
+			IncarnationID: b.IncarnationID, Epoch: b.Epoch})
 	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
@@ -230,9 +231,16 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 			recs = append(recs, ConfigRecord{TopicID: ts.ID, Name: n, Value: &v})
 		}
 	}
-	img, err := applyRecords(Empty(configs), recs)
+	img, err := applyRecords(Empty(configs), s.Offset, recs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: image: %w", ErrDecode, err)
+	}
+	for _, br := range s.Brokers {
+		// Applying the snapshot's records gave every broker the
+		// snapshot's offset; its epoch is its registration's.
+		b := img.Brokers[br.NodeID]
+		b.Epoch = br.Epoch
+		img.Brokers[br.NodeID] = b
 	}
 	img.Offset = s.Offset
 	img.NextProducerID = s.NextProducerID

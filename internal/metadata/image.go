@@ -28,10 +28,16 @@ type Image struct {
 
 // Broker is a registered node.
 type Broker struct {
-	NodeID int32
-	Host   string
-	Port   int32
-	Rack   string
+	NodeID        int32
+	Host          string
+	Port          int32
+	Rack          string
+	IncarnationID UUID
+	// Epoch is the broker epoch: the metadata offset of the broker's
+	// latest registration. It grows with every registration, so a
+	// request carrying an older one comes from a process that has since
+	// been replaced.
+	Epoch int64
 }
 
 // Topic is one topic. Partitions[i] is partition i.

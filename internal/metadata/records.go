@@ -39,6 +39,14 @@ type BrokerRecord struct {
 	Host   string `json:"host"`
 	Port   int32  `json:"port"`
 	Rack   string `json:"rack,omitempty"`
+	// IncarnationID is drawn at random by each start of the broker
+	// process (Kafka's incarnation id): a registration with another one
+	// is a new process, with the same one a retry of the same.
+	IncarnationID UUID `json:"incarnation_id,omitzero"`
+	// Epoch is the broker epoch. In the metadata log it is not written:
+	// a registration's epoch is the offset it commits at, which Apply
+	// sets. Image snapshots carry it here.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // TopicRecord creates a topic. Its partitions follow as PartitionRecords

@@ -43,6 +43,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/controlplane/forward"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/httpapi"
@@ -85,18 +86,23 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	lock       *dirLock
-	kafkaLn    net.Listener
-	httpLn     net.Listener
-	pprofLn    net.Listener
-	storage    *storage.Manager
-	ctrl       *controller.Controller
-	replicas   *replica.Manager
-	unsubImage func()
-	groups     *group.Coordinator
-	// internalClientID lets the HTTP gateway write its internal topic
-	// (kafkaserver.Config.InternalClientID): drawn at each start, known
-	// only inside this process.
+	lock    *dirLock
+	kafkaLn net.Listener
+	httpLn  net.Listener
+	pprofLn net.Listener
+	storage *storage.Manager
+	ctrl    *controller.Controller
+	// control is the broker side's control-plane client: changes go
+	// through ctrl while this node is the active controller and are
+	// forwarded to the one that is otherwise.
+	control     *forward.Client
+	incarnation metadata.UUID
+	replicas    *replica.Manager
+	unsubImage  func()
+	groups      *group.Coordinator
+	// internalClientID is the client id of this node's own Kafka clients
+	// (the HTTP gateway, forwarded changes), built from the incarnation
+	// id drawn at each start (controlplane.InternalClientID).
 	internalClientID string
 	loader           *offsetstopic.Loader
 	unsubGroup       func()
@@ -213,6 +219,18 @@ func (n *Node) start(ctx context.Context) error {
 			cfg.ControllerAddr, filepath.Join(cfg.DataDir, metadataDir), err)
 	}
 
+	if _, err := rand.Read(n.incarnation[:]); err != nil {
+		return fmt.Errorf("drawing an incarnation id: %w", err)
+	}
+	n.internalClientID = controlplane.InternalClientID(cfg.NodeID, n.incarnation)
+	n.control = forward.New(forward.Config{
+		NodeID:   cfg.NodeID,
+		Local:    n.ctrl,
+		Images:   n.ctrl,
+		ClientID: n.internalClientID,
+		Logger:   n.log,
+	})
+
 	n.replicas = replica.NewManager(replica.Options{
 		NodeID:   cfg.NodeID,
 		Storage:  n.storage,
@@ -221,7 +239,7 @@ func (n *Node) start(ctx context.Context) error {
 		FS:       fs,
 		DataDir:  cfg.DataDir,
 	})
-	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port}); err != nil {
+	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, IncarnationID: n.incarnation}); err != nil {
 		return err
 	}
 	clusterID, err := n.awaitClusterID(ctx)
@@ -256,8 +274,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.unsubGroup = n.ctrl.Subscribe(n.loader.OnImage)
 
 	n.metrics = newRegistry(n.storage, fsyncs, n.groups)
-	pids := txn.NewProducerIDManager(n.ctrl, cfg.NodeID)
-	n.internalClientID = "fjord-internal-" + rand.Text()
+	pids := txn.NewProducerIDManager(n.control, cfg.NodeID)
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                   n.kafkaLn.Addr().String(),
 		NodeID:                 cfg.NodeID,
@@ -268,7 +285,7 @@ func (n *Node) start(ctx context.Context) error {
 		InternalClientID:       n.internalClientID,
 		Metrics:                n.metrics,
 		Logger:                 n.log,
-	}, n.ctrl, n.replicas, pids, n.groups)
+	}, brokerControlPlane{n.ctrl, n.control}, n.replicas, pids, n.groups)
 	n.servers.Add(1)
 	go func() {
 		defer n.servers.Done()
@@ -372,13 +389,25 @@ func (n *Node) awaitClusterID(ctx context.Context) (string, error) {
 // second).
 const registerRetry = 50 * time.Millisecond
 
-// registerBroker registers this node's Kafka endpoint with the active
-// controller, waiting out the moments when there is none: Open returns
-// before the election, and a cluster's controller may be moving.
+// brokerControlPlane is what kafkaserver sees of the control plane: this
+// node's image and the forwarding client.
+type brokerControlPlane struct {
+	controlplane.Images
+	controlplane.Client
+}
+
+// registerBroker registers this node with the active controller, this
+// node's own or another's (forwarded), waiting out the moments when
+// there is none: Open returns before the election, a quorum needs a
+// majority of its voters up, and a cluster's controller may be moving.
 func (n *Node) registerBroker(ctx context.Context, b metadata.BrokerRecord) error {
 	for {
-		err := n.ctrl.RegisterBroker(ctx, b)
-		if err == nil || !errors.Is(err, controlplane.ErrNotController) {
+		epoch, err := n.control.RegisterBroker(ctx, b)
+		if err == nil {
+			n.log.Info("broker registered", "node_id", b.NodeID, "broker_epoch", epoch, "controller", n.control.ControllerID())
+			return nil
+		}
+		if !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) {
 			return err
 		}
 		select {
@@ -420,6 +449,9 @@ func (n *Node) InternalClientID() string { return n.internalClientID }
 
 // KafkaAddr is the address the Kafka listener bound.
 func (n *Node) KafkaAddr() net.Addr { return n.kafkaLn.Addr() }
+
+// ControllerAddr is the address the controller's Raft transport bound.
+func (n *Node) ControllerAddr() string { return n.ctrl.Addr() }
 
 // HTTPAddr is the address the HTTP listener bound, nil without one.
 func (n *Node) HTTPAddr() net.Addr {
@@ -518,6 +550,9 @@ func (n *Node) Close() error {
 		}
 		if n.replicas != nil {
 			add("closing replica manager", n.replicas.Close())
+		}
+		if n.control != nil {
+			n.control.Close()
 		}
 		if n.ctrl != nil {
 			add("closing controller", n.ctrl.Close())

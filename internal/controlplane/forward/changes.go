@@ -1,0 +1,379 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// The changes, each as the Kafka request Fjord's own listener serves
+// (kafkaserver). Every request is built for the newest version and
+// franz-go encodes it for the version both nodes speak; the fields that
+// exist only in older versions (DeleteTopics' TopicNames) are filled as
+// well, so a node speaking an older version still understands it.
+
+// do runs one change: locally while this node is the active controller,
+// else through remote; again after a retriable error until ctx or
+// MaxWait ends, when the last error is returned.
+func (c *Client) do(ctx context.Context, local, remote func(context.Context) error) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	backoff := retryMin
+	for {
+		var err error
+		if c.local(ctx) {
+			err = local(ctx)
+		} else {
+			err = remote(ctx)
+		}
+		if !retriable(err) || controlplane.IsLocalOnly(ctx) || !pause(ctx, &backoff) {
+			return err
+		}
+	}
+}
+
+// CreateTopics implements controlplane.Client. Topics are retried one by
+// one: a retriable answer for one does not repeat the others.
+func (c *Client) CreateTopics(ctx context.Context, topics []controlplane.CreateTopic, validateOnly bool) []controlplane.CreateTopicResult {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	results := make([]controlplane.CreateTopicResult, len(topics))
+	todo := make([]int, len(topics))
+	for i := range todo {
+		todo[i] = i
+	}
+	backoff := retryMin
+	for {
+		sub := make([]controlplane.CreateTopic, len(todo))
+		for j, i := range todo {
+			sub[j] = topics[i]
+		}
+		var got []controlplane.CreateTopicResult
+		if c.local(ctx) {
+			got = c.cfg.Local.CreateTopics(ctx, sub, validateOnly)
+		} else {
+			got = c.createTopicsRemote(ctx, sub, validateOnly)
+		}
+		var again []int
+		for j, i := range todo {
+			results[i] = got[j]
+			if retriable(got[j].Err) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || controlplane.IsLocalOnly(ctx) || !pause(ctx, &backoff) {
+			return results
+		}
+		todo = again
+	}
+}
+
+func (c *Client) createTopicsRemote(ctx context.Context, topics []controlplane.CreateTopic, validateOnly bool) []controlplane.CreateTopicResult {
+	out := make([]controlplane.CreateTopicResult, len(topics))
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = timeoutMillis(ctx)
+	req.ValidateOnly = validateOnly
+	for _, t := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.NumPartitions, t.ReplicationFactor
+		if len(t.Assignments) > 0 {
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			for p, replicas := range t.Assignments {
+				a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+				a.Partition, a.Replicas = int32(p), replicas
+				rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+			}
+		}
+		for _, name := range sortedKeys(t.Configs) {
+			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+			v := t.Configs[name]
+			cfg.Name, cfg.Value = name, &v
+			rt.Configs = append(rt.Configs, cfg)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, offset, err := c.send(ctx, req)
+	if err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	byName := map[string]*kmsg.CreateTopicsResponseTopic{}
+	for i := range resp.(*kmsg.CreateTopicsResponse).Topics {
+		rt := &resp.(*kmsg.CreateTopicsResponse).Topics[i]
+		byName[rt.Topic] = rt
+	}
+	created := false
+	for i, t := range topics {
+		rt, ok := byName[t.Name]
+		switch {
+		case !ok:
+			out[i].Err = fmt.Errorf("%w: the controller's answer leaves out topic %q", controlplane.ErrTimedOut, t.Name)
+		case rt.ErrorCode != 0:
+			out[i].Err = codeError(rt.ErrorCode, rt.ErrorMessage)
+		default:
+			out[i].Topic = topicFromResponse(rt)
+			created = !validateOnly
+		}
+	}
+	if !created {
+		return out
+	}
+	if err := c.await(ctx, offset); err != nil {
+		for i := range out {
+			if out[i].Err == nil {
+				out[i] = controlplane.CreateTopicResult{Err: err}
+			}
+		}
+		return out
+	}
+	img := c.cfg.Images.Image()
+	for i := range out {
+		if t, ok := img.Topics[topics[i].Name]; ok && out[i].Err == nil && t.ID == out[i].Topic.ID {
+			out[i].Topic = t
+		}
+	}
+	return out
+}
+
+// topicFromResponse is the topic a CreateTopics answer describes (what a
+// validate-only request would create, or a created topic this node's
+// image has already seen deleted again): its partition count,
+// replication factor and config overrides, without replica placement.
+func topicFromResponse(rt *kmsg.CreateTopicsResponseTopic) *metadata.Topic {
+	t := &metadata.Topic{Name: rt.Topic, ID: rt.TopicID, Configs: map[string]string{}}
+	for range max(rt.NumPartitions, 0) {
+		replicas := slices.Repeat([]int32{-1}, int(max(rt.ReplicationFactor, 0)))
+		t.Partitions = append(t.Partitions, metadata.Partition{Replicas: replicas, Leader: -1})
+	}
+	for _, cfg := range rt.Configs {
+		if cfg.Source == int8(kmsg.ConfigSourceDynamicTopicConfig) && cfg.Value != nil {
+			t.Configs[cfg.Name] = *cfg.Value
+		}
+	}
+	return t
+}
+
+// DeleteTopics implements controlplane.Client.
+func (c *Client) DeleteTopics(ctx context.Context, names []string) []error {
+	errs := make([]error, len(names))
+	for i, name := range names {
+		errs[i] = c.do(ctx, func(ctx context.Context) error {
+			return c.cfg.Local.DeleteTopics(ctx, []string{name})[0]
+		}, func(ctx context.Context) error {
+			req := kmsg.NewPtrDeleteTopicsRequest()
+			req.TimeoutMillis = timeoutMillis(ctx)
+			req.TopicNames = []string{name}
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			rt.Topic = &name
+			req.Topics = []kmsg.DeleteTopicsRequestTopic{rt}
+			_, err := c.deleteRemote(ctx, req)
+			return err
+		})
+	}
+	return errs
+}
+
+// DeleteTopicsByID implements controlplane.Client.
+func (c *Client) DeleteTopicsByID(ctx context.Context, ids []metadata.UUID) ([]string, []error) {
+	names, errs := make([]string, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		errs[i] = c.do(ctx, func(ctx context.Context) error {
+			n, e := c.cfg.Local.DeleteTopicsByID(ctx, []metadata.UUID{id})
+			names[i] = n[0]
+			return e[0]
+		}, func(ctx context.Context) error {
+			req := kmsg.NewPtrDeleteTopicsRequest()
+			req.TimeoutMillis = timeoutMillis(ctx)
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			rt.TopicID = id
+			req.Topics = []kmsg.DeleteTopicsRequestTopic{rt}
+			name, err := c.deleteRemote(ctx, req)
+			names[i] = name
+			return err
+		})
+	}
+	return names, errs
+}
+
+// deleteRemote sends a DeleteTopics of one topic and returns its name.
+func (c *Client) deleteRemote(ctx context.Context, req *kmsg.DeleteTopicsRequest) (string, error) {
+	resp, offset, err := c.send(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	topics := resp.(*kmsg.DeleteTopicsResponse).Topics
+	if len(topics) != 1 {
+		return "", fmt.Errorf("%w: the controller answered %d topics for one", controlplane.ErrTimedOut, len(topics))
+	}
+	var name string
+	if topics[0].Topic != nil {
+		name = *topics[0].Topic
+	}
+	if err := codeError(topics[0].ErrorCode, topics[0].ErrorMessage); err != nil {
+		return name, err
+	}
+	return name, c.await(ctx, offset)
+}
+
+// CreatePartitions implements controlplane.Client.
+func (c *Client) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
+	return c.do(ctx, func(ctx context.Context) error {
+		return c.cfg.Local.CreatePartitions(ctx, topic, count, assignments, validateOnly)
+	}, func(ctx context.Context) error {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.TimeoutMillis = timeoutMillis(ctx)
+		req.ValidateOnly = validateOnly
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = topic, count
+		for _, replicas := range assignments {
+			a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+			a.Replicas = replicas
+			rt.Assignment = append(rt.Assignment, a)
+		}
+		req.Topics = []kmsg.CreatePartitionsRequestTopic{rt}
+		resp, offset, err := c.send(ctx, req)
+		if err != nil {
+			return err
+		}
+		topics := resp.(*kmsg.CreatePartitionsResponse).Topics
+		if len(topics) != 1 {
+			return fmt.Errorf("%w: the controller answered %d topics for one", controlplane.ErrTimedOut, len(topics))
+		}
+		if err := codeError(topics[0].ErrorCode, topics[0].ErrorMessage); err != nil || validateOnly {
+			return err
+		}
+		return c.await(ctx, offset)
+	})
+}
+
+// AlterConfigs implements controlplane.Client: the legacy AlterConfigs
+// for replaceAll, IncrementalAlterConfigs otherwise.
+func (c *Client) AlterConfigs(ctx context.Context, topic string, ops []controlplane.ConfigOp, replaceAll, validateOnly bool) error {
+	return c.do(ctx, func(ctx context.Context) error {
+		return c.cfg.Local.AlterConfigs(ctx, topic, ops, replaceAll, validateOnly)
+	}, func(ctx context.Context) error {
+		var req kmsg.Request
+		if replaceAll {
+			r := kmsg.NewPtrAlterConfigsRequest()
+			r.ValidateOnly = validateOnly
+			res := kmsg.NewAlterConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			for _, op := range ops {
+				cfg := kmsg.NewAlterConfigsRequestResourceConfig()
+				cfg.Name, cfg.Value = op.Name, op.Value
+				res.Configs = append(res.Configs, cfg)
+			}
+			r.Resources = []kmsg.AlterConfigsRequestResource{res}
+			req = r
+		} else {
+			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			r.ValidateOnly = validateOnly
+			res := kmsg.NewIncrementalAlterConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			for _, op := range ops {
+				cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+				cfg.Name, cfg.Op, cfg.Value = op.Name, kmsg.IncrementalAlterConfigOp(op.Op), op.Value
+				res.Configs = append(res.Configs, cfg)
+			}
+			r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{res}
+			req = r
+		}
+		resp, offset, err := c.send(ctx, req)
+		if err != nil {
+			return err
+		}
+		var code int16
+		var msg *string
+		switch r := resp.(type) {
+		case *kmsg.AlterConfigsResponse:
+			if len(r.Resources) != 1 {
+				return fmt.Errorf("%w: the controller answered %d resources for one", controlplane.ErrTimedOut, len(r.Resources))
+			}
+			code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+		case *kmsg.IncrementalAlterConfigsResponse:
+			if len(r.Resources) != 1 {
+				return fmt.Errorf("%w: the controller answered %d resources for one", controlplane.ErrTimedOut, len(r.Resources))
+			}
+			code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+		}
+		if err := codeError(code, msg); err != nil || validateOnly {
+			return err
+		}
+		return c.await(ctx, offset)
+	})
+}
+
+// AllocateProducerIDs implements controlplane.Client.
+func (c *Client) AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error) {
+	err = c.do(ctx, func(ctx context.Context) error {
+		first, count, err = c.cfg.Local.AllocateProducerIDs(ctx, nodeID)
+		return err
+	}, func(ctx context.Context) error {
+		req := kmsg.NewPtrAllocateProducerIDsRequest()
+		req.BrokerID = nodeID
+		req.BrokerEpoch = -1
+		if b, ok := c.cfg.Images.Image().Brokers[nodeID]; ok {
+			req.BrokerEpoch = b.Epoch
+		}
+		resp, offset, err := c.send(ctx, req)
+		if err != nil {
+			return err
+		}
+		r := resp.(*kmsg.AllocateProducerIDsResponse)
+		if err := codeError(r.ErrorCode, nil); err != nil {
+			return err
+		}
+		if r.ProducerIDStart < 0 || r.ProducerIDLen <= 0 {
+			return fmt.Errorf("%w: the controller answered a block of %d producer ids from %d", controlplane.ErrTimedOut, r.ProducerIDLen, r.ProducerIDStart)
+		}
+		first, count = r.ProducerIDStart, int64(r.ProducerIDLen)
+		return c.await(ctx, offset)
+	})
+	return first, count, err
+}
+
+// RegisterBroker implements controlplane.Client.
+func (c *Client) RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (epoch int64, err error) {
+	err = c.do(ctx, func(ctx context.Context) error {
+		epoch, err = c.cfg.Local.RegisterBroker(ctx, b)
+		return err
+	}, func(ctx context.Context) error {
+		req := kmsg.NewPtrBrokerRegistrationRequest()
+		req.BrokerID = b.NodeID
+		req.ClusterID = c.cfg.Images.Image().ClusterID
+		req.IncarnationID = b.IncarnationID
+		l := kmsg.NewBrokerRegistrationRequestListener()
+		l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", b.Host, uint16(b.Port), 0
+		req.Listeners = []kmsg.BrokerRegistrationRequestListener{l}
+		if b.Rack != "" {
+			req.Rack = &b.Rack
+		}
+		resp, offset, err := c.send(ctx, req)
+		if err != nil {
+			return err
+		}
+		r := resp.(*kmsg.BrokerRegistrationResponse)
+		if err := codeError(r.ErrorCode, nil); err != nil {
+			return err
+		}
+		epoch = r.BrokerEpoch
+		return c.await(ctx, offset)
+	})
+	return epoch, err
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,140 @@
+package kafkaserver
+
+// controllerAPIs: the requests Fjord nodes send the active controller.
+// In Kafka they go to a separate controller listener; a Fjord node has
+// one listener, and these are served only while it is the active
+// controller (NOT_CONTROLLER otherwise: the sender finds the controller
+// again and retries). They are never forwarded.
+//
+// BrokerRegistration: v0-4
+//
+// A node registers its listener, rack and incarnation id on every start
+// and gets its broker epoch, the offset of the registration in the
+// metadata log. Refused, with nothing changed: another cluster's id
+// (INCONSISTENT_CLUSTER_ID), a negative node id, a zero incarnation id,
+// no PLAINTEXT listener or one without a host or port, a rack over 255
+// bytes or with control characters (INVALID_REGISTRATION). The features
+// and log directories later versions carry are not used yet.
+//
+// AllocateProducerIds: v0
+//
+// Commits a block of producer ids for the sending node, which hands them
+// to its InitProducerId callers. Served only to another Fjord node, named
+// by its internal client id (controlplane.InternalClient) and sending
+// its own node id (CLUSTER_AUTHORIZATION_FAILED otherwise, so an outside
+// client cannot burn through ids), with its current broker epoch
+// (STALE_BROKER_EPOCH: a request from a process since replaced).
+
+import (
+	"context"
+	"fmt"
+	"unicode"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+var controllerAPIs = []api{
+	{key: 62, minVersion: 0, maxVersion: 4, handle: handleBrokerRegistration, controlChange: true},
+	{key: 67, minVersion: 0, maxVersion: 0, handle: handleAllocateProducerIDs, controlChange: true},
+}
+
+// maxRackBytes bounds a broker's rack name (Kafka sets none; racks are
+// short names like "us-east-1a").
+const maxRackBytes = 255
+
+func handleBrokerRegistration(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.BrokerRegistrationRequest)
+	resp := kmsg.NewPtrBrokerRegistrationResponse()
+	resp.SetVersion(req.version)
+	resp.BrokerEpoch = -1
+
+	rec, err := registrationFromRequest(s.image(), r)
+	if err == nil {
+		resp.BrokerEpoch, err = s.controller.RegisterBroker(controlplane.LocalOnly(ctx), rec)
+	}
+	if err != nil {
+		resp.BrokerEpoch = -1
+		resp.ErrorCode = s.errorCodeLogged(err, "BrokerRegistration", "node", r.BrokerID)
+		s.log.Info("kafkaserver: broker registration refused", "node", r.BrokerID, "err", err)
+	}
+	return resp, nil, nil
+}
+
+// registrationFromRequest checks a BrokerRegistration and turns it into
+// the record the controller commits.
+func registrationFromRequest(img *metadata.Image, r *kmsg.BrokerRegistrationRequest) (metadata.BrokerRecord, error) {
+	rec := metadata.BrokerRecord{NodeID: r.BrokerID, IncarnationID: r.IncarnationID}
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: broker %d: %s", kerr.InvalidRegistration, r.BrokerID, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case img.ClusterID == "" || r.ClusterID != img.ClusterID:
+		return rec, fmt.Errorf("%w: broker %d registers with cluster %q; this is cluster %q",
+			controlplane.ErrInconsistentClusterID, r.BrokerID, r.ClusterID, img.ClusterID)
+	case r.BrokerID < 0:
+		return rec, invalid("node id below 0")
+	case r.IncarnationID == [16]byte{}:
+		return rec, invalid("no incarnation id")
+	case len(r.Listeners) > 16:
+		return rec, invalid("%d listeners (at most 16)", len(r.Listeners))
+	}
+	found := false
+	for _, l := range r.Listeners {
+		if l.Name != "PLAINTEXT" {
+			continue
+		}
+		if len(l.Host) > 255 {
+			return rec, invalid("listener PLAINTEXT host of %d bytes (at most 255)", len(l.Host))
+		}
+		if l.Host == "" || l.Port == 0 {
+			return rec, invalid("listener PLAINTEXT %q port %d (want a host and a port 1..65535)", l.Host, l.Port)
+		}
+		rec.Host, rec.Port, found = l.Host, int32(l.Port), true
+	}
+	if !found {
+		return rec, invalid("no PLAINTEXT listener")
+	}
+	if r.Rack != nil {
+		if len(*r.Rack) > maxRackBytes {
+			return rec, invalid("rack of %d bytes (at most %d)", len(*r.Rack), maxRackBytes)
+		}
+		for _, c := range *r.Rack {
+			if !unicode.IsPrint(c) {
+				return rec, invalid("rack %q has a character that is not printable", *r.Rack)
+			}
+		}
+		rec.Rack = *r.Rack
+	}
+	return rec, nil
+}
+
+func handleAllocateProducerIDs(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.AllocateProducerIDsRequest)
+	resp := kmsg.NewPtrAllocateProducerIDsResponse()
+	resp.SetVersion(req.version)
+	resp.ProducerIDStart, resp.ProducerIDLen = -1, 0
+
+	fail := func(err error) (kmsg.Response, func(), error) {
+		resp.ErrorCode = s.errorCodeLogged(err, "AllocateProducerIds", "node", r.BrokerID)
+		return resp, nil, nil
+	}
+	img := s.image()
+	node, ok := s.internalPeer(req)
+	switch b, registered := img.Brokers[r.BrokerID]; {
+	case !ok || node != r.BrokerID:
+		return fail(fmt.Errorf("%w: AllocateProducerIds is for Fjord nodes asking for their own ids (broker %d)",
+			kerr.ClusterAuthorizationFailed, r.BrokerID))
+	case !registered || b.Epoch != r.BrokerEpoch:
+		return fail(fmt.Errorf("%w: broker %d epoch %d is not its current one", kerr.StaleBrokerEpoch, r.BrokerID, r.BrokerEpoch))
+	}
+	first, count, err := s.controller.AllocateProducerIDs(controlplane.LocalOnly(ctx), r.BrokerID)
+	if err != nil {
+		return fail(err)
+	}
+	resp.ProducerIDStart, resp.ProducerIDLen = first, int32(count)
+	return resp, nil, nil
+}
