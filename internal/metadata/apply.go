@@ -145,6 +145,12 @@ func (d *draft) broker(r BrokerRecord) error {
 	case r.Port < 1 || r.Port > 65535:
 		return fmt.Errorf("broker %d: port %d outside 1..65535", r.NodeID, r.Port)
 	}
+	// Refused here too, not only where a node reads --rack, so a
+	// registration that arrives any other way (a remote one, a log
+	// replayed) builds the same image.
+	if err := ValidateRack(r.Rack); err != nil {
+		return fmt.Errorf("broker %d: %w", r.NodeID, err)
+	}
 	if !d.brokersCopied {
 		d.next.Brokers = cloneMap(d.next.Brokers)
 		d.brokersCopied = true

@@ -102,6 +102,8 @@ func TestApplyRejects(t *testing.T) {
 		{"broker without host", 11, []Record{BrokerRecord{NodeID: 4, Port: 1}}, "empty host"},
 		{"broker port 0", 11, []Record{BrokerRecord{NodeID: 4, Host: "h", Port: 0}}, "port 0"},
 		{"broker port too big", 11, []Record{BrokerRecord{NodeID: 4, Host: "h", Port: 65536}}, "port 65536"},
+		{"broker rack with a newline", 11, []Record{BrokerRecord{NodeID: 4, Host: "h", Port: 1, Rack: "r1\nr2"}}, "broker 4: " + ErrInvalidRack.Error()},
+		{"broker rack too long", 11, []Record{BrokerRecord{NodeID: 4, Host: "h", Port: 1, Rack: strings.Repeat("r", MaxRackLength+1)}}, "256 bytes long"},
 		{"bad topic name", 11, []Record{TopicRecord{Name: "a b", ID: newTopic}}, `" "`},
 		{"zero topic id", 11, []Record{TopicRecord{Name: "t"}}, "zero topic id"},
 		{"live topic name", 11, []Record{TopicRecord{Name: "orders", ID: newTopic}}, "already exists"},

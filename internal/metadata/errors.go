@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Errors. The three validation errors are the Kafka errors a client is
+// Errors. The four validation errors are the Kafka errors a client is
 // answered with (so the controller returns them unchanged); the other two
 // mean a bad metadata log: a proposal the controller should never have made,
 // or bytes that are not a record.
@@ -16,6 +16,10 @@ var (
 	// ErrInvalidConfig: an unknown topic config name or a value out of
 	// range (the message names the value and what is allowed).
 	ErrInvalidConfig = kerr.InvalidConfig
+	// ErrInvalidRack: ValidateRack refused a broker's rack. Kafka's
+	// BrokerRegistration has no code of its own for it; INVALID_REQUEST
+	// is what a malformed registration gets.
+	ErrInvalidRack = kerr.InvalidRequest
 	// ErrInternalTopic: a delete, partition change or client write of an
 	// internal topic (internal.go). INVALID_TOPIC_EXCEPTION is Kafka's
 	// answer wherever its broker refuses an internal topic (a client's
