@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/httpapi"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // Defaults for the fields of Config left zero, and the values `fjord
@@ -43,6 +44,15 @@ type Config struct {
 	AdvertisedKafkaAddr string
 	// ControllerAddr is the Raft transport's bind address.
 	ControllerAddr string
+	// Voters is controller.quorum.voters: the quorum a new metadata log
+	// is bootstrapped with, each voter with the address the others dial.
+	// It must name this node. Empty: this node alone, a cluster of one.
+	// Once the metadata log exists the quorum is what the log says (see
+	// controller.Config.Voters).
+	Voters []Voter
+	// Rack is broker.rack, registered with this broker
+	// (metadata.ValidateRack says what is allowed). Empty: none.
+	Rack string
 	// HTTPAddr is the HTTP listener (the HTTP/JSON API, /metrics,
 	// /healthz, /readyz). Empty: no HTTP listener.
 	HTTPAddr string
@@ -127,6 +137,14 @@ func (c Config) validate() error {
 	if err := checkBindAddr("controller-addr", c.ControllerAddr); err != nil {
 		return err
 	}
+	if err := c.checkVoters(); err != nil {
+		return err
+	}
+	if err := metadata.ValidateRack(c.Rack); err != nil {
+		// metadata's message names the rack and what is allowed; the
+		// Kafka error code in front of it means nothing here.
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(err.Error(), metadata.ErrInvalidRack.Error()+": "))
+	}
 	if c.HTTPAddr != "" {
 		if err := checkBindAddr("http-addr", c.HTTPAddr); err != nil {
 			return err
@@ -159,6 +177,36 @@ func (c Config) validate() error {
 	}
 	if err := httpapi.CheckMaxBodyBytes(c.HTTP.MaxBodyBytes); err != nil {
 		return fmt.Errorf("%w: http-max-body-bytes %d: %v", ErrInvalidConfig, c.HTTP.MaxBodyBytes, err)
+	}
+	return nil
+}
+
+// checkVoters checks Voters as ParseVoters would and that they name this
+// node.
+func (c Config) checkVoters() error {
+	if len(c.Voters) == 0 {
+		return nil
+	}
+	if err := checkVoters(c.Voters, nil); err != nil {
+		return fmt.Errorf("%w: controller-quorum-voters: %v", ErrInvalidConfig, err)
+	}
+	ids := make([]string, len(c.Voters))
+	own := -1
+	for i, v := range c.Voters {
+		ids[i] = strconv.Itoa(int(v.NodeID))
+		if v.NodeID == c.NodeID {
+			own = i
+		}
+	}
+	if own < 0 {
+		return fmt.Errorf("%w: node-id %d is not one of the controller-quorum-voters (%s): "+
+			"add this node's entry to the list, or start it with one of those ids",
+			ErrInvalidConfig, c.NodeID, strings.Join(ids, ", "))
+	}
+	// Port 0 binds a port no other voter knows to dial.
+	if _, port, _ := splitHostPort(c.ControllerAddr); port == 0 && len(c.Voters) > 1 {
+		return fmt.Errorf("%w: controller-addr %q: with other controller-quorum-voters the port must be one they can dial "+
+			"(this node's entry says %s), not 0", ErrInvalidConfig, c.ControllerAddr, c.Voters[own])
 	}
 	return nil
 }

@@ -209,6 +209,7 @@ func (n *Node) start(ctx context.Context) error {
 		NodeID:            cfg.NodeID,
 		Dir:               filepath.Join(cfg.DataDir, metadataDir),
 		Addr:              cfg.ControllerAddr,
+		Voters:            controllerVoters(cfg.Voters),
 		NumPartitions:     cfg.NumPartitions,
 		ReplicationFactor: -1,
 		TopicConfigs:      topicConfigs,
@@ -239,7 +240,7 @@ func (n *Node) start(ctx context.Context) error {
 		FS:       fs,
 		DataDir:  cfg.DataDir,
 	})
-	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, IncarnationID: n.incarnation}); err != nil {
+	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
 		return err
 	}
 	clusterID, err := n.awaitClusterID(ctx)
@@ -360,6 +361,16 @@ func (n *Node) start(ctx context.Context) error {
 	n.started = true
 	n.log.Info("fjord node started", attrs...)
 	return nil
+}
+
+// controllerVoters is the quorum in the controller's type (nil for none:
+// a cluster of one).
+func controllerVoters(voters []Voter) []controller.Voter {
+	var out []controller.Voter
+	for _, v := range voters {
+		out = append(out, controller.Voter{NodeID: v.NodeID, Addr: v.Addr})
+	}
+	return out
 }
 
 // awaitClusterID waits for the first image that carries the cluster id
