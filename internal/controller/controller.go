@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,7 @@ const (
 var (
 	_ controlplane.Client = (*Controller)(nil)
 	_ controlplane.Images = (*Controller)(nil)
+	_ controlplane.Quorum = (*Controller)(nil)
 )
 
 // Config configures a controller.
@@ -295,6 +297,23 @@ func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord
 	return c.fsm.applied.Load().Brokers[b.NodeID].Epoch, nil
 }
 
+// Voters is the node ids of the Raft configuration's voters, ascending
+// (nil if the configuration cannot be read: Raft is shutting down).
+func (c *Controller) Voters() []int32 {
+	f := c.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var ids []int32
+	for _, s := range f.Configuration().Servers {
+		if id, err := strconv.ParseInt(string(s.ID), 10, 32); err == nil && s.Suffrage == raft.Voter {
+			ids = append(ids, int32(id))
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // Addr is the address the Raft transport bound.
 func (c *Controller) Addr() string { return string(c.trans.LocalAddr()) }
 
@@ -321,6 +340,14 @@ func (c *Controller) ControllerID() int32 {
 // way.
 func (c *Controller) Subscribe(fn func(*metadata.Image)) (cancel func()) {
 	return c.pub.subscribe(fn)
+}
+
+// AwaitImage returns once every subscriber has seen the image of
+// metadata offset and Image returns it (or a later one), or ctx ends
+// (controlplane.ErrTimedOut), or the controller closes first
+// (controlplane.ErrNotController).
+func (c *Controller) AwaitImage(ctx context.Context, offset uint64) error {
+	return c.pub.waitPublished(ctx, offset)
 }
 
 // Close stops Raft, delivers the images already applied, and closes the

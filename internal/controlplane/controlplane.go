@@ -45,6 +45,18 @@ type Images interface {
 	// Subscribe calls fn with the current image and then with each new
 	// one, in order, until cancel is called.
 	Subscribe(fn func(*metadata.Image)) (cancel func())
+	// AwaitImage returns once Image (and so every subscriber) has
+	// reached metadata offset, or ctx ends (ErrTimedOut).
+	AwaitImage(ctx context.Context, offset uint64) error
+}
+
+// Quorum describes the controller quorum as this node's Raft
+// configuration has it.
+type Quorum interface {
+	// Voters is the node ids of the quorum's voters, ascending. Every
+	// node is a voter today; a broker-only node (a later issue) will
+	// follow the metadata log without one.
+	Voters() []int32
 }
 
 // Client asks the active controller for changes. Each method returns

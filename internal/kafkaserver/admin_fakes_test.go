@@ -599,6 +599,9 @@ func (c *adminFakeController) AllocateProducerIDs(context.Context, int32) (int64
 	return 0, 0, fmt.Errorf("%w: the listener's tests allocate no producer ids", controlplane.ErrInvalidRequest)
 }
 
+// Voters: the fake is a quorum of node 1 alone.
+func (c *adminFakeController) Voters() []int32 { return []int32{1} }
+
 // RegisterBroker, like AllocateProducerIDs, is the control plane's, not
 // the listener's: the fake refuses.
 func (c *adminFakeController) RegisterBroker(context.Context, metadata.BrokerRecord) (int64, error) {

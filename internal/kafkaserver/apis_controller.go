@@ -13,7 +13,8 @@ package kafkaserver
 // metadata log. Refused, with nothing changed: another cluster's id
 // (INCONSISTENT_CLUSTER_ID), a negative node id, a zero incarnation id,
 // no PLAINTEXT listener or one without a host or port, a rack over 255
-// bytes or with control characters (INVALID_REGISTRATION). The features
+// bytes or with control characters, a node id that is not a voter of the
+// controller quorum (INVALID_REGISTRATION). The features
 // and log directories later versions carry are not used yet.
 //
 // AllocateProducerIds: v0
@@ -28,6 +29,7 @@ package kafkaserver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,6 +55,12 @@ func handleBrokerRegistration(ctx context.Context, s *Server, req *request) (kms
 	resp.BrokerEpoch = -1
 
 	rec, err := registrationFromRequest(s.image(), r)
+	if voters := s.controller.Voters(); err == nil && !slices.Contains(voters, r.BrokerID) {
+		// Every node is a controller voter in this version: a
+		// registration for any other id is a mistake or a client
+		// making up brokers, which placement would put replicas on.
+		err = fmt.Errorf("%w: broker %d is not a member of the controller quorum (voters %v)", kerr.InvalidRegistration, r.BrokerID, voters)
+	}
 	if err == nil {
 		resp.BrokerEpoch, err = s.controller.RegisterBroker(controlplane.LocalOnly(ctx), rec)
 	}

@@ -414,6 +414,9 @@ func (c *memController) AllocateProducerIDs(context.Context, int32) (int64, int6
 	return 0, 0, fmt.Errorf("%w: the listener's tests allocate no producer ids", controlplane.ErrInvalidRequest)
 }
 
+// Voters: the fake is a quorum of node 1 alone.
+func (c *memController) Voters() []int32 { return []int32{1} }
+
 // RegisterBroker, like AllocateProducerIDs, is the control plane's, not
 // the listener's: the fake refuses.
 func (c *memController) RegisterBroker(context.Context, metadata.BrokerRecord) (int64, error) {

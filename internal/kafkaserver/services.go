@@ -24,6 +24,7 @@ import (
 type Controller interface {
 	// Image is the latest metadata image published on this node.
 	Image() *metadata.Image
+	controlplane.Quorum
 	controlplane.Client
 }
 

@@ -47,6 +47,7 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 		{"another cluster", func(r *kmsg.BrokerRegistrationRequest) { r.ClusterID = "not-this-one" }, kerr.InconsistentClusterID},
 		{"no cluster id", func(r *kmsg.BrokerRegistrationRequest) { r.ClusterID = "" }, kerr.InconsistentClusterID},
 		{"negative node id", func(r *kmsg.BrokerRegistrationRequest) { r.BrokerID = -5 }, kerr.InvalidRegistration},
+		{"a node id outside the quorum", func(r *kmsg.BrokerRegistrationRequest) { r.BrokerID = 7 }, kerr.InvalidRegistration},
 		{"zero incarnation", func(r *kmsg.BrokerRegistrationRequest) { r.IncarnationID = [16]byte{} }, kerr.InvalidRegistration},
 		{"no listener", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners = nil }, kerr.InvalidRegistration},
 		{"no PLAINTEXT listener", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].Name = "SSL" }, kerr.InvalidRegistration},

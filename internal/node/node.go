@@ -286,7 +286,7 @@ func (n *Node) start(ctx context.Context) error {
 		InternalClientID:       n.internalClientID,
 		Metrics:                n.metrics,
 		Logger:                 n.log,
-	}, brokerControlPlane{n.ctrl, n.control}, n.replicas, pids, n.groups)
+	}, brokerControlPlane{n.ctrl, n.ctrl, n.control}, n.replicas, pids, n.groups)
 	n.servers.Add(1)
 	go func() {
 		defer n.servers.Done()
@@ -404,6 +404,7 @@ const registerRetry = 50 * time.Millisecond
 // node's image and the forwarding client.
 type brokerControlPlane struct {
 	controlplane.Images
+	controlplane.Quorum
 	controlplane.Client
 }
 

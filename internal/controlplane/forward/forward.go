@@ -40,7 +40,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
-	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // DefaultMaxWait bounds a change's retries and its wait for this node's
@@ -249,26 +248,18 @@ func TagMetadataOffset(resp kmsg.Response, offset uint64) {
 	}
 }
 
-// await returns once this node's image has reached offset, or ctx ends.
+// await returns once this node's image has reached offset (every
+// subscriber has seen it: the replica manager has opened a created
+// topic's partitions), or ctx ends.
 func (c *Client) await(ctx context.Context, offset uint64) error {
 	if offset == 0 {
 		return errNoOffset
 	}
-	reached := make(chan struct{})
-	var once sync.Once
-	cancel := c.cfg.Images.Subscribe(func(img *metadata.Image) {
-		if img != nil && img.Offset >= offset {
-			once.Do(func() { close(reached) })
-		}
-	})
-	defer cancel()
-	select {
-	case <-reached:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the change is committed at metadata offset %d, which node %d has not applied yet: %w",
-			controlplane.ErrTimedOut, offset, c.cfg.NodeID, context.Cause(ctx))
+	if err := c.cfg.Images.AwaitImage(ctx, offset); err != nil {
+		return fmt.Errorf("the change is committed at metadata offset %d, which node %d has not applied yet: %w",
+			offset, c.cfg.NodeID, err)
 	}
+	return nil
 }
 
 // codeError turns a response's error code and message into the error the
