@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fjordmq/fjord/internal/node"
 )
 
 // Flag values whose errors say what is allowed. pflag's own types answer
@@ -70,6 +72,22 @@ func (f *enumFlag) Set(s string) error {
 	return nil
 }
 
+// votersFlag is --controller-quorum-voters, read by node.ParseVoters,
+// whose errors name the bad entry and what is allowed.
+type votersFlag struct{ p *[]node.Voter }
+
+func (f *votersFlag) String() string { return node.FormatVoters(*f.p) }
+func (f *votersFlag) Type() string   { return "id@host:port,..." }
+
+func (f *votersFlag) Set(s string) error {
+	v, err := node.ParseVoters(s)
+	if err != nil {
+		return err
+	}
+	*f.p = v
+	return nil
+}
+
 // boolFlag is a bool flag ("--x" alone means true).
 type boolFlag struct{ p *bool }
 
@@ -110,19 +128,42 @@ func applySources(cmd *cobra.Command, file map[string]string, fileName string, o
 		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
 			if err := f.Value.Set(v); err != nil {
-				firstErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
+				firstErr = fmt.Errorf("%s=%s: %v", envName(f.Name), quoteValue(v), err)
 			}
 			f.Changed = true
 			return
 		}
 		if v, ok := file[f.Name]; ok {
 			if err := f.Value.Set(v); err != nil {
-				firstErr = fmt.Errorf("config file %s: %s %q: %v", fileName, f.Name, v, err)
+				firstErr = fmt.Errorf("config file %s: %s %s: %v", fileName, f.Name, quoteValue(v), err)
 			}
 			f.Changed = true
 		}
 	})
 	return firstErr
+}
+
+// maxQuotedValue is how much of a refused value an error message quotes:
+// the message names what was refused, it does not echo a hostile or
+// mistaken value (a file's content in a variable) whole.
+const maxQuotedValue = 128
+
+// quoteValue quotes v, cut to its first maxQuotedValue bytes.
+func quoteValue(v string) string {
+	if len(v) <= maxQuotedValue {
+		return strconv.Quote(v)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(v[:maxQuotedValue]), len(v))
+}
+
+// flagError is the commands' FlagErrorFunc: pflag's message for a bad
+// value with the value cut as quoteValue cuts it.
+func flagError(_ *cobra.Command, err error) error {
+	var bad *pflag.InvalidValueError
+	if errors.As(err, &bad) && len(bad.GetValue()) > maxQuotedValue {
+		return fmt.Errorf("invalid argument %s for \"--%s\" flag: %v", quoteValue(bad.GetValue()), bad.GetFlag().Name, bad.Unwrap())
+	}
+	return err
 }
 
 // readConfigFile reads a YAML file whose keys are the command's flag

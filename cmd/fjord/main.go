@@ -39,6 +39,7 @@ func newRootCommand() *cobra.Command {
 		Version: versionLine(),
 	}
 	root.SetVersionTemplate("{{.Version}}")
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newServeCommand(),
 		newTopicCommand(),

@@ -30,11 +30,14 @@ type serveOptions struct {
 	kafkaAddr           string
 	advertisedKafkaAddr string
 	controllerAddr      string
-	httpAddr            string
-	pprofAddr           string
-	autoCreateTopics    bool
-	numPartitions       int32
-	logLevel            string
+	// voters is --controller-quorum-voters; nil: a cluster of one.
+	voters           []node.Voter
+	rack             string
+	httpAddr         string
+	pprofAddr        string
+	autoCreateTopics bool
+	numPartitions    int32
+	logLevel         string
 	// groupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms.
 	groupInitialRebalanceDelayMs int32
 	// The HTTP API's settings (node.HTTPConfig).
@@ -56,8 +59,13 @@ func newServeCommandWith(run func(context.Context, serveOptions, io.Writer) erro
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Fjord node",
-		Long: `Run a Fjord node: a Kafka-compatible broker and a Raft controller (one
-voter: a cluster of one) in one process.
+		Long: `Run a Fjord node: a Kafka-compatible broker and a Raft controller in one
+process. Alone it is a cluster of one (one voter). With
+--controller-quorum-voters (Kafka's controller.quorum.voters, e.g.
+1@node1:9093,2@node2:9093,3@node3:9093) it is one voter of that quorum: give
+every node the same list, each with its own --node-id; --controller-addr then
+defaults to this node's entry. The list is read when the metadata log is new;
+after that the quorum is what the log says.
 
 Kafka clients connect to --kafka-addr. Topics, partitions and configs live in
 the metadata log under <data-dir>/metadata; partition logs under
@@ -89,6 +97,9 @@ signal exits at once.`,
 			if err := applySources(cmd, file, path); err != nil {
 				return err
 			}
+			if len(o.voters) > 0 && !cmd.Flags().Changed("controller-addr") {
+				o.controllerAddr = ownVoterAddr(o.voters, o.nodeID, o.controllerAddr)
+			}
 			return run(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}
@@ -98,7 +109,10 @@ signal exits at once.`,
 	f.StringVar(&o.dataDir, "data-dir", "./fjord-data", "directory holding the partition logs and the metadata log")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", node.DefaultKafkaAddr, "Kafka listener address (host:port)")
 	f.StringVar(&o.advertisedKafkaAddr, "advertised-kafka-addr", "", "host:port given to clients (default: the listener's address)")
-	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller address (host:port)")
+	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller bind address (host:port; with --controller-quorum-voters the default is this node's entry)")
+	f.Var(&votersFlag{&o.voters}, "controller-quorum-voters",
+		"the controller quorum, id@host:port,... (Kafka's controller.quorum.voters), each the address the other voters dial (default: this node alone, a cluster of one)")
+	f.StringVar(&o.rack, "rack", "", "this broker's rack (broker.rack), for spreading replicas over racks")
 	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for the HTTP/JSON API, /metrics, /healthz and /readyz (host:port)")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "HTTP address for Go's profiles under /debug/pprof/ (host:port; default: off)")
 	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
@@ -167,6 +181,8 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		KafkaAddr:                  o.kafkaAddr,
 		AdvertisedKafkaAddr:        o.advertisedKafkaAddr,
 		ControllerAddr:             o.controllerAddr,
+		Voters:                     o.voters,
+		Rack:                       o.rack,
 		HTTPAddr:                   o.httpAddr,
 		PprofAddr:                  o.pprofAddr,
 		AutoCreateTopics:           o.autoCreateTopics,
@@ -212,6 +228,19 @@ func startError(err error) error {
 		return errors.New(strings.TrimPrefix(err.Error(), node.ErrInvalidConfig.Error()+": "))
 	}
 	return err
+}
+
+// ownVoterAddr is where a node binds its controller when
+// --controller-addr was not given (flag, environment or file): its own
+// entry in the voter list, the address the others dial. A node not in
+// the list keeps def, and node.Start refuses it, naming the ids.
+func ownVoterAddr(voters []node.Voter, nodeID int32, def string) string {
+	for _, v := range voters {
+		if v.NodeID == nodeID {
+			return v.Addr
+		}
+	}
+	return def
 }
 
 // groupInitialRebalanceDelay maps the flag to node's field, where zero

@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -243,7 +247,7 @@ func writeFile(t *testing.T, path, s string) {
 // for each kind of flag, without starting a node.
 func TestServePrecedence(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "fjord.yaml")
-	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\nhttp-max-long-polls: 9\n")
+	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\nhttp-max-long-polls: 9\nrack: from-file\n")
 	t.Setenv("FJORD_NODE_ID", "5")
 	t.Setenv("FJORD_PPROF_ADDR", "10.0.0.2:6060")
 	t.Setenv("FJORD_KAFKA_ADDR", "10.0.0.2:2")
@@ -266,6 +270,7 @@ func TestServePrecedence(t *testing.T) {
 		controllerAddr:   "127.0.0.1:9093", // default
 		httpAddr:         "127.0.0.1:8082",
 		pprofAddr:        "10.0.0.2:6060", // env beats file
+		rack:             "from-file",
 		logLevel:         "info",
 		// Kafka's group.initial.rebalance.delay.ms, by default.
 		groupInitialRebalanceDelayMs: 3000,
@@ -276,7 +281,7 @@ func TestServePrecedence(t *testing.T) {
 		httpMaxConsumers:             100,
 		httpMaxBodyBytes:             16 << 20,
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
 
@@ -312,6 +317,8 @@ func TestServeRejectsBadInput(t *testing.T) {
 	badValue := cfg("value.yaml", "num-partitions: many\n")
 	listValue := cfg("list.yaml", "data-dir:\n  - a\n  - b\n")
 	notMap := cfg("notmap.yaml", "- kafka-addr\n")
+	badVoters := cfg("voters.yaml", "controller-quorum-voters: 1@0.0.0.0:9093\n")
+	badRack := cfg("rack.yaml", "rack: \" r1\"\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -350,6 +357,26 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"config list value", []string{"serve", "--config", listValue}, nil, `key "data-dir" on line 1: want a single value`},
 		{"config not a map", []string{"serve", "--config", notMap}, nil, "want a map of flag names to values"},
 		{"config missing", []string{"serve", "--config", filepath.Join(dir, "nope.yaml")}, nil, "no such file"},
+		{"voter without port", []string{"serve", "--controller-quorum-voters", "1@a"}, nil,
+			`invalid argument "1@a" for "--controller-quorum-voters" flag: entry "1@a": want host:port after the @`},
+		{"voters empty", []string{"serve", "--controller-quorum-voters", ""}, nil, `"--controller-quorum-voters" flag: empty: allowed: id@host:port entries`},
+		{"voters with a space", []string{"serve", "--controller-quorum-voters", "1@a:1, 2@b:2"}, nil, `entry " 2@b:2" contains white space`},
+		{"voter id not a number", []string{"serve", "--controller-quorum-voters", "x@a:1"}, nil, `entry "x@a:1": id "x" is not a node id (allowed: 0 to 2147483647)`},
+		{"voter port out of range", []string{"serve", "--controller-quorum-voters", "1@a:65536"}, nil, `entry "1@a:65536": port "65536": allowed: 1 to 65535`},
+		{"voter id twice", []string{"serve", "--controller-quorum-voters", "1@a:1,1@b:2"}, nil, `node id 1 is given twice ("1@a:1" and "1@b:2")`},
+		{"voter address twice", []string{"serve", "--controller-quorum-voters", "1@a:1,2@a:1"}, nil, `address a:1 is given twice`},
+		{"too many voters", []string{"serve", "--controller-quorum-voters", strings.Repeat("1@a:1,", 64) + "1@a:1"}, nil, "65 entries: allowed: at most 64 voters"},
+		{"empty voter entry in env", []string{"serve"}, []string{"FJORD_CONTROLLER_QUORUM_VOTERS=1@a:1,,2@b:2"},
+			`FJORD_CONTROLLER_QUORUM_VOTERS="1@a:1,,2@b:2": entry 2 of 3 is empty`},
+		{"voters in config file", []string{"serve", "--config", badVoters}, nil, `controller-quorum-voters "1@0.0.0.0:9093": entry "1@0.0.0.0:9093": 0.0.0.0 is not an address`},
+		{"node not a voter", []string{"serve", "--node-id", "4", "--controller-quorum-voters", "1@127.0.0.1:19093,2@127.0.0.1:29093,3@127.0.0.1:39093"}, nil,
+			"node-id 4 is not one of the controller-quorum-voters (1, 2, 3)"},
+		{"node not a voter, from env", []string{"serve", "--controller-quorum-voters", "2@127.0.0.1:29093"}, []string{"FJORD_NODE_ID=7"},
+			"node-id 7 is not one of the controller-quorum-voters (2)"},
+		{"rack with an escape", []string{"serve", "--rack", "r1\x1b[2J"}, nil, `rack "r1\x1b[2J" contains U+001B`},
+		{"rack too long", []string{"serve", "--rack", strings.Repeat("r", 256)}, nil, "rack is 256 bytes long (allowed: at most 255)"},
+		{"rack with a newline in env", []string{"serve"}, []string{"FJORD_RACK=r1\nr2"}, `rack "r1\nr2" contains U+000A`},
+		{"rack with spaces in file", []string{"serve", "--config", badRack}, nil, `rack " r1" starts or ends with a space`},
 		{"extra argument", []string{"serve", "extra"}, nil, "unknown command"},
 		{"unknown command", []string{"bogus"}, nil, "unknown command"},
 	} {
@@ -403,5 +430,140 @@ func TestGroupInitialRebalanceDelay(t *testing.T) {
 		if got := groupInitialRebalanceDelay(ms); got != want {
 			t.Errorf("%d ms: %v, want %v", ms, got, want)
 		}
+	}
+}
+
+// serveOptionsFrom runs the serve command's flag handling on args and
+// returns the options it would start a node with.
+func serveOptionsFrom(t *testing.T, args ...string) (serveOptions, error) {
+	t.Helper()
+	var got serveOptions
+	cmd := newServeCommandWith(func(_ context.Context, o serveOptions, _ io.Writer) error {
+		got = o
+		return nil
+	})
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	err := cmd.Execute()
+	return got, err
+}
+
+// --controller-quorum-voters from each source, and the controller-addr
+// it implies: this node's entry, unless controller-addr was given in any
+// source.
+func TestServeControllerQuorumVoters(t *testing.T) {
+	const list = "1@10.0.0.1:9093,2@10.0.0.2:9094,3@10.0.0.3:9095"
+	voters := []node.Voter{{NodeID: 1, Addr: "10.0.0.1:9093"}, {NodeID: 2, Addr: "10.0.0.2:9094"}, {NodeID: 3, Addr: "10.0.0.3:9095"}}
+	dir := t.TempDir()
+	votersFile := filepath.Join(dir, "voters.yaml")
+	writeFile(t, votersFile, "controller-quorum-voters: "+list+"\nnode-id: 3\n")
+	bothFile := filepath.Join(dir, "both.yaml")
+	writeFile(t, bothFile, "controller-quorum-voters: "+list+"\ncontroller-addr: 127.0.0.1:7000\n")
+	for _, tc := range []struct {
+		name           string
+		args, env      []string
+		controllerAddr string
+		voters         []node.Voter
+	}{
+		{"none", nil, nil, node.DefaultControllerAddr, nil},
+		{"flag", []string{"--controller-quorum-voters", list}, nil, "10.0.0.1:9093", voters},
+		{"flag, node 2", []string{"--node-id", "2", "--controller-quorum-voters", list}, nil, "10.0.0.2:9094", voters},
+		{"node id from env", []string{"--controller-quorum-voters", list}, []string{"FJORD_NODE_ID=3"}, "10.0.0.3:9095", voters},
+		{"env", nil, []string{"FJORD_CONTROLLER_QUORUM_VOTERS=" + list}, "10.0.0.1:9093", voters},
+		{"file", []string{"--config", votersFile}, nil, "10.0.0.3:9095", voters},
+		{"flag beats env", []string{"--controller-quorum-voters", "1@h:1"}, []string{"FJORD_CONTROLLER_QUORUM_VOTERS=" + list},
+			"h:1", []node.Voter{{NodeID: 1, Addr: "h:1"}}},
+		{"explicit controller-addr flag", []string{"--controller-quorum-voters", list, "--controller-addr", "0.0.0.0:9093"}, nil, "0.0.0.0:9093", voters},
+		{"explicit controller-addr flag at its default", []string{"--controller-quorum-voters", list, "--controller-addr", node.DefaultControllerAddr}, nil,
+			node.DefaultControllerAddr, voters},
+		{"explicit controller-addr in env", []string{"--controller-quorum-voters", list}, []string{"FJORD_CONTROLLER_ADDR=127.0.0.1:7001"}, "127.0.0.1:7001", voters},
+		{"explicit controller-addr in file", []string{"--config", bothFile}, nil, "127.0.0.1:7000", voters},
+		// Left for node.Start to refuse, naming the ids.
+		{"not a voter", []string{"--node-id", "9", "--controller-quorum-voters", list}, nil, node.DefaultControllerAddr, voters},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, kv := range tc.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			got, err := serveOptionsFrom(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.controllerAddr != tc.controllerAddr || !reflect.DeepEqual(got.voters, tc.voters) {
+				t.Fatalf("controller-addr %q, voters %v; want %q, %v", got.controllerAddr, got.voters, tc.controllerAddr, tc.voters)
+			}
+		})
+	}
+}
+
+// Each source names itself and the setting when the list is refused,
+// and quotes at most the start of a hostile value.
+func TestServeControllerQuorumVotersRefused(t *testing.T) {
+	huge := "1@" + strings.Repeat("h", 100_000) + ":1"
+	file := filepath.Join(t.TempDir(), "fjord.yaml")
+	writeFile(t, file, "controller-quorum-voters: "+huge+"\n")
+	t.Run("file", func(t *testing.T) {
+		_, err := serveOptionsFrom(t, "--config", file)
+		if err == nil || !strings.Contains(err.Error(), "config file "+file+": controller-quorum-voters \"1@hhh") ||
+			!strings.Contains(err.Error(), "... (100004 bytes): entry") || len(err.Error()) > 600 {
+			t.Fatalf("error %.700v", err)
+		}
+	})
+	t.Run("env", func(t *testing.T) {
+		t.Setenv("FJORD_CONTROLLER_QUORUM_VOTERS", huge)
+		_, err := serveOptionsFrom(t)
+		if err == nil || !strings.HasPrefix(err.Error(), `FJORD_CONTROLLER_QUORUM_VOTERS="1@hhh`) || len(err.Error()) > 600 {
+			t.Fatalf("error %.700v", err)
+		}
+	})
+	// The command line through the real binary, where the root command's
+	// flag error function cuts pflag's echo of the value.
+	t.Run("flag", func(t *testing.T) {
+		out, err := fjordCommand(t, "serve", "--controller-quorum-voters", huge).CombinedOutput()
+		if err == nil {
+			t.Fatalf("accepted: %.300s", out)
+		}
+		msg := strings.TrimSpace(string(out))
+		if !strings.Contains(msg, `for "--controller-quorum-voters" flag: entry "1@hhh`) || !strings.Contains(msg, "(100004 bytes)") ||
+			strings.Contains(msg, "\n") || len(msg) > 600 {
+			t.Fatalf("error is %d bytes: %.700s", len(msg), msg)
+		}
+	})
+}
+
+// A node given a voter list of itself alone binds its entry's address
+// without --controller-addr, forms a cluster of one, and registers its
+// --rack, which the Kafka Metadata API then reports.
+func TestServeVoterAndRack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := ln.Addr().String()
+	ln.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd, out, done := startServe(t, []string{"FJORD_RACK=zone-b"}, "--data-dir", dir, "--node-id", "2",
+		"--controller-quorum-voters", "2@"+own, "--kafka-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	if got := logValue(t, out.String(), "controller_addr"); got != own {
+		t.Errorf("controller_addr=%s, want this node's voter entry %s", got, own)
+	}
+	waitReady(t, "http://"+logValue(t, out.String(), "http_addr"))
+	r := fjord(t, "", "cluster", "describe", "-o", "json", "--brokers", logValue(t, out.String(), "kafka_addr"))
+	if r.code != 0 {
+		t.Fatalf("cluster describe: %s", r.stderr)
+	}
+	var d clusterDescription
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Brokers) != 1 || d.Brokers[0].NodeID != 2 || d.Brokers[0].Rack == nil || *d.Brokers[0].Rack != "zone-b" ||
+		d.Controller == nil || *d.Controller != 2 {
+		t.Fatalf("cluster describe: %s", r.stdout)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-done; err != nil {
+		t.Fatalf("serve exited with %v\n%s", err, out)
 	}
 }
