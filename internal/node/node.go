@@ -260,7 +260,11 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	// Only now may the replica manager see images: the first one deletes
 	// every log it does not name, and a metadata log that is not this
-	// data directory's (the check above) names none of them.
+	// data directory's (the check above) names none of them. The image
+	// has this start's registration by now (registerBroker waits for
+	// it), so a restarting node's replica manager never sees the old
+	// images its Raft log replays: it would delete the logs of topics
+	// created since, and create the logs of topics deleted since.
 	n.unsubImage = n.ctrl.Subscribe(n.replicas.ApplyImage)
 
 	// The group coordinator follows this node's leadership of
@@ -485,10 +489,10 @@ func (n *Node) PprofAddr() net.Addr {
 // ClusterID is the cluster id from the metadata log.
 func (n *Node) ClusterID() string { return n.clusterID }
 
-// Ready returns nil once the node serves its partitions: the controller
-// has an image that registers this broker and the replica manager has
-// applied an image and opened its partitions. Otherwise it says what is
-// missing.
+// Ready returns nil once the node serves its partitions: its image has
+// this process's registration (so it has caught up with the metadata
+// log at least to it) and the replica manager has applied an image and
+// opened its partitions. Otherwise it says what is missing.
 func (n *Node) Ready() error {
 	if n.closing.Load() {
 		return errors.New("shutting down")
@@ -497,8 +501,8 @@ func (n *Node) Ready() error {
 	if img == nil || img.ClusterID == "" {
 		return errors.New("no metadata image yet")
 	}
-	if _, ok := img.Brokers[n.cfg.NodeID]; !ok {
-		return fmt.Errorf("broker %d is not registered in the metadata image yet", n.cfg.NodeID)
+	if b, ok := img.Brokers[n.cfg.NodeID]; !ok || b.IncarnationID != n.incarnation {
+		return fmt.Errorf("broker %d's registration by this process is not in the metadata image yet", n.cfg.NodeID)
 	}
 	if !n.replicas.Ready() {
 		return errors.New("partitions are still opening")
