@@ -15,6 +15,27 @@
 //		n.Restart() // same ports, same data dir
 //	}
 //
+// A cluster of N nodes (ids 1 to N) shares one --controller-quorum-voters
+// list, so every node is a broker and a voter:
+//
+//	c := testcluster.StartCluster(t, testcluster.ClusterOptions{
+//		Nodes: 3, Order: []int32{3, 1, 2}, StartDelay: 200 * time.Millisecond,
+//	})
+//	id := c.ControllerID(t) // every node's Metadata answer agrees
+//	c.Kill(id)              // or Stop; c.Node(id) is the Node itself
+//	c.Start(id)             // back on its ports and data directory
+//	c.Stop()                // every node; then, in another order:
+//	c.Start(2, 3, 1)
+//
+// StartCluster finds every node's ports first (the voter list names each
+// controller port), launches every process in Order before it waits for
+// any (a voter is ready only once a majority runs), then waits for every
+// /readyz under one deadline. Start does the same for nodes that were
+// stopped or killed. A port taken in the gap fails only the first start,
+// which is retried with fresh ports and fresh data directories for all
+// nodes, since a metadata log keeps the voter list it was bootstrapped
+// with.
+//
 // The binary is built once per test process (go build of
 // github.com/fjordmq/fjord/cmd/fjord into a temporary directory that Main
 // removes), or taken from $FJORD_BIN when that is set, so a CI job or a
@@ -36,8 +57,8 @@
 //
 // Threads. A Node's methods that fail the test (Start, Kill, Stop,
 // Restart) call t.Fatal and so must be called from the test's goroutine,
-// as testing requires. Brokers, Running and the address getters are safe
-// from any goroutine. One goroutine per running process waits for it to
+// as testing requires, and so must a Cluster's (see Cluster). Brokers,
+// Running, Metadata and the address getters are safe from any goroutine. One goroutine per running process waits for it to
 // exit and records its status.
 //
 // The Checker (checker.go) verifies a log read back against what a

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The harness's own tests run it against a fake node: this test binary,
@@ -27,8 +28,14 @@ const (
 	fakeNeverReady = "never-ready" // /readyz answers 503 forever
 	fakeBadExit    = "bad-exit"    // SIGTERM exits with status 1
 	fakeIgnoreTerm = "ignore-term" // SIGTERM is ignored
-	fakePortTaken  = "port-taken"  // first run in a data dir says "address already in use" and exits 1
+	fakePortTaken  = "port-taken"  // first run in a data dir (or fakeOnceDirEnv) says "address already in use" and exits 1
+	fakeQuorum     = "quorum"      // ready only while a majority of --controller-quorum-voters accept connections
 )
+
+// fakeOnceDirEnv, when set, is where fakePortTaken keeps its marker (one
+// per node id), so a cluster's retry, which takes fresh data
+// directories, finds it.
+const fakeOnceDirEnv = "FJORD_TESTCLUSTER_FAKE_ONCE_DIR"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeModeEnv); mode != "" {
@@ -60,6 +67,7 @@ func runFake(mode string) int {
 	controllerAddr := fs.String("controller-addr", "", "")
 	httpAddr := fs.String("http-addr", "", "")
 	logLevel := fs.String("log-level", "", "")
+	voters := fs.String("controller-quorum-voters", "", "")
 	extra := fs.String("extra", "", "")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		return 2
@@ -72,13 +80,13 @@ func runFake(mode string) int {
 	// What the harness can check afterwards: one line per start.
 	var fjordEnv []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "FJORD_") && !strings.HasPrefix(kv, fakeModeEnv+"=") {
+		if strings.HasPrefix(kv, "FJORD_") && !strings.HasPrefix(kv, fakeModeEnv+"=") && !strings.HasPrefix(kv, fakeOnceDirEnv+"=") {
 			fjordEnv = append(fjordEnv, kv)
 		}
 	}
 	sort.Strings(fjordEnv)
-	line := fmt.Sprintf("pid=%d kafka=%s controller=%s http=%s level=%s extra=%s env=%v\n",
-		os.Getpid(), *kafkaAddr, *controllerAddr, *httpAddr, *logLevel, *extra, fjordEnv)
+	line := fmt.Sprintf("pid=%d kafka=%s controller=%s http=%s level=%s extra=%s env=%v voters=%s\n",
+		os.Getpid(), *kafkaAddr, *controllerAddr, *httpAddr, *logLevel, *extra, fjordEnv, *voters)
 	f, err := os.OpenFile(filepath.Join(*dataDir, "starts"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake:", err)
@@ -92,9 +100,13 @@ func runFake(mode string) int {
 		fmt.Fprintln(os.Stderr, "fake: failing on purpose")
 		return 3
 	case fakePortTaken:
-		marker := filepath.Join(*dataDir, "port-taken-once")
+		dir := *dataDir
+		if d := os.Getenv(fakeOnceDirEnv); d != "" {
+			dir = d
+		}
+		marker := filepath.Join(dir, fmt.Sprintf("port-taken-once-%d", *nodeID))
 		if _, err := os.Stat(marker); err != nil {
-			os.WriteFile(marker, nil, 0o644)
+			os.WriteFile(marker, []byte(*kafkaAddr), 0o644)
 			fmt.Fprintf(os.Stderr, "fake: listen tcp %s: bind: address already in use\n", *kafkaAddr)
 			return 1
 		}
@@ -137,6 +149,12 @@ func runFake(mode string) int {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
+		if mode == fakeQuorum {
+			if up, all := votersUp(*voters); 2*up <= all {
+				http.Error(w, fmt.Sprintf("no quorum: %d of %d voters up", up, all), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		fmt.Fprintln(w, "ready")
 	})
 	go http.Serve(hl, mux)
@@ -148,4 +166,21 @@ func runFake(mode string) int {
 		return 1
 	}
 	return 0
+}
+
+// votersUp counts the voters of list (id@host:port,...) whose controller
+// port accepts a connection.
+func votersUp(list string) (up, all int) {
+	for _, e := range strings.Split(list, ",") {
+		_, addr, ok := strings.Cut(e, "@")
+		if !ok {
+			continue
+		}
+		all++
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			up++
+		}
+	}
+	return up, all
 }

@@ -92,6 +92,9 @@ type Node struct {
 	kafkaAddr      string
 	controllerAddr string
 	httpAddr       string
+	// voters is --controller-quorum-voters for a node of a Cluster,
+	// empty for a node alone (a cluster of one).
+	voters string
 
 	httpClient *http.Client
 
@@ -109,9 +112,11 @@ type Node struct {
 
 // process is one run of the binary.
 type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once cmd.Wait returned
-	err  error         // cmd.Wait's result; read only after done is closed
+	cmd *exec.Cmd
+	// launched is when cmd was started, by the harness's clock.
+	launched time.Time
+	done     chan struct{} // closed once cmd.Wait returned
+	err      error         // cmd.Wait's result; read only after done is closed
 	// ended is set (under Node.mu) when the test kills or stops the
 	// process, so an exit it caused is not reported as a crash.
 	ended bool
@@ -140,6 +145,30 @@ func Start(t testing.TB, opts Options) *Node {
 }
 
 func start(t testing.TB, opts Options) (*Node, error) {
+	n, err := newNode(t, opts)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(3)
+		if err != nil {
+			return nil, err
+		}
+		n.setPorts(ports[0], ports[1], ports[2])
+		err = n.launch()
+		if err == nil {
+			return n, nil
+		}
+		if attempt < startAttempts && n.portTaken(err) {
+			continue
+		}
+		return nil, err
+	}
+}
+
+// newNode fills in opts' defaults and makes the node's directories; it
+// starts nothing and has no ports yet.
+func newNode(t testing.TB, opts Options) (*Node, error) {
 	if opts.NodeID == 0 {
 		opts.NodeID = 1
 	}
@@ -178,24 +207,22 @@ func start(t testing.TB, opts Options) (*Node, error) {
 	// Registered after the TempDirs, so it runs before they are removed:
 	// the process must be gone before its directory is.
 	t.Cleanup(n.cleanup)
+	return n, nil
+}
 
-	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(3)
-		if err != nil {
-			return nil, err
-		}
-		n.kafkaAddr = hostPort(ports[0])
-		n.controllerAddr = hostPort(ports[1])
-		n.httpAddr = hostPort(ports[2])
-		err = n.launch()
-		if err == nil {
-			return n, nil
-		}
-		if attempt < startAttempts && errors.Is(err, ErrExited) && n.latestOutputContains("address already in use") {
-			continue
-		}
-		return nil, err
-	}
+// setPorts gives the node its listeners' ports, which it keeps across
+// restarts.
+func (n *Node) setPorts(kafka, controller, http int) {
+	n.kafkaAddr = hostPort(kafka)
+	n.controllerAddr = hostPort(controller)
+	n.httpAddr = hostPort(http)
+}
+
+// portTaken reports whether err, a failed launch, was the node finding
+// one of its ports taken in the gap the package doc describes: worth a
+// retry with fresh ports.
+func (n *Node) portTaken(err error) bool {
+	return errors.Is(err, ErrExited) && n.latestOutputContains("address already in use")
 }
 
 func hostPort(p int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)) }
@@ -249,6 +276,9 @@ func (n *Node) args() []string {
 		"--http-addr", n.httpAddr,
 		"--log-level", n.opts.LogLevel,
 	}
+	if n.voters != "" {
+		args = append(args, "--controller-quorum-voters", n.voters)
+	}
 	return append(args, n.opts.Args...)
 }
 
@@ -265,14 +295,24 @@ func (n *Node) env() []string {
 // launch starts a process and waits for it to be ready; on failure no
 // process is left running.
 func (n *Node) launch() error {
-	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := n.spawn()
 	if err != nil {
 		return err
+	}
+	return n.awaitReady(p, time.Now().Add(n.opts.ReadyTimeout))
+}
+
+// spawn starts a process and returns at once: a node of a quorum cannot
+// be ready before a majority of the voters runs.
+func (n *Node) spawn() (*process, error) {
+	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close() // the child has its own descriptor
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(n.opts.Binary, n.args()...)
 	// A flag the node ignored would make it write relative paths (the
@@ -292,17 +332,21 @@ func (n *Node) launch() error {
 	n.mu.startOffset = st.Size()
 	if err := cmd.Start(); err != nil {
 		n.mu.Unlock()
-		return fmt.Errorf("running %s: %v", n.opts.Binary, err)
+		return nil, fmt.Errorf("running %s: %v", n.opts.Binary, err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
+	p := &process{cmd: cmd, launched: time.Now(), done: make(chan struct{})}
 	n.mu.proc = p
 	n.mu.Unlock()
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
+	return p, nil
+}
 
-	if err := n.waitReady(p); err != nil {
+// awaitReady waits for p to be ready (waitReady); on failure p is killed.
+func (n *Node) awaitReady(p *process, deadline time.Time) error {
+	if err := n.waitReady(p, deadline); err != nil {
 		n.end(p)
 		killProcess(p)
 		return err
@@ -311,10 +355,10 @@ func (n *Node) launch() error {
 }
 
 // waitReady polls /readyz until it answers 200, the process exits, or the
-// ready deadline passes.
-func (n *Node) waitReady(p *process) error {
-	deadline := time.NewTimer(n.opts.ReadyTimeout)
-	defer deadline.Stop()
+// deadline passes.
+func (n *Node) waitReady(p *process, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	tick := time.NewTicker(readyPollInterval)
 	defer tick.Stop()
 	var last error
@@ -326,7 +370,7 @@ func (n *Node) waitReady(p *process) error {
 		case <-p.done:
 			// The process is gone: no point polling on.
 			return fmt.Errorf("%w before it was ready: %v", ErrExited, p.err)
-		case <-deadline.C:
+		case <-timer.C:
 			return fmt.Errorf("%w (%v): last /readyz: %v", ErrNotReady, n.opts.ReadyTimeout, last)
 		case <-tick.C:
 			// Poll again.
