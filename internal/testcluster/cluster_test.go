@@ -67,6 +67,38 @@ func checkOneCluster(t *testing.T, c *Cluster) (clusterID string, controller int
 	return clusterID, controller
 }
 
+// Issue 13's first acceptance test: three nodes started in any order
+// (and restarted in any order) form one cluster with one active
+// controller and one cluster id; the Kafka Metadata API on every node
+// lists all three brokers and the same controller id.
+func TestClusterOfThreeFormsOneCluster(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{
+		Nodes: 3,
+		Node:  Options{ReadyTimeout: clusterReadyTimeout},
+		// Not 1, 2, 3, and apart, so the last node joins a quorum that
+		// may already have elected.
+		Order:      []int32{3, 1, 2},
+		StartDelay: 200 * time.Millisecond,
+	})
+	clusterID, _ := checkOneCluster(t, c)
+
+	// Stopped whole and started in another order: the same cluster,
+	// from the metadata log on disk, not a new one.
+	c.Stop(1, 3, 2)
+	c.Start(2, 3, 1)
+	if again, _ := checkOneCluster(t, c); again != clusterID {
+		t.Fatalf("after a restart of every node the cluster id is %s, was %s", again, clusterID)
+	}
+
+	// The controller crashes and comes back: still one cluster.
+	controller := c.ControllerID(t)
+	c.Kill(controller)
+	c.Start(controller)
+	if again, _ := checkOneCluster(t, c); again != clusterID {
+		t.Fatalf("after the controller's crash the cluster id is %s, was %s", again, clusterID)
+	}
+}
+
 // A cluster of one is what every node is without a quorum of others:
 // the harness's questions (controller, leader, each node's metadata)
 // answered by the real binary, on a cluster that forms on this branch.
