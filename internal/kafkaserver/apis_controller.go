@@ -12,8 +12,8 @@ package kafkaserver
 // and gets its broker epoch, the offset of the registration in the
 // metadata log. Refused, with nothing changed: another cluster's id
 // (INCONSISTENT_CLUSTER_ID), a negative node id, a zero incarnation id,
-// no PLAINTEXT listener or one without a host or port, a rack over 255
-// bytes or with control characters, a node id that is not a voter of the
+// no PLAINTEXT listener or one without a host or port, a rack
+// metadata.ValidateRack refuses, a node id that is not a voter of the
 // controller quorum (INVALID_REGISTRATION). The features
 // and log directories later versions carry are not used yet.
 //
@@ -30,7 +30,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -43,10 +42,6 @@ var controllerAPIs = []api{
 	{key: 62, minVersion: 0, maxVersion: 4, handle: handleBrokerRegistration, controlChange: true},
 	{key: 67, minVersion: 0, maxVersion: 0, handle: handleAllocateProducerIDs, controlChange: true},
 }
-
-// maxRackBytes bounds a broker's rack name (Kafka sets none; racks are
-// short names like "us-east-1a").
-const maxRackBytes = 255
 
 func handleBrokerRegistration(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	r := req.body.(*kmsg.BrokerRegistrationRequest)
@@ -107,13 +102,8 @@ func registrationFromRequest(img *metadata.Image, r *kmsg.BrokerRegistrationRequ
 		return rec, invalid("no PLAINTEXT listener")
 	}
 	if r.Rack != nil {
-		if len(*r.Rack) > maxRackBytes {
-			return rec, invalid("rack of %d bytes (at most %d)", len(*r.Rack), maxRackBytes)
-		}
-		for _, c := range *r.Rack {
-			if !unicode.IsPrint(c) {
-				return rec, invalid("rack %q has a character that is not printable", *r.Rack)
-			}
+		if err := metadata.ValidateRack(*r.Rack); err != nil {
+			return rec, invalid("%v", err)
 		}
 		rec.Rack = *r.Rack
 	}

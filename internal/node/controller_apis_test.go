@@ -61,6 +61,7 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 		}, kerr.InvalidRegistration},
 		{"oversized rack", func(r *kmsg.BrokerRegistrationRequest) { r.Rack = str(strings.Repeat("r", 256)) }, kerr.InvalidRegistration},
 		{"control character in rack", func(r *kmsg.BrokerRegistrationRequest) { r.Rack = str("rack\n1") }, kerr.InvalidRegistration},
+		{"rack ending in a space", func(r *kmsg.BrokerRegistrationRequest) { r.Rack = str("rack-1 ") }, kerr.InvalidRegistration},
 	} {
 		r := valid()
 		c.edit(r)
