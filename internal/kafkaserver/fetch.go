@@ -23,8 +23,18 @@ package kafkaserver
 //
 // Isolation: IsolationLevel 1 (read_committed) reads below the last
 // stable offset and answers a non-null, empty aborted-transactions list
-// (there are no transactions yet); 0 reads below the high watermark. A
-// request from a replica (replica id >= 0) reads to the log end.
+// (there are no transactions yet); 0 reads below the high watermark.
+//
+// Followers: a request from a replica (replica id >= 0, ReplicaState
+// from v15) reads to the log end, and its fetch offset tells the leader
+// what the follower holds (replica/followers.go). Only another Fjord node
+// may send one, as itself (its internal client id); anyone else gets
+// CLUSTER_AUTHORIZATION_FAILED, and a broker epoch older than the
+// node's registration STALE_BROKER_EPOCH, for the whole response. A
+// replica id that is not a replica of the partition is
+// NOT_LEADER_OR_FOLLOWER. With LastFetchedEpoch (v12+) the leader checks
+// the follower's history against its own and answers DivergingEpoch,
+// with no records, where they part (KIP-595).
 //
 // Byte limits: MaxBytes bounds the answer and PartitionMaxBytes each
 // partition, except that the first non-empty partition gets at least one
@@ -69,11 +79,16 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		rt := &body.Topics[i]
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
+			lastFetched := int32(-1)
+			if req.version >= 12 {
+				lastFetched = rp.LastFetchedEpoch
+			}
 			parts = append(parts, fetchReqPartition{
 				key:                fetchKey(usesIDs, rt.Topic, rt.TopicID, rp.Partition),
 				fetchOffset:        rp.FetchOffset,
 				maxBytes:           rp.PartitionMaxBytes,
 				currentLeaderEpoch: rp.CurrentLeaderEpoch,
+				lastFetchedEpoch:   lastFetched,
 			})
 		}
 	}
@@ -95,16 +110,32 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	}
 	resp.SessionID = fc.sessionID
 
-	replicaID := body.ReplicaID
+	replicaID, replicaEpoch := body.ReplicaID, int64(-1)
 	if req.version >= 15 {
-		replicaID = body.ReplicaState.ID
+		replicaID, replicaEpoch = body.ReplicaState.ID, body.ReplicaState.Epoch
+	}
+	if replicaID >= 0 {
+		// A follower's fetch reads past the high watermark and counts
+		// toward it: only another Fjord node, as itself, may send one.
+		// An outside client naming a replica id could otherwise make
+		// the leader count copies that do not exist.
+		if node, ok := s.internalPeer(req); !ok || node != replicaID {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp, nil, nil
+		}
+		if b, ok := s.image().Brokers[replicaID]; ok && replicaEpoch >= 0 && replicaEpoch < b.Epoch {
+			// A process since replaced by a new registration.
+			resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+			return resp, nil, nil
+		}
 	}
 	params := replica.FetchParams{
-		ReplicaID: replicaID,
-		MaxWait:   time.Duration(max(body.MaxWaitMillis, 0)) * time.Millisecond,
-		MinBytes:  body.MinBytes,
-		MaxBytes:  body.MaxBytes,
-		Isolation: replica.IsolationHighWatermark,
+		ReplicaID:    replicaID,
+		ReplicaEpoch: replicaEpoch,
+		MaxWait:      time.Duration(max(body.MaxWaitMillis, 0)) * time.Millisecond,
+		MinBytes:     body.MinBytes,
+		MaxBytes:     body.MaxBytes,
+		Isolation:    replica.IsolationHighWatermark,
 	}
 	if req.conn != nil && req.conn.sendfile {
 		params.MinRangeBytes = s.cfg.SendfileMinBytes
@@ -151,6 +182,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			FetchOffset:        p.fetchOffset,
 			CurrentLeaderEpoch: p.currentLeaderEpoch,
 			MaxBytes:           p.maxBytes,
+			LastFetchedEpoch:   p.lastFetchedEpoch,
 		})
 		readIdx = append(readIdx, i)
 	}
@@ -208,6 +240,9 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		a.HighWatermark = r.HighWatermark
 		a.LastStableOffset = r.LastStableOffset
 		a.LogStartOffset = r.LogStartOffset
+		if r.DivergingEpoch.Epoch >= 0 {
+			a.DivergingEpoch.Epoch, a.DivergingEpoch.EndOffset = r.DivergingEpoch.Epoch, r.DivergingEpoch.EndOffset
+		}
 		lastOffsets[i] = r.LastOffset
 		if r.Range.File != nil {
 			if ranges == nil {

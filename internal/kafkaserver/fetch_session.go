@@ -79,6 +79,8 @@ type fetchReqPartition struct {
 	fetchOffset        int64
 	maxBytes           int32
 	currentLeaderEpoch int32
+	// lastFetchedEpoch is a follower's (v12+), -1 when not given.
+	lastFetchedEpoch int32
 }
 
 // partState is what a fetch answered for one partition: what the session

@@ -56,4 +56,11 @@ type Partition struct {
 	ISR         []int32
 	Leader      int32 // -1: no leader
 	LeaderEpoch int32
+	// PartitionEpoch counts the changes of Replicas, ISR, Leader and
+	// LeaderEpoch since the partition was created (at 0). Unlike the
+	// leader epoch it moves on with ISR changes too, so a leader's
+	// AlterPartition computed from an older ISR is refused
+	// (INVALID_UPDATE_VERSION) rather than undoing a change it has not
+	// seen.
+	PartitionEpoch int32
 }

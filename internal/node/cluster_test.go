@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -334,4 +335,87 @@ func TestClusterRestartCatchesUpBeforeActing(t *testing.T) {
 	if p, ok := n3.replicas.Partition("kept", 0); !ok || p.Log().LogEndOffset() != 10 {
 		t.Errorf("the topic alive all along is not on node 3 with its 10 records after its restart (found: %v)", ok)
 	}
+}
+
+// logBytes reads every batch of a partition's log on n.
+func logBytes(t *testing.T, n *Node, topic string, partition int32) []byte {
+	t.Helper()
+	p, ok := n.replicas.Partition(topic, partition)
+	if !ok {
+		t.Fatalf("node %d does not host %s-%d", n.cfg.NodeID, topic, partition)
+	}
+	var out []byte
+	for off := p.Log().LogStartOffset(); off < p.Log().LogEndOffset(); {
+		rr, err := p.Log().Read(off, 1<<20, p.Log().LogEndOffset())
+		if err != nil {
+			t.Fatalf("reading %s-%d on node %d at %d: %v", topic, partition, n.cfg.NodeID, off, err)
+		}
+		if rr.LastOffset < off {
+			break
+		}
+		out = append(out, rr.Records...)
+		off = rr.LastOffset + 1
+	}
+	return out
+}
+
+// Three replicas: acks=all writes are acknowledged once every ISR member
+// holds them, each is read back once, and once the cluster is quiet the
+// three copies of every partition are byte for byte the same.
+func TestClusterReplicates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nodes := startCluster(t, 3)
+	const topic, partitions, records = "replicated", 6, 3000
+	_, b := brokerClient(t, nodes[0])
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 3
+	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %v %s", kerr.ErrorForCode(r.ErrorCode), deref(r.ErrorMessage))
+	}
+	cl := newClient(t, nodes[1], kgo.RequiredAcks(kgo.AllISRAcks()))
+	var wg sync.WaitGroup
+	var produceErr error
+	var mu sync.Mutex
+	for i := range records {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i%50), Value: fmt.Appendf(nil, "v%d", i)}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				produceErr = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if produceErr != nil {
+		t.Fatalf("acks=all produce: %v", produceErr)
+	}
+	got := consumeAll(t, nodes[2], topic, partitions, records)
+	n := 0
+	for _, kvs := range got {
+		n += len(kvs)
+	}
+	if n != records {
+		t.Fatalf("read back %d records, want %d", n, records)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		for p := range int32(partitions) {
+			want := logBytes(t, nodes[0], topic, p)
+			for _, other := range nodes[1:] {
+				if got := logBytes(t, other, topic, p); !bytes.Equal(got, want) {
+					return fmt.Errorf("partition %d: node %d holds %d bytes, node 1 %d", p, other.cfg.NodeID, len(got), len(want))
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -78,6 +78,10 @@ type Config struct {
 	// rebalances once. 0: DefaultGroupInitialRebalanceDelay; negative:
 	// none.
 	GroupInitialRebalanceDelay time.Duration
+	// ReplicaLagTime is replica.lag.time.max.ms: how long a follower may
+	// go without catching up with a leader here before it is dropped
+	// from the ISR. 0: replica.DefaultReplicaLagTime.
+	ReplicaLagTime time.Duration
 	// Logger receives the node's logs. nil: slog.Default().
 	Logger *slog.Logger
 }

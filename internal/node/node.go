@@ -48,6 +48,7 @@ import (
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/kafkaserver"
+	"github.com/fjordmq/fjord/internal/leaderfetch"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
@@ -97,9 +98,11 @@ type Node struct {
 	// forwarded to the one that is otherwise.
 	control     *forward.Client
 	incarnation metadata.UUID
-	replicas    *replica.Manager
-	unsubImage  func()
-	groups      *group.Coordinator
+	// leaders carries this node's follower fetches to their leaders.
+	leaders    *leaderfetch.Client
+	replicas   *replica.Manager
+	unsubImage func()
+	groups     *group.Coordinator
 	// internalClientID is the client id of this node's own Kafka clients
 	// (the HTTP gateway, forwarded changes), built from the incarnation
 	// id drawn at each start (controlplane.InternalClientID).
@@ -232,13 +235,16 @@ func (n *Node) start(ctx context.Context) error {
 		Logger:   n.log,
 	})
 
+	n.leaders = leaderfetch.New(n.ctrl, n.internalClientID)
 	n.replicas = replica.NewManager(replica.Options{
-		NodeID:   cfg.NodeID,
-		Storage:  n.storage,
-		Defaults: storage.DefaultConfig(),
-		Logger:   n.log,
-		FS:       fs,
-		DataDir:  cfg.DataDir,
+		NodeID:         cfg.NodeID,
+		Storage:        n.storage,
+		Defaults:       storage.DefaultConfig(),
+		Logger:         n.log,
+		FS:             fs,
+		DataDir:        cfg.DataDir,
+		Leaders:        n.leaders,
+		ReplicaLagTime: cfg.ReplicaLagTime,
 	})
 	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
 		return err
@@ -566,6 +572,9 @@ func (n *Node) Close() error {
 		}
 		if n.replicas != nil {
 			add("closing replica manager", n.replicas.Close())
+		}
+		if n.leaders != nil {
+			n.leaders.Close()
 		}
 		if n.control != nil {
 			n.control.Close()

@@ -50,10 +50,13 @@ const (
 // FetchParams are the request-wide fetch settings.
 type FetchParams struct {
 	ReplicaID int32 // -1 for consumers
-	MaxWait   time.Duration
-	MinBytes  int32
-	MaxBytes  int32 // response-wide byte limit
-	Isolation Isolation
+	// ReplicaEpoch is a follower's broker epoch (Fetch v15+'s
+	// ReplicaState), -1 when not sent.
+	ReplicaEpoch int64
+	MaxWait      time.Duration
+	MinBytes     int32
+	MaxBytes     int32 // response-wide byte limit
+	Isolation    Isolation
 	// MinRangeBytes > 0 lets a partition's answer of at least this
 	// many bytes come as a file range (FetchPartitionResult.Range) for
 	// the caller to send with sendfile; 0 reads every answer into
@@ -69,6 +72,11 @@ type FetchPartition struct {
 	FetchOffset        int64
 	CurrentLeaderEpoch int32 // -1: not given
 	MaxBytes           int32 // partition byte limit
+	// LastFetchedEpoch is a follower's epoch of the last batch it holds
+	// (Fetch v12+, KIP-595), -1 when not given: the leader checks it
+	// against its own epochs and answers DivergingEpoch instead of
+	// records when the follower's log has gone its own way.
+	LastFetchedEpoch int32
 }
 
 // FetchPartitionResult is one partition's answer, in request order.
@@ -88,6 +96,16 @@ type FetchPartitionResult struct {
 	// LastOffset is the last offset in Records or Range, -1 when they
 	// hold nothing (storage.ReadResult.LastOffset).
 	LastOffset int64
+	// DivergingEpoch, when Epoch >= 0, tells a follower that its log
+	// differs from the leader's after EndOffset in that epoch: it
+	// truncates there and fetches again. Nothing is read then.
+	DivergingEpoch EpochEndOffset
+}
+
+// EpochEndOffset is a leader epoch and the offset its records end at.
+type EpochEndOffset struct {
+	Epoch     int32
+	EndOffset int64
 }
 
 // Size is the bytes of batches in the answer, in Records or Range.

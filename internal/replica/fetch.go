@@ -163,7 +163,7 @@ func (f *fetch) readAll() (bytes int, anyErr bool) {
 			*r, err = f.readPartition(p, fp, limit, minOne)
 		}
 		if err != nil {
-			*r = FetchPartitionResult{Err: err, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
+			*r = FetchPartitionResult{Err: err, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, DivergingEpoch: noDivergence}
 			anyErr = true
 			continue
 		}
@@ -180,13 +180,26 @@ func (f *fetch) readAll() (bytes int, anyErr bool) {
 // limit bytes (at least one whole batch when minOne) below the bound the
 // isolation level sets.
 func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOne bool) (FetchPartitionResult, error) {
-	if _, err := p.checkLeader(fp.CurrentLeaderEpoch); err != nil {
+	term, err := p.checkLeader(fp.CurrentLeaderEpoch)
+	if err != nil {
 		return FetchPartitionResult{}, err
 	}
 	if f.params.Isolation == IsolationLogEnd {
 		if err := p.checkFollower(f.params.ReplicaID); err != nil {
 			return FetchPartitionResult{}, err
 		}
+		if d, diverged := p.divergence(fp.FetchOffset, fp.LastFetchedEpoch); diverged {
+			return FetchPartitionResult{
+				HighWatermark:    p.log.HighWatermark(),
+				LastStableOffset: p.log.HighWatermark(),
+				LogStartOffset:   p.log.LogStartOffset(),
+				LastOffset:       -1,
+				DivergingEpoch:   d,
+			}, nil
+		}
+		// Before the read, so the high watermark answered already
+		// counts what this fetch says the follower holds.
+		p.noteFollowerFetch(term, f.params.ReplicaID, fp.FetchOffset)
 	}
 	// The high watermark is read before the records, so every record
 	// returned is below the high watermark returned.
@@ -208,7 +221,6 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 	}
 	buf := bufpool.Get(min(limit, maxReadBufBytes))
 	var rr storage.ReadResult
-	var err error
 	if f.params.MinRangeBytes > 0 && len(f.files) < maxFetchRanges {
 		rr, err = p.log.ReadRange(buf, fp.FetchOffset, limit, bound, f.params.MinRangeBytes)
 	} else {
@@ -233,6 +245,7 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 			LogStartOffset:   rr.LogStartOffset,
 			Range:            r,
 			LastOffset:       last,
+			DivergingEpoch:   noDivergence,
 		}, nil
 	}
 	records := rr.Records
@@ -262,5 +275,33 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 		LogStartOffset:   rr.LogStartOffset,
 		Records:          records,
 		LastOffset:       last,
+		DivergingEpoch:   noDivergence,
 	}, nil
+}
+
+var noDivergence = EpochEndOffset{Epoch: -1, EndOffset: -1}
+
+// divergence is the leader's check of a follower's fetch (KIP-595's
+// DivergingEpoch, which replaces a separate OffsetForLeaderEpoch round
+// trip): the follower's last batch is in lastFetchedEpoch; if this log
+// has no such epoch, or ends that epoch before the fetch offset, the
+// follower's log differs from here on and must be truncated to where
+// this log's epoch at or below lastFetchedEpoch ends.
+func (p *Partition) divergence(fetchOffset int64, lastFetchedEpoch int32) (EpochEndOffset, bool) {
+	if lastFetchedEpoch < 0 {
+		return noDivergence, false
+	}
+	leo := p.log.LogEndOffset()
+	epoch, end := p.log.LeaderEpochs().EndOffsetFor(lastFetchedEpoch, leo)
+	if epoch < 0 {
+		// No epoch here at or below the follower's: this log holds
+		// nothing written in any epoch the follower knows, so the
+		// follower keeps at most what this log holds. (-1 on the wire
+		// would mean "no divergence".)
+		return EpochEndOffset{Epoch: 0, EndOffset: min(leo, fetchOffset)}, fetchOffset > 0
+	}
+	if epoch < lastFetchedEpoch || end < fetchOffset {
+		return EpochEndOffset{Epoch: epoch, EndOffset: end}, true
+	}
+	return noDivergence, false
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/vfs"
@@ -21,9 +22,20 @@ type Options struct {
 	// topic's configs from the metadata image override it field by field.
 	Defaults storage.Config
 	Logger   *slog.Logger
-	// Now is the clock. Nothing reads it yet; ISR lag (replica.lag.time.max.ms)
-	// will when followers come.
+	// Now is the clock of the followers' lag (replica.lag.time.max.ms).
 	Now func() time.Time
+	// ISR commits the ISR changes this node asks for as a leader (the
+	// forwarding control-plane client). nil: the ISR never changes (unit
+	// tests of one replica).
+	ISR controlplane.ISR
+	// ReplicaLagTime is replica.lag.time.max.ms: how long a follower
+	// may go without catching up before it leaves the ISR. 0:
+	// DefaultReplicaLagTime.
+	ReplicaLagTime time.Duration
+	// Leaders carries the fetches of the partitions this node follows
+	// to their leaders (fetcher.go). nil: this node copies nothing (unit
+	// tests of the leader side).
+	Leaders LeaderTransport
 	// FS is the file system under Storage, for the partition.metadata
 	// files the manager keeps beside each log. Default: vfs.OS().
 	FS vfs.FS
@@ -59,8 +71,18 @@ type Manager struct {
 	}
 	wg sync.WaitGroup
 
-	followerNotice sync.Once
-	isrNotice      sync.Once
+	// brokerEpoch is this node's broker epoch from the latest image
+	// (its latest registration), which its requests to the controller
+	// and to leaders carry.
+	brokerEpoch atomic.Int64
+	// closing is closed by Close: background loops stop.
+	closing chan struct{}
+	// fetchers copies the partitions this node follows (fetcher.go).
+	fetchers *fetchers
+
+	stats struct {
+		isrShrinks, isrExpands atomic.Int64
+	}
 }
 
 type partitionTable struct {
@@ -85,9 +107,23 @@ func NewManager(opts Options) *Manager {
 	if opts.FS == nil {
 		opts.FS = vfs.OS()
 	}
-	m := &Manager{opts: opts, log: opts.Logger}
+	if opts.ReplicaLagTime <= 0 {
+		opts.ReplicaLagTime = DefaultReplicaLagTime
+	}
+	m := &Manager{opts: opts, log: opts.Logger, closing: make(chan struct{})}
+	m.brokerEpoch.Store(-1)
 	m.table.Store(emptyTable)
+	m.fetchers = newFetchers(m)
+	if opts.ISR != nil {
+		m.goBackground(m.runISRChecks)
+	}
 	return m
+}
+
+// ISRChanges is how many ISR shrinks and expansions this node has had
+// committed as a leader.
+func (m *Manager) ISRChanges() (shrinks, expands int64) {
+	return m.stats.isrShrinks.Load(), m.stats.isrExpands.Load()
 }
 
 // Ready reports whether an image has been applied and every partition it
@@ -107,7 +143,9 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.lifecycle.closed = true
+	close(m.closing)
 	m.lifecycle.Unlock()
+	m.fetchers.stopAll()
 	closed := fmt.Errorf("%w: replica manager closed", ErrNotLeader)
 	for _, p := range m.table.Load().partitions {
 		p.retire(closed)
@@ -248,7 +286,10 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 			if err != nil {
 				m.log.Error("applying partition state", "partition", tp, "err", err)
 			}
-			m.noteLeadership(p, part, ch)
+			if ch.becameLeader || ch.becameFollower {
+				m.log.Debug("partition leadership", "partition", tp, "leader", part.Leader,
+					"leader_epoch", part.LeaderEpoch, "isr", part.ISR)
+			}
 			next.partitions[tp] = p
 		}
 	}
@@ -278,7 +319,11 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 			m.log.Error("deleting stray partition log", "partition", tp, "err", err)
 		}
 	}
+	if b, ok := img.Brokers[m.opts.NodeID]; ok {
+		m.brokerEpoch.Store(b.Epoch)
+	}
 	m.lastImage = img
+	m.fetchers.apply(img, next)
 	m.ready.Store(len(failed) == 0)
 }
 
@@ -328,22 +373,4 @@ func (m *Manager) openPartition(tp storage.TopicPartition, id metadata.UUID, cfg
 		}
 	}
 	return newPartition(m, tp, id, l), nil
-}
-
-// noteLeadership logs, once per manager, the replication this node does
-// not do yet, rather than pretend: followers do not fetch from their
-// leader, and a leader cannot count other ISR members' copies.
-func (m *Manager) noteLeadership(p *Partition, part *metadata.Partition, ch leadershipChange) {
-	if ch.becameFollower {
-		m.followerNotice.Do(func() {
-			m.log.Info("this node follows some partitions, but follower replication is not running yet: they are not copied from their leader here",
-				"example", p.String(), "leader", part.Leader)
-		})
-	}
-	if ch.otherISRMembers {
-		m.isrNotice.Do(func() {
-			m.log.Info("a partition led here has other ISR members; without follower replication its high watermark stays put and acks=all produces time out",
-				"example", p.String(), "isr", part.ISR)
-		})
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/storage"
@@ -32,9 +33,13 @@ type Partition struct {
 		sync.RWMutex
 		leader      int32
 		leaderEpoch int32 // Invariant: only grows.
-		replicas    []int32
-		isr         []int32
-		minInsync   int
+		// partitionEpoch moves on with every change of replicas, ISR or
+		// leader: AlterPartition names it so the controller refuses a
+		// change computed from a state it has since replaced.
+		partitionEpoch int32
+		replicas       []int32
+		isr            []int32
+		minInsync      int
 		// gone is nil while the partition is live; once its topic is
 		// deleted (or the manager closed) it is the error every request
 		// gets, and it never goes back to nil.
@@ -53,6 +58,16 @@ type Partition struct {
 	// not only high-watermark moves (IsolationLogEnd fetches), so an
 	// append takes wait's lock only when one exists.
 	logEndWaiters atomic.Int32
+
+	// followers is the leader's view of its followers in its current
+	// term (followers.go).
+	followers followers
+	// isrPending is the ISR of the AlterPartition in flight, nil when
+	// none: one per partition at a time. The high watermark counts its
+	// added members at once (KIP-497's maximal ISR: a write is not
+	// committed before a member about to join has it) and its dropped
+	// ones until the shrink is committed.
+	isrPending atomic.Pointer[[]int32]
 
 	// asyncFlush drives the fsync of acks=0 appends under
 	// flush.policy=ack: nobody waits for them, but the high watermark
@@ -87,6 +102,7 @@ func newPartition(m *Manager, tp storage.TopicPartition, topicID metadata.UUID, 
 	p.mu.leaderEpoch = -1
 	p.mu.minInsync = defaultMinInsync
 	p.wait.waiters = map[*waiter]struct{}{}
+	p.followers.resetLocked(-1, time.Time{})
 	return p
 }
 
@@ -153,15 +169,24 @@ func (p *Partition) leaderOffset() replicaOffset {
 }
 
 // followerOffsetsLocked returns the high-watermark entries of the ISR
-// members other than this node. Follower fetching is a later issue, so
-// none is known yet: an ISR with other members holds the high watermark
-// where it is, which is the honest answer (their copies are unconfirmed).
+// members other than this node, with the members an AlterPartition in
+// flight adds (maximal ISR). A member that has not fetched in this term
+// is unknown, which holds the high watermark where it is: its copy is
+// unconfirmed.
 // REQUIRES: p.mu held (shared is enough).
 func (p *Partition) followerOffsetsLocked() []replicaOffset {
 	var out []replicaOffset
+	add := func(id int32) {
+		if id != p.m.opts.NodeID && !slices.ContainsFunc(out, func(o replicaOffset) bool { return o.nodeID == id }) {
+			out = append(out, p.followers.offset(id))
+		}
+	}
 	for _, id := range p.mu.isr {
-		if id != p.m.opts.NodeID {
-			out = append(out, replicaOffset{nodeID: id})
+		add(id)
+	}
+	if pending := p.isrPending.Load(); pending != nil {
+		for _, id := range *pending {
+			add(id)
 		}
 	}
 	return out
@@ -173,6 +198,12 @@ func (p *Partition) followerOffsetsLocked() []replicaOffset {
 // REQUIRES: p.mu held (shared is enough).
 func (p *Partition) maybeAdvanceHighWatermarkLocked() {
 	if p.mu.gone != nil || p.mu.leader != p.m.opts.NodeID {
+		return
+	}
+	if len(p.mu.isr) < p.mu.minInsync {
+		// KIP-966's strict rule: with fewer in-sync replicas than
+		// min.insync.replicas nothing more is committed, so no write
+		// is ever visible that fewer replicas than promised hold.
 		return
 	}
 	followers := p.followerOffsetsLocked()
@@ -322,17 +353,29 @@ func (p *Partition) update(part *metadata.Partition, cfg storage.Config, minInsy
 	wasLeader := p.mu.leader == p.m.opts.NodeID
 	if part.LeaderEpoch >= p.mu.leaderEpoch {
 		moved := part.LeaderEpoch != p.mu.leaderEpoch || part.Leader != p.mu.leader
+		isrChanged := !slices.Equal(part.ISR, p.mu.isr)
 		p.mu.leader = part.Leader
 		p.mu.leaderEpoch = part.LeaderEpoch
+		p.mu.partitionEpoch = part.PartitionEpoch
 		p.mu.replicas = slices.Clone(part.Replicas)
 		p.mu.isr = slices.Clone(part.ISR)
 		isLeader := p.mu.leader == p.m.opts.NodeID
 		ch.becameLeader = isLeader && !wasLeader
 		ch.becameFollower = !isLeader && (wasLeader || moved)
-		ch.otherISRMembers = isLeader && len(p.followerOffsetsLocked()) > 0
+		ch.otherISRMembers = isLeader && len(p.mu.isr) > 1
 		if moved {
-			// Parked produces must learn they lost leadership; parked
-			// fetches must re-check the epoch fence.
+			p.followers.Lock()
+			if isLeader {
+				p.followers.resetLocked(p.mu.leaderEpoch, p.m.opts.Now())
+			} else {
+				p.followers.resetLocked(-1, time.Time{})
+			}
+			p.followers.Unlock()
+		}
+		if moved || isrChanged {
+			// Parked produces must learn they lost leadership or that
+			// the ISR fell below min.insync.replicas; parked fetches
+			// must re-check the epoch fence.
 			p.notifyAllLocked()
 		}
 	}

@@ -1,0 +1,345 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage"
+)
+
+// Followers copy their leaders' logs (Kafka's replica fetcher threads):
+// one fetcher per leader this node follows, carrying every partition it
+// follows there, long-polling the leader with Fetch requests that name a
+// replica id, so data moves as soon as the leader has it.
+//
+// Per partition, on each answer:
+//   - records are appended with Log.AppendAsFollower: offsets, leader
+//     epochs and producer state exactly as the leader wrote them;
+//   - a DivergingEpoch truncates the log to where the leader's history
+//     and this one agree (the smaller of the two ends of that epoch), and
+//     the next fetch goes on from there;
+//   - the follower's high watermark becomes min(leader's, own log end);
+//   - an error (a leader that moved, an epoch fence) leaves the partition
+//     to the next image, which names the new leader.
+//
+// Under flush.policy=ack the fetcher fsyncs what it appended before it
+// sends the next fetch, so the offset a fetch names is what this node
+// holds on disk: the leader counts it toward the high watermark as it
+// is. (The alternative, a separate flushed offset in each fetch, needs a
+// field Kafka's Fetch does not have; an fsync per round is one
+// group-committed fsync for every partition appended in that round.)
+//
+// Threads: one goroutine per fetcher, started and stopped by ApplyImage
+// (fetchers.apply) and Close; it is the only writer of the logs it
+// copies.
+
+// LeaderTransport sends a follower's fetch to the leader named by node
+// id (node wires the Kafka-protocol client). Results answer partitions
+// in request order; their errors are this package's sentinels (kerr
+// values). A request that gets no answer returns an error.
+type LeaderTransport interface {
+	Fetch(ctx context.Context, leader int32, req LeaderFetch) ([]LeaderFetchResult, error)
+}
+
+// LeaderFetch is one follower fetch.
+type LeaderFetch struct {
+	ReplicaID   int32
+	BrokerEpoch int64
+	MaxWait     time.Duration
+	MinBytes    int32
+	MaxBytes    int32
+	Partitions  []LeaderFetchPartition
+}
+
+// LeaderFetchPartition is one partition of a follower fetch.
+type LeaderFetchPartition struct {
+	Topic              string
+	TopicID            metadata.UUID
+	Partition          int32
+	FetchOffset        int64
+	LastFetchedEpoch   int32
+	CurrentLeaderEpoch int32
+	MaxBytes           int32
+}
+
+// LeaderFetchResult is the leader's answer for one partition.
+type LeaderFetchResult struct {
+	Err            error
+	HighWatermark  int64
+	LogStartOffset int64
+	DivergingEpoch EpochEndOffset
+	Records        []byte
+}
+
+// Fetch sizes: a round carries at most followerPartitionBytes of each
+// partition and followerFetchBytes in all, and waits up to
+// followerMaxWait for a first byte.
+const (
+	followerMaxWait        = 500 * time.Millisecond
+	followerPartitionBytes = 1 << 20
+	followerFetchBytes     = 16 << 20
+	fetcherBackoffMin      = 20 * time.Millisecond
+	fetcherBackoffMax      = time.Second
+)
+
+type fetchers struct {
+	m        *Manager
+	mu       sync.Mutex
+	byLeader map[int32]*fetcher
+}
+
+type fetcher struct {
+	fs     *fetchers
+	leader int32
+	parts  atomic.Pointer[[]*Partition]
+	stop   chan struct{}
+}
+
+func newFetchers(m *Manager) *fetchers {
+	return &fetchers{m: m, byLeader: map[int32]*fetcher{}}
+}
+
+// apply gives each leader's fetcher the partitions this node follows
+// there, starting and stopping fetchers as leaders come and go.
+// REQUIRES: m.applyMu held (one caller at a time, in image order).
+func (fs *fetchers) apply(img *metadata.Image, table *partitionTable) {
+	if fs.m.opts.Leaders == nil {
+		return
+	}
+	self := fs.m.opts.NodeID
+	want := map[int32][]*Partition{}
+	for _, p := range table.partitions {
+		p.mu.RLock()
+		leader, gone := p.mu.leader, p.mu.gone
+		p.mu.RUnlock()
+		if gone == nil && leader >= 0 && leader != self {
+			want[leader] = append(want[leader], p)
+		}
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for leader, f := range fs.byLeader {
+		if _, ok := want[leader]; !ok {
+			close(f.stop)
+			delete(fs.byLeader, leader)
+		}
+	}
+	for leader, parts := range want {
+		slices.SortFunc(parts, func(a, b *Partition) int {
+			if c := compareStrings(a.topic, b.topic); c != 0 {
+				return c
+			}
+			return int(a.partition - b.partition)
+		})
+		f := fs.byLeader[leader]
+		if f == nil {
+			f = &fetcher{fs: fs, leader: leader, stop: make(chan struct{})}
+			f.parts.Store(&parts)
+			if !fs.m.goBackground(f.run) {
+				continue // closing
+			}
+			fs.byLeader[leader] = f
+			fs.m.log.Info("following a leader", "leader", leader, "partitions", len(parts))
+			continue
+		}
+		f.parts.Store(&parts)
+	}
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// stopAll stops every fetcher (Close).
+func (fs *fetchers) stopAll() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for leader, f := range fs.byLeader {
+		close(f.stop)
+		delete(fs.byLeader, leader)
+	}
+}
+
+func (f *fetcher) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-f.stop:
+		case <-f.fs.m.closing:
+		}
+		cancel()
+	}()
+	backoff := fetcherBackoffMin
+	for ctx.Err() == nil {
+		parts := *f.parts.Load()
+		req, sent := f.request(parts)
+		if len(sent) == 0 {
+			f.sleep(ctx, &backoff)
+			continue
+		}
+		results, err := f.fs.m.opts.Leaders.Fetch(ctx, f.leader, req)
+		if err == nil && len(results) != len(sent) {
+			err = fmt.Errorf("leader %d answered %d partitions for %d", f.leader, len(results), len(sent))
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				f.fs.m.log.Debug("fetch from leader failed", "leader", f.leader, "err", err)
+				f.sleep(ctx, &backoff)
+			}
+			continue
+		}
+		progress := false
+		var flush []*Partition
+		for i, r := range results {
+			appended, ok := f.handle(sent[i], req.Partitions[i], r)
+			progress = progress || ok
+			if appended && sent[i].log.Config().FlushPolicy == storage.FlushAck {
+				flush = append(flush, sent[i])
+			}
+		}
+		// Fsynced before the next fetch says what this node holds.
+		for _, p := range flush {
+			if err := p.log.Flush(p.log.LogEndOffset()); err != nil {
+				f.fs.m.log.Error("flushing a follower's log", "partition", p.String(), "err", err)
+			}
+		}
+		if progress {
+			backoff = fetcherBackoffMin
+		} else {
+			f.sleep(ctx, &backoff)
+		}
+	}
+}
+
+func (f *fetcher) sleep(ctx context.Context, backoff *time.Duration) {
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	*backoff = min(*backoff*2, fetcherBackoffMax)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// request builds a fetch of every partition that still follows this
+// fetcher's leader, returning the partitions in request order.
+func (f *fetcher) request(parts []*Partition) (LeaderFetch, []*Partition) {
+	m := f.fs.m
+	req := LeaderFetch{
+		ReplicaID: m.opts.NodeID, BrokerEpoch: m.brokerEpoch.Load(),
+		MaxWait: followerMaxWait, MinBytes: 1, MaxBytes: followerFetchBytes,
+	}
+	sent := make([]*Partition, 0, len(parts))
+	for _, p := range parts {
+		p.mu.RLock()
+		leader, epoch, gone := p.mu.leader, p.mu.leaderEpoch, p.mu.gone
+		p.mu.RUnlock()
+		if gone != nil || leader != f.leader {
+			continue
+		}
+		last, ok := p.log.LeaderEpochs().LatestEpoch()
+		if !ok {
+			last = -1
+		}
+		req.Partitions = append(req.Partitions, LeaderFetchPartition{
+			Topic: p.topic, TopicID: p.topicID, Partition: p.partition,
+			FetchOffset: p.log.LogEndOffset(), LastFetchedEpoch: last,
+			CurrentLeaderEpoch: epoch, MaxBytes: followerPartitionBytes,
+		})
+		sent = append(sent, p)
+	}
+	return req, sent
+}
+
+// handle applies one partition's answer. appended: records were added;
+// progress: the answer moved something (records, a truncation, the high
+// watermark), so the next fetch need not back off.
+func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchResult) (appended, progress bool) {
+	log := f.fs.m.log
+	switch {
+	case r.Err != nil:
+		if !errors.Is(r.Err, ErrNotLeader) && !errors.Is(r.Err, ErrFencedLeaderEpoch) && !errors.Is(r.Err, ErrUnknownLeaderEpoch) {
+			log.Warn("follower fetch refused", "partition", p.String(), "leader", f.leader, "offset", fp.FetchOffset, "err", r.Err)
+		}
+		return false, false // the next image names the leader to follow
+	case r.DivergingEpoch.Epoch >= 0:
+		return false, f.truncate(p, r.DivergingEpoch)
+	}
+	if len(r.Records) > 0 {
+		data, err := fromOffset(r.Records, p.log.LogEndOffset())
+		if err == nil && len(data) > 0 {
+			_, err = p.log.AppendAsFollower(data)
+			appended = err == nil
+		}
+		if err != nil {
+			log.Error("appending the leader's records", "partition", p.String(), "leader", f.leader, "offset", fp.FetchOffset, "err", err)
+			return false, false
+		}
+	}
+	hw := min(r.HighWatermark, p.log.LogEndOffset())
+	if hw > p.log.HighWatermark() {
+		p.log.SetHighWatermark(hw)
+		progress = true
+	}
+	return appended, progress || appended
+}
+
+// truncate cuts p's log where it stops agreeing with the leader's: the
+// smaller of the leader's end of the diverging epoch and this log's end
+// of the same epoch (or of the largest below it).
+func (f *fetcher) truncate(p *Partition, d EpochEndOffset) bool {
+	leo := p.log.LogEndOffset()
+	epoch, end := p.log.LeaderEpochs().EndOffsetFor(d.Epoch, leo)
+	to := d.EndOffset
+	if epoch >= 0 {
+		to = min(to, end)
+	}
+	to = min(to, leo)
+	if to >= leo {
+		return false
+	}
+	f.fs.m.log.Info("truncating a follower's log to the leader's history", "partition", p.String(),
+		"leader", f.leader, "from", leo, "to", to, "diverging_epoch", d.Epoch, "leader_end_offset", d.EndOffset)
+	if err := p.log.TruncateTo(to); err != nil {
+		f.fs.m.log.Error("truncating a follower's log", "partition", p.String(), "to", to, "err", err)
+		return false
+	}
+	return true
+}
+
+// fromOffset drops the batches that end before offset (a leader's answer
+// starts at the batch holding the fetch offset, which may start before
+// it).
+func fromOffset(b []byte, offset int64) ([]byte, error) {
+	for len(b) > 0 {
+		h, err := record.ParseHeader(b)
+		if err != nil {
+			return nil, err
+		}
+		if h.LastOffset() >= offset {
+			if h.BaseOffset < offset {
+				return nil, fmt.Errorf("batch %d-%d straddles this log's end %d", h.BaseOffset, h.LastOffset(), offset)
+			}
+			return b, nil
+		}
+		if h.Size() > len(b) {
+			return nil, nil // a partial batch at the end: nothing whole to append
+		}
+		b = b[h.Size():]
+	}
+	return b, nil
+}
