@@ -419,3 +419,86 @@ func TestClusterReplicates(t *testing.T) {
 		return nil
 	})
 }
+
+// A fetch that claims to come from a replica is served only to that
+// replica's own node, with its current broker epoch, on a partition it
+// is a replica of; anything else gets its Kafka error code and reads
+// nothing past the high watermark.
+func TestClusterRefusesFalseReplicaFetches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes := startCluster(t, 3)
+	leader := nodes[0]
+	_, b := brokerClient(t, leader)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "pair", -1, -1
+	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	a.Partition, a.Replicas = 0, []int32{1, 2}
+	rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
+	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	topicID := leader.ctrl.Image().Topics["pair"].ID
+
+	fetch := func(clientID string, replica int32, epoch int64) (top, part int16) {
+		cl := newClient(t, leader, kgo.ClientID(clientID))
+		f := kmsg.NewPtrFetchRequest()
+		f.ReplicaID = -1
+		f.ReplicaState.ID, f.ReplicaState.Epoch = replica, epoch
+		f.MaxBytes, f.SessionEpoch = 1<<20, -1
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic, ft.TopicID = "pair", topicID
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.LastFetchedEpoch = 0, 0, 1<<20, -1
+		ft.Partitions = []kmsg.FetchRequestTopicPartition{fp}
+		f.Topics = []kmsg.FetchRequestTopic{ft}
+		resp, err := cl.Broker(int(leader.cfg.NodeID)).Request(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*kmsg.FetchResponse)
+		part = -1
+		if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+			part = r.Topics[0].Partitions[0].ErrorCode
+		}
+		return r.ErrorCode, part
+	}
+	epochOf := func(n *Node) int64 { return leader.ctrl.Image().Brokers[n.cfg.NodeID].Epoch }
+	for _, c := range []struct {
+		name     string
+		clientID string
+		replica  int32
+		epoch    int64
+		top      *kerr.Error
+		part     *kerr.Error
+	}{
+		{"an outside client naming replica 2", "kgo", 2, epochOf(nodes[1]), kerr.ClusterAuthorizationFailed, nil},
+		{"node 2 naming replica 3", nodes[1].InternalClientID(), 3, epochOf(nodes[2]), kerr.ClusterAuthorizationFailed, nil},
+		{"node 2 with an older broker epoch", nodes[1].InternalClientID(), 2, epochOf(nodes[1]) - 1, kerr.StaleBrokerEpoch, nil},
+		{"node 3, not a replica", nodes[2].InternalClientID(), 3, epochOf(nodes[2]), nil, kerr.NotLeaderForPartition},
+	} {
+		top, part := fetch(c.clientID, c.replica, c.epoch)
+		if kerr.ErrorForCode(top) != errOrNil(c.top) || (c.part != nil && kerr.ErrorForCode(part) != c.part) {
+			t.Errorf("replica fetch by %s: top-level %v, partition %v; want %v, %v", c.name,
+				kerr.ErrorForCode(top), kerr.ErrorForCode(part), c.top, c.part)
+		}
+	}
+	// The real follower is served.
+	if top, part := fetch(nodes[1].InternalClientID(), 2, epochOf(nodes[1])); top != 0 || part != 0 {
+		t.Errorf("replica fetch by node 2 itself: %v, %v", kerr.ErrorForCode(top), kerr.ErrorForCode(part))
+	}
+}
+
+func errOrNil(e *kerr.Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}

@@ -1,0 +1,177 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/testutil"
+	"github.com/fjordmq/fjord/internal/vfs"
+)
+
+// memLeaders carries follower fetches between managers in one process:
+// the transport below the replica manager, faked so that two real
+// managers on real logs can replicate without a listener.
+type memLeaders struct {
+	mu       sync.Mutex
+	managers map[int32]*Manager
+}
+
+func (l *memLeaders) Fetch(ctx context.Context, leader int32, req LeaderFetch) ([]LeaderFetchResult, error) {
+	l.mu.Lock()
+	m := l.managers[leader]
+	l.mu.Unlock()
+	if m == nil {
+		return nil, fmt.Errorf("no node %d", leader)
+	}
+	parts := make([]FetchPartition, len(req.Partitions))
+	for i, p := range req.Partitions {
+		parts[i] = FetchPartition{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Partition, FetchOffset: p.FetchOffset,
+			CurrentLeaderEpoch: p.CurrentLeaderEpoch, MaxBytes: p.MaxBytes, LastFetchedEpoch: p.LastFetchedEpoch}
+	}
+	res := m.Fetch(ctx, FetchParams{ReplicaID: req.ReplicaID, ReplicaEpoch: req.BrokerEpoch, MaxWait: req.MaxWait,
+		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Isolation: IsolationLogEnd}, parts)
+	defer res.Release()
+	out := make([]LeaderFetchResult, len(parts))
+	for i, r := range res.Partitions {
+		out[i] = LeaderFetchResult{Err: r.Err, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset,
+			DivergingEpoch: r.DivergingEpoch, Records: bytes.Clone(r.Records)}
+	}
+	return out, nil
+}
+
+// node is one replica manager of a pair, with its own image.
+type node struct {
+	t   testing.TB
+	id  int32
+	m   *Manager
+	img *metadata.Image
+}
+
+func newPair(t *testing.T) (leaders *memLeaders, nodes []*node) {
+	leaders = &memLeaders{managers: map[int32]*Manager{}}
+	for _, id := range []int32{1, 2} {
+		dir := t.TempDir()
+		sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{NoBackground: true, Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewManager(Options{NodeID: id, Storage: sm, Defaults: storage.DefaultConfig(), Logger: quietLogger, DataDir: dir, Leaders: leaders})
+		t.Cleanup(func() {
+			m.Close()
+			sm.Close()
+		})
+		leaders.managers[id] = m
+		nodes = append(nodes, &node{t: t, id: id, m: m})
+	}
+	return leaders, nodes
+}
+
+// set applies an image where topic "r" has one partition, replicas
+// [1, 2], with the given leader, epoch and ISR.
+func (n *node) set(leader, epoch int32, isr ...int32) {
+	t := &metadata.Topic{Name: "r", ID: topicID(9), Partitions: []metadata.Partition{{
+		Replicas: []int32{1, 2}, ISR: isr, Leader: leader, LeaderEpoch: epoch,
+	}}}
+	img := &metadata.Image{ClusterID: "c", Offset: 1, Topics: map[string]*metadata.Topic{"r": t}, TopicsByID: map[metadata.UUID]*metadata.Topic{t.ID: t}}
+	if n.img != nil {
+		img.Offset = n.img.Offset + 1
+	}
+	n.img = img
+	n.m.ApplyImage(img)
+}
+
+func (n *node) log() *storage.Log {
+	p, ok := n.m.Partition("r", 0)
+	if !ok {
+		n.t.Fatalf("node %d has no r-0", n.id)
+	}
+	return p.Log()
+}
+
+func readLog(t testing.TB, l *storage.Log) []byte {
+	rr, err := l.Read(0, 64<<20, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rr.Records
+}
+
+// An acks=all write on the leader is answered once the follower has
+// fetched it; the follower's copy is the leader's byte for byte, and its
+// high watermark follows the leader's.
+func TestFollowerCopiesTheLeadersLog(t *testing.T) {
+	_, nodes := newPair(t)
+	leader, follower := nodes[0], nodes[1]
+	leader.set(1, 0, 1, 2)
+	follower.set(1, 0, 1, 2)
+	for i := range 5 {
+		res, err := leader.m.Append(context.Background(), "r", 0, batch(t, fmt.Sprint("b", i), 10, 1000), AcksAll, 10*time.Second)
+		if err != nil {
+			t.Fatalf("acks=all append %d: %v", i, err)
+		}
+		if res.BaseOffset != int64(i*10) {
+			t.Fatalf("append %d at %d", i, res.BaseOffset)
+		}
+		// Answered only once the follower holds it.
+		if leo := follower.log().LogEndOffset(); leo < int64(i*10+10) {
+			t.Fatalf("acks=all append %d answered with the follower at %d", i, leo)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if hw := follower.log().HighWatermark(); hw != 50 {
+			return fmt.Errorf("follower high watermark %d, want 50", hw)
+		}
+		return nil
+	})
+	if !bytes.Equal(readLog(t, leader.log()), readLog(t, follower.log())) {
+		t.Fatal("the follower's log differs from the leader's")
+	}
+}
+
+// A follower that led for a while and wrote what no one else saw has its
+// log cut back to where its history and its new leader's agree, then
+// copies the leader's records from there (KIP-101/KIP-279 through
+// KIP-595's DivergingEpoch).
+func TestFollowerTruncatesADivergedHistory(t *testing.T) {
+	_, nodes := newPair(t)
+	one, two := nodes[0], nodes[1]
+	one.set(1, 0, 1, 2)
+	two.set(1, 0, 1, 2)
+	if _, err := one.m.Append(context.Background(), "r", 0, batch(t, "common", 5, 1000), AcksAll, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Node 2 leads epoch 1 alone (node 1 sees no leader) and writes 3
+	// records nobody copies.
+	one.set(-1, 1, 2)
+	two.set(2, 1, 2)
+	if _, err := two.m.Append(context.Background(), "r", 0, batch(t, "lost", 3, 1000), AcksLeader, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if leo := two.log().LogEndOffset(); leo != 8 {
+		t.Fatalf("node 2's log end %d, want 8", leo)
+	}
+	// Node 1 leads epoch 2 and writes 2 records at offsets 5 and 6.
+	one.set(1, 2, 1)
+	if _, err := one.m.Append(context.Background(), "r", 0, batch(t, "kept", 2, 1000), AcksLeader, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	two.set(1, 2, 1)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if a, b := readLog(t, one.log()), readLog(t, two.log()); !bytes.Equal(a, b) {
+			return fmt.Errorf("node 2's log (end %d) differs from node 1's (end %d)", two.log().LogEndOffset(), one.log().LogEndOffset())
+		}
+		return nil
+	})
+	got := values(t, readLog(t, two.log()))
+	want := []string{"common-0", "common-1", "common-2", "common-3", "common-4", "kept-0", "kept-1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("node 2 holds %v, want %v", got, want)
+	}
+}
