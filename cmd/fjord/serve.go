@@ -40,6 +40,8 @@ type serveOptions struct {
 	logLevel         string
 	// groupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms.
 	groupInitialRebalanceDelayMs int32
+	// replicaLagTimeMaxMs is replica.lag.time.max.ms.
+	replicaLagTimeMaxMs int32
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
 	httpConsumerIdleTimeoutMs int32
@@ -120,6 +122,8 @@ signal exits at once.`,
 	f.Var(newEnumFlag(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn, error")
 	f.Var(newIntFlag(&o.groupInitialRebalanceDelayMs, int32(node.DefaultGroupInitialRebalanceDelay/time.Millisecond), 0, 300_000, ""),
 		"group-initial-rebalance-delay-ms", "how long a new consumer group waits for more members before its first rebalance (group.initial.rebalance.delay.ms)")
+	f.Var(newIntFlag(&o.replicaLagTimeMaxMs, int32(node.DefaultReplicaLagTime/time.Millisecond), 100, 3_600_000, ""),
+		"replica-lag-time-max-ms", "how long a follower may go without catching up before it leaves the ISR (replica.lag.time.max.ms)")
 	f.Var(newIntFlag(&o.httpIdempotencyWindowMs, int32(httpapi.DefaultIdempotencyWindow/time.Millisecond), 1000, 7*24*3600*1000, ""),
 		"http-idempotency-window-ms", "how long the HTTP API remembers a produce's idempotency_key (http.idempotency.window.ms)")
 	f.Var(newIntFlag(&o.httpConsumerIdleTimeoutMs, int32(httpapi.DefaultConsumerIdleTimeout/time.Millisecond), 1000, 24*3600*1000, ""),
@@ -189,6 +193,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		NumPartitions:              o.numPartitions,
 		Logger:                     logger,
 		GroupInitialRebalanceDelay: groupInitialRebalanceDelay(o.groupInitialRebalanceDelayMs),
+		ReplicaLagTime:             time.Duration(o.replicaLagTimeMaxMs) * time.Millisecond,
 		HTTP: node.HTTPConfig{
 			IdempotencyWindow:   time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
 			ConsumerIdleTimeout: time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/httpapi"
+	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -25,6 +26,8 @@ const (
 	// DefaultGroupInitialRebalanceDelay is Kafka's
 	// group.initial.rebalance.delay.ms.
 	DefaultGroupInitialRebalanceDelay = 3 * time.Second
+	// DefaultReplicaLagTime is replica.lag.time.max.ms (Kafka's).
+	DefaultReplicaLagTime = replica.DefaultReplicaLagTime
 )
 
 // Config is one node's configuration. Its field names follow the flags of
@@ -143,6 +146,9 @@ func (c Config) validate() error {
 	}
 	if err := c.checkVoters(); err != nil {
 		return err
+	}
+	if c.ReplicaLagTime < 0 {
+		return bad("replica-lag-time-max-ms", c.ReplicaLagTime.Milliseconds(), "allowed: 100 to 3600000, or 0 for the default")
 	}
 	if err := metadata.ValidateRack(c.Rack); err != nil {
 		// metadata's message names the rack and what is allowed; the
