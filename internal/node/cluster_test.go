@@ -116,21 +116,7 @@ func TestClusterForwardsChanges(t *testing.T) {
 	_, b := brokerClient(t, other)
 	for i := range 100 {
 		topic := fmt.Sprintf("forwarded-%d", i)
-		req := kmsg.NewPtrCreateTopicsRequest()
-		req.TimeoutMillis = 10000
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
-		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		a.Partition, a.Replicas = 0, []int32{other.cfg.NodeID}
-		rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
-		req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
-		resp, err := b.Request(ctx, req)
-		if err != nil {
-			t.Fatalf("CreateTopics %s to node %d: %v", topic, other.cfg.NodeID, err)
-		}
-		if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
-			t.Fatalf("CreateTopics %s to node %d (controller %d): %v %v", topic, other.cfg.NodeID, ctrl, kerr.ErrorForCode(r.ErrorCode), deref(r.ErrorMessage))
-		}
+		createTopic(t, ctx, b, topic, -1, -1, []int32{other.cfg.NodeID})
 		if _, ok := other.ctrl.Image().Topics[topic]; !ok {
 			t.Fatalf("CreateTopics %s answered before node %d's image had the topic", topic, other.cfg.NodeID)
 		}
@@ -197,22 +183,39 @@ func TestClusterForwardsChanges(t *testing.T) {
 	t.Logf("new active controller %d %v after closing %d", next, time.Since(start).Round(time.Millisecond), ctrl)
 	for _, n := range live {
 		_, b := brokerClient(t, n)
-		req := kmsg.NewPtrCreateTopicsRequest()
-		req.TimeoutMillis = 10000
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("after-failover-%d", n.cfg.NodeID), 1, 1
-		req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
-		resp, err := b.Request(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
-			t.Fatalf("CreateTopics on node %d after the controller closed: %v %v", n.cfg.NodeID, kerr.ErrorForCode(r.ErrorCode), deref(r.ErrorMessage))
-		}
+		createTopic(t, ctx, b, fmt.Sprintf("after-failover-%d", n.cfg.NodeID), 1, 1)
 	}
 	initIDs(live)
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal(err)
+	}
+}
+
+// createTopic sends CreateTopics for topic to node n itself (through
+// b, n's broker handle) and fails the test unless it succeeds: with
+// replicas, partition i's replicas are replicas[i]; without, partitions
+// and rf are the counts.
+func createTopic(t *testing.T, ctx context.Context, b *kgo.Broker, topic string, partitions int32, rf int16, replicas ...[]int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, rf
+	if len(replicas) > 0 {
+		rt.NumPartitions, rt.ReplicationFactor = -1, -1
+	}
+	for i, r := range replicas {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(i), r
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("CreateTopics %s: %v", topic, err)
+	}
+	if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
+		t.Fatalf("CreateTopics %s: %v %s", topic, kerr.ErrorForCode(r.ErrorCode), deref(r.ErrorMessage))
 	}
 }
 
@@ -263,21 +266,7 @@ func TestClusterRestartCatchesUpBeforeActing(t *testing.T) {
 	create := func(via *Node, topic string, replica int32) {
 		t.Helper()
 		_, b := brokerClient(t, via)
-		req := kmsg.NewPtrCreateTopicsRequest()
-		req.TimeoutMillis = 10000
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
-		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		a.Partition, a.Replicas = 0, []int32{replica}
-		rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
-		req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
-		resp, err := b.Request(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
-			t.Fatalf("CreateTopics %s: %v %s", topic, kerr.ErrorForCode(r.ErrorCode), deref(r.ErrorMessage))
-		}
+		createTopic(t, ctx, b, topic, -1, -1, []int32{replica})
 	}
 	create(n3, "kept", 3)
 	create(n3, "deleted-while-down", 3)
@@ -368,18 +357,7 @@ func TestClusterReplicates(t *testing.T) {
 	nodes := startCluster(t, 3)
 	const topic, partitions, records = "replicated", 6, 3000
 	_, b := brokerClient(t, nodes[0])
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 10000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 3
-	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
-	resp, err := b.Request(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
-		t.Fatalf("CreateTopics: %v %s", kerr.ErrorForCode(r.ErrorCode), deref(r.ErrorMessage))
-	}
+	createTopic(t, ctx, b, topic, partitions, 3)
 	cl := newClient(t, nodes[1], kgo.RequiredAcks(kgo.AllISRAcks()))
 	var wg sync.WaitGroup
 	var produceErr error
@@ -430,21 +408,7 @@ func TestClusterRefusesFalseReplicaFetches(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := nodes[0]
 	_, b := brokerClient(t, leader)
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 10000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "pair", -1, -1
-	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	a.Partition, a.Replicas = 0, []int32{1, 2}
-	rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
-	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
-	resp, err := b.Request(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 {
-		t.Fatalf("CreateTopics: %v", kerr.ErrorForCode(r.ErrorCode))
-	}
+	createTopic(t, ctx, b, "pair", -1, -1, []int32{1, 2})
 	topicID := leader.ctrl.Image().Topics["pair"].ID
 
 	fetch := func(clientID string, replica int32, epoch int64) (top, part int16) {
