@@ -456,6 +456,71 @@ func TestCreatePartitions(t *testing.T) {
 	}
 }
 
+// TestPlacementOverRegisteredBrokers: a one-voter controller with five
+// more brokers registered, in three racks, places a topic's replicas on
+// three racks each with leaders spread evenly, and CreatePartitions
+// continues the spread instead of starting again at one broker.
+func TestPlacementOverRegisteredBrokers(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir())) // broker 1, no rack
+	ctx := ctxT(t)
+	racks := map[int32]string{1: "", 2: "a", 3: "b", 4: "", 5: "a", 6: "b"}
+	for id := int32(2); id <= 6; id++ {
+		if _, err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id, Rack: racks[id]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(tp *metadata.Topic, partitions int) {
+		t.Helper()
+		if len(tp.Partitions) != partitions {
+			t.Fatalf("%d partitions, want %d", len(tp.Partitions), partitions)
+		}
+		leaders, replicas := map[int32]int{}, map[int32]int{}
+		for p, part := range tp.Partitions {
+			inRacks := map[string]bool{}
+			for _, id := range part.Replicas {
+				inRacks[racks[id]] = true
+				replicas[id]++
+			}
+			if len(part.Replicas) != 3 || len(inRacks) != 3 {
+				t.Fatalf("partition %d on %v: want 3 brokers in 3 racks", p, part.Replicas)
+			}
+			if part.Leader != part.Replicas[0] || !slices.Equal(part.ISR, part.Replicas) {
+				t.Fatalf("partition %d = %+v: want the first replica leading and every replica in the ISR", p, part)
+			}
+			leaders[part.Leader]++
+		}
+		for id := range racks {
+			if leaders[id] != partitions/6 || replicas[id] != partitions/2 {
+				t.Fatalf("broker %d leads %d and holds %d replicas of %d partitions; want %d and %d (leaders %v)",
+					id, leaders[id], replicas[id], partitions, partitions/6, partitions/2, leaders)
+			}
+		}
+	}
+	tp := create(t, c, controlplane.CreateTopic{Name: "orders", NumPartitions: 6, ReplicationFactor: 3})[0]
+	check(tp, 6)
+	if err := c.CreatePartitions(ctx, "orders", 12, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	grown := c.Image().Topics["orders"]
+	check(grown, 12)
+	// Grown in two steps, it is placed as creating it with 12 at once
+	// places it.
+	if errs := c.DeleteTopics(ctx, []string{"orders"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	at := create(t, c, controlplane.CreateTopic{Name: "orders", NumPartitions: 12, ReplicationFactor: 3})[0]
+	for p := range at.Partitions {
+		if !slices.Equal(at.Partitions[p].Replicas, grown.Partitions[p].Replicas) {
+			t.Fatalf("partition %d: created on %v, grown on %v", p, at.Partitions[p].Replicas, grown.Partitions[p].Replicas)
+		}
+	}
+	res := c.CreateTopics(ctx, []controlplane.CreateTopic{{Name: "too-wide", NumPartitions: 1, ReplicationFactor: 7}}, false)
+	if !errors.Is(res[0].Err, controlplane.ErrInvalidReplicationFactor) || !strings.Contains(res[0].Err.Error(), "(6)") {
+		t.Fatalf("rf 7 on 6 brokers: %v, want INVALID_REPLICATION_FACTOR naming 6 brokers", res[0].Err)
+	}
+}
+
 func TestAlterConfigs(t *testing.T) {
 	t.Parallel()
 	c := open(t, baseConfig(t, t.TempDir()))

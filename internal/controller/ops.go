@@ -236,8 +236,8 @@ func (c *Controller) deleteLocked(ctx context.Context, a *activeController, img 
 
 // CreatePartitions grows topic to count partitions. assignments, if given,
 // places the new partitions (one replica list per new partition, each as
-// long as the topic's replication factor); otherwise they continue the
-// topic's round-robin placement.
+// long as the topic's replication factor); otherwise placeReplicas places
+// them, continuing the spread of the topic's existing partitions.
 func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
 	a, img, err := c.beginChange(ctx)
 	if err != nil {
@@ -271,11 +271,15 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 		}
 		replicas = assignments
 	} else {
-		brokers := img.BrokerIDs()
+		brokers := registeredBrokers(img)
 		if rf > len(brokers) {
 			return fmt.Errorf("%w: topic %q has replication factor %d but only %d brokers are registered", controlplane.ErrInvalidReplicationFactor, topic, rf, len(brokers))
 		}
-		replicas = placeReplicas(brokers, placementStart(topic, len(brokers)), cur, count-cur, rf)
+		existing := make([][]int32, cur)
+		for p := range existing {
+			existing[p] = t.Partitions[p].Replicas
+		}
+		replicas = placeReplicas(brokers, topic, existing, int(count-cur), rf)
 	}
 	if validateOnly {
 		return nil

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,34 +24,6 @@ const MaxPartitionsPerTopic = 10000
 // ProducerIDBlockSize is how many producer ids one AllocateProducerIDs call
 // hands out (Kafka's block size).
 const ProducerIDBlockSize = 1000
-
-// placementStart is where round-robin placement of topic's partition 0
-// begins among n brokers: a hash of the name, so topics spread their
-// leaders over the brokers rather than all starting at the lowest id, and
-// the same request places the same way (testable, reproducible).
-func placementStart(topic string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(topic))
-	return int(h.Sum32() % uint32(n))
-}
-
-// placeReplicas assigns replicas for partitions [first, first+count):
-// partition p gets rf consecutive brokers starting at (start+p) mod n, so
-// replicas of a partition are distinct (rf <= n) and leaders (the first
-// replica) rotate over the brokers. brokers must be sorted and rf <= len.
-func placeReplicas(brokers []int32, start int, first, count int32, rf int) [][]int32 {
-	out := make([][]int32, count)
-	n := len(brokers)
-	for i := range out {
-		p := int(first) + i
-		reps := make([]int32, rf)
-		for j := range reps {
-			reps[j] = brokers[(start+p+j)%n]
-		}
-		out[i] = reps
-	}
-	return out
-}
 
 // checkAssignments validates explicit replica assignments: each partition
 // non-empty, only registered brokers, no broker twice, and (rf > 0) every
@@ -94,7 +65,7 @@ type topicDefaults struct {
 // overrides. The topic's id is not part of the plan (it is drawn only when
 // creating).
 func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefaults) ([]metadata.Partition, map[string]string, error) {
-	brokers := img.BrokerIDs()
+	brokers := registeredBrokers(img)
 	var replicas [][]int32
 	if len(req.Assignments) > 0 {
 		if req.NumPartitions != -1 || req.ReplicationFactor != -1 {
@@ -130,7 +101,7 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 		case rf > len(brokers):
 			return nil, nil, fmt.Errorf("%w: replication factor %d is larger than the number of registered brokers (%d)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
 		}
-		replicas = placeReplicas(brokers, placementStart(req.Name, len(brokers)), 0, n, rf)
+		replicas = placeReplicas(brokers, req.Name, nil, int(n), rf)
 	}
 
 	configs := make(map[string]string, len(req.Configs)+1)

@@ -25,52 +25,6 @@ func imageWithBrokers(t *testing.T, ids ...int32) *metadata.Image {
 	return img
 }
 
-func TestPlaceReplicas(t *testing.T) {
-	tests := []struct {
-		brokers     []int32
-		start       int
-		first, n    int32
-		rf          int
-		want        [][]int32
-		description string
-	}{
-		{[]int32{1}, 0, 0, 3, 1, [][]int32{{1}, {1}, {1}}, "one broker"},
-		{[]int32{1, 2, 3}, 0, 0, 3, 1, [][]int32{{1}, {2}, {3}}, "leaders rotate"},
-		{[]int32{1, 2, 3}, 1, 0, 4, 2, [][]int32{{2, 3}, {3, 1}, {1, 2}, {2, 3}}, "start offset, wrap"},
-		{[]int32{1, 2, 3}, 0, 0, 2, 3, [][]int32{{1, 2, 3}, {2, 3, 1}}, "rf = brokers"},
-		{[]int32{4, 7}, 1, 3, 2, 2, [][]int32{{4, 7}, {7, 4}}, "continue from partition 3"},
-	}
-	for _, tc := range tests {
-		got := placeReplicas(tc.brokers, tc.start, tc.first, tc.n, tc.rf)
-		if !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: got %v, want %v", tc.description, got, tc.want)
-		}
-		for p, reps := range got {
-			if len(slices.Compact(slices.Sorted(slices.Values(reps)))) != len(reps) {
-				t.Errorf("%s: partition %d replicas not distinct: %v", tc.description, p, reps)
-			}
-		}
-	}
-}
-
-// TestPlacementSpreadsLeaders: with as many partitions as brokers, every
-// broker leads exactly one, whatever the topic name.
-func TestPlacementSpreadsLeaders(t *testing.T) {
-	brokers := []int32{1, 2, 3, 4, 5}
-	for _, name := range []string{"a", "orders", "events", "x.y"} {
-		leaders := map[int32]int{}
-		for _, reps := range placeReplicas(brokers, placementStart(name, len(brokers)), 0, 5, 3) {
-			leaders[reps[0]]++
-		}
-		if len(leaders) != 5 {
-			t.Errorf("%s: leaders %v", name, leaders)
-		}
-	}
-	if placementStart("orders", 5) != placementStart("orders", 5) {
-		t.Error("placement start is not deterministic")
-	}
-}
-
 func TestCheckAssignments(t *testing.T) {
 	img := imageWithBrokers(t, 1, 2, 3)
 	tests := []struct {
