@@ -19,7 +19,7 @@ func TestPartitionAndReplicationCounts(t *testing.T) {
 	}{
 		{`invalid argument "0" for "--partitions" flag: allowed: an integer from 1 to 2147483647 (default: the node's num-partitions)`,
 			[]string{"topic", "create", topic + "-x", "--partitions", "0"}},
-		{`invalid argument "0" for "--replication-factor" flag: allowed: an integer from 1 to 32767 (default: the node's default)`,
+		{`invalid argument "0" for "--replication-factor" flag: allowed: an integer from 1 to 32767 (default: the node's default-replication-factor)`,
 			[]string{"topic", "create", topic + "-x", "--replication-factor", "0"}},
 		{`"--partitions" flag: allowed: an integer from 1`, []string{"topic", "create", topic + "-x", "--partitions", "-1"}},
 		{`"--partitions" flag: allowed: an integer from 1`, []string{"topic", "create", topic + "-x", "--partitions", "2147483648"}},

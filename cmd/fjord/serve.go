@@ -49,6 +49,9 @@ type serveOptions struct {
 	httpMaxLongPolls          int32
 	httpMaxConsumers          int32
 	httpMaxBodyBytes          int64
+
+	// defaultReplicationFactor is default.replication.factor.
+	defaultReplicationFactor int16
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -119,6 +122,8 @@ signal exits at once.`,
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "HTTP address for Go's profiles under /debug/pprof/ (host:port; default: off)")
 	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
 	f.Var(newIntFlag(&o.numPartitions, node.DefaultNumPartitions, 1, math.MaxInt32, ""), "num-partitions", "partitions of a topic created without a count (num.partitions)")
+	f.Var(newIntFlag(&o.defaultReplicationFactor, node.DefaultReplicationFactor, 1, math.MaxInt16, ""), "default-replication-factor",
+		"replicas per partition of a topic created without a replication factor, capped at the brokers registered then (default.replication.factor)")
 	f.Var(newEnumFlag(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn, error")
 	f.Var(newIntFlag(&o.groupInitialRebalanceDelayMs, int32(node.DefaultGroupInitialRebalanceDelay/time.Millisecond), 0, 300_000, ""),
 		"group-initial-rebalance-delay-ms", "how long a new consumer group waits for more members before its first rebalance (group.initial.rebalance.delay.ms)")
@@ -191,6 +196,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		PprofAddr:                  o.pprofAddr,
 		AutoCreateTopics:           o.autoCreateTopics,
 		NumPartitions:              o.numPartitions,
+		DefaultReplicationFactor:   o.defaultReplicationFactor,
 		Logger:                     logger,
 		GroupInitialRebalanceDelay: groupInitialRebalanceDelay(o.groupInitialRebalanceDelayMs),
 		ReplicaLagTime:             time.Duration(o.replicaLagTimeMaxMs) * time.Millisecond,

@@ -280,6 +280,7 @@ func TestServePrecedence(t *testing.T) {
 		httpMaxLongPolls:             9, // file
 		httpMaxConsumers:             100,
 		httpMaxBodyBytes:             16 << 20,
+		defaultReplicationFactor:     3, // default
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -303,6 +304,44 @@ func TestServePrecedence(t *testing.T) {
 	}
 }
 
+// TestServeDefaultReplicationFactor: the flag's default is 3, and the
+// flag, FJORD_DEFAULT_REPLICATION_FACTOR and the config file's key set it
+// in that order of precedence.
+func TestServeDefaultReplicationFactor(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "fjord.yaml")
+	writeFile(t, cfg, "default-replication-factor: 2\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		want int16
+	}{
+		{"default", nil, "", 3},
+		{"file", []string{"--config", cfg}, "", 2},
+		{"env beats file", []string{"--config", cfg}, "5", 5},
+		{"flag beats env", []string{"--config", cfg, "--default-replication-factor", "1"}, "5", 1},
+		{"largest", []string{"--default-replication-factor", "32767"}, "", 32767},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("FJORD_DEFAULT_REPLICATION_FACTOR", tc.env)
+			}
+			var got serveOptions
+			cmd := newServeCommandWith(func(_ context.Context, o serveOptions, _ io.Writer) error {
+				got = o
+				return nil
+			})
+			cmd.SetArgs(tc.args)
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if got.defaultReplicationFactor != tc.want {
+				t.Fatalf("default-replication-factor %d, want %d", got.defaultReplicationFactor, tc.want)
+			}
+		})
+	}
+}
+
 func TestServeRejectsBadInput(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "a-file")
@@ -319,6 +358,8 @@ func TestServeRejectsBadInput(t *testing.T) {
 	notMap := cfg("notmap.yaml", "- kafka-addr\n")
 	badVoters := cfg("voters.yaml", "controller-quorum-voters: 1@0.0.0.0:9093\n")
 	badRack := cfg("rack.yaml", "rack: \" r1\"\n")
+	hugeRF := cfg("rf.yaml", "default-replication-factor: 99999999999999999999999\n")
+	listRF := cfg("rflist.yaml", "default-replication-factor: [3]\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -346,6 +387,17 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"negative body", []string{"serve", "--http-max-body-bytes", "-1"}, nil, `"--http-max-body-bytes" flag: allowed: an integer from 1024 to 134217728`},
 		{"absurd body", []string{"serve", "--http-max-body-bytes", "1099511627776"}, nil, `"--http-max-body-bytes" flag: allowed: an integer from 1024 to 134217728`},
 		{"too many consumers in env", []string{"serve"}, []string{"FJORD_HTTP_MAX_CONSUMERS=70000"}, `FJORD_HTTP_MAX_CONSUMERS="70000": allowed: an integer from 1 to 65536`},
+		{"zero replication factor", []string{"serve", "--default-replication-factor", "0"}, nil, `"--default-replication-factor" flag: allowed: an integer from 1 to 32767`},
+		{"negative replication factor", []string{"serve", "--default-replication-factor", "-3"}, nil, `"--default-replication-factor" flag: allowed: an integer from 1 to 32767`},
+		{"replication factor above int16", []string{"serve", "--default-replication-factor", "32768"}, nil, `"--default-replication-factor" flag: allowed: an integer from 1 to 32767`},
+		{"replication factor not a number", []string{"serve", "--default-replication-factor", "three"}, nil, `"--default-replication-factor" flag: allowed: an integer from 1 to 32767`},
+		{"replication factor with a fraction", []string{"serve", "--default-replication-factor=2.5"}, nil, `"--default-replication-factor" flag: allowed: an integer from 1 to 32767`},
+		{"replication factor in hex", []string{"serve", "--default-replication-factor", "0x3"}, nil, `"--default-replication-factor" flag: allowed: an integer from 1 to 32767`},
+		{"empty replication factor", []string{"serve", "--default-replication-factor="}, nil, `"--default-replication-factor" flag: allowed: an integer from 1 to 32767`},
+		{"replication factor zero in env", []string{"serve"}, []string{"FJORD_DEFAULT_REPLICATION_FACTOR=0"}, `FJORD_DEFAULT_REPLICATION_FACTOR="0": allowed: an integer from 1 to 32767`},
+		{"replication factor with garbage in env", []string{"serve"}, []string{"FJORD_DEFAULT_REPLICATION_FACTOR=3; rm -rf /"}, `FJORD_DEFAULT_REPLICATION_FACTOR="3; rm -rf /": allowed: an integer from 1 to 32767`},
+		{"replication factor overflows in file", []string{"serve", "--config", hugeRF}, nil, `default-replication-factor "99999999999999999999999": allowed: an integer from 1 to 32767`},
+		{"replication factor list in file", []string{"serve", "--config", listRF}, nil, `key "default-replication-factor" on line 1: want a single value`},
 		{"bad bool", []string{"serve", "--auto-create-topics=maybe"}, nil, `"--auto-create-topics" flag: allowed: true or false`},
 		{"bad env value", []string{"serve"}, []string{"FJORD_NUM_PARTITIONS=-2"}, `FJORD_NUM_PARTITIONS="-2": allowed: an integer from 1`},
 		{"empty data dir", []string{"serve", "--data-dir", ""}, nil, "data-dir is empty"},

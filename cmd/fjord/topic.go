@@ -113,7 +113,7 @@ count stays the same: choose it up front if key order matters.`,
 		}),
 	}
 	cmd.Flags().Var(newIntFlag(&partitions, 0, 1, math.MaxInt32, "(default: the node's num-partitions)"), "partitions", "number of partitions (default: the node's num-partitions)")
-	cmd.Flags().Var(newIntFlag(&replication, 0, 1, math.MaxInt16, "(default: the node's default)"), "replication-factor", "replicas per partition (default: the node's default)")
+	cmd.Flags().Var(newIntFlag(&replication, 0, 1, math.MaxInt16, "(default: the node's default-replication-factor)"), "replication-factor", "replicas per partition (default: the node's default-replication-factor, at most the brokers there are)")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "topic config override key=value (repeatable), e.g. retention.ms=86400000")
 	return cmd
 }

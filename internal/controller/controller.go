@@ -56,8 +56,9 @@ type Config struct {
 	// NumPartitions is num.partitions, the partition count of a topic
 	// created with -1 (and by auto-create); <= 0 means 1.
 	NumPartitions int32
-	// ReplicationFactor is default.replication.factor; <= 0 means
-	// min(3, registered brokers).
+	// ReplicationFactor is default.replication.factor, the replication
+	// factor of a topic created with -1 (and by auto-create), capped at
+	// the registered brokers; <= 0 means DefaultReplicationFactor.
 	ReplicationFactor int16
 	// Voters is the quorum a new metadata log is bootstrapped with
 	// (Kafka's controller.quorum.voters); it must name this node, whose

@@ -464,11 +464,23 @@ func TestPlacementOverRegisteredBrokers(t *testing.T) {
 	t.Parallel()
 	c := open(t, baseConfig(t, t.TempDir())) // broker 1, no rack
 	ctx := ctxT(t)
+	// default.replication.factor (3, unset) is capped at the brokers
+	// registered; an explicit factor is not.
+	if rf := create(t, c, topic("alone", 1))[0].ReplicationFactor(); rf != 1 {
+		t.Fatalf("default replication factor on one broker: %d, want 1", rf)
+	}
+	res := c.CreateTopics(ctx, []controlplane.CreateTopic{{Name: "explicit", NumPartitions: 1, ReplicationFactor: 3}}, false)
+	if !errors.Is(res[0].Err, controlplane.ErrInvalidReplicationFactor) {
+		t.Fatalf("rf 3 on one broker: %v, want INVALID_REPLICATION_FACTOR", res[0].Err)
+	}
 	racks := map[int32]string{1: "", 2: "a", 3: "b", 4: "", 5: "a", 6: "b"}
 	for id := int32(2); id <= 6; id++ {
 		if _, err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id, Rack: racks[id]}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if rf := create(t, c, topic("together", 1))[0].ReplicationFactor(); rf != controller.DefaultReplicationFactor {
+		t.Fatalf("default replication factor on six brokers: %d, want %d", rf, controller.DefaultReplicationFactor)
 	}
 	check := func(tp *metadata.Topic, partitions int) {
 		t.Helper()
@@ -515,7 +527,7 @@ func TestPlacementOverRegisteredBrokers(t *testing.T) {
 			t.Fatalf("partition %d: created on %v, grown on %v", p, at.Partitions[p].Replicas, grown.Partitions[p].Replicas)
 		}
 	}
-	res := c.CreateTopics(ctx, []controlplane.CreateTopic{{Name: "too-wide", NumPartitions: 1, ReplicationFactor: 7}}, false)
+	res = c.CreateTopics(ctx, []controlplane.CreateTopic{{Name: "too-wide", NumPartitions: 1, ReplicationFactor: 7}}, false)
 	if !errors.Is(res[0].Err, controlplane.ErrInvalidReplicationFactor) || !strings.Contains(res[0].Err.Error(), "(6)") {
 		t.Fatalf("rf 7 on 6 brokers: %v, want INVALID_REPLICATION_FACTOR naming 6 brokers", res[0].Err)
 	}

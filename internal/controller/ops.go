@@ -89,8 +89,16 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []controlplane.Cre
 			panic(fmt.Sprintf("controller: topic %q committed but missing from the published image (offset %d)", results[i].Topic.Name, pub.Offset))
 		}
 		results[i].Topic = t
-		c.log.Info("created topic", "topic", t.Name, "topic_id", t.ID.Base64(), "partitions", len(t.Partitions),
-			"replication_factor", len(t.Partitions[0].Replicas), "configs", t.Configs)
+		attrs := []any{"topic", t.Name, "topic_id", t.ID.Base64(), "partitions", len(t.Partitions),
+			"replication_factor", t.ReplicationFactor(), "configs", t.Configs}
+		if want := def.defaultReplicationFactor(math.MaxInt); topics[i].ReplicationFactor == -1 && t.ReplicationFactor() < want {
+			// Capped at the brokers registered: said, so a topic
+			// created while a cluster was still starting is not
+			// mistaken for a replicated one. Not a warning: on a
+			// single node every topic is capped, by design.
+			attrs = append(attrs, "default_replication_factor", want, "registered_brokers", len(img.Brokers))
+		}
+		c.log.Info("created topic", attrs...)
 	}
 	return results
 }

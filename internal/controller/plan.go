@@ -53,11 +53,35 @@ func checkAssignments(img *metadata.Image, assignments [][]int32, rf int) (int, 
 	return rf, nil
 }
 
+// DefaultReplicationFactor is default.replication.factor when
+// Config.ReplicationFactor is not set: Kafka's default is 1, Fjord's 3,
+// so an acknowledged write survives the loss of a broker ("durable by
+// default"), as a topic of three replicas with min.insync.replicas 2
+// does.
+const DefaultReplicationFactor = 3
+
 // topicDefaults are the broker settings a controlplane.CreateTopic's -1s
 // resolve to.
 type topicDefaults struct {
-	numPartitions     int32 // num.partitions
-	replicationFactor int16 // default.replication.factor; <= 0: min(3, brokers)
+	numPartitions int32 // num.partitions
+	// replicationFactor is default.replication.factor (<= 0:
+	// DefaultReplicationFactor), capped at the registered brokers.
+	replicationFactor int16
+}
+
+// defaultReplicationFactor is the replication factor a topic created
+// with -1 gets among brokers registered brokers: the configured default,
+// capped at the brokers there are. Kafka refuses such a create instead
+// (INVALID_REPLICATION_FACTOR), which makes a default of 3 unusable on
+// a single node or a cluster still starting; capping keeps them
+// working, and CreateTopics logs the topic as under-replicated by
+// design. An explicit replication factor is never capped.
+func (d topicDefaults) defaultReplicationFactor(brokers int) int {
+	rf := int(d.replicationFactor)
+	if rf <= 0 {
+		rf = DefaultReplicationFactor
+	}
+	return min(rf, brokers)
 }
 
 // planTopic checks everything about one controlplane.CreateTopic except
@@ -90,12 +114,11 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 		}
 		rf := int(req.ReplicationFactor)
 		if rf == -1 {
-			rf = int(def.replicationFactor)
-			if rf <= 0 {
-				rf = min(3, len(brokers))
-			}
+			rf = def.defaultReplicationFactor(len(brokers))
 		}
 		switch {
+		case len(brokers) == 0:
+			return nil, nil, fmt.Errorf("%w: no brokers are registered", controlplane.ErrInvalidReplicationFactor)
 		case rf < 1:
 			return nil, nil, fmt.Errorf("%w: replication factor %d (allowed: 1 to %d, or -1 for the default)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
 		case rf > len(brokers):

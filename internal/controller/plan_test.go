@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -71,12 +72,18 @@ func TestPlanTopic(t *testing.T) {
 	}{
 		{"defaults on one broker", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1},
 			want{1, 1, map[string]string{}}, nil, ""},
-		{"default rf is min(3, brokers), min.insync 2", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: -1},
+		{"default rf is 3, min.insync 2", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: -1},
 			want{4, 3, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
 		{"num.partitions default", one, topicDefaults{numPartitions: 6}, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: 1},
 			want{6, 1, map[string]string{}}, nil, ""},
 		{"default.replication.factor", three, topicDefaults{numPartitions: 1, replicationFactor: 2}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
 			want{1, 2, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+		{"default.replication.factor capped at the brokers", three, topicDefaults{numPartitions: 1, replicationFactor: 5}, controlplane.CreateTopic{Name: "t", NumPartitions: 2, ReplicationFactor: -1},
+			want{2, 3, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+		{"default rf above one broker is capped", one, topicDefaults{replicationFactor: 2}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
+			want{1, 1, map[string]string{}}, nil, ""},
+		{"largest default rf", one, topicDefaults{replicationFactor: math.MaxInt16}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
+			want{1, 1, map[string]string{}}, nil, ""},
 		{"explicit min.insync kept", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "3"}},
 			want{1, 3, map[string]string{"min.insync.replicas": "3"}}, nil, ""},
 		{"assignments", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{3, 1}, {1, 2}}},
@@ -89,7 +96,10 @@ func TestPlanTopic(t *testing.T) {
 		{"too many partitions", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: MaxPartitionsPerTopic + 1, ReplicationFactor: 1}, want{}, controlplane.ErrInvalidPartitions, "10001 partitions"},
 		{"too many assignments", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: make([][]int32, MaxPartitionsPerTopic+1)}, want{}, controlplane.ErrInvalidPartitions, "10001 partitions"},
 		{"rf above brokers", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 3 is larger than the number of registered brokers (1)"},
-		{"default rf above brokers", one, topicDefaults{replicationFactor: 2}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1}, want{}, controlplane.ErrInvalidReplicationFactor, "(1)"},
+		{"explicit rf above brokers with a larger default", three, topicDefaults{replicationFactor: 5}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 4}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 4 is larger than the number of registered brokers (3)"},
+		{"largest explicit rf", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: math.MaxInt16}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 32767 is larger"},
+		{"negative rf", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -2}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor -2"},
+		{"no brokers", imageWithBrokers(t), def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1}, want{}, controlplane.ErrInvalidReplicationFactor, "no brokers are registered"},
 		{"rf zero", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 0}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 0"},
 		{"assignments with a count", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 2, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, want{}, controlplane.ErrInvalidRequest, "both must be -1"},
 		{"assignments to unknown broker", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {4}}}, want{}, controlplane.ErrInvalidReplicaAssignment, "broker 4"},

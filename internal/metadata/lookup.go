@@ -60,6 +60,15 @@ func (img *Image) BrokerIDs() []int32 {
 	return ids
 }
 
+// ReplicationFactor is the number of replicas of t's partitions (every
+// partition of a topic has as many), 0 for a topic without partitions.
+func (t *Topic) ReplicationFactor() int {
+	if len(t.Partitions) == 0 {
+		return 0
+	}
+	return len(t.Partitions[0].Replicas)
+}
+
 // Partition returns partition p of t. Its slices are shared: read only.
 func (t *Topic) Partition(p int32) (*Partition, bool) {
 	if p < 0 || int(p) >= len(t.Partitions) {

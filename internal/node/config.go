@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -23,6 +24,9 @@ const (
 	DefaultHTTPAddr        = "127.0.0.1:8082"
 	DefaultNumPartitions   = 1
 	DefaultMaxRequestBytes = 100 << 20 // socket.request.max.bytes
+	// DefaultReplicationFactor is default.replication.factor (Kafka's
+	// is 1; see controller.DefaultReplicationFactor).
+	DefaultReplicationFactor = controller.DefaultReplicationFactor
 	// DefaultGroupInitialRebalanceDelay is Kafka's
 	// group.initial.rebalance.delay.ms.
 	DefaultGroupInitialRebalanceDelay = 3 * time.Second
@@ -72,6 +76,12 @@ type Config struct {
 	// NumPartitions is num.partitions, the partition count of topics
 	// created without one. 0: DefaultNumPartitions.
 	NumPartitions int32
+	// DefaultReplicationFactor is default.replication.factor, the
+	// replication factor of topics created without one, capped at the
+	// brokers registered when the topic is created (a single node still
+	// creates topics; an explicit factor above the brokers is refused).
+	// 0: DefaultReplicationFactor.
+	DefaultReplicationFactor int16
 	// MaxRequestBytes is socket.request.max.bytes. 0:
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int32
@@ -110,6 +120,9 @@ type HTTPConfig struct {
 func (c Config) withDefaults() Config {
 	if c.NumPartitions == 0 {
 		c.NumPartitions = DefaultNumPartitions
+	}
+	if c.DefaultReplicationFactor == 0 {
+		c.DefaultReplicationFactor = DefaultReplicationFactor
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
@@ -181,6 +194,9 @@ func (c Config) validate() error {
 	}
 	if c.NumPartitions < 0 {
 		return bad("num-partitions", c.NumPartitions, "allowed: 1 to 2147483647")
+	}
+	if c.DefaultReplicationFactor < 0 {
+		return bad("default-replication-factor", c.DefaultReplicationFactor, "allowed: 1 to 32767")
 	}
 	if c.MaxRequestBytes < 0 {
 		return bad("socket.request.max.bytes", c.MaxRequestBytes, "allowed: 1 to 2147483647")

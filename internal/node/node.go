@@ -214,7 +214,7 @@ func (n *Node) start(ctx context.Context) error {
 		Addr:              cfg.ControllerAddr,
 		Voters:            controllerVoters(cfg.Voters),
 		NumPartitions:     cfg.NumPartitions,
-		ReplicationFactor: -1,
+		ReplicationFactor: cfg.DefaultReplicationFactor,
 		TopicConfigs:      topicConfigs,
 		Logger:            n.log,
 	})

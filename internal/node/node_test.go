@@ -6,18 +6,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
@@ -385,6 +389,8 @@ func TestInvalidConfigRefusedBeforeTouchingDisk(t *testing.T) {
 		{"advertised port 0", func(c *Config) { c.AdvertisedKafkaAddr = "h:0" }, "port must be 1 to 65535"},
 		{"advertised no port", func(c *Config) { c.AdvertisedKafkaAddr = "h" }, `advertised-kafka-addr "h"`},
 		{"negative partitions", func(c *Config) { c.NumPartitions = -3 }, `num-partitions "-3"`},
+		{"negative default replication factor", func(c *Config) { c.DefaultReplicationFactor = -1 }, `default-replication-factor "-1": allowed: 1 to 32767`},
+		{"most negative default replication factor", func(c *Config) { c.DefaultReplicationFactor = math.MinInt16 }, `default-replication-factor "-32768": allowed: 1 to 32767`},
 		{"negative http body limit", func(c *Config) { c.HTTP.MaxBodyBytes = -1 }, `http-max-body-bytes -1: allowed: 1024 to 134217728 bytes`},
 		{"tiny http body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 10 }, `http-max-body-bytes 10: allowed: 1024 to`},
 		{"absurd http body limit", func(c *Config) { c.HTTP.MaxBodyBytes = 1 << 40 }, `http-max-body-bytes 1099511627776: allowed: 1024 to 134217728`},
@@ -398,6 +404,46 @@ func TestInvalidConfigRefusedBeforeTouchingDisk(t *testing.T) {
 			}
 			if _, err := os.Stat(cfg.DataDir); !os.IsNotExist(err) && strings.TrimSpace(cfg.DataDir) != "" {
 				t.Errorf("data dir created for an invalid config (stat: %v)", err)
+			}
+		})
+	}
+}
+
+// TestDefaultReplicationFactor: the node hands default-replication-factor
+// to the controller (3 when unset), which caps it at the one broker
+// there is, so a single node still creates topics with -1; an explicit
+// factor above the brokers is still refused. The controller names the
+// default it capped in its log line, which is how the test sees it.
+func TestDefaultReplicationFactor(t *testing.T) {
+	for _, tc := range []struct {
+		set, want int16
+	}{{0, DefaultReplicationFactor}, {2, 2}, {math.MaxInt16, math.MaxInt16}} {
+		t.Run(strconv.Itoa(int(tc.set)), func(t *testing.T) {
+			var log testutil.Buffer
+			cfg := testConfig(t, t.TempDir())
+			cfg.DefaultReplicationFactor = tc.set
+			cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+			n := startNode(t, cfg)
+			adm := kadm.NewClient(newClient(t, n))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp, err := adm.CreateTopic(ctx, 1, -1, nil, "defaulted")
+			if err == nil {
+				err = resp.Err
+			}
+			if err != nil || resp.ReplicationFactor != 1 {
+				t.Fatalf("create with the default: rf %d, %v; want 1 (capped at one broker)", resp.ReplicationFactor, err)
+			}
+			if want := fmt.Sprintf("topic=defaulted topic_id=%s partitions=1 replication_factor=1 configs=map[] default_replication_factor=%d registered_brokers=1",
+				metadata.UUID(resp.ID).Base64(), tc.want); !strings.Contains(log.String(), want) {
+				t.Fatalf("log does not say %q:\n%s", want, log.String())
+			}
+			resp, err = adm.CreateTopic(ctx, 1, 2, nil, "explicit")
+			if err == nil {
+				err = resp.Err
+			}
+			if !errors.Is(err, kerr.InvalidReplicationFactor) {
+				t.Fatalf("explicit rf 2 on one broker: %v, want INVALID_REPLICATION_FACTOR", err)
 			}
 		})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage/producerstate"
+	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -468,24 +469,6 @@ func TestProducerStateSurvivesCrash(t *testing.T) {
 	}
 }
 
-// producerCaptureLogger collects log lines.
-type producerCaptureLogger struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *producerCaptureLogger) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(b)
-}
-
-func (c *producerCaptureLogger) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
-
 func TestProducerDamagedSnapshotIgnored(t *testing.T) {
 	damage := map[string]func(b []byte) []byte{
 		"bit flip":  func(b []byte) []byte { b[len(b)/2] ^= 0x10; return b },
@@ -526,7 +509,7 @@ func TestProducerDamagedSnapshotIgnored(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				logs := &producerCaptureLogger{}
+				logs := &testutil.Buffer{}
 				l = openTestLog(t, fsys, dir, cfg, OpenOptions{Clean: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 				defer l.Close()
 				producerCheckState(t, "rebuilt", l, p.hist)
@@ -926,7 +909,7 @@ func TestManagerReservedDirs(t *testing.T) {
 	if err := writeFileForTest(fsys, "/data/metadata/raft.db", []byte("raft")); err != nil {
 		t.Fatal(err)
 	}
-	logs := &producerCaptureLogger{}
+	logs := &testutil.Buffer{}
 	m, err := OpenManager(fsys, "/data", DefaultConfig(), ManagerOptions{
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), NoBackground: true,
 		ReservedDirs: []string{"metadata", "raft-delete"},
