@@ -533,6 +533,43 @@ func TestPlacementOverRegisteredBrokers(t *testing.T) {
 	}
 }
 
+// TestCreateTopicsMinInsyncReplicas: a topic of three replicas that does
+// not set min.insync.replicas has 2 in force, as a default (no override
+// is written, so deleting an override returns to 2, not to Kafka's 1); a
+// topic of fewer has 1; a value above the replication factor is accepted,
+// as in Kafka.
+func TestCreateTopicsMinInsyncReplicas(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	ctx := ctxT(t)
+	for id := int32(2); id <= 3; id++ {
+		if _, err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := create(t, c,
+		controlplane.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: -1},
+		controlplane.CreateTopic{Name: "rf2", NumPartitions: 1, ReplicationFactor: 2},
+		controlplane.CreateTopic{Name: "above", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"min.insync.replicas": "5"}},
+		controlplane.CreateTopic{Name: "rf3-set", NumPartitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "1"}},
+	)
+	img := c.Image()
+	for i, want := range []struct {
+		value     string
+		overrides int
+	}{{"2", 0}, {"1", 0}, {"5", 1}, {"1", 1}} {
+		if v := img.TopicConfig(got[i], "min.insync.replicas"); v != want.value || len(got[i].Configs) != want.overrides {
+			t.Errorf("%s: min.insync.replicas %q with overrides %v; want %q and %d overrides", got[i].Name, v, got[i].Configs, want.value, want.overrides)
+		}
+	}
+	if err := c.AlterConfigs(ctx, "rf3-set", []controlplane.ConfigOp{{Name: "min.insync.replicas", Op: controlplane.ConfigDelete}}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Image().TopicConfig(c.Image().Topics["rf3-set"], "min.insync.replicas"); v != "2" {
+		t.Fatalf("rf 3 after deleting its override: min.insync.replicas %q, want the default 2", v)
+	}
+}
+
 func TestAlterConfigs(t *testing.T) {
 	t.Parallel()
 	c := open(t, baseConfig(t, t.TempDir()))

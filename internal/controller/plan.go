@@ -127,7 +127,7 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 		replicas = placeReplicas(brokers, req.Name, nil, int(n), rf)
 	}
 
-	configs := make(map[string]string, len(req.Configs)+1)
+	configs := make(map[string]string, len(req.Configs))
 	names := make([]string, 0, len(req.Configs))
 	for name := range req.Configs {
 		names = append(names, name)
@@ -139,14 +139,12 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 		}
 		configs[name] = req.Configs[name]
 	}
-	// DESIGN.md: min.insync.replicas defaults to min(2, RF), so acks=all
-	// on a replicated topic survives one broker loss without losing an
-	// acknowledged write.
-	if rf := len(replicas[0]); rf >= 2 {
-		if _, ok := configs["min.insync.replicas"]; !ok {
-			configs["min.insync.replicas"] = strconv.Itoa(min(2, rf))
-		}
-	}
+	// min.insync.replicas is not written here when the request leaves
+	// it out: its default follows the replication factor where it is
+	// read (replica's defaultMinInsyncReplicas), so DescribeConfigs
+	// reports it as a default. A value above the replication factor is
+	// accepted, as Kafka accepts it: acks=all is then refused with
+	// NOT_ENOUGH_REPLICAS until the topic has that many in sync.
 	return newPartitions(replicas), configs, nil
 }
 

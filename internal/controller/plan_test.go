@@ -72,22 +72,28 @@ func TestPlanTopic(t *testing.T) {
 	}{
 		{"defaults on one broker", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1},
 			want{1, 1, map[string]string{}}, nil, ""},
-		{"default rf is 3, min.insync 2", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: -1},
-			want{4, 3, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+		// min.insync.replicas' default (2 from 3 replicas) is not
+		// written as an override (TestCreateTopicsMinInsyncReplicas).
+		{"default rf is 3", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: -1},
+			want{4, 3, map[string]string{}}, nil, ""},
 		{"num.partitions default", one, topicDefaults{numPartitions: 6}, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: 1},
 			want{6, 1, map[string]string{}}, nil, ""},
 		{"default.replication.factor", three, topicDefaults{numPartitions: 1, replicationFactor: 2}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
-			want{1, 2, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+			want{1, 2, map[string]string{}}, nil, ""},
 		{"default.replication.factor capped at the brokers", three, topicDefaults{numPartitions: 1, replicationFactor: 5}, controlplane.CreateTopic{Name: "t", NumPartitions: 2, ReplicationFactor: -1},
-			want{2, 3, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+			want{2, 3, map[string]string{}}, nil, ""},
 		{"default rf above one broker is capped", one, topicDefaults{replicationFactor: 2}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
 			want{1, 1, map[string]string{}}, nil, ""},
 		{"largest default rf", one, topicDefaults{replicationFactor: math.MaxInt16}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1},
 			want{1, 1, map[string]string{}}, nil, ""},
 		{"explicit min.insync kept", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "3"}},
 			want{1, 3, map[string]string{"min.insync.replicas": "3"}}, nil, ""},
+		{"min.insync above the replication factor", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"min.insync.replicas": "5"}},
+			want{1, 1, map[string]string{"min.insync.replicas": "5"}}, nil, ""},
+		{"largest min.insync", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"min.insync.replicas": "2147483647"}},
+			want{1, 1, map[string]string{"min.insync.replicas": "2147483647"}}, nil, ""},
 		{"assignments", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{3, 1}, {1, 2}}},
-			want{2, 2, map[string]string{"min.insync.replicas": "2"}}, nil, ""},
+			want{2, 2, map[string]string{}}, nil, ""},
 		{"configs", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}},
 			want{1, 1, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"}}, nil, ""},
 
@@ -104,6 +110,9 @@ func TestPlanTopic(t *testing.T) {
 		{"assignments with a count", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 2, ReplicationFactor: -1, Assignments: [][]int32{{1}}}, want{}, controlplane.ErrInvalidRequest, "both must be -1"},
 		{"assignments to unknown broker", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {4}}}, want{}, controlplane.ErrInvalidReplicaAssignment, "broker 4"},
 		{"unknown config", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention": "1"}}, want{}, controlplane.ErrInvalidConfig, `unknown topic config "retention"`},
+		{"min.insync zero", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"min.insync.replicas": "0"}}, want{}, controlplane.ErrInvalidConfig, `min.insync.replicas="0"`},
+		{"min.insync overflows", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"min.insync.replicas": "2147483648"}}, want{}, controlplane.ErrInvalidConfig, `min.insync.replicas="2147483648"`},
+		{"min.insync not a number", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"min.insync.replicas": " 2"}}, want{}, controlplane.ErrInvalidConfig, `min.insync.replicas=" 2"`},
 		{"bad config value", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "a week"}}, want{}, controlplane.ErrInvalidConfig, `retention.ms="a week"`},
 	}
 	for _, tc := range tests {

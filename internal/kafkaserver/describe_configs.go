@@ -6,7 +6,9 @@ package kafkaserver
 // (the image's TopicConfigs), or the subset named in ConfigNames when it
 // is non-null (unknown names are left out, as in Kafka). Each entry is the
 // topic's override with source DYNAMIC_TOPIC_CONFIG, or the default with
-// source DEFAULT_CONFIG (IsDefault for v0 clients). No topic config is
+// source DEFAULT_CONFIG (IsDefault for v0 clients): for
+// min.insync.replicas, the default for the topic's replication factor
+// (2 from 3 replicas, else 1). No topic config is
 // read-only or sensitive. Synonyms (v1+, when asked) list the override
 // then the default, in Kafka's order of precedence; v3+ carry the config
 // type and, when asked, its documentation. An invalid topic name is
@@ -141,14 +143,17 @@ func topicConfigEntries(img *metadata.Image, t *metadata.Topic, names []string) 
 		if err != nil {
 			typ = kmsg.ConfigTypeUnknown
 		}
+		// The default for this topic: min.insync.replicas' depends on
+		// its replication factor, and is still a default.
+		dflt := img.TopicConfigDefault(t, def.Name)
 		e := configEntry{
 			name:   def.Name,
-			value:  def.Default,
+			value:  dflt,
 			source: kmsg.ConfigSourceDefaultConfig,
 			typ:    typ,
 			doc:    def.Doc,
 		}
-		defaultSyn := configSynonym{name: def.Name, value: def.Default, source: kmsg.ConfigSourceDefaultConfig}
+		defaultSyn := configSynonym{name: def.Name, value: dflt, source: kmsg.ConfigSourceDefaultConfig}
 		if v, ok := t.Configs[def.Name]; ok {
 			e.value, e.source = v, kmsg.ConfigSourceDynamicTopicConfig
 			e.synonyms = []configSynonym{{name: def.Name, value: v, source: kmsg.ConfigSourceDynamicTopicConfig}, defaultSyn}

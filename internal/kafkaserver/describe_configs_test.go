@@ -1,11 +1,14 @@
 package kafkaserver
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 func describeConfigsReq(synonyms, docs bool, resources ...kmsg.DescribeConfigsRequestResource) *kmsg.DescribeConfigsRequest {
@@ -104,6 +107,60 @@ func TestDescribeTopicConfigsV4(t *testing.T) {
 		configResource(kmsg.ConfigResourceTypeTopic, "t", []string{}...)), 4)
 	if n := len(resp.Resources[0].Configs); n != 0 {
 		t.Fatalf("empty name list answered %d configs", n)
+	}
+}
+
+// TestDescribeMinInsyncReplicas: min.insync.replicas' default follows
+// the topic's replication factor and is reported as a default (source
+// DEFAULT_CONFIG, IsDefault), not as an override nobody set; an override,
+// even one above the replication factor (Kafka allows it), is reported as
+// the topic's, with the default for its replication factor beneath it.
+func TestDescribeMinInsyncReplicas(t *testing.T) {
+	f := newAdminFixture(t)
+	three := []metadata.Partition{{Replicas: []int32{adminTestNodeID, 2, 3}, ISR: []int32{adminTestNodeID, 2, 3}, Leader: adminTestNodeID}}
+	f.ctrl.addTopic("rf1", adminLeaderPartitions(0), nil)
+	f.ctrl.addTopic("rf3", three, nil)
+	f.ctrl.addTopic("rf3-override", three, map[string]string{"min.insync.replicas": "3"})
+	f.ctrl.addTopic("rf1-above", adminLeaderPartitions(0), map[string]string{"min.insync.replicas": "5"})
+	for _, tc := range []struct {
+		topic, value string
+		source       kmsg.ConfigSource
+		synonyms     []string // values, most preferred first
+	}{
+		{"rf1", "1", kmsg.ConfigSourceDefaultConfig, []string{"1"}},
+		{"rf3", "2", kmsg.ConfigSourceDefaultConfig, []string{"2"}},
+		{"rf3-override", "3", kmsg.ConfigSourceDynamicTopicConfig, []string{"3", "2"}},
+		{"rf1-above", "5", kmsg.ConfigSourceDynamicTopicConfig, []string{"5", "1"}},
+	} {
+		for _, version := range []int16{0, 4} {
+			resp := adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(true, true,
+				configResource(kmsg.ConfigResourceTypeTopic, tc.topic, "min.insync.replicas")), version)
+			rr := resp.Resources[0]
+			adminWantCode(t, tc.topic, rr.ErrorCode, nil)
+			if len(rr.Configs) != 1 {
+				t.Fatalf("%s v%d: %d configs", tc.topic, version, len(rr.Configs))
+			}
+			c := rr.Configs[0]
+			if *c.Value != tc.value {
+				t.Fatalf("%s v%d: min.insync.replicas=%q, want %q", tc.topic, version, *c.Value, tc.value)
+			}
+			if version == 0 { // IsDefault is v0's source
+				if c.IsDefault != (tc.source == kmsg.ConfigSourceDefaultConfig) {
+					t.Fatalf("%s v0: IsDefault %v, want %v", tc.topic, c.IsDefault, !c.IsDefault)
+				}
+				continue
+			}
+			var syns []string
+			for _, s := range c.ConfigSynonyms {
+				syns = append(syns, *s.Value)
+			}
+			if c.Source != tc.source || !slices.Equal(syns, tc.synonyms) {
+				t.Fatalf("%s: source %v synonyms %v, want %v %v", tc.topic, c.Source, syns, tc.source, tc.synonyms)
+			}
+			if c.Documentation == nil || !strings.Contains(*c.Documentation, "2 for a topic of 3 or more replicas") {
+				t.Fatalf("%s: documentation %v does not say how the default is chosen", tc.topic, adminMsg(c.Documentation))
+			}
+		}
 	}
 }
 

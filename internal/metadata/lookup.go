@@ -78,12 +78,23 @@ func (t *Topic) Partition(p int32) (*Partition, bool) {
 }
 
 // TopicConfig returns t's value for a config: its override if set, else
-// the default from the image's TopicConfigs ("" for an unknown name). t
-// need not be in the image (a topic a CreateTopics only validated).
+// its default (TopicConfigDefault). t need not be in the image (a topic
+// a CreateTopics only validated).
 func (img *Image) TopicConfig(t *Topic, name string) string {
 	if v, ok := t.Configs[name]; ok {
 		return v
 	}
+	return img.TopicConfigDefault(t, name)
+}
+
+// TopicConfigDefault returns the default of a config for t, whatever
+// t overrides: the image's TopicConfigs' default, or for a setting that
+// depends on the replication factor (ConfigDef.DefaultFor) the default
+// for t's. "" for an unknown name.
+func (img *Image) TopicConfigDefault(t *Topic, name string) string {
 	def, _ := img.TopicConfigs.Lookup(name)
+	if def.DefaultFor != nil {
+		return def.DefaultFor(t.ReplicationFactor())
+	}
 	return def.Default
 }

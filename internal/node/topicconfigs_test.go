@@ -33,6 +33,11 @@ func TestTopicConfigDefs(t *testing.T) {
 		if err := validateTopicConfig(d.Name, d.Default); err != nil {
 			t.Errorf("default of %s is invalid: %v", d.Name, err)
 		}
+		for rf := 0; d.DefaultFor != nil && rf <= 40; rf++ {
+			if err := validateTopicConfig(d.Name, d.DefaultFor(rf)); err != nil {
+				t.Errorf("default of %s for replication factor %d is invalid: %v", d.Name, rf, err)
+			}
+		}
 		if d.Doc == "" || d.Type == "" {
 			t.Errorf("%s lacks doc or type", d.Name)
 		}

@@ -252,7 +252,7 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 				m.log.Error("topic config refused by the log; using the defaults", "topic", name, "err", err)
 			}
 			if minInsync, err = minInsyncReplicas(topic); err != nil {
-				m.log.Error("bad min.insync.replicas; using 1", "topic", name, "err", err)
+				m.log.Error("bad min.insync.replicas; using the default for the replication factor", "topic", name, "min_insync_replicas", minInsync, "err", err)
 			}
 		}
 		for i := range topic.Partitions {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,6 +153,26 @@ func TestMinInsyncReplicas(t *testing.T) {
 	e.put(withConfigs(e.topics["t"], map[string]string{"min.insync.replicas": "1"}))
 	if res := e.append("t", 0, batch(t, "y", 1, 0), AcksAll); res.BaseOffset != 1 {
 		t.Fatalf("acks=all after lowering min.insync.replicas: base %d", res.BaseOffset)
+	}
+}
+
+// TestMinInsyncReplicasDefault: a topic of three replicas that does not
+// set min.insync.replicas gets 2, so with its followers out of the ISR
+// acks=all is refused before the append; acks=1 is not.
+func TestMinInsyncReplicasDefault(t *testing.T) {
+	e := newEnv(t, "")
+	tp := newTopic("r3", 1, 1, nil)
+	tp.Partitions[0].Replicas = []int32{testNode, testNode + 1, testNode + 2}
+	e.put(tp)
+	_, err := e.m.Append(context.Background(), "r3", 0, batch(t, "x", 1, 0), AcksAll, time.Second)
+	if !errors.Is(err, ErrNotEnoughReplicas) || !strings.Contains(err.Error(), "min.insync.replicas is 2") {
+		t.Fatalf("acks=all with 1 of 3 replicas in sync: %v, want NOT_ENOUGH_REPLICAS under min.insync.replicas 2", err)
+	}
+	if l := e.log("r3", 0); l.LogEndOffset() != 0 {
+		t.Fatalf("refused produce appended: log end offset %d", l.LogEndOffset())
+	}
+	if res := e.append("r3", 0, batch(t, "x", 1, 0), AcksLeader); res.BaseOffset != 0 {
+		t.Fatalf("acks=1: base %d", res.BaseOffset)
 	}
 }
 

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -132,6 +133,35 @@ func TestStorageConfig(t *testing.T) {
 func TestMinInsyncReplicasConfig(t *testing.T) {
 	if n, err := minInsyncReplicas(&metadata.Topic{Name: "t"}); n != 1 || err != nil {
 		t.Fatalf("default: %d, %v", n, err)
+	}
+	// The default follows the replication factor: 2 from 3 replicas on.
+	withReplicas := func(rf int, configs map[string]string) *metadata.Topic {
+		reps := make([]int32, rf)
+		for i := range reps {
+			reps[i] = int32(i + 1)
+		}
+		return &metadata.Topic{Name: "t", Configs: configs, Partitions: []metadata.Partition{{Replicas: reps, ISR: reps, Leader: 1}}}
+	}
+	for rf, want := range map[int]int{1: 1, 2: 1, 3: 2, 5: 2, 32767: 2} {
+		if n, err := minInsyncReplicas(withReplicas(rf, nil)); n != want || err != nil {
+			t.Errorf("rf %d: %d, %v; want %d", rf, n, err, want)
+		}
+		if got := minInsyncReplicasConfig.DefaultFor(rf); got != strconv.Itoa(want) {
+			t.Errorf("rf %d: the table's default %q, want %d", rf, got, want)
+		}
+	}
+	// An override wins either way, also one above the replication
+	// factor (allowed, as in Kafka: acks=all is then refused).
+	if n, err := minInsyncReplicas(withReplicas(3, map[string]string{"min.insync.replicas": "1"})); n != 1 || err != nil {
+		t.Errorf("rf 3 with an override of 1: %d, %v", n, err)
+	}
+	if n, err := minInsyncReplicas(withReplicas(1, map[string]string{"min.insync.replicas": "4"})); n != 4 || err != nil {
+		t.Errorf("rf 1 with an override of 4: %d, %v", n, err)
+	}
+	// A bad override (the controller refuses them; a log written by
+	// another version might not) falls back to the default, not to 1.
+	if n, err := minInsyncReplicas(withReplicas(3, map[string]string{"min.insync.replicas": "x"})); n != 2 || err == nil {
+		t.Errorf("rf 3 with a bad override: %d, %v; want 2 and an error", n, err)
 	}
 	if n, err := minInsyncReplicas(&metadata.Topic{Name: "t", Configs: map[string]string{"min.insync.replicas": "3"}}); n != 3 || err != nil {
 		t.Fatalf("3: %d, %v", n, err)

@@ -38,6 +38,12 @@ type Def struct {
 	// taken exactly as given (no trimming), so what is stored is what the
 	// owner parses.
 	Validate func(value string) error
+	// DefaultFor, when set, is the default of a topic with
+	// replicationFactor replicas per partition, for a setting whose safe
+	// value depends on it (min.insync.replicas); Default is then the
+	// value when the replication factor is not known. It must return a
+	// value Validate accepts, for any factor from 0 up.
+	DefaultFor func(replicationFactor int) string
 }
 
 // Table is a set of definitions, sorted by name (the order DescribeConfigs
