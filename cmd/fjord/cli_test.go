@@ -179,10 +179,14 @@ func TestTopicLifecycle(t *testing.T) {
 		t.Fatalf("describe shows %d partitions, want 3:\n%s", len(rows), r.stdout)
 	}
 	for p, f := range rows {
-		// PARTITION LEADER EPOCH REPLICAS ISR LOG-START LOG-END
-		if len(f) != 7 || f[1] != "1" || f[3] != "1" || f[4] != "1" || f[5] != "0" || f[6] != "0" {
-			t.Errorf("partition %d row %v, want leader 1, replicas 1, ISR 1, offsets 0 0", p, f)
+		// PARTITION LEADER EPOCH REPLICAS ISR LOG-START LOG-END STATUS
+		if len(f) != 8 || f[1] != "1" || f[3] != "1" || f[4] != "1" || f[5] != "0" || f[6] != "0" || f[7] != "ok" {
+			t.Errorf("partition %d row %v, want leader 1, replicas 1, ISR 1, offsets 0 0, status ok", p, f)
 		}
+	}
+	// One replica: min.insync.replicas' default is 1.
+	if !strings.Contains(r.stdout, "Min in-sync replicas: 1 (default)\n") {
+		t.Errorf("describe does not show min.insync.replicas 1 as the default:\n%s", r.stdout)
 	}
 
 	fails(t, "TOPIC_ALREADY_EXISTS", "topic", "create", topic, "--brokers", brokers(t))
@@ -271,7 +275,7 @@ func TestProduceToPartitionAndConsumeOne(t *testing.T) {
 	r = ok(t, "", "topic", "describe", topic)
 	rows := describeRows(t, r.stdout)
 	for p, wantEnd := range map[int]string{0: "0", 1: "2", 2: "1"} {
-		if f := rows[p]; len(f) != 7 || f[6] != wantEnd {
+		if f := rows[p]; len(f) != 8 || f[6] != wantEnd {
 			t.Errorf("partition %d row %v, want log end %s", p, f, wantEnd)
 		}
 	}

@@ -90,8 +90,9 @@ func TestTopicAndClusterJSON(t *testing.T) {
 	}
 
 	doc = decodeJSON(t, ok(t, "", "topic", "describe", topic, "--output", "json").stdout)
-	wantKeys(t, "topic describe", doc, "name", "id", "replication_factor", "configs", "partitions")
-	if doc["name"] != topic || number(t, doc["replication_factor"]) != 1 {
+	wantKeys(t, "topic describe", doc, "name", "id", "replication_factor", "min_insync_replicas", "min_insync_replicas_source", "configs", "partitions")
+	if doc["name"] != topic || number(t, doc["replication_factor"]) != 1 || number(t, doc["min_insync_replicas"]) != 1 ||
+		doc["min_insync_replicas_source"] != "default" {
 		t.Errorf("topic describe: %v", doc)
 	}
 	if c := wantKeys(t, "configs", doc["configs"], "retention.ms"); c["retention.ms"] != "3600000" {
@@ -102,10 +103,12 @@ func TestTopicAndClusterJSON(t *testing.T) {
 		t.Fatalf("%d partitions, want 2", len(parts))
 	}
 	for i, p := range parts {
-		m := wantKeys(t, "partition", p, "partition", "leader", "leader_epoch", "replicas", "isr", "log_start_offset", "log_end_offset")
+		m := wantKeys(t, "partition", p, "partition", "leader", "leader_epoch", "replicas", "isr", "offline_replicas", "status",
+			"log_start_offset", "log_end_offset")
 		wantEnd := []int64{0, 3}[i]
 		if number(t, m["partition"]) != int64(i) || number(t, m["leader"]) != 1 || number(t, m["log_start_offset"]) != 0 ||
-			number(t, m["log_end_offset"]) != wantEnd || len(list(t, m["replicas"])) != 1 || len(list(t, m["isr"])) != 1 {
+			number(t, m["log_end_offset"]) != wantEnd || len(list(t, m["replicas"])) != 1 || len(list(t, m["isr"])) != 1 ||
+			len(list(t, m["offline_replicas"])) != 0 || len(list(t, m["status"])) != 0 {
 			t.Errorf("partition %d: %v", i, m)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -169,7 +170,18 @@ func newTopicDescribeCommand(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a topic's partitions, leaders, replicas, offsets and config overrides",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show a topic's partitions, leaders, replicas, offsets and config overrides.
+
+Per partition: its leader and leader epoch, its replicas (the first is the
+preferred leader), the in-sync replicas (ISR), the log's start and end
+offsets, and a status: ok, or one or more of
+  offline               no leader: the partition takes no reads or writes
+  under-min-isr         fewer in sync than min.insync.replicas: acks=all
+                        writes are refused (NOT_ENOUGH_REPLICAS)
+  under-replicated      some replicas are not in sync
+  replica-offline       a replica's broker is not registered
+  leader-not-preferred  led by a replica other than the first`,
+		Args: cobra.ExactArgs(1),
 		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
 			d, err := describeTopic(ctx, adm, args[0])
 			if err != nil {
@@ -188,22 +200,60 @@ type topicDescription struct {
 	Name              string `json:"name"`
 	ID                string `json:"id"`
 	ReplicationFactor int    `json:"replication_factor"`
+	// MinInsyncReplicas is the min.insync.replicas in force, override or
+	// default (null if the server did not describe it), and
+	// MinInsyncReplicasSource where it comes from: "topic" (an override),
+	// "default" or "broker" (a broker's setting, on Kafka). The default
+	// depends on the replication factor on Fjord, so it is shown even
+	// though defaults are left out of Configs.
+	MinInsyncReplicas       *int   `json:"min_insync_replicas"`
+	MinInsyncReplicasSource string `json:"min_insync_replicas_source,omitempty"`
 	// Configs are the topic's overrides; defaults are left out.
 	Configs    map[string]string      `json:"configs"`
 	Partitions []partitionDescription `json:"partitions"`
 }
 
 type partitionDescription struct {
-	Partition   int32   `json:"partition"`
-	Leader      int32   `json:"leader"` // -1: none
-	LeaderEpoch int32   `json:"leader_epoch"`
-	Replicas    []int32 `json:"replicas"`
-	ISR         []int32 `json:"isr"`
+	Partition   int32 `json:"partition"`
+	Leader      int32 `json:"leader"` // -1: none
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// Replicas, the first being the preferred leader; ISR, the in-sync
+	// ones; OfflineReplicas, those whose broker is not registered.
+	Replicas        []int32 `json:"replicas"`
+	ISR             []int32 `json:"isr"`
+	OfflineReplicas []int32 `json:"offline_replicas"`
+	// Status lists what is wrong with the partition (partitionStatus),
+	// empty when nothing is.
+	Status []string `json:"status"`
 	// The offsets are null when they could not be listed; Error says
 	// why.
 	LogStartOffset *int64 `json:"log_start_offset"`
 	LogEndOffset   *int64 `json:"log_end_offset"`
 	Error          string `json:"error,omitempty"`
+}
+
+// partitionStatus says what is wrong with a partition, worst first, in
+// the words of Kafka's describe filters and metrics (offline, under min
+// ISR, under-replicated) and its preferred-leader imbalance; none when
+// nothing is. minISR < 1 means not known (no under-min-isr then).
+func partitionStatus(leader int32, replicas, isr, offline []int32, minISR int) []string {
+	status := []string{}
+	if leader < 0 {
+		status = append(status, "offline")
+	}
+	if minISR > 0 && len(isr) < minISR {
+		status = append(status, "under-min-isr")
+	}
+	if len(isr) < len(replicas) {
+		status = append(status, "under-replicated")
+	}
+	if len(offline) > 0 {
+		status = append(status, "replica-offline")
+	}
+	if leader >= 0 && len(replicas) > 0 && leader != replicas[0] {
+		status = append(status, "leader-not-preferred")
+	}
+	return status
 }
 
 func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (*topicDescription, error) {
@@ -245,11 +295,22 @@ func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (*topicD
 		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
 			out.Configs[c.Key] = *c.Value
 		}
+		if c.Key == "min.insync.replicas" && c.Value != nil {
+			if n, err := strconv.Atoi(*c.Value); err == nil {
+				out.MinInsyncReplicas = &n
+				out.MinInsyncReplicasSource = configSourceName(c.Source)
+			}
+		}
+	}
+	minISR := 0
+	if out.MinInsyncReplicas != nil {
+		minISR = *out.MinInsyncReplicas
 	}
 	for _, p := range d.Partitions.Sorted() {
 		pd := partitionDescription{
 			Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-			Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR),
+			Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), OfflineReplicas: nonNil(p.OfflineReplicas),
+			Status: partitionStatus(p.Leader, p.Replicas, p.ISR, p.OfflineReplicas, minISR),
 		}
 		offset := func(l kadm.ListedOffsets) *int64 {
 			o, ok := l.Lookup(topic, p.Partition)
@@ -277,24 +338,65 @@ func (d *topicDescription) printText(out io.Writer) error {
 	sort.Strings(overrides)
 	fmt.Fprintf(out, "Topic: %s\nTopic ID: %s\nPartitions: %d\nReplication factor: %d\n",
 		d.Name, d.ID, len(d.Partitions), d.ReplicationFactor)
+	if d.MinInsyncReplicas != nil {
+		fmt.Fprintf(out, "Min in-sync replicas: %d (%s)\n", *d.MinInsyncReplicas, d.MinInsyncReplicasSource)
+	}
 	if len(overrides) == 0 {
 		fmt.Fprintln(out, "Configs: (defaults)")
 	} else {
 		fmt.Fprintf(out, "Configs: %s\n", strings.Join(overrides, " "))
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOG-START\tLOG-END")
+	// STATUS last: it is the one column of words, and scripts that cut
+	// the columns before it keep working.
+	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOG-START\tLOG-END\tSTATUS")
 	for _, p := range d.Partitions {
 		offset := func(o *int64) string {
 			if o == nil {
-				return "error: " + p.Error
+				// One field, so the columns after it stay in place.
+				return "error"
 			}
 			return fmt.Sprint(*o)
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
-			ids(p.Replicas), ids(p.ISR), offset(p.LogStartOffset), offset(p.LogEndOffset))
+		status := "ok"
+		if len(p.Status) > 0 {
+			status = strings.Join(p.Status, ",")
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
+			orNone(ids(p.Replicas)), orNone(ids(p.ISR)), offset(p.LogStartOffset), offset(p.LogEndOffset), status)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// The offsets' errors, which would not fit a column.
+	for _, p := range d.Partitions {
+		if p.Error != "" {
+			fmt.Fprintf(out, "partition %d: %s\n", p.Partition, p.Error)
+		}
+	}
+	return nil
+}
+
+// orNone is s, or "none" for an empty list, so a row keeps its columns
+// ("-" is the CLI's word for null).
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// configSourceName names where a config's value comes from, for topic
+// describe.
+func configSourceName(s kmsg.ConfigSource) string {
+	switch s {
+	case kmsg.ConfigSourceDynamicTopicConfig:
+		return "topic"
+	case kmsg.ConfigSourceDefaultConfig:
+		return "default"
+	default:
+		return "broker"
+	}
 }
 
 // nonNil makes an empty list JSON's [] rather than null.
