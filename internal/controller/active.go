@@ -91,6 +91,7 @@ func (c *Controller) startActive() {
 	}
 	a := &activeController{term: c.raft.CurrentTerm(), lost: make(chan struct{})}
 	c.active.Store(a)
+	c.activations.Add(1)
 	c.log.Info("active controller started", "node_id", c.cfg.NodeID, "term", a.term, "metadata_offset", c.fsm.applied.Load().Offset)
 	if c.fsm.applied.Load().ClusterID == "" {
 		// The first leader of a new metadata log names the cluster. A

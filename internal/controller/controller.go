@@ -114,6 +114,9 @@ type Controller struct {
 	// metadata log (active.go), nil otherwise. Only the leadership
 	// goroutine stores it.
 	active atomic.Pointer[activeController]
+	// activations counts the terms this node has been the active
+	// controller in.
+	activations atomic.Int64
 	// closing is closed by Close; watchDone when the leadership goroutine
 	// has returned.
 	closing, watchDone chan struct{}
@@ -314,6 +317,10 @@ func (c *Controller) Voters() []int32 {
 	slices.Sort(ids)
 	return ids
 }
+
+// Activations is how many times this node has become the active
+// controller since it started.
+func (c *Controller) Activations() int64 { return c.activations.Load() }
 
 // Addr is the address the Raft transport bound.
 func (c *Controller) Addr() string { return string(c.trans.LocalAddr()) }

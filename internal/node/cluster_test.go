@@ -396,6 +396,37 @@ func TestClusterReplicates(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The metrics say the same: every partition led once and followed
+	// twice, nothing under-replicated, every follower caught up, one
+	// active controller.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		var led, following, active, fetched float64
+		for _, n := range nodes {
+			m := scrape(t, n)
+			v := func(family string, labels ...string) float64 {
+				x, _ := m.Value(family, labels...)
+				return x
+			}
+			led += v("fjord_partitions_led")
+			following += v("fjord_partitions_following")
+			active += v("fjord_controller_active")
+			fetched += v("fjord_replica_fetched_bytes_total")
+			if u := v("fjord_partitions_under_replicated"); u != 0 {
+				return fmt.Errorf("node %d: %v under-replicated partitions", n.cfg.NodeID, u)
+			}
+			for key, lag := range m.ByLabel("fjord_follower_lag_records", "follower") {
+				if lag != 0 {
+					return fmt.Errorf("node %d: follower %s lags %v records", n.cfg.NodeID, key, lag)
+				}
+			}
+		}
+		if led != partitions || following != 2*partitions || active != 1 || fetched <= 0 {
+			return fmt.Errorf("led %v, following %v, active controllers %v, fetched bytes %v; want %d, %d, 1, > 0",
+				led, following, active, fetched, partitions, 2*partitions)
+		}
+		return nil
+	})
 }
 
 // A fetch that claims to come from a replica is served only to that

@@ -12,8 +12,8 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/httpapi"
-	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/replica"
 )
 
 // Defaults for the fields of Config left zero, and the values `fjord

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
 )
 
@@ -37,7 +38,7 @@ func observeSeconds(h prometheus.Histogram) func(time.Duration) {
 	return func(d time.Duration) { h.Observe(d.Seconds()) }
 }
 
-func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, groups *group.Coordinator) *prometheus.Registry {
+func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, groups *group.Coordinator, repl replicationCollector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -45,8 +46,74 @@ func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, groups *gro
 		partitionCollector{logs: logs},
 		fsyncs,
 		lagCollector{groups: groups, logs: logs, maxSeries: maxLagSeries},
+		repl,
 	)
 	return reg
+}
+
+var (
+	ledDesc             = prometheus.NewDesc("fjord_partitions_led", "Partitions this node leads.", nil, nil)
+	followingDesc       = prometheus.NewDesc("fjord_partitions_following", "Partitions this node copies from another leader.", nil, nil)
+	underReplicatedDesc = prometheus.NewDesc("fjord_partitions_under_replicated", "Partitions this node leads whose ISR is smaller than their replicas.", nil, nil)
+	underMinISRDesc     = prometheus.NewDesc("fjord_partitions_under_min_isr", "Partitions this node leads whose ISR is smaller than min.insync.replicas: acks=all writes are refused.", nil, nil)
+	offlineDesc         = prometheus.NewDesc("fjord_partitions_offline", "Partitions with no leader, as the metadata image has them; reported by the active controller only (0 elsewhere), as Kafka's OfflinePartitionsCount.", nil, nil)
+	isrShrinksDesc      = prometheus.NewDesc("fjord_isr_shrinks_total", "ISR shrinks this node's requests committed as a leader.", nil, nil)
+	isrExpandsDesc      = prometheus.NewDesc("fjord_isr_expands_total", "ISR expansions this node's requests committed as a leader.", nil, nil)
+	fetchedBytesDesc    = prometheus.NewDesc("fjord_replica_fetched_bytes_total", "Record bytes this node's fetchers appended from leaders.", nil, nil)
+	fetchedBatchesDesc  = prometheus.NewDesc("fjord_replica_fetched_batches_total", "Record batches this node's fetchers appended from leaders.", nil, nil)
+	followerLagDesc     = prometheus.NewDesc("fjord_follower_lag_records",
+		"For a partition this node leads: its log end offset less the follower's last fetch offset (-1: not fetched since this node became leader).",
+		[]string{"topic", "partition", "follower"}, nil)
+	controllerActivationsDesc = prometheus.NewDesc("fjord_controller_activations_total", "Times this node has become the active controller since it started.", nil, nil)
+	activeControllerDesc      = prometheus.NewDesc("fjord_controller_active", "1 while this node is the active controller.", nil, nil)
+)
+
+// replicationCollector reports the replication of the partitions this
+// node hosts and its part in the controller quorum, read at each scrape.
+type replicationCollector struct {
+	n *Node
+}
+
+func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
+		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, followerLagDesc,
+		controllerActivationsDesc, activeControllerDesc} {
+		ch <- d
+	}
+}
+
+func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	s := c.n.replicas.ReplicationStats(func(l replica.FollowerLag) {
+		gauge(followerLagDesc, float64(l.Records), l.Topic, strconv.Itoa(int(l.Partition)), strconv.Itoa(int(l.Follower)))
+	})
+	gauge(ledDesc, float64(s.Led))
+	gauge(followingDesc, float64(s.Following))
+	gauge(underReplicatedDesc, float64(s.UnderReplicated))
+	gauge(underMinISRDesc, float64(s.UnderMinISR))
+	counter(isrShrinksDesc, s.ISRShrinks)
+	counter(isrExpandsDesc, s.ISRExpands)
+	counter(fetchedBytesDesc, s.FetchedBytes)
+	counter(fetchedBatchesDesc, s.FetchedBatches)
+	active, offline := 0.0, 0
+	if c.n.ctrl.ControllerID() == c.n.cfg.NodeID {
+		active = 1
+		for _, t := range c.n.ctrl.Image().Topics {
+			for _, p := range t.Partitions {
+				if p.Leader < 0 {
+					offline++
+				}
+			}
+		}
+	}
+	gauge(offlineDesc, float64(offline))
+	gauge(activeControllerDesc, active)
+	counter(controllerActivationsDesc, c.n.ctrl.Activations())
 }
 
 func metricsHandler(reg *prometheus.Registry) http.Handler {

@@ -284,7 +284,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.loader = offsetstopic.NewLoader(n.groups, n.replicas, cfg.NodeID, n.log)
 	n.unsubGroup = n.ctrl.Subscribe(n.loader.OnImage)
 
-	n.metrics = newRegistry(n.storage, fsyncs, n.groups)
+	n.metrics = newRegistry(n.storage, fsyncs, n.groups, replicationCollector{n})
 	pids := txn.NewProducerIDManager(n.control, cfg.NodeID)
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                   n.kafkaLn.Addr().String(),

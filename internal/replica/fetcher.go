@@ -282,8 +282,12 @@ func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchRes
 	if len(r.Records) > 0 {
 		data, err := fromOffset(r.Records, p.log.LogEndOffset())
 		if err == nil && len(data) > 0 {
-			_, err = p.log.AppendAsFollower(data)
-			appended = err == nil
+			var info storage.AppendInfo
+			info, err = p.log.AppendAsFollower(data)
+			if appended = err == nil; appended {
+				f.fs.m.stats.fetchedBytes.Add(int64(len(data)))
+				f.fs.m.stats.fetchedBatches.Add(int64(info.NumBatches))
+			}
 		}
 		if err != nil {
 			log.Error("appending the leader's records", "partition", p.String(), "leader", f.leader, "offset", fp.FetchOffset, "err", err)

@@ -81,7 +81,8 @@ type Manager struct {
 	fetchers *fetchers
 
 	stats struct {
-		isrShrinks, isrExpands atomic.Int64
+		isrShrinks, isrExpands       atomic.Int64
+		fetchedBytes, fetchedBatches atomic.Int64
 	}
 }
 
@@ -118,12 +119,6 @@ func NewManager(opts Options) *Manager {
 		m.goBackground(m.runISRChecks)
 	}
 	return m
-}
-
-// ISRChanges is how many ISR shrinks and expansions this node has had
-// committed as a leader.
-func (m *Manager) ISRChanges() (shrinks, expands int64) {
-	return m.stats.isrShrinks.Load(), m.stats.isrExpands.Load()
 }
 
 // Ready reports whether an image has been applied and every partition it
