@@ -35,6 +35,9 @@ type activeController struct {
 	// or ErrLeadershipLost).
 	lost chan struct{}
 
+	// sessions is the brokers' liveness in this term (sessions.go).
+	sessions *sessions
+
 	// proposeMu serializes changes, so that validating a request against
 	// the applied image and proposing its records are one atomic step.
 	proposeMu sync.Mutex
@@ -89,7 +92,7 @@ func (c *Controller) startActive() {
 	if c.raft.State() != raft.Leader {
 		return // lost again: the next LeaderCh signal says so
 	}
-	a := &activeController{term: c.raft.CurrentTerm(), lost: make(chan struct{})}
+	a := &activeController{term: c.raft.CurrentTerm(), lost: make(chan struct{}), sessions: newSessions(c.clock.Now())}
 	c.active.Store(a)
 	c.activations.Add(1)
 	c.log.Info("active controller started", "node_id", c.cfg.NodeID, "term", a.term, "metadata_offset", c.fsm.applied.Load().Offset)

@@ -18,6 +18,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/topicconfig"
@@ -77,6 +78,11 @@ type Config struct {
 	// images are built over it (metadata.Empty), so it is what
 	// CreateTopics and AlterConfigs are validated with. Required.
 	TopicConfigs *topicconfig.Table
+	// BrokerSessionTimeout is broker.session.timeout.ms (0:
+	// DefaultBrokerSessionTimeout; see sessions.go).
+	BrokerSessionTimeout time.Duration
+	// Clock times broker sessions; nil is clock.Real().
+	Clock clock.Clock
 	// Logger receives the controller's logs and raft's warnings and
 	// errors; nil discards them.
 	Logger *slog.Logger
@@ -102,6 +108,7 @@ const (
 // the package doc for threads and the lock order.
 type Controller struct {
 	cfg   Config
+	clock clock.Clock
 	log   *slog.Logger
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
@@ -145,11 +152,14 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "controller")
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 
-	c := &Controller{cfg: cfg, log: log, pub: newPublisher(metadata.Empty(cfg.TopicConfigs)),
+	c := &Controller{cfg: cfg, log: log, clock: cfg.Clock, pub: newPublisher(metadata.Empty(cfg.TopicConfigs)),
 		closing: make(chan struct{}), watchDone: make(chan struct{})}
 	c.fsm = newFSM(log, c.pub, cfg.TopicConfigs)
 	defer func() {
@@ -289,14 +299,18 @@ func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord
 			controlplane.ErrInvalidRequest, b.NodeID, b.Host, b.Port)
 	}
 	b.Epoch = 0 // the log's offset is the epoch
-	a, _, err := c.beginChange(ctx)
+	a, img, err := c.beginChange(ctx)
 	if err != nil {
 		return -1, fmt.Errorf("registering broker %d: %w", b.NodeID, err)
 	}
 	defer a.proposeMu.Unlock()
+	if err := c.checkDuplicateLocked(a, img, b); err != nil {
+		return -1, err
+	}
 	if err := a.proposeLocked(ctx, c, []metadata.Record{b}); err != nil {
 		return -1, fmt.Errorf("registering broker %d: %w", b.NodeID, err)
 	}
+	a.sessions.touch(b.NodeID, c.clock.Now()) // a registration starts a session
 	// Still under proposeMu: no later change has applied.
 	return c.fsm.applied.Load().Brokers[b.NodeID].Epoch, nil
 }

@@ -88,6 +88,10 @@ type Client interface {
 	// it (its host or port may have changed; its incarnation id is new)
 	// and returns its broker epoch.
 	RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (brokerEpoch int64, err error)
+	// BrokerHeartbeat renews broker nodeID's session with the active
+	// controller (in its memory only); brokerEpoch is its current
+	// registration's.
+	BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64) error
 }
 
 // CreateTopic asks for one topic.
@@ -150,4 +154,7 @@ var (
 	ErrDuplicateBrokerRegistration = kerr.DuplicateBrokerRegistration
 	// ErrInconsistentClusterID: the request names another cluster.
 	ErrInconsistentClusterID = kerr.InconsistentClusterID
+	// ErrBrokerNotRegistered: a heartbeat from a node id with no
+	// registration.
+	ErrBrokerNotRegistered = kerr.BrokerIDNotRegistered
 )

@@ -599,6 +599,11 @@ func (c *adminFakeController) AllocateProducerIDs(context.Context, int32) (int64
 	return 0, 0, fmt.Errorf("%w: the listener's tests allocate no producer ids", controlplane.ErrInvalidRequest)
 }
 
+// BrokerHeartbeat: the fake has no sessions.
+func (c *adminFakeController) BrokerHeartbeat(context.Context, int32, int64) error {
+	return fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
+}
+
 // Voters: the fake is a quorum of node 1 alone.
 func (c *adminFakeController) Voters() []int32 { return []int32{1} }
 

@@ -17,6 +17,15 @@ package kafkaserver
 // controller quorum (INVALID_REGISTRATION). The features
 // and log directories later versions carry are not used yet.
 //
+// BrokerHeartbeat: v0-1
+//
+// Renews a node's session with the active controller (in its memory:
+// controller/sessions.go). Served only to another Fjord node for itself
+// (CLUSTER_AUTHORIZATION_FAILED otherwise), with its current broker
+// epoch (STALE_BROKER_EPOCH) and a registration (BROKER_ID_NOT_REGISTERED).
+// The answer's IsCaughtUp is true and IsFenced false: fencing is a later
+// issue's.
+//
 // AllocateProducerIds: v0
 //
 // Commits a block of producer ids for the sending node, which hands them
@@ -40,6 +49,7 @@ import (
 
 var controllerAPIs = []api{
 	{key: 62, minVersion: 0, maxVersion: 4, handle: handleBrokerRegistration, controlChange: true},
+	{key: 63, minVersion: 0, maxVersion: 1, handle: handleBrokerHeartbeat, controlChange: true},
 	{key: 67, minVersion: 0, maxVersion: 0, handle: handleAllocateProducerIDs, controlChange: true},
 }
 
@@ -134,5 +144,24 @@ func handleAllocateProducerIDs(ctx context.Context, s *Server, req *request) (km
 		return fail(err)
 	}
 	resp.ProducerIDStart, resp.ProducerIDLen = first, int32(count)
+	return resp, nil, nil
+}
+
+func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.BrokerHeartbeatRequest)
+	resp := kmsg.NewPtrBrokerHeartbeatResponse()
+	resp.SetVersion(req.version)
+	var err error
+	if node, ok := s.internalPeer(req); !ok || node != r.BrokerID {
+		err = fmt.Errorf("%w: BrokerHeartbeat is for Fjord nodes renewing their own sessions (broker %d)",
+			kerr.ClusterAuthorizationFailed, r.BrokerID)
+	} else {
+		err = s.controller.BrokerHeartbeat(controlplane.LocalOnly(ctx), r.BrokerID, r.BrokerEpoch)
+	}
+	if err != nil {
+		resp.ErrorCode = s.errorCodeLogged(err, "BrokerHeartbeat", "node", r.BrokerID)
+		return resp, nil, nil
+	}
+	resp.IsCaughtUp = true
 	return resp, nil, nil
 }

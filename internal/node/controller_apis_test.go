@@ -48,6 +48,7 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 		{"no cluster id", func(r *kmsg.BrokerRegistrationRequest) { r.ClusterID = "" }, kerr.InconsistentClusterID},
 		{"negative node id", func(r *kmsg.BrokerRegistrationRequest) { r.BrokerID = -5 }, kerr.InvalidRegistration},
 		{"a node id outside the quorum", func(r *kmsg.BrokerRegistrationRequest) { r.BrokerID = 7 }, kerr.InvalidRegistration},
+		{"another process for the live node 1", func(*kmsg.BrokerRegistrationRequest) {}, kerr.DuplicateBrokerRegistration},
 		{"zero incarnation", func(r *kmsg.BrokerRegistrationRequest) { r.IncarnationID = [16]byte{} }, kerr.InvalidRegistration},
 		{"no listener", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners = nil }, kerr.InvalidRegistration},
 		{"no PLAINTEXT listener", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].Name = "SSL" }, kerr.InvalidRegistration},
@@ -88,6 +89,13 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 		return e
 	}
 	epoch := brokers[1].Epoch
+	hb := kmsg.NewPtrBrokerHeartbeatRequest()
+	hb.BrokerID, hb.BrokerEpoch = 1, epoch
+	if resp, err := hb.RequestWith(ctx, outside); err != nil {
+		t.Fatal(err)
+	} else if resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("BrokerHeartbeat from an outside client: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.ErrorCode))
+	}
 	if got := alloc(outside, 1, epoch); got != kerr.ClusterAuthorizationFailed {
 		t.Errorf("AllocateProducerIds from an outside client: %v, want CLUSTER_AUTHORIZATION_FAILED", got)
 	}

@@ -99,10 +99,14 @@ type Node struct {
 	control     *forward.Client
 	incarnation metadata.UUID
 	// leaders carries this node's follower fetches to their leaders.
-	leaders    *leaderfetch.Client
-	replicas   *replica.Manager
-	unsubImage func()
-	groups     *group.Coordinator
+	leaders *leaderfetch.Client
+	// heartbeatsDone is closed when the heartbeat goroutine returns
+	// (nil until it starts); it stops when stopping is closed.
+	heartbeatsDone chan struct{}
+	stopping       chan struct{}
+	replicas       *replica.Manager
+	unsubImage     func()
+	groups         *group.Coordinator
 	// internalClientID is the client id of this node's own Kafka clients
 	// (the HTTP gateway, forwarded changes), built from the incarnation
 	// id drawn at each start (controlplane.InternalClientID).
@@ -138,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), stopping: make(chan struct{})}
 	if err := n.start(ctx); err != nil {
 		// The start error is the one worth reporting; a close failure
 		// after it is logged only.
@@ -249,6 +253,8 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
 		return err
 	}
+	n.heartbeatsDone = make(chan struct{})
+	go n.heartbeat()
 	clusterID, err := n.awaitClusterID(ctx)
 	if err != nil {
 		return err
@@ -429,13 +435,45 @@ func (n *Node) registerBroker(ctx context.Context, b metadata.BrokerRecord) erro
 			n.log.Info("broker registered", "node_id", b.NodeID, "broker_epoch", epoch, "controller", n.control.ControllerID())
 			return nil
 		}
-		if !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) {
+		switch {
+		case errors.Is(err, controlplane.ErrDuplicateBrokerRegistration):
+			// This node's previous process (killed, say) is still live
+			// to the controller until its session lapses.
+			n.log.Info("waiting for this node id's previous process's session to lapse", "err", err)
+		case !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut):
 			return err
 		}
 		select {
 		case <-time.After(registerRetry): // ask again
 		case <-ctx.Done(): // startTimeout, or the caller gave up
 			return fmt.Errorf("no active controller to register with: %w (last answer: %v)", context.Cause(ctx), err)
+		}
+	}
+}
+
+// heartbeat renews this node's broker session with the active
+// controller every controller.DefaultBrokerHeartbeatInterval until the
+// node stops. A failed heartbeat is logged when it is not the
+// controller moving (the next one tries again).
+func (n *Node) heartbeat() {
+	defer close(n.heartbeatsDone)
+	t := time.NewTicker(controller.DefaultBrokerHeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-n.stopping:
+			return
+		}
+		b, ok := n.ctrl.Image().Brokers[n.cfg.NodeID]
+		if !ok || b.IncarnationID != n.incarnation {
+			continue // this start's registration is not in the image yet
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), controller.DefaultBrokerHeartbeatInterval)
+		err := n.control.BrokerHeartbeat(ctx, n.cfg.NodeID, b.Epoch)
+		cancel()
+		if err != nil && !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) {
+			n.log.Warn("broker heartbeat refused", "err", err)
 		}
 	}
 }
@@ -575,6 +613,10 @@ func (n *Node) Close() error {
 		}
 		if n.leaders != nil {
 			n.leaders.Close()
+		}
+		close(n.stopping)
+		if n.heartbeatsDone != nil {
+			<-n.heartbeatsDone
 		}
 		if n.control != nil {
 			n.control.Close()

@@ -377,3 +377,20 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// BrokerHeartbeat implements controlplane.Client. It changes nothing in
+// the metadata log, so there is no image to wait for.
+func (c *Client) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64) error {
+	return c.do(ctx, func(ctx context.Context) error {
+		return c.cfg.Local.BrokerHeartbeat(ctx, nodeID, brokerEpoch)
+	}, func(ctx context.Context) error {
+		req := kmsg.NewPtrBrokerHeartbeatRequest()
+		req.BrokerID, req.BrokerEpoch = nodeID, brokerEpoch
+		req.CurrentMetadataOffset = int64(c.cfg.Images.Image().Offset)
+		resp, _, err := c.send(ctx, req)
+		if err != nil {
+			return err
+		}
+		return codeError(resp.(*kmsg.BrokerHeartbeatResponse).ErrorCode, nil)
+	})
+}
