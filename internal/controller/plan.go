@@ -173,6 +173,7 @@ func topicRecords(t *metadata.Topic, first int) []metadata.Record {
 		recs = append(recs, metadata.PartitionRecord{
 			TopicID: t.ID, Partition: int32(p),
 			Replicas: part.Replicas, ISR: part.ISR, Leader: part.Leader, LeaderEpoch: part.LeaderEpoch,
+			PartitionEpoch: part.PartitionEpoch,
 		})
 	}
 	if first == 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 )
 
 // Apply returns the image after recs, committed together at Raft index
@@ -23,7 +24,11 @@ import (
 //     current count (equal appends, so partitions stay 0..n-1); replicas
 //     non-empty, distinct, registered brokers; ISR distinct and a subset of
 //     the replicas; leader -1 or an ISR member; leader epoch >= 0, never
-//     lower than before, and higher whenever the leader changes.
+//     lower than before, and higher whenever the leader changes; partition
+//     epoch 0 for a new partition, and for a replacement the previous
+//     one + 1 if the replicas, ISR (in order), leader or leader epoch
+//     differ, else the previous one (a record that changes nothing does
+//     not move it).
 //   - ConfigRecord: known topic id; known config; a set value passes
 //     the image's TopicConfigs (ValidateTopicConfig).
 //   - RemoveTopicRecord: known topic id.
@@ -215,7 +220,11 @@ func (d *draft) partition(r PartitionRecord) error {
 	if r.LeaderEpoch < 0 {
 		return fmt.Errorf("topic %q partition %d: leader epoch %d < 0", t.Name, r.Partition, r.LeaderEpoch)
 	}
-	if int(r.Partition) < len(t.Partitions) {
+	if int(r.Partition) == len(t.Partitions) {
+		if r.PartitionEpoch != 0 {
+			return fmt.Errorf("topic %q partition %d: created with partition epoch %d, not 0", t.Name, r.Partition, r.PartitionEpoch)
+		}
+	} else {
 		old := t.Partitions[r.Partition]
 		if r.LeaderEpoch < old.LeaderEpoch {
 			return fmt.Errorf("topic %q partition %d: leader epoch %d is below %d", t.Name, r.Partition, r.LeaderEpoch, old.LeaderEpoch)
@@ -223,13 +232,25 @@ func (d *draft) partition(r PartitionRecord) error {
 		if r.Leader != old.Leader && r.LeaderEpoch == old.LeaderEpoch {
 			return fmt.Errorf("topic %q partition %d: leader %d -> %d without a new leader epoch (%d)", t.Name, r.Partition, old.Leader, r.Leader, r.LeaderEpoch)
 		}
+		// Exactly one step per change: a proposer that skipped or
+		// repeated a number would let two states share an epoch, and an
+		// AlterPartition computed from one would pass against the other.
+		switch changed := partitionChanged(old, r); {
+		case changed && r.PartitionEpoch != old.PartitionEpoch+1:
+			return fmt.Errorf("topic %q partition %d: partition epoch %d for a change, want %d (one past %d)",
+				t.Name, r.Partition, r.PartitionEpoch, old.PartitionEpoch+1, old.PartitionEpoch)
+		case !changed && r.PartitionEpoch != old.PartitionEpoch:
+			return fmt.Errorf("topic %q partition %d: partition epoch %d for an unchanged state, want %d",
+				t.Name, r.Partition, r.PartitionEpoch, old.PartitionEpoch)
+		}
 	}
 	t = d.mutableTopic(t)
 	p := Partition{
-		Replicas:    append(make([]int32, 0, len(r.Replicas)), r.Replicas...),
-		ISR:         append(make([]int32, 0, len(r.ISR)), r.ISR...),
-		Leader:      r.Leader,
-		LeaderEpoch: r.LeaderEpoch,
+		Replicas:       append(make([]int32, 0, len(r.Replicas)), r.Replicas...),
+		ISR:            append(make([]int32, 0, len(r.ISR)), r.ISR...),
+		Leader:         r.Leader,
+		LeaderEpoch:    r.LeaderEpoch,
+		PartitionEpoch: r.PartitionEpoch,
 	}
 	if int(r.Partition) == len(t.Partitions) {
 		t.Partitions = append(t.Partitions, p)
@@ -237,6 +258,13 @@ func (d *draft) partition(r PartitionRecord) error {
 		t.Partitions[r.Partition] = p
 	}
 	return nil
+}
+
+// partitionChanged reports whether r gives partition old another
+// replica list, ISR (order counts, as in Kafka), leader or leader epoch.
+func partitionChanged(old Partition, r PartitionRecord) bool {
+	return !slices.Equal(old.Replicas, r.Replicas) || !slices.Equal(old.ISR, r.ISR) ||
+		old.Leader != r.Leader || old.LeaderEpoch != r.LeaderEpoch
 }
 
 func (d *draft) config(r ConfigRecord) error {

@@ -14,6 +14,11 @@ var (
 
 func strp(s string) *string { return &s }
 
+func withEpoch(r PartitionRecord, partitionEpoch int32) PartitionRecord {
+	r.PartitionEpoch = partitionEpoch
+	return r
+}
+
 // baseImage: cluster "c1", brokers 1..3, topic "orders" (2 partitions,
 // replicas [1 2] and [2 3], leader epoch 5 on partition 0), topic "events"
 // (1 partition on broker 3, retention.ms=1000).
@@ -121,6 +126,18 @@ func TestApplyRejects(t *testing.T) {
 		{"negative leader epoch", 11, []Record{pr(2, 1, -1, []int32{1}, []int32{1})}, "leader epoch -1"},
 		{"leader epoch decreases", 11, []Record{pr(0, 1, 4, []int32{1, 2}, []int32{1, 2})}, "leader epoch 4 is below 5"},
 		{"leader change, same epoch", 11, []Record{pr(0, 2, 5, []int32{1, 2}, []int32{1, 2})}, "without a new leader epoch"},
+		{"new partition at partition epoch 1", 11, []Record{withEpoch(pr(2, 1, 0, []int32{1}, []int32{1}), 1)}, "created with partition epoch 1, not 0"},
+		{"ISR change keeps the partition epoch", 11, []Record{pr(0, 1, 5, []int32{1, 2}, []int32{1})}, "partition epoch 0 for a change, want 1"},
+		{"ISR change skips a partition epoch", 11, []Record{withEpoch(pr(0, 1, 5, []int32{1, 2}, []int32{1}), 2)}, "partition epoch 2 for a change, want 1"},
+		{"ISR reordered, same partition epoch", 11, []Record{pr(0, 1, 5, []int32{1, 2}, []int32{2, 1})}, "partition epoch 0 for a change"},
+		{"replicas change, same partition epoch", 11, []Record{pr(1, 2, 0, []int32{2, 3, 1}, []int32{2, 3})}, "partition epoch 0 for a change"},
+		{"leader change, same partition epoch", 11, []Record{pr(0, 2, 6, []int32{1, 2}, []int32{1, 2})}, "partition epoch 0 for a change"},
+		{"leader epoch alone moves, same partition epoch", 11, []Record{pr(0, 1, 6, []int32{1, 2}, []int32{1, 2})}, "partition epoch 0 for a change"},
+		{"nothing changes, partition epoch moves", 11, []Record{withEpoch(pr(0, 1, 5, []int32{1, 2}, []int32{1, 2}), 1)}, "partition epoch 1 for an unchanged state, want 0"},
+		{"second change in a batch repeats the epoch", 11, []Record{
+			withEpoch(pr(0, 1, 5, []int32{1, 2}, []int32{1}), 1),
+			withEpoch(pr(0, 1, 5, []int32{1, 2}, []int32{1, 2}), 1),
+		}, "record 1 (partition): topic \"orders\" partition 0: partition epoch 1 for a change, want 2"},
 		{"config of unknown topic", 11, []Record{ConfigRecord{TopicID: newTopic, Name: "retention.ms", Value: strp("1")}}, "unknown topic id"},
 		{"unknown config", 11, []Record{ConfigRecord{TopicID: idOrders, Name: "retention.mss", Value: strp("1")}}, `unknown topic config "retention.mss"`},
 		{"unknown config reset", 11, []Record{ConfigRecord{TopicID: idOrders, Name: "retention.mss"}}, `unknown config "retention.mss"`},
@@ -184,18 +201,36 @@ func TestApplyAccepts(t *testing.T) {
 				t.Fatal(n)
 			}
 		}},
-		{"new leader with higher epoch", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 6}}, func(t *testing.T, img *Image) {
-			if p := img.Topics["orders"].Partitions[0]; p.Leader != 2 || p.LeaderEpoch != 6 || len(p.ISR) != 1 {
+		{"new leader with higher epoch", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 6, PartitionEpoch: 1}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[0]; p.Leader != 2 || p.LeaderEpoch != 6 || len(p.ISR) != 1 || p.PartitionEpoch != 1 {
 				t.Fatal(p)
 			}
 		}},
-		{"ISR shrinks, same leader and epoch", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 5}}, func(t *testing.T, img *Image) {
-			if p := img.Topics["orders"].Partitions[0]; len(p.ISR) != 1 {
+		{"ISR shrinks, same leader and epoch", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 1}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[0]; len(p.ISR) != 1 || p.LeaderEpoch != 5 || p.PartitionEpoch != 1 {
 				t.Fatal(p)
 			}
 		}},
-		{"no leader", []Record{PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: nil, Leader: -1, LeaderEpoch: 1}}, func(t *testing.T, img *Image) {
-			if p := img.Topics["orders"].Partitions[1]; p.Leader != -1 {
+		{"no leader", []Record{PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: nil, Leader: -1, LeaderEpoch: 1, PartitionEpoch: 1}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[1]; p.Leader != -1 || p.PartitionEpoch != 1 {
+				t.Fatal(p)
+			}
+		}},
+		{"replicas grow, partition epoch moves", []Record{PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3, 1}, ISR: []int32{2, 3}, Leader: 2, PartitionEpoch: 1}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[1]; len(p.Replicas) != 3 || p.PartitionEpoch != 1 {
+				t.Fatal(p)
+			}
+		}},
+		{"two changes in one batch, one step each", []Record{
+			PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 1},
+			PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 2},
+		}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[0]; len(p.ISR) != 2 || p.PartitionEpoch != 2 {
+				t.Fatal(p)
+			}
+		}},
+		{"an unchanged state keeps its partition epoch", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 5}}, func(t *testing.T, img *Image) {
+			if p := img.Topics["orders"].Partitions[0]; p.PartitionEpoch != 0 {
 				t.Fatal(p)
 			}
 		}},

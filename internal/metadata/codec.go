@@ -125,13 +125,18 @@ func DecodeBatch(b []byte) ([]Record, error) {
 //	{"version": 1, "offset": N, "cluster_id": "...",
 //	 "brokers": [BrokerRecord...]           // by node id
 //	 "topics": [{"name", "id",
-//	             "partitions": [{"replicas","isr","leader","leader_epoch"}...],
+//	             "partitions": [{"replicas","isr","leader","leader_epoch",
+//	                             "partition_epoch"}...],
 //	             "configs": {name: value}}...],  // by name
 //	 "next_producer_id": N}
 //
 // Lists are sorted so the same image always encodes to the same bytes.
 // DecodeImage rebuilds the image by applying the equivalent records to the
-// empty image, so a snapshot is held to exactly the invariants of the log.
+// empty image, so a snapshot is held to exactly the invariants of the log;
+// what those records cannot carry (a broker's epoch, a partition's epoch,
+// which a creation sets to 0) is restored from the snapshot after.
+// A snapshot written before partition epochs existed has none, and 0 is
+// right for it: no record changed a partition after its creation then.
 
 const imageSnapshotVersion = 1
 
@@ -152,10 +157,11 @@ type topicSnapshot struct {
 }
 
 type partitionSnapshot struct {
-	Replicas    []int32 `json:"replicas"`
-	ISR         []int32 `json:"isr"`
-	Leader      int32   `json:"leader"`
-	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	PartitionEpoch int32   `json:"partition_epoch"`
 }
 
 // EncodeImage encodes img for a Raft snapshot.
@@ -177,7 +183,8 @@ func EncodeImage(img *Image) ([]byte, error) {
 		t := img.Topics[name]
 		ts := topicSnapshot{Name: t.Name, ID: t.ID, Partitions: make([]partitionSnapshot, len(t.Partitions)), Configs: t.Configs}
 		for i, p := range t.Partitions {
-			ts.Partitions[i] = partitionSnapshot{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch}
+			ts.Partitions[i] = partitionSnapshot{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+				PartitionEpoch: p.PartitionEpoch}
 		}
 		s.Topics = append(s.Topics, ts)
 	}
@@ -216,6 +223,9 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 	for _, ts := range s.Topics {
 		recs = append(recs, TopicRecord{Name: ts.Name, ID: ts.ID})
 		for p, ps := range ts.Partitions {
+			if ps.PartitionEpoch < 0 {
+				return nil, fmt.Errorf("%w: image: topic %q partition %d: partition epoch %d < 0", ErrDecode, ts.Name, p, ps.PartitionEpoch)
+			}
 			recs = append(recs, PartitionRecord{
 				TopicID: ts.ID, Partition: int32(p),
 				Replicas: ps.Replicas, ISR: ps.ISR, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch,
@@ -241,6 +251,14 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 		b := img.Brokers[br.NodeID]
 		b.Epoch = br.Epoch
 		img.Brokers[br.NodeID] = b
+	}
+	for _, ts := range s.Topics {
+		// The topics are this decode's own (applyRecords built them), so
+		// their partitions can be set in place.
+		parts := img.TopicsByID[ts.ID].Partitions
+		for p, ps := range ts.Partitions {
+			parts[p].PartitionEpoch = ps.PartitionEpoch
+		}
 	}
 	img.Offset = s.Offset
 	img.NextProducerID = s.NextProducerID

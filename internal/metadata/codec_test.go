@@ -12,7 +12,7 @@ func allRecordKinds() []Record {
 		ClusterIDRecord{ClusterID: "abcdefghijklmnopqrstuv"},
 		BrokerRecord{NodeID: 1, Host: "localhost", Port: 9092, Rack: "r1"},
 		TopicRecord{Name: "orders", ID: idOrders},
-		PartitionRecord{TopicID: idOrders, Partition: 3, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 7},
+		PartitionRecord{TopicID: idOrders, Partition: 3, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 7, PartitionEpoch: 4},
 		ConfigRecord{TopicID: idOrders, Name: "retention.ms", Value: strp("1000")},
 		ConfigRecord{TopicID: idOrders, Name: "retention.ms"},
 		RemoveTopicRecord{TopicID: idOrders},
@@ -131,7 +131,11 @@ func TestBatchRoundTrip(t *testing.T) {
 }
 
 func TestImageRoundTrip(t *testing.T) {
-	img, err := baseImage(t).Apply(12, ProducerIDsRecord{NodeID: 1, NextProducerID: 3000})
+	img, err := baseImage(t).Apply(12, ProducerIDsRecord{NodeID: 1, NextProducerID: 3000},
+		// Partition epochs a creation record cannot carry: the
+		// snapshot must keep them.
+		PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2}, Leader: 2, PartitionEpoch: 1},
+		PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2, 3}, Leader: 2, PartitionEpoch: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +150,17 @@ func TestImageRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, img) {
 		t.Fatalf("round trip:\ngot  %+v\nwant %+v", got, img)
 	}
+	if e := got.Topics["orders"].Partitions[1].PartitionEpoch; e != 2 {
+		t.Fatalf("orders-1 partition epoch after a snapshot = %d, want 2", e)
+	}
+	if !strings.Contains(string(b), `"partition_epoch":2`) {
+		t.Fatalf("snapshot lacks partition_epoch: %s", b)
+	}
+	// The next change after a restore from the snapshot must count on
+	// from 2, as it would have without the snapshot.
+	if _, err := got.Apply(13, PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2}, Leader: 2, PartitionEpoch: 3}); err != nil {
+		t.Fatalf("change after a restored snapshot: %v", err)
+	}
 	b2, _ := EncodeImage(got)
 	if string(b2) != string(b) {
 		t.Fatalf("re-encoding differs:\n%s\n%s", b, b2)
@@ -155,6 +170,20 @@ func TestImageRoundTrip(t *testing.T) {
 	e, err := DecodeImage(eb, testConfigs)
 	if err != nil || !reflect.DeepEqual(e, Empty(testConfigs)) {
 		t.Fatalf("empty image round trip: %+v, %v", e, err)
+	}
+}
+
+// A snapshot written before partition epochs existed has no
+// partition_epoch; its partitions were only ever created, so 0 is right.
+func TestDecodeImageWithoutPartitionEpochs(t *testing.T) {
+	in := `{"version":1,"offset":5,"brokers":[{"node_id":1,"host":"h","port":1,"epoch":2}],` +
+		`"topics":[{"name":"t","id":"01020304-0506-0708-090a-0b0c0d0e0f10","partitions":[{"replicas":[1],"isr":[1],"leader":1,"leader_epoch":3}]}]}`
+	img, err := DecodeImage([]byte(in), testConfigs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := img.Topics["t"].Partitions[0]; p.PartitionEpoch != 0 || p.LeaderEpoch != 3 {
+		t.Fatalf("partition = %+v, want partition epoch 0 and leader epoch 3", p)
 	}
 }
 
@@ -171,6 +200,7 @@ func TestDecodeImageErrors(t *testing.T) {
 		{"duplicate broker", `{"version":1,"brokers":[{"node_id":1,"host":"h","port":1},{"node_id":1,"host":"h","port":1}]}`, "not sorted"},
 		{"topic without partitions", `{"version":1,"topics":[{"name":"t","id":"01020304-0506-0708-090a-0b0c0d0e0f10","partitions":[]}]}`, "without partitions"},
 		{"replica not a broker", `{"version":1,"topics":[{"name":"t","id":"01020304-0506-0708-090a-0b0c0d0e0f10","partitions":[{"replicas":[1],"isr":[1],"leader":1}]}]}`, "not a registered broker"},
+		{"negative partition epoch", strings.Replace(string(valid), `"partition_epoch":0`, `"partition_epoch":-1`, 1), "partition epoch -1 < 0"},
 		{"duplicate topic", strings.Replace(string(valid), `"name":"events"`, `"name":"orders"`, 1), "already exists"},
 		{"bad config", strings.Replace(string(valid), `"retention.ms":"1000"`, `"retention.ms":"x"`, 1), `retention.ms="x"`},
 	}

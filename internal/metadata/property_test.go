@@ -29,6 +29,10 @@ func genRecord(t *rapid.T) Record {
 	case 3:
 		if rapid.Bool().Draw(t, "wellFormedPartition") {
 			r := genPartition(t, id, rapid.Int32Range(0, 3).Draw(t, "partition"))
+			// 0 is right for a creation and for an unchanged
+			// replacement of a partition never changed, 1 for its
+			// first change.
+			r.PartitionEpoch = rapid.Int32Range(0, 2).Draw(t, "partitionEpoch")
 			return &r
 		}
 		isr := brokers
@@ -36,12 +40,13 @@ func genRecord(t *rapid.T) Record {
 			isr = brokers[:rapid.IntRange(0, len(brokers)).Draw(t, "isrLen")]
 		}
 		return &PartitionRecord{
-			TopicID:     id,
-			Partition:   rapid.Int32Range(-1, 3).Draw(t, "partition"),
-			Replicas:    brokers,
-			ISR:         isr,
-			Leader:      rapid.Int32Range(-1, 4).Draw(t, "leader"),
-			LeaderEpoch: rapid.Int32Range(-1, 3).Draw(t, "epoch"),
+			TopicID:        id,
+			Partition:      rapid.Int32Range(-1, 3).Draw(t, "partition"),
+			Replicas:       brokers,
+			ISR:            isr,
+			Leader:         rapid.Int32Range(-1, 4).Draw(t, "leader"),
+			LeaderEpoch:    rapid.Int32Range(-1, 3).Draw(t, "epoch"),
+			PartitionEpoch: rapid.Int32Range(-1, 2).Draw(t, "partitionEpoch"),
 		}
 	case 4:
 		var v *string
@@ -59,7 +64,7 @@ func genRecord(t *rapid.T) Record {
 
 // genPartition draws a mostly well-formed partition state: distinct
 // replicas among brokers 0..2, ISR a prefix of them, leader the first ISR
-// member or -1.
+// member or -1, partition epoch 0 (a creation's).
 func genPartition(t *rapid.T, id UUID, p int32) PartitionRecord {
 	perm := rapid.Permutation([]int32{0, 1, 2}).Draw(t, "perm")
 	replicas := perm[:rapid.IntRange(1, 3).Draw(t, "rf")]
@@ -185,10 +190,21 @@ func checkInvariants(prev, next *Image) error {
 			if p.Leader != -1 && !inISR[p.Leader] {
 				return fmt.Errorf("%s-%d: leader %d not in ISR", name, i, p.Leader)
 			}
+			if p.PartitionEpoch < 0 {
+				return fmt.Errorf("%s-%d: partition epoch %d", name, i, p.PartitionEpoch)
+			}
 			if hadIt && i < len(old.Partitions) {
 				op := old.Partitions[i]
 				if p.LeaderEpoch < op.LeaderEpoch || (p.Leader != op.Leader && p.LeaderEpoch == op.LeaderEpoch) {
 					return fmt.Errorf("%s-%d: leader %d epoch %d after leader %d epoch %d", name, i, p.Leader, p.LeaderEpoch, op.Leader, op.LeaderEpoch)
+				}
+				// A batch may change a partition more than once, so
+				// only the direction is checked here; the step of one
+				// per change is TestApplyRejects'.
+				changed := !reflect.DeepEqual(p.Replicas, op.Replicas) || !reflect.DeepEqual(p.ISR, op.ISR) ||
+					p.Leader != op.Leader || p.LeaderEpoch != op.LeaderEpoch
+				if p.PartitionEpoch < op.PartitionEpoch || (changed && p.PartitionEpoch == op.PartitionEpoch) {
+					return fmt.Errorf("%s-%d: partition epoch %d after %d (state changed: %v)", name, i, p.PartitionEpoch, op.PartitionEpoch, changed)
 				}
 			}
 		}

@@ -14,6 +14,10 @@ package metadata
 //   - partitions of a topic are numbered 0..n-1 with no gaps; a partition
 //     is never removed except with its topic;
 //   - a partition's leader epoch only grows;
+//   - a partition's partition epoch is 0 when it is created and moves on
+//     by exactly one with every later change of its replicas, ISR, leader
+//     or leader epoch, so it names one state of the partition: a leader's
+//     AlterPartition says which state it computed its ISR from;
 //   - producer id blocks never overlap: NextProducerID only grows.
 
 // UUID is a topic id, as Kafka's: 16 random bytes, printed base64url in
@@ -57,7 +61,9 @@ type TopicRecord struct {
 }
 
 // PartitionRecord creates a partition or replaces its state (replicas,
-// leader, leader epoch, ISR).
+// leader, leader epoch, ISR). It carries the whole state rather than
+// Kafka's PartitionChangeRecord delta: partitions are few, and a record
+// that says everything can be checked on its own.
 type PartitionRecord struct {
 	TopicID     UUID    `json:"topic_id"`
 	Partition   int32   `json:"partition"`
@@ -65,6 +71,11 @@ type PartitionRecord struct {
 	ISR         []int32 `json:"isr"`
 	Leader      int32   `json:"leader"` // -1: no leader
 	LeaderEpoch int32   `json:"leader_epoch"`
+	// PartitionEpoch is 0 for a new partition and the previous one + 1
+	// for a replacement that changes anything (Kafka's partition epoch).
+	// Logs written before it existed only ever created partitions, so
+	// its absence (0) is right for them.
+	PartitionEpoch int32 `json:"partition_epoch"`
 }
 
 // ConfigRecord sets (Value non-nil) or removes (Value nil, back to the
