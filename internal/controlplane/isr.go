@@ -32,6 +32,14 @@ type AlterPartition struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	NewISR         []int32
+	// NewISRBrokerEpochs, when not nil, holds each NewISR member's
+	// broker epoch as the leader last saw it in that follower's fetches
+	// (KIP-903; -1: not known), one for each member in the same order.
+	// A member whose registration has changed since (it restarted,
+	// perhaps with an emptied disk) is refused, INELIGIBLE_REPLICA:
+	// what the leader saw of it belonged to another process. nil skips
+	// the check for every member.
+	NewISRBrokerEpochs []int64
 }
 
 // PartitionState is a partition's state as committed.
@@ -42,9 +50,26 @@ type PartitionState struct {
 	ISR            []int32
 }
 
-// AlterPartition's refusals, in the order the controller checks them
-// (Kafka's): each is retriable for the leader only after its image has
-// moved on (a new broker epoch, leader epoch or partition epoch).
+// AlterPartition's refusals. The controller checks, in Kafka's order
+// (ReplicationControlManager.alterPartition):
+//
+//  1. the sender's broker epoch is its registration's: ErrStaleBrokerEpoch;
+//  2. the topic id exists: ErrUnknownTopicID; the partition:
+//     ErrUnknownTopic (UNKNOWN_TOPIC_OR_PARTITION);
+//  3. the leader or partition epoch is not ahead of the controller's:
+//     ErrNotController (this controller is likely behind a newer one);
+//  4. the leader epoch is not behind: ErrFencedLeaderEpoch;
+//  5. the sender leads the partition: ErrInvalidRequest (Kafka's answer,
+//     not NOT_LEADER_OR_FOLLOWER: only a broken leader sends it);
+//  6. the partition epoch is not behind: ErrInvalidUpdateVersion;
+//  7. the new ISR is distinct replicas of the partition and holds the
+//     leader: ErrInvalidRequest;
+//  8. every member is registered, with the broker epoch given:
+//     ErrIneligibleReplica.
+//
+// Each of 1, 4 and 6 is retriable for the leader only after its image
+// has moved on (a new broker epoch, leader epoch or partition epoch).
+// ErrNotLeader is no answer of the controller's.
 var (
 	ErrStaleBrokerEpoch     = kerr.StaleBrokerEpoch
 	ErrFencedLeaderEpoch    = kerr.FencedLeaderEpoch
