@@ -4,9 +4,10 @@
 //     hashicorp/raft voter whose replicated log is the metadata log
 //     (package metadata), the state machine that applies it to images,
 //     and the publisher that hands images to the broker side;
-//   - the active controller (active.go, ops.go, plan.go), which only the
-//     Raft leader runs: it validates changes against the applied image
-//     (plan.go is pure) and proposes their records. It starts when Raft
+//   - the active controller (active.go, ops.go, plan.go,
+//     alter_partition.go), which only the Raft leader runs: it validates
+//     changes against the applied image (plan.go and planAlterPartition
+//     are pure) and proposes their records. It starts when Raft
 //     makes the node leader and a Barrier has applied everything committed
 //     before, and stops when leadership is lost.
 //
@@ -19,7 +20,7 @@
 // which callers retry.
 //
 // The broker side (kafkaserver, txn, node's wiring) reaches the controller
-// only through package controlplane's interfaces, Images and Client,
+// only through package controlplane's interfaces, Images, Client and ISR,
 // which *Controller implements; the types of its requests and its
 // sentinel errors live there too, so nothing above this package imports
 // the Raft library.
@@ -70,6 +71,8 @@
 // Placement: replicas of partition p are RF consecutive registered brokers
 // (sorted by id) from (hash(topic) + p) mod brokers, so replicas are
 // distinct and leaders rotate; leader = first replica, ISR = replicas,
-// leader epoch 0. Topic ids are random version-4 UUIDs, never zero and
+// leader and partition epochs 0. After that only the partition's leader
+// changes its ISR, by AlterPartition, each change one step of the
+// partition epoch. Topic ids are random version-4 UUIDs, never zero and
 // never a live topic's.
 package controller

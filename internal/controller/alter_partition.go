@@ -1,0 +1,178 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/metadata"
+)
+
+// AlterPartition: a partition's leader asks for a new ISR (KIP-497). The
+// controller is the one place the ISR changes, so a leader never acts
+// on an ISR the metadata log does not have: it computes a shrink or an
+// expansion from the state in its image (leader epoch, partition
+// epoch), and the controller commits it only if that state is still the
+// partition's, moving the partition epoch on by one. A leader whose
+// request raced another change hears INVALID_UPDATE_VERSION and tries
+// again from its newer image.
+
+var _ controlplane.ISR = (*Controller)(nil)
+
+// AlterPartition implements controlplane.ISR on the active controller
+// (NOT_CONTROLLER elsewhere). A new ISR equal to the current one, in
+// order, commits nothing and answers the current state; otherwise one
+// PartitionRecord with the new ISR and the partition epoch + 1 (leader,
+// leader epoch and replicas as they are), answered once it is in this
+// node's image. The refusals, in the order checked, are planAlterPartition's.
+func (c *Controller) AlterPartition(ctx context.Context, req controlplane.AlterPartition) (controlplane.PartitionState, error) {
+	a, img, err := c.beginChange(ctx)
+	if err != nil {
+		return controlplane.PartitionState{}, err
+	}
+	defer a.proposeMu.Unlock()
+	rec, changed, err := planAlterPartition(img, req)
+	if err != nil {
+		return controlplane.PartitionState{}, err
+	}
+	if changed {
+		if err := a.proposeLocked(ctx, c, []metadata.Record{rec}); err != nil {
+			return controlplane.PartitionState{}, err
+		}
+		old := img.TopicsByID[req.TopicID].Partitions[req.Partition]
+		c.log.Info("altered ISR", "topic", img.TopicsByID[req.TopicID].Name, "partition", req.Partition,
+			"leader", rec.Leader, "leader_epoch", rec.LeaderEpoch, "isr_from", old.ISR, "isr_to", rec.ISR,
+			"partition_epoch", rec.PartitionEpoch)
+	}
+	// rec is what the partition now is, committed or already so: under
+	// proposeMu no other change has come between.
+	return controlplane.PartitionState{
+		Leader:         rec.Leader,
+		LeaderEpoch:    rec.LeaderEpoch,
+		PartitionEpoch: rec.PartitionEpoch,
+		ISR:            slices.Clone(rec.ISR),
+	}, nil
+}
+
+// planAlterPartition checks req against img in Kafka's order (the list
+// at controlplane's refusals; ReplicationControlManager.alterPartition
+// and validateAlterPartitionData) and returns the partition's record
+// with the new ISR, and whether it differs from the partition's state.
+// The first failed check is the answer, so a request wrong in two ways
+// hears what Kafka's controller would say.
+func planAlterPartition(img *metadata.Image, req controlplane.AlterPartition) (rec metadata.PartitionRecord, changed bool, err error) {
+	// The sender first, for the whole request, as Kafka checks it
+	// before any topic: a replaced process's view of any partition is
+	// stale.
+	if b, ok := img.Brokers[req.LeaderID]; !ok || b.Epoch != req.BrokerEpoch {
+		current := "no registration"
+		if ok {
+			current = fmt.Sprintf("broker epoch %d", b.Epoch)
+		}
+		return rec, false, fmt.Errorf("%w: broker %d sent broker epoch %d; it has %s",
+			controlplane.ErrStaleBrokerEpoch, req.LeaderID, req.BrokerEpoch, current)
+	}
+	t, ok := img.TopicsByID[req.TopicID]
+	if !ok || req.TopicID.IsZero() {
+		return rec, false, fmt.Errorf("%w: no topic with id %s", controlplane.ErrUnknownTopicID, req.TopicID)
+	}
+	p, ok := t.Partition(req.Partition)
+	if !ok {
+		return rec, false, fmt.Errorf("%w: topic %q has no partition %d", controlplane.ErrUnknownTopic, t.Name, req.Partition)
+	}
+	at := func(format string, args ...any) string {
+		return fmt.Sprintf("%s-%d: ", t.Name, req.Partition) + fmt.Sprintf(format, args...)
+	}
+
+	// Epochs ahead of the controller's: Kafka takes this controller to
+	// be behind a newer one and answers NOT_CONTROLLER, which the
+	// sender retries against whichever node it finds leading. A Fjord
+	// active controller validates against an image that has every
+	// earlier term's entries (its Barrier), so it is behind only when it
+	// has lost leadership without hearing it yet.
+	if req.LeaderEpoch > p.LeaderEpoch {
+		return rec, false, fmt.Errorf("%w: %s", controlplane.ErrNotController,
+			at("leader epoch %d is ahead of this controller's %d", req.LeaderEpoch, p.LeaderEpoch))
+	}
+	if req.PartitionEpoch > p.PartitionEpoch {
+		return rec, false, fmt.Errorf("%w: %s", controlplane.ErrNotController,
+			at("partition epoch %d is ahead of this controller's %d", req.PartitionEpoch, p.PartitionEpoch))
+	}
+	if req.LeaderEpoch < p.LeaderEpoch {
+		return rec, false, fmt.Errorf("%w: %s", controlplane.ErrFencedLeaderEpoch,
+			at("leader epoch %d; the partition's is %d", req.LeaderEpoch, p.LeaderEpoch))
+	}
+	// Only after the leader epoch: a deposed leader whose image is
+	// behind hears FENCED_LEADER_EPOCH, the answer that tells it to
+	// wait for its image, rather than this one, which only a broken
+	// leader can get.
+	if req.LeaderID != p.Leader {
+		return rec, false, fmt.Errorf("%w: %s", controlplane.ErrInvalidRequest,
+			at("broker %d is not the leader (%d)", req.LeaderID, p.Leader))
+	}
+	if req.PartitionEpoch < p.PartitionEpoch {
+		return rec, false, fmt.Errorf("%w: %s", controlplane.ErrInvalidUpdateVersion,
+			at("partition epoch %d; the partition's is %d (the ISR changed since)", req.PartitionEpoch, p.PartitionEpoch))
+	}
+	if err := checkNewISR(p, req.NewISR); err != nil {
+		return rec, false, fmt.Errorf("%w: %s", controlplane.ErrInvalidRequest, at("new ISR %s", err))
+	}
+	if req.NewISRBrokerEpochs != nil && len(req.NewISRBrokerEpochs) != len(req.NewISR) {
+		return rec, false, fmt.Errorf("%w: %s", controlplane.ErrInvalidRequest,
+			at("%d broker epochs for %d new ISR members", len(req.NewISRBrokerEpochs), len(req.NewISR)))
+	}
+	for i, id := range req.NewISR {
+		// Fjord has no fenced or shutting-down brokers yet (heartbeats
+		// come next); when it does, they are ineligible here too, as in
+		// Kafka.
+		b, ok := img.Brokers[id]
+		if !ok {
+			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d is not a registered broker", id))
+		}
+		if req.NewISRBrokerEpochs != nil {
+			if e := req.NewISRBrokerEpochs[i]; e != -1 && e != b.Epoch {
+				return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica,
+					at("member %d was seen at broker epoch %d; it has registered again since (broker epoch %d)", id, e, b.Epoch))
+			}
+		}
+	}
+
+	rec = metadata.PartitionRecord{
+		TopicID: req.TopicID, Partition: req.Partition,
+		Replicas: p.Replicas, ISR: slices.Clone(req.NewISR),
+		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+	}
+	if slices.Equal(p.ISR, req.NewISR) {
+		// Kafka builds no record for an unchanged ISR and answers the
+		// state as it is. A record would move the partition epoch for
+		// nothing, and refuse the leader's next request, computed from
+		// the epoch it just heard confirmed.
+		return rec, false, nil
+	}
+	rec.PartitionEpoch++
+	return rec, true, nil
+}
+
+// checkNewISR: isr is distinct replicas of p (no negative ids) and
+// holds p's leader (Kafka's Replicas.validateIsr, then its leader check,
+// both INVALID_REQUEST). It costs O(len(isr) * len(replicas)): a longer
+// ISR than the replicas is refused first, so a request of 100,000
+// members costs no more than one of three.
+func checkNewISR(p *metadata.Partition, isr []int32) error {
+	if len(isr) > len(p.Replicas) {
+		return fmt.Errorf("has %d members; the partition has %d replicas %v", len(isr), len(p.Replicas), p.Replicas)
+	}
+	for i, id := range isr {
+		if !slices.Contains(p.Replicas, id) {
+			return fmt.Errorf("%v: %d is not a replica %v", isr, id, p.Replicas)
+		}
+		if slices.Contains(isr[:i], id) {
+			return fmt.Errorf("%v lists %d twice", isr, id)
+		}
+	}
+	if !slices.Contains(isr, p.Leader) {
+		return fmt.Errorf("%v does not hold the leader %d", isr, p.Leader)
+	}
+	return nil
+}
