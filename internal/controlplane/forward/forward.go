@@ -4,8 +4,8 @@
 // sends it to the node that is, over the Kafka protocol, as the request
 // a client would send (CreateTopics, DeleteTopics, CreatePartitions,
 // AlterConfigs, IncrementalAlterConfigs, AllocateProducerIds,
-// BrokerRegistration). The rules that keep forwarding safe are in
-// controlplane/forwarding.go.
+// BrokerRegistration), or a broker's leader sends (AlterPartition). The
+// rules that keep forwarding safe are in controlplane/forwarding.go.
 //
 // A forwarded change answers once this node's own image includes it (it
 // waits for the metadata offset the controller's answer carries), so
@@ -60,7 +60,7 @@ type Config struct {
 	NodeID int32
 	// Local is this node's controller: it serves changes while this node
 	// is the active controller and answers NOT_CONTROLLER otherwise.
-	Local controlplane.Client
+	Local Local
 	// Images is this node's metadata image: where the active
 	// controller's listener is found, and what a forwarded change waits
 	// for.
@@ -73,6 +73,12 @@ type Config struct {
 	MaxWait time.Duration
 	// Logger receives connection changes; nil discards.
 	Logger *slog.Logger
+}
+
+// Local is what a Client needs of this node's own controller.
+type Local interface {
+	controlplane.Client
+	controlplane.ISR
 }
 
 // Client is the forwarding control-plane client.
@@ -88,7 +94,10 @@ type Client struct {
 	}
 }
 
-var _ controlplane.Client = (*Client)(nil)
+var (
+	_ controlplane.Client = (*Client)(nil)
+	_ controlplane.ISR    = (*Client)(nil)
+)
 
 // New returns a Client. Close releases its connection.
 func New(cfg Config) *Client {
@@ -234,6 +243,8 @@ func responseTags(resp kmsg.Response) *kmsg.Tags {
 	case *kmsg.AllocateProducerIDsResponse:
 		return &r.UnknownTags
 	case *kmsg.BrokerRegistrationResponse:
+		return &r.UnknownTags
+	case *kmsg.AlterPartitionResponse:
 		return &r.UnknownTags
 	}
 	return nil
