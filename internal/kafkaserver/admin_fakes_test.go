@@ -612,3 +612,9 @@ func (c *adminFakeController) Voters() []int32 { return []int32{1} }
 func (c *adminFakeController) RegisterBroker(context.Context, metadata.BrokerRecord) (int64, error) {
 	return -1, fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
 }
+
+// AlterPartition is another node's leader's, which the admin tests are
+// not: the fake refuses.
+func (c *adminFakeController) AlterPartition(context.Context, controlplane.AlterPartition) (controlplane.PartitionState, error) {
+	return controlplane.PartitionState{}, fmt.Errorf("%w: the admin tests alter no ISR", controlplane.ErrInvalidRequest)
+}

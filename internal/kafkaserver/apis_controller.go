@@ -34,6 +34,8 @@ package kafkaserver
 // its own node id (CLUSTER_AUTHORIZATION_FAILED otherwise, so an outside
 // client cannot burn through ids), with its current broker epoch
 // (STALE_BROKER_EPOCH: a request from a process since replaced).
+//
+// AlterPartition: v2-3, in alter_partition.go.
 
 import (
 	"context"
@@ -49,6 +51,7 @@ import (
 
 var controllerAPIs = []api{
 	{key: 62, minVersion: 0, maxVersion: 4, handle: handleBrokerRegistration, controlChange: true},
+	{key: 56, minVersion: 2, maxVersion: 3, handle: handleAlterPartition, controlChange: true},
 	{key: 63, minVersion: 0, maxVersion: 1, handle: handleBrokerHeartbeat, controlChange: true},
 	{key: 67, minVersion: 0, maxVersion: 0, handle: handleAllocateProducerIDs, controlChange: true},
 }

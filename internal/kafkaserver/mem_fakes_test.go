@@ -31,6 +31,8 @@ type memController struct {
 	// onImage, if set before use, sees every new image in order (as a
 	// controller's subscribers do) before the change returns.
 	onImage func(*metadata.Image)
+	// alterPartition, if set before use, answers AlterPartition.
+	alterPartition func(context.Context, controlplane.AlterPartition) (controlplane.PartitionState, error)
 
 	mu  sync.Mutex
 	img *metadata.Image
@@ -426,4 +428,13 @@ func (c *memController) Voters() []int32 { return []int32{1} }
 // the listener's: the fake refuses.
 func (c *memController) RegisterBroker(context.Context, metadata.BrokerRecord) (int64, error) {
 	return -1, fmt.Errorf("%w: the listener's tests register no brokers", controlplane.ErrInvalidRequest)
+}
+
+// AlterPartition answers with the test's alterPartition, and refuses
+// without one.
+func (c *memController) AlterPartition(ctx context.Context, req controlplane.AlterPartition) (controlplane.PartitionState, error) {
+	if c.alterPartition != nil {
+		return c.alterPartition(ctx, req)
+	}
+	return controlplane.PartitionState{}, fmt.Errorf("%w: this test alters no ISR", controlplane.ErrInvalidRequest)
 }

@@ -12,20 +12,23 @@ import (
 
 // The services the protocol handlers call. The server holds no state but
 // its connections (and fetch sessions); everything else is behind these
-// interfaces, implemented by the control plane (controlplane.Images and
-// controlplane.Client: *controller.Controller on a cluster of one),
+// interfaces, implemented by the control plane (controlplane.Images,
+// Client and ISR: *controller.Controller on a cluster of one),
 // *replica.Manager and *txn.ProducerIDManager and wired together by
 // internal/node. The server never sees the Raft library.
 //
 // Threads: every method may be called from many connections at once.
 
 // Controller is the control plane: this node's metadata image and the
-// changes it asks the active controller for.
+// changes it asks the active controller for. ISR is served to other
+// nodes' leaders (AlterPartition), always as the active controller
+// (controlplane.LocalOnly).
 type Controller interface {
 	// Image is the latest metadata image published on this node.
 	Image() *metadata.Image
 	controlplane.Quorum
 	controlplane.Client
+	controlplane.ISR
 }
 
 // Replicas is the data plane: the partitions this node hosts.

@@ -302,7 +302,7 @@ func (n *Node) start(ctx context.Context) error {
 		InternalClientID:       n.internalClientID,
 		Metrics:                n.metrics,
 		Logger:                 n.log,
-	}, brokerControlPlane{n.ctrl, n.ctrl, n.control}, n.replicas, pids, n.groups)
+	}, brokerControlPlane{n.ctrl, n.ctrl, n.control, n.control}, n.replicas, pids, n.groups)
 	n.servers.Add(1)
 	go func() {
 		defer n.servers.Done()
@@ -417,11 +417,15 @@ func (n *Node) awaitClusterID(ctx context.Context) (string, error) {
 const registerRetry = 50 * time.Millisecond
 
 // brokerControlPlane is what kafkaserver sees of the control plane: this
-// node's image and the forwarding client.
+// node's image and the forwarding client, for changes and for ISRs alike
+// (kafkaserver serves another node's AlterPartition with LocalOnly, so
+// the forwarding client hands it to this node's controller, or refuses
+// if this node is not the active one).
 type brokerControlPlane struct {
 	controlplane.Images
 	controlplane.Quorum
 	controlplane.Client
+	controlplane.ISR
 }
 
 // registerBroker registers this node with the active controller, this
