@@ -209,3 +209,54 @@ func TestAlterPartitionRefusesHostileInput(t *testing.T) {
 		t.Fatalf("a stale partition epoch moved the metadata log from %d to %d", before, after)
 	}
 }
+
+// A leader on a node that is not the controller shrinks and expands its
+// ISR through the forwarding client: the change goes to the active
+// controller and is answered only once the leader's own image has it,
+// leader epoch unchanged and the partition epoch one further each time.
+func TestClusterAltersISRThroughTheController(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startISRCluster(t, ctx)
+	brokerEpoch := c.leader.ctrl.Image().Brokers[c.leadID].Epoch
+	alter := func(p metadata.Partition, isr ...int32) (controlplane.PartitionState, error) {
+		return c.leader.control.AlterPartition(ctx, controlplane.AlterPartition{TopicID: c.topicID, Partition: 0,
+			LeaderID: c.leadID, BrokerEpoch: brokerEpoch, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+			NewISR: isr, NewISRBrokerEpochs: slices.Repeat([]int64{-1}, len(isr))})
+	}
+
+	start := c.partition(c.leader)
+	for i, isr := range [][]int32{{c.leadID}, {c.leadID, c.followID}} {
+		from := c.partition(c.leader)
+		st, err := alter(from, isr...)
+		if err != nil {
+			t.Fatalf("AlterPartition to %v through node %d (controller %d): %v", isr, c.leadID, c.ctrlID, err)
+		}
+		want := controlplane.PartitionState{Leader: c.leadID, LeaderEpoch: start.LeaderEpoch, PartitionEpoch: start.PartitionEpoch + int32(i) + 1, ISR: isr}
+		if !reflect.DeepEqual(st, want) {
+			t.Fatalf("answer %+v, want %+v", st, want)
+		}
+		// At once on the leader's node: the answer waited for its image.
+		if p := c.partition(c.leader); !slices.Equal(p.ISR, isr) || p.PartitionEpoch != want.PartitionEpoch || p.LeaderEpoch != want.LeaderEpoch {
+			t.Fatalf("node %d's image has %+v when AlterPartition answered %+v", c.leadID, p, st)
+		}
+		if p := c.partition(c.ctrl); !slices.Equal(p.ISR, isr) || p.PartitionEpoch != want.PartitionEpoch {
+			t.Fatalf("the controller's image has %+v", p)
+		}
+	}
+
+	// The controller's refusals reach the leader as the same codes.
+	if _, err := alter(start, c.leadID); !errors.Is(err, controlplane.ErrInvalidUpdateVersion) {
+		t.Fatalf("a request from the first state: %v, want INVALID_UPDATE_VERSION", err)
+	}
+	if _, err := alter(c.partition(c.leader), c.followID); !errors.Is(err, controlplane.ErrInvalidRequest) {
+		t.Fatalf("an ISR without the leader: %v, want INVALID_REQUEST", err)
+	}
+	// A leader on the controller's own node is answered by it, with the
+	// same codes.
+	st, err := c.ctrl.control.AlterPartition(ctx, controlplane.AlterPartition{TopicID: metadata.UUID{0xde, 0xad}, LeaderID: c.ctrlID,
+		BrokerEpoch: c.ctrl.ctrl.Image().Brokers[c.ctrlID].Epoch, NewISR: []int32{c.ctrlID}})
+	if !errors.Is(err, controlplane.ErrUnknownTopicID) {
+		t.Fatalf("AlterPartition on the controller's node for an unknown topic: %+v, %v; want UNKNOWN_TOPIC_ID", st, err)
+	}
+}
