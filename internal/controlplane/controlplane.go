@@ -19,9 +19,11 @@
 // controlplane/forward), which serves a change through the local
 // controller when it is active and otherwise sends it over the Kafka
 // protocol to the node that is, then waits until this node's own image
-// includes it. Broker heartbeats and AlterPartition join Client when they
-// are built (DESIGN.md section 18). Nothing here imports the Raft
-// library, so the broker side never depends on it.
+// includes it. A partition's leader changes its ISR through a third
+// interface, ISR (isr.go), which both implement the same way. Broker
+// heartbeats join Client when they are built (DESIGN.md section 18).
+// Nothing here imports the Raft library, so the broker side never
+// depends on it.
 //
 // Threads: every method of both interfaces may be called from any
 // goroutine at once. Images.Subscribe's callbacks run one at a time, in
