@@ -127,7 +127,10 @@ signal exits at once.`,
 	f.Var(newEnumFlag(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn, error")
 	f.Var(newIntFlag(&o.groupInitialRebalanceDelayMs, int32(node.DefaultGroupInitialRebalanceDelay/time.Millisecond), 0, 300_000, ""),
 		"group-initial-rebalance-delay-ms", "how long a new consumer group waits for more members before its first rebalance (group.initial.rebalance.delay.ms)")
-	f.Var(newIntFlag(&o.replicaLagTimeMaxMs, int32(node.DefaultReplicaLagTime/time.Millisecond), 100, 3_600_000, ""),
+	// At least a second: a caught-up follower's fetch waits up to 500 ms
+	// at its leader (replica.fetch.wait.max.ms), and a lag time near
+	// that would drop healthy followers between two fetches.
+	f.Var(newIntFlag(&o.replicaLagTimeMaxMs, int32(node.DefaultReplicaLagTime/time.Millisecond), 1000, 3_600_000, ""),
 		"replica-lag-time-max-ms", "how long a follower may go without catching up before it leaves the ISR (replica.lag.time.max.ms)")
 	f.Var(newIntFlag(&o.httpIdempotencyWindowMs, int32(httpapi.DefaultIdempotencyWindow/time.Millisecond), 1000, 7*24*3600*1000, ""),
 		"http-idempotency-window-ms", "how long the HTTP API remembers a produce's idempotency_key (http.idempotency.window.ms)")

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -120,7 +119,7 @@ func TestClusterForwardsChanges(t *testing.T) {
 		if _, ok := other.ctrl.Image().Topics[topic]; !ok {
 			t.Fatalf("CreateTopics %s answered before node %d's image had the topic", topic, other.cfg.NodeID)
 		}
-		if err := produceTo(ctx, b, topic); err != nil {
+		if err := testutil.ProduceOnce(ctx, b, topic, 1); err != nil {
 			t.Fatalf("produce to %s on node %d right after CreateTopics: %v", topic, other.cfg.NodeID, err)
 		}
 	}
@@ -219,34 +218,6 @@ func createTopic(t *testing.T, ctx context.Context, b *kgo.Broker, topic string,
 	}
 }
 
-// produceTo sends one Produce of one record (acks=all) to b, partition
-// 0, and returns its error: the node's own answer, not retried.
-func produceTo(ctx context.Context, b *kgo.Broker, topic string) error {
-	bb := record.NewBuilder(record.DefaultBatchOptions())
-	bb.Add([]byte("k"), []byte("v"), nil, time.Now().UnixMilli())
-	batch, err := bb.Build()
-	if err != nil {
-		return err
-	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 0, batch
-	rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-	req.Topics = []kmsg.ProduceRequestTopic{rt}
-	resp, err := b.Request(ctx, req)
-	if err != nil {
-		return err
-	}
-	p := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return fmt.Errorf("%w: %s", err, deref(p.ErrorMessage))
-	}
-	return nil
-}
-
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -272,7 +243,7 @@ func TestClusterRestartCatchesUpBeforeActing(t *testing.T) {
 	create(n3, "deleted-while-down", 3)
 	_, b3 := brokerClient(t, n3)
 	for range 10 {
-		if err := produceTo(ctx, b3, "kept"); err != nil {
+		if err := testutil.ProduceOnce(ctx, b3, "kept", 1); err != nil {
 			t.Fatal(err)
 		}
 	}

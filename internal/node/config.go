@@ -160,8 +160,10 @@ func (c Config) validate() error {
 	if err := c.checkVoters(); err != nil {
 		return err
 	}
-	if c.ReplicaLagTime < 0 {
-		return bad("replica-lag-time-max-ms", c.ReplicaLagTime.Milliseconds(), "allowed: 100 to 3600000, or 0 for the default")
+	if c.ReplicaLagTime < 0 || (c.ReplicaLagTime > 0 && c.ReplicaLagTime < time.Second) {
+		// A follower's fetch waits up to 500 ms at its leader: a lag
+		// time near that drops healthy followers between two fetches.
+		return bad("replica-lag-time-max-ms", c.ReplicaLagTime.Milliseconds(), "allowed: 1000 to 3600000, or 0 for the default")
 	}
 	if err := metadata.ValidateRack(c.Rack); err != nil {
 		// metadata's message names the rack and what is allowed; the

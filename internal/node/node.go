@@ -248,6 +248,7 @@ func (n *Node) start(ctx context.Context) error {
 		FS:             fs,
 		DataDir:        cfg.DataDir,
 		Leaders:        n.leaders,
+		ISR:            n.control,
 		ReplicaLagTime: cfg.ReplicaLagTime,
 	})
 	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {

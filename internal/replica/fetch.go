@@ -75,6 +75,13 @@ type fetch struct {
 	files  []*os.File // the results' file ranges' descriptors
 	// resolved[i] is the partition parts[i] found on the last read.
 	resolved []*Partition
+	// noted[i]: a follower's fetch offset for parts[i] was recorded.
+	// Once per request, at its arrival (start): a parked fetch read
+	// again when woken is not a new fetch from the follower, and
+	// counting it as one would keep a follower that stopped right
+	// after sending it looking caught up for up to MaxWait more.
+	noted []bool
+	start time.Time
 }
 
 // Fetch reads every partition, long-polling until MinBytes are ready;
@@ -86,6 +93,8 @@ func (m *Manager) Fetch(ctx context.Context, params FetchParams, parts []FetchPa
 		parts:    parts,
 		res:      &FetchResult{Partitions: make([]FetchPartitionResult, len(parts))},
 		resolved: make([]*Partition, len(parts)),
+		noted:    make([]bool, len(parts)),
+		start:    m.opts.Now(),
 	}
 	f.res.release = f.releaseBuffers
 	bytes, anyErr := f.readAll()
@@ -160,7 +169,7 @@ func (f *fetch) readAll() (bytes int, anyErr bool) {
 		f.resolved[i] = p
 		if err == nil {
 			limit := int(max(min(int64(fp.MaxBytes), remaining), 0))
-			*r, err = f.readPartition(p, fp, limit, minOne)
+			*r, err = f.readPartition(p, i, limit, minOne)
 		}
 		if err != nil {
 			*r = FetchPartitionResult{Err: err, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, DivergingEpoch: noDivergence}
@@ -179,7 +188,8 @@ func (f *fetch) readAll() (bytes int, anyErr bool) {
 // readPartition checks leadership and the epoch fence and reads at most
 // limit bytes (at least one whole batch when minOne) below the bound the
 // isolation level sets.
-func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOne bool) (FetchPartitionResult, error) {
+func (f *fetch) readPartition(p *Partition, i int, limit int, minOne bool) (FetchPartitionResult, error) {
+	fp := &f.parts[i]
 	term, err := p.checkLeader(fp.CurrentLeaderEpoch)
 	if err != nil {
 		return FetchPartitionResult{}, err
@@ -199,7 +209,10 @@ func (f *fetch) readPartition(p *Partition, fp *FetchPartition, limit int, minOn
 		}
 		// Before the read, so the high watermark answered already
 		// counts what this fetch says the follower holds.
-		p.noteFollowerFetch(term, f.params.ReplicaID, fp.FetchOffset)
+		if !f.noted[i] {
+			f.noted[i] = true
+			p.noteFollowerFetch(term, f.params.ReplicaID, f.params.ReplicaEpoch, fp.FetchOffset, f.start)
+		}
 	}
 	// The high watermark is read before the records, so every record
 	// returned is below the high watermark returned.

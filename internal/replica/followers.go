@@ -39,6 +39,11 @@ type followerState struct {
 	// fetch.
 	leaderEndAtLastFetch int64
 	lastCaughtUp         time.Time
+	// brokerEpoch is the follower's broker epoch its last fetch named
+	// (-1: none), which an ISR expansion sends the controller (KIP-903)
+	// so a member that has since restarted is not let in on the
+	// strength of what its previous process fetched.
+	brokerEpoch int64
 }
 
 // followers is a Partition's per-follower state.
@@ -64,7 +69,7 @@ func (f *followers) resetLocked(term int32, now time.Time) {
 func (f *followers) stateLocked(id int32) *followerState {
 	s := f.m[id]
 	if s == nil {
-		s = &followerState{fetchOffset: -1, leaderEndAtLastFetch: -1, lastCaughtUp: f.since}
+		s = &followerState{fetchOffset: -1, leaderEndAtLastFetch: -1, lastCaughtUp: f.since, brokerEpoch: -1}
 		f.m[id] = s
 	}
 	return s
@@ -72,7 +77,7 @@ func (f *followers) stateLocked(id int32) *followerState {
 
 // recordFetch notes a follower's fetch at offset, the leader's log end
 // being leaderEnd, in the leader epoch the fetch was checked against.
-func (f *followers) recordFetch(term, id int32, offset, leaderEnd int64, now time.Time) {
+func (f *followers) recordFetch(term, id int32, brokerEpoch, offset, leaderEnd int64, now time.Time) {
 	f.Lock()
 	defer f.Unlock()
 	if term != f.term {
@@ -86,6 +91,24 @@ func (f *followers) recordFetch(term, id int32, offset, leaderEnd int64, now tim
 		s.lastCaughtUp = s.lastFetch
 	}
 	s.fetchOffset, s.lastFetch, s.leaderEndAtLastFetch = offset, now, leaderEnd
+	s.brokerEpoch = brokerEpoch
+}
+
+// brokerEpochs returns the broker epoch each of ids last fetched with
+// (-1 for this node and for one not heard from).
+func (f *followers) brokerEpochs(self int32, selfEpoch int64, ids []int32) []int64 {
+	f.Lock()
+	defer f.Unlock()
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		out[i] = -1
+		if id == self {
+			out[i] = selfEpoch
+		} else if s := f.m[id]; s != nil {
+			out[i] = s.brokerEpoch
+		}
+	}
+	return out
 }
 
 // offset returns what the leader knows of id for the high watermark.

@@ -16,7 +16,7 @@ import (
 // request is in flight per partition (Partition.isrPending), computed
 // from the leader and partition epochs the partition has at the time.
 //
-//   - Shrink: a loop every replica.lag.time.max.ms / 2 looks at every
+//   - Shrink: a loop every replica.lag.time.max.ms / 4 looks at every
 //     partition this node leads.
 //   - Expand: a follower's fetch that reaches the high watermark asks at
 //     once, so a caught-up follower rejoins without waiting for the loop.
@@ -32,15 +32,15 @@ const DefaultReplicaLagTime = 30 * time.Second
 // NOT_CONTROLLER within it).
 const alterTimeout = 10 * time.Second
 
-// noteFollowerFetch records follower id's fetch at offset, checked in
-// leader epoch term, moves the high watermark, and asks for an ISR
+// noteFollowerFetch records follower id's fetch at offset, which arrived
+// at at and was checked in leader epoch term, moves the high watermark, and asks for an ISR
 // expansion when the follower qualifies.
-func (p *Partition) noteFollowerFetch(term, id int32, offset int64) {
+func (p *Partition) noteFollowerFetch(term, id int32, brokerEpoch, offset int64, at time.Time) {
 	leo := p.log.LogEndOffset()
 	if offset > leo || offset < 0 {
 		return // out of range: the read answers OFFSET_OUT_OF_RANGE
 	}
-	p.followers.recordFetch(term, id, offset, leo, p.m.opts.Now())
+	p.followers.recordFetch(term, id, brokerEpoch, offset, leo, at)
 	p.maybeAdvanceHighWatermark()
 	p.mu.RLock()
 	inISR := slices.Contains(p.mu.isr, id)
@@ -76,6 +76,7 @@ func (p *Partition) maybeAlterISR() {
 		LeaderEpoch: p.mu.leaderEpoch, PartitionEpoch: p.mu.partitionEpoch,
 		NewISR: next,
 	}
+	req.NewISRBrokerEpochs = p.followers.brokerEpochs(m.opts.NodeID, req.BrokerEpoch, next)
 	p.mu.RUnlock()
 	if sameMembers(next, isr) || !p.isrPending.CompareAndSwap(nil, &next) {
 		return
@@ -131,10 +132,13 @@ func (p *Partition) alterISR(req controlplane.AlterPartition, from []int32) {
 		"leader_epoch", st.LeaderEpoch, "partition_epoch", st.PartitionEpoch)
 }
 
-// runISRChecks is the shrink loop (every ReplicaLagTime / 2) until the
+// runISRChecks is the shrink loop (every ReplicaLagTime / 4) until the
 // manager closes.
 func (m *Manager) runISRChecks() {
-	interval := max(m.opts.ReplicaLagTime/2, 10*time.Millisecond)
+	// A quarter of the lag time (Kafka checks every half): a follower
+	// is shrunk at most a quarter past its lag time, and a check of the
+	// partitions this node leads reads memory only.
+	interval := max(m.opts.ReplicaLagTime/4, 10*time.Millisecond)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
