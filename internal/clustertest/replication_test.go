@@ -63,15 +63,21 @@ func (e *env) placement(t *testing.T) (leader int32, followers []int32) {
 	return others[0], others[1:3]
 }
 
-func (e *env) createTopic(t *testing.T, ctx context.Context, topic string, replicas []int32) {
+// createTopic creates topic with min.insync.replicas=2 through the
+// controller: one partition on replicas, or, without them, partitions
+// partitions of rf replicas placed by the controller.
+func (e *env) createTopic(t *testing.T, ctx context.Context, topic string, partitions int32, rf int16, replicas ...int32) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 10000
 	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
-	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	a.Partition, a.Replicas = 0, replicas
-	rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, rf
+	if len(replicas) > 0 {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = 0, replicas
+		rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
+		rt.NumPartitions, rt.ReplicationFactor = -1, -1
+	}
 	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
 	cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("2")
 	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{cfg}
@@ -179,7 +185,7 @@ func (e *env) stoppedFollower(t *testing.T) {
 	defer cancel()
 	const topic = "stopped-follower"
 	leader, followers := e.placement(t)
-	e.createTopic(t, ctx, topic, []int32{leader, followers[0], followers[1]})
+	e.createTopic(t, ctx, topic, -1, -1, leader, followers[0], followers[1])
 	testutil.Eventually(t, 10*time.Second, func() error { return e.produce(ctx, leader, topic, 10) })
 	_, epoch, isr := e.state(t, ctx, leader, topic)
 	if len(isr) != 3 {
@@ -244,7 +250,7 @@ func (e *env) minISR(t *testing.T) {
 	defer cancel()
 	const topic = "min-isr"
 	leader, followers := e.placement(t)
-	e.createTopic(t, ctx, topic, []int32{leader, followers[0], followers[1]})
+	e.createTopic(t, ctx, topic, -1, -1, leader, followers[0], followers[1])
 	testutil.Eventually(t, 10*time.Second, func() error { return e.produce(ctx, leader, topic, 20) })
 	before := e.highWatermark(t, ctx, leader, topic)
 
