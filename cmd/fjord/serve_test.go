@@ -274,6 +274,7 @@ func TestServePrecedence(t *testing.T) {
 		logLevel:         "info",
 		// Kafka's group.initial.rebalance.delay.ms, by default.
 		groupInitialRebalanceDelayMs: 3000,
+		replicaLagTimeMaxMs:          30000,
 		httpIdempotencyWindowMs:      5000, // flag
 		httpConsumerIdleTimeoutMs:    300_000,
 		httpMaxConcurrent:            256,

@@ -96,10 +96,12 @@ func (c *Controller) startActive() {
 	c.active.Store(a)
 	c.activations.Add(1)
 	c.log.Info("active controller started", "node_id", c.cfg.NodeID, "term", a.term, "metadata_offset", c.fsm.applied.Load().Offset)
-	if c.fsm.applied.Load().ClusterID == "" {
-		// The first leader of a new metadata log names the cluster. A
-		// leader that fails to (lost leadership meanwhile) leaves it to
-		// the next; brokers wait for a cluster id before they serve.
+	if img := c.fsm.applied.Load(); img.ClusterID == "" || img.MetadataVersion == 0 {
+		// The first leader of a new metadata log names the cluster and
+		// sets its metadata version (a log from before versions gets
+		// its version the same way). A leader that fails to (lost
+		// leadership meanwhile) leaves it to the next; brokers wait for
+		// a cluster id before they serve.
 		ctx, cancel := context.WithTimeout(context.Background(), barrierTimeout)
 		defer cancel()
 		if err := c.commitClusterID(ctx, a); err != nil {
@@ -116,19 +118,30 @@ func (c *Controller) stopActive() {
 	}
 }
 
-// commitClusterID commits a random cluster id unless the image has one.
+// commitClusterID commits a random cluster id and the metadata version
+// this code knows, each unless the image has one.
 func (c *Controller) commitClusterID(ctx context.Context, a *activeController) error {
 	a.proposeMu.Lock()
 	defer a.proposeMu.Unlock()
 	img, err := c.validationImageLocked(ctx, a)
-	if err != nil || img.ClusterID != "" {
-		return err
-	}
-	id, err := newUUID(rand.Read, func(metadata.UUID) bool { return false })
 	if err != nil {
 		return err
 	}
-	return a.proposeLocked(ctx, c, []metadata.Record{metadata.ClusterIDRecord{ClusterID: id.Base64()}})
+	var recs []metadata.Record
+	if img.ClusterID == "" {
+		id, err := newUUID(rand.Read, func(metadata.UUID) bool { return false })
+		if err != nil {
+			return err
+		}
+		recs = append(recs, metadata.ClusterIDRecord{ClusterID: id.Base64()})
+	}
+	if img.MetadataVersion == 0 {
+		recs = append(recs, metadata.MetadataVersionRecord{Version: metadata.KnownMetadataVersion})
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return a.proposeLocked(ctx, c, recs)
 }
 
 // beginChange returns the active controller, with its proposeMu held,

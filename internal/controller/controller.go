@@ -336,6 +336,20 @@ func (c *Controller) Voters() []int32 {
 // controller since it started.
 func (c *Controller) Activations() int64 { return c.activations.Load() }
 
+// Failed is closed when this node can apply no more of the metadata log
+// (an entry that does not decode here, or a metadata version newer than
+// this code knows); Err then says why. The node must stop: its image
+// would differ from its peers'.
+func (c *Controller) Failed() <-chan struct{} { return c.fsm.failed }
+
+// Err is why Failed was closed, nil before.
+func (c *Controller) Err() error {
+	if err := c.fsm.stopped.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
 // Addr is the address the Raft transport bound.
 func (c *Controller) Addr() string { return string(c.trans.LocalAddr()) }
 

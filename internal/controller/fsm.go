@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,12 +29,20 @@ type fsm struct {
 	applied atomic.Pointer[metadata.Image]
 	// configs is the images' topic-config table (Config.TopicConfigs).
 	configs *topicconfig.Table
+
+	// stopped is set once, with the reason, when an entry cannot be
+	// applied the way every node applies it (it does not decode, or it
+	// needs a newer metadata version than this code knows); failed is
+	// closed then. From there on nothing more is applied: this node
+	// must not serve an image its peers do not have.
+	stopped atomic.Pointer[error]
+	failed  chan struct{}
 }
 
 var _ raft.FSM = (*fsm)(nil)
 
 func newFSM(log *slog.Logger, pub *publisher, configs *topicconfig.Table) *fsm {
-	f := &fsm{log: log, pub: pub, configs: configs}
+	f := &fsm{log: log, pub: pub, configs: configs, failed: make(chan struct{})}
 	f.applied.Store(metadata.Empty(configs))
 	return f
 }
@@ -42,17 +51,27 @@ func newFSM(log *slog.Logger, pub *publisher, configs *topicconfig.Table) *fsm {
 // is committed but changes nothing, on every node alike (Apply is
 // deterministic), so a bad proposal never stops the log; the proposer sees
 // the error. Refusals mean the controller validated too little: a bug,
-// logged as an error.
+// logged as an error. An entry this node cannot read as every node does
+// (it does not decode, or needs a newer metadata version) is different:
+// the FSM stops (stop), and the node with it.
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	if err := f.stopped.Load(); err != nil {
+		return *err
+	}
 	recs, err := metadata.DecodeBatch(l.Data)
 	if err != nil {
-		f.log.Error("metadata log entry does not decode; skipped", "index", l.Index, "err", err)
-		return fmt.Errorf("metadata log entry %d: %w", l.Index, err)
+		// Every node decodes the same bytes; one that cannot (a record
+		// type from a newer Fjord that skipped the version gate, or
+		// damage) must not go on without the change its peers applied.
+		return f.stop(fmt.Errorf("metadata log entry %d does not decode on this node: %w", l.Index, err))
 	}
 	next, err := f.applied.Load().Apply(l.Index, recs...)
+	if errors.Is(err, metadata.ErrUnknownVersion) {
+		return f.stop(fmt.Errorf("metadata log entry %d: %w", l.Index, err))
+	}
 	if err != nil {
 		f.log.Error("metadata log entry refused; skipped", "index", l.Index, "err", err)
 		return fmt.Errorf("metadata log entry %d: %w", l.Index, err)
@@ -60,6 +79,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.applied.Store(next)
 	f.pub.push(next, l.Index)
 	return nil
+}
+
+// stop records why this node can apply no more of the metadata log and
+// returns it.
+func (f *fsm) stop(err error) error {
+	if f.stopped.CompareAndSwap(nil, &err) {
+		f.log.Error("this node cannot apply the metadata log any further; it must stop", "err", err)
+		close(f.failed)
+	}
+	return err
 }
 
 // Snapshot hands raft the current image; Persist encodes it.

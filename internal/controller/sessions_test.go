@@ -23,6 +23,11 @@ func TestBrokerSessions(t *testing.T) {
 	cfg.Clock = clk
 	c := open(t, cfg)
 	ctx := ctxT(t)
+	// A new log's first controller set its metadata version with the
+	// cluster id.
+	if v := c.Image().MetadataVersion; v != metadata.KnownMetadataVersion {
+		t.Fatalf("a new log's metadata version is %d, want %d", v, metadata.KnownMetadataVersion)
+	}
 	first := metadata.BrokerRecord{NodeID: 2, Host: "127.0.0.1", Port: 9093, IncarnationID: metadata.UUID{1}}
 	epoch, err := c.RegisterBroker(ctx, first)
 	if err != nil {

@@ -17,6 +17,9 @@ import (
 // Rules, per record (the invariants of records.go, made checkable):
 //   - offset > img.Offset: the metadata log only moves forward.
 //   - ClusterIDRecord: non-empty; once set, only the same id again.
+//   - MetadataVersionRecord: 1 up to KnownMetadataVersion (a newer one
+//     wraps ErrUnknownVersion, and the node must stop: see
+//     controller/fsm.go), never lower than before.
 //   - BrokerRecord: node id >= 0, host non-empty, port 1..65535.
 //   - TopicRecord: valid name, non-zero id, neither name nor id live;
 //     by the end of the batch the topic has at least one partition.
@@ -81,6 +84,12 @@ func (d *draft) apply(r Record) error {
 	switch v := r.(type) {
 	case ClusterIDRecord:
 		return d.clusterID(v)
+	case MetadataVersionRecord:
+		return d.metadataVersion(v)
+	case *MetadataVersionRecord:
+		if v != nil {
+			return d.metadataVersion(*v)
+		}
 	case *ClusterIDRecord:
 		if v != nil {
 			return d.clusterID(*v)
@@ -128,6 +137,18 @@ func (d *draft) apply(r Record) error {
 		return fmt.Errorf("unknown record type %T", r)
 	}
 	return fmt.Errorf("nil %T", r)
+}
+
+func (d *draft) metadataVersion(r MetadataVersionRecord) error {
+	switch {
+	case r.Version > KnownMetadataVersion:
+		return fmt.Errorf("%w: the metadata log is at version %d, this node knows versions up to %d: run a newer Fjord on it",
+			ErrUnknownVersion, r.Version, KnownMetadataVersion)
+	case r.Version < 1 || r.Version < d.next.MetadataVersion:
+		return fmt.Errorf("metadata version %d (the log is at %d; versions start at 1 and never go back)", r.Version, d.next.MetadataVersion)
+	}
+	d.next.MetadataVersion = r.Version
+	return nil
 }
 
 func (d *draft) clusterID(r ClusterIDRecord) error {

@@ -378,3 +378,28 @@ func TestBrokerEpochIsTheRegistrationOffset(t *testing.T) {
 		}
 	}
 }
+
+// The metadata version: 1 up to what this code knows, never back; a
+// newer one is ErrUnknownVersion; snapshots keep it.
+func TestMetadataVersion(t *testing.T) {
+	img, err := Empty(testConfigs).Apply(1, ClusterIDRecord{ClusterID: "c"}, MetadataVersionRecord{Version: KnownMetadataVersion})
+	if err != nil || img.MetadataVersion != KnownMetadataVersion {
+		t.Fatalf("version %d: %v, image at %d", KnownMetadataVersion, err, img.MetadataVersion)
+	}
+	if _, err := img.Apply(2, MetadataVersionRecord{Version: KnownMetadataVersion + 1}); !errors.Is(err, ErrUnknownVersion) {
+		t.Errorf("a newer version: %v, want ErrUnknownVersion", err)
+	}
+	for _, v := range []int32{0, -1} {
+		if _, err := img.Apply(2, MetadataVersionRecord{Version: v}); !errors.Is(err, ErrBadRecord) {
+			t.Errorf("version %d: %v, want ErrBadRecord", v, err)
+		}
+	}
+	b, err := EncodeImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeImage(b, img.TopicConfigs)
+	if err != nil || back.MetadataVersion != img.MetadataVersion {
+		t.Fatalf("snapshot: %v, version %d", err, back.MetadataVersion)
+	}
+}

@@ -55,6 +55,8 @@ func decodeEnvelope(env envelope) (Record, error) {
 	switch env.Type {
 	case ClusterIDRecord{}.Type():
 		r, err = decodeData[ClusterIDRecord](env.Data)
+	case MetadataVersionRecord{}.Type():
+		r, err = decodeData[MetadataVersionRecord](env.Data)
 	case BrokerRecord{}.Type():
 		r, err = decodeData[BrokerRecord](env.Data)
 	case TopicRecord{}.Type():
@@ -141,12 +143,14 @@ func DecodeBatch(b []byte) ([]Record, error) {
 const imageSnapshotVersion = 1
 
 type imageSnapshot struct {
-	Version        int             `json:"version"`
-	Offset         uint64          `json:"offset"`
-	ClusterID      string          `json:"cluster_id"`
-	Brokers        []BrokerRecord  `json:"brokers"`
-	Topics         []topicSnapshot `json:"topics"`
-	NextProducerID int64           `json:"next_producer_id"`
+	Version   int    `json:"version"`
+	Offset    uint64 `json:"offset"`
+	ClusterID string `json:"cluster_id"`
+	// MetadataVersion is omitted by snapshots from before it existed.
+	MetadataVersion int32           `json:"metadata_version,omitempty"`
+	Brokers         []BrokerRecord  `json:"brokers"`
+	Topics          []topicSnapshot `json:"topics"`
+	NextProducerID  int64           `json:"next_producer_id"`
 }
 
 type topicSnapshot struct {
@@ -167,12 +171,13 @@ type partitionSnapshot struct {
 // EncodeImage encodes img for a Raft snapshot.
 func EncodeImage(img *Image) ([]byte, error) {
 	s := imageSnapshot{
-		Version:        imageSnapshotVersion,
-		Offset:         img.Offset,
-		ClusterID:      img.ClusterID,
-		Brokers:        []BrokerRecord{},
-		Topics:         []topicSnapshot{},
-		NextProducerID: img.NextProducerID,
+		Version:         imageSnapshotVersion,
+		Offset:          img.Offset,
+		ClusterID:       img.ClusterID,
+		MetadataVersion: img.MetadataVersion,
+		Brokers:         []BrokerRecord{},
+		Topics:          []topicSnapshot{},
+		NextProducerID:  img.NextProducerID,
 	}
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
@@ -213,6 +218,9 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 	var recs []Record
 	if s.ClusterID != "" {
 		recs = append(recs, ClusterIDRecord{ClusterID: s.ClusterID})
+	}
+	if s.MetadataVersion != 0 {
+		recs = append(recs, MetadataVersionRecord{Version: s.MetadataVersion})
 	}
 	for i, br := range s.Brokers {
 		if i > 0 && s.Brokers[i-1].NodeID >= br.NodeID {

@@ -33,4 +33,7 @@ var (
 	// ErrDecode: Decode, DecodeBatch or DecodeImage was given bytes that
 	// are not a record, a batch or an image snapshot.
 	ErrDecode = errors.New("metadata: cannot decode")
+	// ErrUnknownVersion: the metadata log is at a metadata version
+	// newer than this code knows (KnownMetadataVersion).
+	ErrUnknownVersion = errors.New("metadata: metadata version newer than this node knows")
 )

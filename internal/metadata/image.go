@@ -12,7 +12,10 @@ type Image struct {
 	// empty image).
 	Offset    uint64
 	ClusterID string
-	Brokers   map[int32]Broker
+	// MetadataVersion is the log's metadata version
+	// (MetadataVersionRecord); 0 before the first is committed.
+	MetadataVersion int32
+	Brokers         map[int32]Broker
 	// Topics by name, and the same topics by id.
 	Topics     map[string]*Topic
 	TopicsByID map[UUID]*Topic

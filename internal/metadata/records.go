@@ -36,6 +36,21 @@ type ClusterIDRecord struct {
 	ClusterID string `json:"cluster_id"`
 }
 
+// MetadataVersionRecord sets the metadata version: which record types
+// and fields the log may hold (KnownMetadataVersion). The first active
+// controller of a log commits it with the cluster id; a later version is
+// committed only when every node knows it (a later issue's upgrade
+// path). A node whose code knows an older version refuses to apply it and
+// stops, rather than build an image that differs from its peers'.
+type MetadataVersionRecord struct {
+	Version int32 `json:"version"`
+}
+
+// KnownMetadataVersion is the metadata version this code reads and
+// writes. Version 1: every record type of records.go, with partition
+// epochs, broker incarnations and racks.
+const KnownMetadataVersion int32 = 1
+
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
 type BrokerRecord struct {
@@ -98,10 +113,11 @@ type ProducerIDsRecord struct {
 	NextProducerID int64 `json:"next_producer_id"`
 }
 
-func (ClusterIDRecord) Type() string   { return "cluster_id" }
-func (BrokerRecord) Type() string      { return "broker" }
-func (TopicRecord) Type() string       { return "topic" }
-func (PartitionRecord) Type() string   { return "partition" }
-func (ConfigRecord) Type() string      { return "config" }
-func (RemoveTopicRecord) Type() string { return "remove_topic" }
-func (ProducerIDsRecord) Type() string { return "producer_ids" }
+func (ClusterIDRecord) Type() string       { return "cluster_id" }
+func (MetadataVersionRecord) Type() string { return "metadata_version" }
+func (BrokerRecord) Type() string          { return "broker" }
+func (TopicRecord) Type() string           { return "topic" }
+func (PartitionRecord) Type() string       { return "partition" }
+func (ConfigRecord) Type() string          { return "config" }
+func (RemoveTopicRecord) Type() string     { return "remove_topic" }
+func (ProducerIDsRecord) Type() string     { return "producer_ids" }

@@ -227,6 +227,16 @@ func (n *Node) start(ctx context.Context) error {
 			cfg.ControllerAddr, filepath.Join(cfg.DataDir, metadataDir), err)
 	}
 
+	// A metadata log this node cannot apply as its peers do (a newer
+	// metadata version, say) stops the node: serving a different image
+	// would be worse than not serving.
+	go func() {
+		select {
+		case <-n.ctrl.Failed():
+			n.fail(fmt.Errorf("metadata log: %w", n.ctrl.Err()))
+		case <-n.stopping:
+		}
+	}()
 	if _, err := rand.Read(n.incarnation[:]); err != nil {
 		return fmt.Errorf("drawing an incarnation id: %w", err)
 	}
@@ -407,6 +417,8 @@ func (n *Node) awaitClusterID(ctx context.Context) (string, error) {
 	select {
 	case id := <-got: // the controller's first image with a cluster id
 		return id, nil
+	case <-n.ctrl.Failed(): // this node cannot follow the metadata log
+		return "", fmt.Errorf("metadata log: %w", n.ctrl.Err())
 	case <-ctx.Done(): // the caller gave up, or startTimeout passed
 		return "", fmt.Errorf("waiting for the controller's first metadata image: %w", context.Cause(ctx))
 	}
@@ -450,6 +462,8 @@ func (n *Node) registerBroker(ctx context.Context, b metadata.BrokerRecord) erro
 		}
 		select {
 		case <-time.After(registerRetry): // ask again
+		case <-n.ctrl.Failed(): // this node cannot follow the metadata log
+			return fmt.Errorf("metadata log: %w", n.ctrl.Err())
 		case <-ctx.Done(): // startTimeout, or the caller gave up
 			return fmt.Errorf("no active controller to register with: %w (last answer: %v)", context.Cause(ctx), err)
 		}
