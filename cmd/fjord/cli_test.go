@@ -345,7 +345,7 @@ func TestClusterDescribe(t *testing.T) {
 	n := sharedNode(t)
 	r := ok(t, "", "cluster", "describe")
 	host, port, _ := net.SplitHostPort(n.KafkaAddr().String())
-	for _, want := range []string{"Cluster ID: " + n.ClusterID() + "\n", "Controller: 1\n", "Brokers: 1\n"} {
+	for _, want := range []string{"Cluster ID: " + n.ClusterID() + "\n", "Controller: 1\n", "Controller quorum: voters 1, epoch ", "Brokers: 1\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("cluster describe does not say %q:\n%s", want, r.stdout)
 		}

@@ -3,8 +3,10 @@ package clustertest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,6 +31,7 @@ func TestThreeNodes(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	e := &env{t: t, c: c, cl: cl}
+	t.Run("ClusterDescribe", e.clusterDescribe)
 	t.Run("AcknowledgedRecordsReadBackAndReplicasIdentical", e.acknowledgedRecords)
 	t.Run("ControllerKilled", e.controllerKilled)
 }
@@ -235,4 +238,49 @@ func controllerOf(ctx context.Context, n *testcluster.Node) (int32, error) {
 		return -1, err
 	}
 	return resp.(*kmsg.MetadataResponse).ControllerID, nil
+}
+
+// Acceptance point 1's view from the CLI: `fjord cluster describe`
+// through any one node lists all three brokers, the active controller
+// and the three voters; DescribeQuorum refuses any log but the
+// metadata log's.
+func (e *env) clusterDescribe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctrl := e.c.ControllerID(t)
+	for _, n := range e.c.Nodes() {
+		out, err := exec.CommandContext(ctx, testcluster.Binary(t), "cluster", "describe", "-o", "json", "--brokers", n.KafkaAddr()).Output()
+		if err != nil {
+			t.Fatalf("fjord cluster describe through node %d: %v", n.ID(), err)
+		}
+		var d struct {
+			Controller *int32 `json:"controller"`
+			Brokers    []struct {
+				NodeID int32 `json:"node_id"`
+			} `json:"brokers"`
+			Quorum struct {
+				Leader *int32  `json:"leader"`
+				Voters []int32 `json:"voters"`
+			} `json:"quorum"`
+		}
+		if err := json.Unmarshal(out, &d); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if d.Controller == nil || *d.Controller != ctrl || len(d.Brokers) != 3 || d.Quorum.Leader == nil ||
+			*d.Quorum.Leader != ctrl || !slices.Equal(d.Quorum.Voters, []int32{1, 2, 3}) {
+			t.Errorf("cluster describe through node %d: %s; want controller %d, three brokers and voters 1, 2, 3", n.ID(), out, ctrl)
+		}
+	}
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "not-the-metadata-log"
+	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+	req.Topics = []kmsg.DescribeQuorumRequestTopic{rt}
+	resp, err := req.RequestWith(ctx, e.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("DescribeQuorum of another topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
+	}
 }

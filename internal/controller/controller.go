@@ -332,6 +332,27 @@ func (c *Controller) Voters() []int32 {
 	return ids
 }
 
+// QuorumState describes the quorum as this node's Raft knows it.
+func (c *Controller) QuorumState() controlplane.QuorumState {
+	st := c.raft.Stats()
+	num := func(key string) int64 {
+		n, err := strconv.ParseInt(st[key], 10, 64)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	q := controlplane.QuorumState{Leader: c.ControllerID(), Epoch: num("term"), HighWatermark: num("commit_index")}
+	for _, id := range c.Voters() {
+		v := controlplane.VoterState{NodeID: id, LogEndOffset: -1}
+		if id == c.cfg.NodeID {
+			v.LogEndOffset = num("last_log_index")
+		}
+		q.Voters = append(q.Voters, v)
+	}
+	return q
+}
+
 // Activations is how many times this node has become the active
 // controller since it started.
 func (c *Controller) Activations() int64 { return c.activations.Load() }

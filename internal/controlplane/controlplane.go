@@ -59,6 +59,30 @@ type Quorum interface {
 	// node is a voter today; a broker-only node (a later issue) will
 	// follow the metadata log without one.
 	Voters() []int32
+	// QuorumState is the quorum as this node knows it, for
+	// DescribeQuorum.
+	QuorumState() QuorumState
+}
+
+// QuorumState describes the controller quorum (DescribeQuorum).
+type QuorumState struct {
+	// Leader is the Raft leader, the active controller (-1: none known);
+	// Epoch its term.
+	Leader int32
+	Epoch  int64
+	// HighWatermark is the metadata log's commit index as this node
+	// knows it.
+	HighWatermark int64
+	// Voters, ascending by id. LogEndOffset is known for this node only
+	// (-1 for the others: the Raft library keeps no per-follower offsets
+	// it would report).
+	Voters []VoterState
+}
+
+// VoterState is one voter of the quorum.
+type VoterState struct {
+	NodeID       int32
+	LogEndOffset int64
 }
 
 // Client asks the active controller for changes. Each method returns

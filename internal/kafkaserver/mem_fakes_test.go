@@ -421,6 +421,11 @@ func (c *memController) BrokerHeartbeat(context.Context, int32, int64) error {
 	return fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
 }
 
+// QuorumState: node 1 alone leads, in epoch 1.
+func (c *memController) QuorumState() controlplane.QuorumState {
+	return controlplane.QuorumState{Leader: 1, Epoch: 1, HighWatermark: 1, Voters: []controlplane.VoterState{{NodeID: 1, LogEndOffset: 1}}}
+}
+
 // Voters: the fake is a quorum of node 1 alone.
 func (c *memController) Voters() []int32 { return []int32{1} }
 

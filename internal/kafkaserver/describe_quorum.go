@@ -1,0 +1,55 @@
+package kafkaserver
+
+// DescribeQuorum: v0-2
+//
+// Describes the controller quorum (KIP-595, KIP-853's v2): the metadata
+// log's one partition, __cluster_metadata-0, with its leader (the active
+// controller), epoch, high watermark and voters, as this node's Raft
+// knows them. Kafka serves it on a controller's listener; every Fjord
+// node is a voter and has one listener, so any node answers it. A
+// voter's LogEndOffset is known for the answering node only (-1 for the
+// others), and the fetch timestamps are -1: the Raft library Fjord uses
+// reports neither. A topic or partition other than
+// __cluster_metadata-0 is UNKNOWN_TOPIC_OR_PARTITION.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// quorumTopic is the metadata log's name in DescribeQuorum (Kafka's).
+const quorumTopic = "__cluster_metadata"
+
+func handleDescribeQuorum(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.DescribeQuorumRequest)
+	resp := kmsg.NewPtrDescribeQuorumResponse()
+	resp.SetVersion(req.version)
+	q := s.controller.QuorumState()
+	for _, t := range r.Topics {
+		rt := kmsg.NewDescribeQuorumResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeQuorumResponseTopicPartition()
+			rp.Partition = p.Partition
+			if t.Topic != quorumTopic || p.Partition != 0 {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				msg := "the controller quorum's log is " + quorumTopic + "-0"
+				rp.ErrorMessage = &msg
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.LeaderID, rp.LeaderEpoch, rp.HighWatermark = q.Leader, int32(q.Epoch), q.HighWatermark
+			for _, v := range q.Voters {
+				vs := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+				vs.ReplicaID, vs.LogEndOffset = v.NodeID, v.LogEndOffset
+				vs.LastFetchTimestamp, vs.LastCaughtUpTimestamp = -1, -1
+				rp.CurrentVoters = append(rp.CurrentVoters, vs)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil, nil
+}
