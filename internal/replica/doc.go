@@ -12,20 +12,22 @@
 // A Partition holds its storage.Log and the replication state from the
 // latest image: leader, leader epoch, replicas, ISR, min.insync.replicas.
 // This node leads a partition when the image says Leader == NodeID.
-// Follower replication (fetching from another leader, ISR changes) is a
-// later issue; a partition led elsewhere has its log opened but answers
-// NOT_LEADER_OR_FOLLOWER, and the manager says once, at info, that it is
-// not copying it. The shape is Kafka's so followers slot in: the high
-// watermark rule already takes follower offsets (all unknown today), and
-// fetches from followers (IsolationLogEnd) already wake on appends.
+// A partition led elsewhere answers NOT_LEADER_OR_FOLLOWER to clients
+// and is copied from its leader by this node's fetcher for that leader
+// (fetcher.go). As a leader, a partition keeps what it knows of each
+// follower in its current term (followers.go) and asks the controller
+// for ISR changes (isr.go). DESIGN.md section 19 has the protocol.
 //
 // # The high watermark rule
 //
-// The high watermark is the offset every ISR member has reached, where a
-// member's offset counts only what it has fsynced when the topic's
-// flush.policy is ack, and everything appended under interval (whose
-// durability is replication's). On one node the ISR is the node, so the
-// high watermark is the flushed log end offset under ack and the log end
+// The high watermark is the offset every ISR member (and every member an
+// AlterPartition in flight adds) has reached, where a member's offset
+// counts only what it has fsynced when the topic's flush.policy is ack
+// (a follower's fetch offset is: it flushes before it fetches again),
+// and everything appended under interval (whose durability is
+// replication's). It does not move while the ISR is smaller than
+// min.insync.replicas. On one node the ISR is the node, so the high
+// watermark is the flushed log end offset under ack and the log end
 // offset under interval. It never moves back. highWatermark is the pure
 // rule; Partition.maybeAdvanceHighWatermarkLocked applies it, stores the
 // result in the log (Log.SetHighWatermark, which storage checkpoints) and
@@ -60,10 +62,15 @@
 //   - storage.Manager's own goroutines flush flush.policy=interval logs,
 //     apply retention and write checkpoints (including the high
 //     watermark this package stores in the log).
+//   - One fetcher goroutine per leader this node follows (fetcher.go),
+//     the only writer of the logs it copies; ApplyImage gives it its
+//     partitions, Close stops it.
+//   - One ISR loop (isr.go, when Options.ISR is set), and one goroutine
+//     per AlterPartition in flight (at most one per partition).
 //
 // # Lock order
 //
-//	Manager.applyMu -> Partition.mu -> Partition.wait -> storage.Log locks
+//	Manager.applyMu -> Partition.mu -> Partition.followers -> Partition.wait -> storage.Log locks
 //
 // never the reverse: storage never calls up into this package, and no
 // code here takes Partition.mu while holding Partition.wait. Appenders
