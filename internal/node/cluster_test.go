@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -467,4 +468,66 @@ func errOrNil(e *kerr.Error) error {
 		return nil
 	}
 	return e
+}
+
+// Consumer groups on three nodes: the coordinator is the leader of the
+// group's __consumer_offsets partition (replicated like any other), a
+// consumer group reads every record once, and offsets committed through
+// one node are fetched through another.
+func TestClusterGroups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nodes := startCluster(t, 3)
+	_, b := brokerClient(t, nodes[0])
+	const topic, records = "grouped", 500
+	createTopic(t, ctx, b, topic, 4, 3)
+	producer := newClient(t, nodes[0])
+	began := time.Now()
+	for i := range records {
+		if err := producer.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d acks=all produces one at a time in %v", records, time.Since(began).Round(time.Millisecond))
+	consumer := newClient(t, nodes[1], kgo.ConsumerGroup("billing"), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	seen := map[string]bool{}
+	for len(seen) < records {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("group consume: %v", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen[string(r.Value)] {
+				t.Errorf("record %s read twice", r.Value)
+			}
+			seen[string(r.Value)] = true
+		})
+	}
+	if err := consumer.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	adm := kadm.NewClient(newClient(t, nodes[2]))
+	offsets, err := adm.FetchOffsets(ctx, "billing")
+	if err == nil {
+		err = offsets.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for p := range int32(4) {
+		// A partition the producer left empty has nothing to commit.
+		if o, ok := offsets.Lookup(topic, p); ok {
+			total += o.At
+		}
+	}
+	if total != records {
+		t.Errorf("committed offsets sum to %d, want %d", total, records)
+	}
+	// The offsets partition of the group is replicated: RF 3.
+	img := nodes[0].ctrl.Image()
+	if ot, ok := img.Topics["__consumer_offsets"]; !ok || len(ot.Partitions[0].Replicas) != 3 {
+		t.Errorf("__consumer_offsets is not on three replicas: %+v", ot)
+	}
 }
