@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -529,5 +530,29 @@ func TestClusterGroups(t *testing.T) {
 	img := nodes[0].ctrl.Image()
 	if ot, ok := img.Topics["__consumer_offsets"]; !ok || len(ot.Partitions[0].Replicas) != 3 {
 		t.Errorf("__consumer_offsets is not on three replicas: %+v", ot)
+	}
+}
+
+// The HTTP API through every node of three: an idempotent produce (the
+// gateway's index lives in an internal topic whose partitions other
+// nodes lead, written as this node's internal client) answers, and a
+// retry of its key through the same node answers the first offset.
+func TestClusterHTTPIdempotentProduce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nodes := startCluster(t, 3)
+	_, b := brokerClient(t, nodes[0])
+	createTopic(t, ctx, b, "web", 3, 3)
+	for _, n := range nodes {
+		e := &internalTopicsNode{n: n}
+		key := fmt.Sprintf("retry-through-%d", n.cfg.NodeID)
+		status, first := e.httpProduce(t, "web", key)
+		if status != http.StatusOK {
+			t.Fatalf("HTTP produce through node %d: %d %+v", n.cfg.NodeID, status, first)
+		}
+		status, again := e.httpProduce(t, "web", key)
+		if status != http.StatusOK || again.Offset != first.Offset || again.Partition != first.Partition {
+			t.Errorf("retry of key %s through node %d: %d %+v, want the first answer %+v", key, n.cfg.NodeID, status, again, first)
+		}
 	}
 }
