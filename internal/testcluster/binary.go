@@ -72,10 +72,15 @@ func binary() (string, error) {
 	return built.path, built.err
 }
 
-// Main runs the tests and then removes the binary Binary built, if any.
-// Use it from TestMain: os.Exit(testcluster.Main(m)).
+// Main runs the tests, then kills the nodes of shared clusters
+// (StartSharedCluster) and removes the binary Binary built, if any. Use
+// it from TestMain: os.Exit(testcluster.Main(m)).
 func Main(m *testing.M) int {
+	shared.mu.Lock()
+	shared.running = true
+	shared.mu.Unlock()
 	code := m.Run()
+	stopShared(code != 0)
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}

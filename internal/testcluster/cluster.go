@@ -52,7 +52,7 @@ type ClusterOptions struct {
 // Stop, Kill, Restart, ControllerID, Leader) must be called from the
 // test's goroutine; Nodes, Brokers and Voters are safe from any.
 type Cluster struct {
-	t      testing.TB
+	t      owner
 	opts   ClusterOptions // defaults filled in
 	nodes  []*Node        // nodes[i] has id i+1
 	voters string
@@ -73,7 +73,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	return c
 }
 
-func startCluster(t testing.TB, opts ClusterOptions) (*Cluster, error) {
+func startCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func checkOrder(order []int32, n int, all bool) error {
 
 // newCluster makes the nodes with their ports and voter list; it starts
 // nothing.
-func newCluster(t testing.TB, opts ClusterOptions) (*Cluster, error) {
+func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 	// One call, so no two nodes can get the same port.
 	ports, err := freePorts(3 * opts.Nodes)
 	if err != nil {

@@ -36,6 +36,12 @@
 // nodes, since a metadata log keeps the voter list it was bootstrapped
 // with.
 //
+// A cluster belongs to the test that started it: its nodes are killed
+// when that test ends. Tests that each need a cluster but can share one
+// (each with topics of its own, no node stopped) take one from
+// StartSharedCluster instead, which belongs to the test binary: Main
+// kills its nodes after the last test.
+//
 // The binary is built once per test process (go build of
 // github.com/fjordmq/fjord/cmd/fjord into a temporary directory that Main
 // removes), or taken from $FJORD_BIN when that is set, so a CI job or a

@@ -81,7 +81,7 @@ type Options struct {
 // Node is one fjord process and the ports and directory it keeps across
 // restarts.
 type Node struct {
-	t    testing.TB
+	t    owner
 	opts Options // defaults filled in
 
 	// Fixed for the node's life once Start returns, so Restart brings it
@@ -144,7 +144,7 @@ func Start(t testing.TB, opts Options) *Node {
 	return n
 }
 
-func start(t testing.TB, opts Options) (*Node, error) {
+func start(t owner, opts Options) (*Node, error) {
 	n, err := newNode(t, opts)
 	if err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func start(t testing.TB, opts Options) (*Node, error) {
 
 // newNode fills in opts' defaults and makes the node's directories; it
 // starts nothing and has no ports yet.
-func newNode(t testing.TB, opts Options) (*Node, error) {
+func newNode(t owner, opts Options) (*Node, error) {
 	if opts.NodeID == 0 {
 		opts.NodeID = 1
 	}
@@ -527,9 +527,16 @@ func (n *Node) cleanup() {
 		killProcess(p)
 	}
 	if n.t.Failed() {
-		n.t.Logf("node %d (kafka %s, data %s): last %d lines of %s:\n%s",
-			n.opts.NodeID, n.kafkaAddr, n.dataDir, logTailLines, n.logPath, n.LogTail(logTailLines))
+		n.logTail(n.t)
 	}
+}
+
+// logTail logs, through t, where the node lives and its output's last
+// lines.
+func (n *Node) logTail(t owner) {
+	t.Helper()
+	t.Logf("node %d (kafka %s, data %s): last %d lines of %s:\n%s",
+		n.opts.NodeID, n.kafkaAddr, n.dataDir, logTailLines, n.logPath, n.LogTail(logTailLines))
 }
 
 // LogTail returns the last lines of the node's output (all runs).
