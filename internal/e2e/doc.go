@@ -3,14 +3,22 @@
 // restarted by internal/testcluster. Each test starts its own node with
 // its own data directory and ports, so the tests run in parallel.
 //
+// The four client tests (franz-go, Sarama, librdkafka, kcat) run twice,
+// as subtests one-node and three-nodes (forEachTarget): the second
+// against a cluster of three nodes whose topics have three replicas, so
+// acks=all waits for both followers. The three-nodes subtests share one
+// cluster, started by the first of them (testcluster.StartSharedCluster)
+// and stopped after the last test; each creates topics of its own and
+// stops no node, so they do not disturb one another.
+//
 // Clients: franz-go (kgo, kadm), Sarama (github.com/IBM/sarama),
 // librdkafka through confluent-kafka-go (cgo, its bundled static
 // librdkafka), and the kcat command from Debian's package.
 //
-//	TestFranzGoIdempotentKeyed  100,000 keyed records, idempotent, acks=all, 8 partitions
-//	TestSarama                  SyncProducer + PartitionConsumer, default version and V3_x
-//	TestLibrdkafkaIdempotent    idempotent producer, assign()ed consumer
-//	TestKcat                    metadata (-L -J), produce (-P -K:), consume (-C -e)
+//	TestFranzGoIdempotentKeyed  100,000 keyed records, idempotent, acks=all, 8 partitions (1 and 3 nodes)
+//	TestSarama                  SyncProducer + PartitionConsumer, default version and V3_x (1 and 3 nodes)
+//	TestLibrdkafkaIdempotent    idempotent producer, assign()ed consumer (1 and 3 nodes)
+//	TestKcat                    metadata (-L -J), produce (-P -K:), consume (-C -e) (1 and 3 nodes)
 //	TestCompression             gzip, snappy, lz4, zstd from four clients, read back by franz-go
 //	TestCrashKeepsAckedRecords  SIGKILL under an acks=all idempotent producer, restart
 //	TestHostileInput            garbage on raw sockets while a good client works

@@ -14,16 +14,21 @@ import (
 // TestFranzGoIdempotentKeyed: franz-go's idempotent producer with acks=all
 // writes 100,000 keyed records over 8 partitions; a direct-partition
 // consumer reads them back complete, each key in one partition and in send
-// order, nothing twice, each at the offset its acknowledgement named.
+// order, nothing twice, each at the offset its acknowledgement named. On
+// one node and on three, with three replicas of each partition.
 func TestFranzGoIdempotentKeyed(t *testing.T) {
 	t.Parallel()
-	n := startNode(t)
-	ctx := testContext(t, 2*time.Minute)
-	const topic, partitions, keys = "franz-keyed", 8, 1000
-	records := scale(100_000, 1_000_000)
-	createTopic(ctx, t, newAdmin(t, n), topic, partitions)
+	forEachTarget(t, testFranzGoIdempotentKeyed)
+}
 
-	producer := newClient(t, n,
+func testFranzGoIdempotentKeyed(t *testing.T, g target) {
+	ctx := testContext(t, 2*time.Minute)
+	const partitions, keys = 8, 1000
+	topic := g.topic("franz-keyed")
+	records := scale(100_000, 1_000_000)
+	g.createTopic(ctx, t, topic, partitions)
+
+	producer := newClient(t, g,
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is franz-go's default with acks=all
 	)
@@ -51,7 +56,7 @@ func TestFranzGoIdempotentKeyed(t *testing.T) {
 	}
 	t.Logf("produced %d records in %v (%.0f records/s)", records, elapsed, float64(records)/elapsed.Seconds())
 
-	logs := readAll(ctx, t, n, topic)
+	logs := readAll(ctx, t, g, topic)
 	if len(logs) != partitions {
 		t.Fatalf("read %d partitions, want %d", len(logs), partitions)
 	}
@@ -64,7 +69,8 @@ func TestFranzGoIdempotentKeyed(t *testing.T) {
 	}
 
 	// Kafka's partitioner puts a key in one partition, and the batches
-	// carry the producer id InitProducerId handed out.
+	// carry the producer id InitProducerId handed out: one id for the
+	// producer, whichever nodes lead its partitions.
 	keyPartition := make(map[string]int32)
 	producerIDs := make(map[int64]bool)
 	for tp, recs := range logs {

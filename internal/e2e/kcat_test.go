@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,17 +27,28 @@ type kcatMetadata struct {
 		Topic      string `json:"topic"`
 		Error      string `json:"error"`
 		Partitions []struct {
-			Partition int32  `json:"partition"`
-			Leader    int32  `json:"leader"`
-			Error     string `json:"error"`
-			Replicas  []struct {
-				ID int32 `json:"id"`
-			} `json:"replicas"`
-			ISRs []struct {
-				ID int32 `json:"id"`
-			} `json:"isrs"`
+			Partition int32        `json:"partition"`
+			Leader    int32        `json:"leader"`
+			Error     string       `json:"error"`
+			Replicas  []kcatBroker `json:"replicas"`
+			ISRs      []kcatBroker `json:"isrs"`
 		} `json:"partitions"`
 	} `json:"topics"`
+}
+
+// kcatBroker is a replica or ISR member in `kcat -L -J`.
+type kcatBroker struct {
+	ID int32 `json:"id"`
+}
+
+// kcatIDs is the brokers' ids in order.
+func kcatIDs(bs []kcatBroker) []int32 {
+	ids := make([]int32, len(bs))
+	for i, b := range bs {
+		ids[i] = b.ID
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // kcatMessage is one line of `kcat -C -J`.
@@ -49,10 +62,10 @@ type kcatMessage struct {
 
 // kcatConsume reads the whole topic with `kcat -C -e -o beginning -J`
 // (not -q, which would also silence the protocol errors runKcat watches for).
-func kcatConsume(t *testing.T, n *testcluster.Node, topic string, extra ...string) map[testcluster.TopicPartition][]testcluster.Record {
+func kcatConsume(t *testing.T, b brokers, topic string, extra ...string) map[testcluster.TopicPartition][]testcluster.Record {
 	t.Helper()
 	ctx := testContext(t, time.Minute)
-	args := append([]string{"-b", n.Brokers(), "-X", "broker.address.family=v4", "-C", "-t", topic, "-o", "beginning", "-e", "-J"}, extra...)
+	args := append([]string{"-b", b.Brokers(), "-X", "broker.address.family=v4", "-C", "-t", topic, "-o", "beginning", "-e", "-J"}, extra...)
 	out := runKcat(ctx, t, nil, args...)
 	got := make(map[testcluster.TopicPartition][]testcluster.Record)
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -76,23 +89,40 @@ func kcatConsume(t *testing.T, n *testcluster.Node, topic string, extra ...strin
 
 // TestKcat: Debian's kcat (librdkafka 2.0 inside) lists the cluster's
 // metadata, produces keyed lines, and consumes them back; franz-go reads
-// the same log.
+// the same log. On one node and on three, with three replicas of each
+// partition.
 func TestKcat(t *testing.T) {
 	t.Parallel()
 	kcatPath(t)
-	n := startNode(t)
-	ctx := testContext(t, time.Minute)
-	const topic, partitions = "kcat-lines", 3
-	createTopic(ctx, t, newAdmin(t, n), topic, partitions)
+	forEachTarget(t, testKcat)
+}
 
-	// Metadata.
+func testKcat(t *testing.T, g target) {
+	ctx := testContext(t, time.Minute)
+	const partitions = 3
+	topic := g.topic("kcat-lines")
+	g.createTopic(ctx, t, topic, partitions)
+
+	// Metadata: every node, each at its address; every partition on every
+	// node (one replica per node, as createTopic checked), led by one of
+	// them, all in sync (nothing has lagged yet).
 	var md kcatMetadata
-	out := runKcat(ctx, t, nil, "-b", n.Brokers(), "-X", "broker.address.family=v4", "-L", "-J")
+	out := runKcat(ctx, t, nil, "-b", g.Brokers(), "-X", "broker.address.family=v4", "-L", "-J")
 	if err := json.Unmarshal(out, &md); err != nil {
 		t.Fatalf("kcat -L -J: %v\n%s", err, out)
 	}
-	if len(md.Brokers) != 1 || md.Brokers[0].ID != n.ID() || md.Brokers[0].Name != n.Brokers() {
-		t.Fatalf("kcat -L brokers %+v, want node %d at %s", md.Brokers, n.ID(), n.Brokers())
+	want := make(map[int32]string)
+	var nodeIDs []int32 // in order, as kcatIDs gives them
+	for _, n := range g.nodes {
+		want[n.ID()] = n.Brokers()
+		nodeIDs = append(nodeIDs, n.ID())
+	}
+	listed := make(map[int32]string)
+	for _, b := range md.Brokers {
+		listed[b.ID] = b.Name
+	}
+	if len(md.Brokers) != len(want) || !maps.Equal(listed, want) {
+		t.Fatalf("kcat -L brokers %+v, want %v (id: address)", md.Brokers, want)
 	}
 	found := false
 	for _, tm := range md.Topics {
@@ -104,8 +134,9 @@ func TestKcat(t *testing.T) {
 			t.Fatalf("kcat -L topic %s: error %q, %d partitions, want %d", topic, tm.Error, len(tm.Partitions), partitions)
 		}
 		for _, p := range tm.Partitions {
-			if p.Error != "" || p.Leader != n.ID() || len(p.Replicas) != 1 || p.Replicas[0].ID != n.ID() || len(p.ISRs) != 1 || p.ISRs[0].ID != n.ID() {
-				t.Fatalf("kcat -L %s-%d: %+v, want node %d leading, the only replica and ISR", topic, p.Partition, p, n.ID())
+			if p.Error != "" || !slices.Contains(nodeIDs, p.Leader) ||
+				!slices.Equal(kcatIDs(p.Replicas), nodeIDs) || !slices.Equal(kcatIDs(p.ISRs), nodeIDs) {
+				t.Fatalf("kcat -L %s-%d: %+v, want nodes %v the replicas and the ISR, one of them leading", topic, p.Partition, p, nodeIDs)
 			}
 		}
 	}
@@ -123,10 +154,10 @@ func TestKcat(t *testing.T) {
 		checker.Sent(topic, []byte(key), []byte(value))
 		fmt.Fprintf(&in, "%s:%s\n", key, value)
 	}
-	runKcat(ctx, t, in.Bytes(), "-b", n.Brokers(), "-X", "broker.address.family=v4", "-P", "-t", topic, "-K", ":", "-X", "acks=all")
+	runKcat(ctx, t, in.Bytes(), "-b", g.Brokers(), "-X", "broker.address.family=v4", "-P", "-t", topic, "-K", ":", "-X", "acks=all")
 
 	// Consume them back: each line once, per-key order kept, offsets from 0.
-	got := kcatConsume(t, n, topic)
+	got := kcatConsume(t, g, topic)
 	sum, err := checker.Verify(got)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +173,6 @@ func TestKcat(t *testing.T) {
 		}
 	}
 	// franz-go reads the same records at the same offsets.
-	franz := readAll(ctx, t, n, topic)
+	franz := readAll(ctx, t, g, topic)
 	compareLogs(t, got, franz)
 }

@@ -19,13 +19,18 @@ import (
 // enable.idempotence=true and acks=all writes keyed records; its consumer,
 // assigned the partitions directly from the beginning (no group), reads
 // them all back at their acknowledged offsets, once each, in per-key
-// order; franz-go sees the producer id on every batch.
+// order; franz-go sees the producer id on every batch. On one node and
+// on three, with three replicas of each partition.
 func TestLibrdkafkaIdempotent(t *testing.T) {
 	t.Parallel()
-	n := startNode(t)
+	forEachTarget(t, testLibrdkafkaIdempotent)
+}
+
+func testLibrdkafkaIdempotent(t *testing.T, g target) {
 	ctx := testContext(t, 2*time.Minute)
-	const topic, partitions = "librdkafka-idempotent", 4
-	createTopic(ctx, t, newAdmin(t, n), topic, partitions)
+	const partitions = 4
+	topic := g.topic("librdkafka-idempotent")
+	g.createTopic(ctx, t, topic, partitions)
 	records := scale(5000, 50_000)
 
 	checker := testcluster.NewChecker()
@@ -40,7 +45,7 @@ func TestLibrdkafkaIdempotent(t *testing.T) {
 		}
 		checker.Sent(topic, msgs[i].key, msgs[i].value)
 	}
-	acked := rdkProduce(ctx, t, n, topic, kafka.ConfigMap{
+	acked := rdkProduce(ctx, t, g, topic, kafka.ConfigMap{
 		"enable.idempotence": true,
 		"acks":               "all",
 	}, msgs)
@@ -50,7 +55,7 @@ func TestLibrdkafkaIdempotent(t *testing.T) {
 		}
 	}
 
-	got := rdkConsumeAssigned(ctx, t, n, topic, partitions)
+	got := rdkConsumeAssigned(ctx, t, g, topic, partitions)
 	sum, err := checker.Verify(got)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +66,7 @@ func TestLibrdkafkaIdempotent(t *testing.T) {
 
 	// The same log through franz-go, which also shows the batches' producer
 	// ids: librdkafka really was idempotent.
-	franz := readAll(ctx, t, n, topic)
+	franz := readAll(ctx, t, g, topic)
 	if sum, err := checker.Verify(franz); err != nil || sum.Read != records {
 		t.Fatalf("franz-go read of librdkafka's records: %v, %v", sum, err)
 	}
@@ -84,10 +89,10 @@ type rdkRecord struct {
 // with config on top of the bootstrap address, waits for every delivery
 // report, fails the test on any failed delivery, and returns what each
 // report said, by partition.
-func rdkProduce(ctx context.Context, t *testing.T, n *testcluster.Node, topic string, config kafka.ConfigMap, msgs []rdkRecord) map[testcluster.TopicPartition][]testcluster.Record {
+func rdkProduce(ctx context.Context, t *testing.T, b brokers, topic string, config kafka.ConfigMap, msgs []rdkRecord) map[testcluster.TopicPartition][]testcluster.Record {
 	t.Helper()
 	cfg := kafka.ConfigMap{
-		"bootstrap.servers":      n.Brokers(),
+		"bootstrap.servers":      b.Brokers(),
 		"broker.address.family":  "v4",
 		"linger.ms":              5,
 		"go.logs.channel.enable": true,
@@ -173,10 +178,10 @@ func rdkProduce(ctx context.Context, t *testing.T, n *testcluster.Node, topic st
 // with a librdkafka consumer using assign() (no group membership: groups
 // come with a later issue) until each partition reports end of partition
 // at the offset ListOffsets gives as its high watermark.
-func rdkConsumeAssigned(ctx context.Context, t *testing.T, n *testcluster.Node, topic string, partitions int32) map[testcluster.TopicPartition][]testcluster.Record {
+func rdkConsumeAssigned(ctx context.Context, t *testing.T, b brokers, topic string, partitions int32) map[testcluster.TopicPartition][]testcluster.Record {
 	t.Helper()
 	ends := make(map[int32]int64)
-	hw, err := newAdmin(t, n).ListEndOffsets(ctx, topic)
+	hw, err := newAdmin(t, b).ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = hw.Error()
 	}
@@ -192,7 +197,7 @@ func rdkConsumeAssigned(ctx context.Context, t *testing.T, n *testcluster.Node, 
 	}
 
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers":     n.Brokers(),
+		"bootstrap.servers":     b.Brokers(),
 		"broker.address.family": "v4",
 		// confluent-kafka-go insists on a group id; with assign() and
 		// nothing committed the group is never joined.

@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/testcluster"
 	"github.com/fjordmq/fjord/internal/testutil"
@@ -48,10 +51,135 @@ func startNode(t *testing.T) *testcluster.Node {
 	return testcluster.Start(t, testcluster.Options{})
 }
 
-// newClient returns a franz-go client of n, closed at the end of the test.
-func newClient(t *testing.T, n *testcluster.Node, opts ...kgo.Opt) *kgo.Client {
+// brokers is what the client helpers need of a node or a cluster: its
+// Kafka listeners, comma-separated, as a testcluster.Node's or
+// testcluster.Cluster's Brokers gives them.
+type brokers interface{ Brokers() string }
+
+// seedBrokers is b's addresses one by one, for clients that take a list
+// (kgo.SeedBrokers, Sarama).
+func seedBrokers(b brokers) []string { return strings.Split(b.Brokers(), ",") }
+
+// target is what a client test runs against: one node, or the package's
+// cluster of three. nodes are its nodes, by id.
+type target struct {
+	brokers string
+	nodes   []*testcluster.Node
+	// topicSuffix ends the names of this run's topics (topic).
+	topicSuffix string
+}
+
+func (g target) Brokers() string { return g.brokers }
+
+// topic is what a test's topic called name is called on g: name itself
+// on a node of the test's own; on the shared cluster, name and a number
+// of this run, since under -count=N the test runs again on the same
+// cluster, where its earlier runs' topics still exist.
+func (g target) topic(name string) string { return name + g.topicSuffix }
+
+// createTopic creates a topic on g (the package's createTopic), checks
+// that it got a replica on every node (one on a single node, three on
+// the cluster, so the cluster's subtests do run over replication), and
+// waits until every node's own metadata has a leader for each partition.
+// CreateTopics answers once the active controller has committed the
+// topic (and, through a forwarding node, once that node's image has it);
+// the other nodes apply the metadata log moments later, as Kafka's
+// brokers do. Clients that retry an unknown topic do not care, but kcat
+// -L asks one node once.
+func (g target) createTopic(ctx context.Context, t *testing.T, name string, partitions int32) {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.Brokers())}, opts...)...)
+	resp := createTopic(ctx, t, newAdmin(t, g), name, partitions)
+	if int(resp.ReplicationFactor) != len(g.nodes) {
+		t.Fatalf("topic %s has replication factor %d on %d nodes, want one replica per node", name, resp.ReplicationFactor, len(g.nodes))
+	}
+	eventually(t, 10*time.Second, func() error {
+		for _, n := range g.nodes {
+			md, err := n.Metadata(ctx, name)
+			if err != nil {
+				return err
+			}
+			if err := hasLeaders(md, name, partitions); err != nil {
+				return fmt.Errorf("node %d: %w", n.ID(), err)
+			}
+		}
+		return nil
+	})
+}
+
+// hasLeaders checks that a Metadata answer has the topic with its
+// partitions, each with a leader.
+func hasLeaders(md *kmsg.MetadataResponse, topic string, partitions int32) error {
+	for _, mt := range md.Topics {
+		if mt.Topic == nil || *mt.Topic != topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+			return fmt.Errorf("topic %s: %w", topic, err)
+		}
+		if len(mt.Partitions) != int(partitions) {
+			return fmt.Errorf("topic %s has %d partitions, want %d", topic, len(mt.Partitions), partitions)
+		}
+		for _, p := range mt.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil || p.Leader < 0 {
+				return fmt.Errorf("%s-%d: leader %d, error %v", topic, p.Partition, p.Leader, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("no topic %s in the answer", topic)
+}
+
+// forEachTarget runs test as two parallel subtests: one-node, against a
+// node of its own, and three-nodes, against the cluster of three every
+// such subtest shares (threeNodes). createTopic's topics have one
+// replica on the first and three on the second, so the second runs the
+// client over replication: acks=all waits for both followers, and reads
+// see only what all three hold.
+func forEachTarget(t *testing.T, test func(t *testing.T, g target)) {
+	t.Run("one-node", func(t *testing.T) {
+		t.Parallel()
+		n := startNode(t)
+		test(t, target{brokers: n.Brokers(), nodes: []*testcluster.Node{n}})
+	})
+	t.Run("three-nodes", func(t *testing.T) {
+		t.Parallel()
+		c := threeNodes(t)
+		suffix := fmt.Sprintf("-run%d", sharedRuns.Add(1))
+		test(t, target{brokers: c.Brokers(), nodes: c.Nodes(), topicSuffix: suffix})
+	})
+}
+
+// threeNodes is the package's cluster of three nodes, started by the
+// first test that asks and stopped by testcluster.Main after the last.
+// One cluster, not one per test: the tests using it only create topics
+// of their own and produce and read them, never stop a node, so a start
+// per test (three processes and an election) would only add time.
+func threeNodes(t *testing.T) *testcluster.Cluster {
+	t.Helper()
+	shared3.Do(func() {
+		shared3.c, shared3.err = testcluster.StartSharedCluster(testcluster.ClusterOptions{Nodes: 3})
+	})
+	if shared3.err != nil {
+		t.Fatalf("starting the shared cluster of three: %v", shared3.err)
+	}
+	shared3.c.LogTailsOnFailure(t)
+	return shared3.c
+}
+
+var shared3 struct {
+	sync.Once
+	c   *testcluster.Cluster
+	err error
+}
+
+// sharedRuns counts the subtests run on the shared cluster, for their
+// topics' names (target.topic).
+var sharedRuns atomic.Int64
+
+// newClient returns a franz-go client of b, closed at the end of the test.
+func newClient(t *testing.T, b brokers, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seedBrokers(b)...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,13 +187,15 @@ func newClient(t *testing.T, n *testcluster.Node, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func newAdmin(t *testing.T, n *testcluster.Node) *kadm.Client {
+func newAdmin(t *testing.T, b brokers) *kadm.Client {
 	t.Helper()
-	return kadm.NewClient(newClient(t, n))
+	return kadm.NewClient(newClient(t, b))
 }
 
 // createTopic creates a topic with kadm and fails the test if the node
-// refuses. configs are name=value pairs.
+// refuses. configs are name=value pairs. The replication factor is -1,
+// the node's default: 3 capped at the registered brokers, so one replica
+// on a single node and three on the cluster of three.
 func createTopic(ctx context.Context, t *testing.T, adm *kadm.Client, name string, partitions int32, configs ...string) kadm.CreateTopicResponse {
 	t.Helper()
 	cfg := make(map[string]*string)
@@ -76,7 +206,7 @@ func createTopic(ctx context.Context, t *testing.T, adm *kadm.Client, name strin
 		}
 		cfg[k] = &v
 	}
-	resp, err := adm.CreateTopic(ctx, partitions, 1, cfg, name)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, cfg, name)
 	if err == nil {
 		err = resp.Err
 	}
@@ -87,9 +217,9 @@ func createTopic(ctx context.Context, t *testing.T, adm *kadm.Client, name strin
 }
 
 // readAll reads the topics from log start to high watermark with franz-go.
-func readAll(ctx context.Context, t *testing.T, n *testcluster.Node, topics ...string) map[testcluster.TopicPartition][]testcluster.Record {
+func readAll(ctx context.Context, t *testing.T, b brokers, topics ...string) map[testcluster.TopicPartition][]testcluster.Record {
 	t.Helper()
-	logs, err := testcluster.ReadAll(ctx, n.Brokers(), topics...)
+	logs, err := testcluster.ReadAll(ctx, b.Brokers(), topics...)
 	if err != nil {
 		t.Fatal(err)
 	}

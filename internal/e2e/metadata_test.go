@@ -177,17 +177,7 @@ func TestMetadataSurvivesRestart(t *testing.T) {
 	adm := newAdmin(t, n)
 
 	createTopic(ctx, t, adm, "meta-a", 3, "retention.ms=3600000", "max.message.bytes=200000", "cleanup.policy=delete")
-	// Replication factor -1: the broker's default.
-	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{
-		"flush.policy":           kadm.StringPtr("interval"),
-		"message.timestamp.type": kadm.StringPtr("LogAppendTime"),
-	}, "meta-b")
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("creating meta-b with the default replication factor: %v %s", err, resp.ErrMessage)
-	}
+	createTopic(ctx, t, adm, "meta-b", 1, "flush.policy=interval", "message.timestamp.type=LogAppendTime")
 	doomed := createTopic(ctx, t, adm, "meta-doomed", 2)
 
 	// Many topic operations, so the metadata log has history to replay

@@ -21,11 +21,14 @@ var saramaNewestV3 = sarama.V3_9_2_0
 // PartitionConsumer reads them back identical, at the offsets the
 // producer was given, with Sarama's default protocol version and with
 // Kafka 3.x versions (which use newer Produce, Fetch and Metadata
-// versions).
+// versions). On one node and on three, with three replicas of each
+// partition.
 func TestSarama(t *testing.T) {
 	t.Parallel()
-	n := startNode(t)
-	adm := newAdmin(t, n)
+	forEachTarget(t, testSarama)
+}
+
+func testSarama(t *testing.T, g target) {
 	for _, tc := range []struct {
 		name    string
 		version sarama.KafkaVersion
@@ -36,25 +39,41 @@ func TestSarama(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t, time.Minute)
-			topic := "sarama-" + tc.version.String()
+			topic := g.topic("sarama-" + tc.version.String())
 			const partitions = 3
-			createTopic(ctx, t, adm, topic, partitions)
+			g.createTopic(ctx, t, topic, partitions)
 			cfg := saramaConfig(tc.version)
 
 			records := scale(3000, 30_000)
+			checker := testcluster.NewChecker()
 			msgs := make([]*sarama.ProducerMessage, records)
 			for i := range msgs {
-				msgs[i] = &sarama.ProducerMessage{
-					Topic: topic,
-					Key:   sarama.ByteEncoder(fmt.Appendf(nil, "k%03d", i%97)),
-					// Padded so each partition's log passes 64 KiB: the
-					// consumer's fetches are answered with sendfile.
-					Value: sarama.ByteEncoder(fmt.Appendf(nil, "sarama %s record %06d %0100d", tc.version, i, i)),
+				key := fmt.Appendf(nil, "k%03d", i%97)
+				// Padded so each partition's log passes 64 KiB: the
+				// consumer's fetches are answered with sendfile.
+				value := fmt.Appendf(nil, "sarama %s record %06d %0100d", tc.version, i, i)
+				msgs[i] = &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value)}
+				checker.Sent(topic, key, value)
+			}
+			sent := saramaProduce(t, g, cfg, msgs)
+			for _, recs := range sent {
+				for _, r := range recs {
+					checker.Acked(r)
 				}
 			}
-			sent := saramaProduce(t, n, cfg, msgs)
-			got := saramaConsume(ctx, t, n, cfg, topic, partitions, sent)
+			got := saramaConsume(ctx, t, g, cfg, topic, partitions, sent)
 			compareLogs(t, sent, got)
+			// compareLogs holds the consumer to what the producer was
+			// told; the Checker holds both to what was sent: every
+			// record acknowledged and read once, each key's records in
+			// the order they were sent.
+			sum, err := checker.Verify(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Acked != records || sum.Read != records {
+				t.Fatalf("%v; want all %d acknowledged and read back once", sum, records)
+			}
 		})
 	}
 }
@@ -71,9 +90,9 @@ func saramaConfig(version sarama.KafkaVersion) *sarama.Config {
 
 // saramaProduce sends msgs with a SyncProducer in batches of 100 and
 // returns, by partition, what the producer was told it wrote where.
-func saramaProduce(t *testing.T, n *testcluster.Node, cfg *sarama.Config, msgs []*sarama.ProducerMessage) map[testcluster.TopicPartition][]testcluster.Record {
+func saramaProduce(t *testing.T, b brokers, cfg *sarama.Config, msgs []*sarama.ProducerMessage) map[testcluster.TopicPartition][]testcluster.Record {
 	t.Helper()
-	producer, err := sarama.NewSyncProducer([]string{n.Brokers()}, cfg)
+	producer, err := sarama.NewSyncProducer(seedBrokers(b), cfg)
 	if err != nil {
 		t.Fatalf("sarama producer (%v): %v", cfg.Version, err)
 	}
@@ -98,9 +117,9 @@ func saramaProduce(t *testing.T, n *testcluster.Node, cfg *sarama.Config, msgs [
 // saramaConsume reads each partition with a PartitionConsumer from the
 // oldest offset until it has as many records as were sent there, and
 // checks the consumer's high watermark says there are no more.
-func saramaConsume(ctx context.Context, t *testing.T, n *testcluster.Node, cfg *sarama.Config, topic string, partitions int32, sent map[testcluster.TopicPartition][]testcluster.Record) map[testcluster.TopicPartition][]testcluster.Record {
+func saramaConsume(ctx context.Context, t *testing.T, b brokers, cfg *sarama.Config, topic string, partitions int32, sent map[testcluster.TopicPartition][]testcluster.Record) map[testcluster.TopicPartition][]testcluster.Record {
 	t.Helper()
-	consumer, err := sarama.NewConsumer([]string{n.Brokers()}, cfg)
+	consumer, err := sarama.NewConsumer(seedBrokers(b), cfg)
 	if err != nil {
 		t.Fatalf("sarama consumer (%v): %v", cfg.Version, err)
 	}
