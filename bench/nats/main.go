@@ -152,7 +152,7 @@ func run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 	}
 	defer d.Close()
 
-	res, runErr := bench.Run(ctx, w, d, bench.RunOptions{NodePID: srv.PID(), Progress: stderr})
+	res, runErr := bench.Run(ctx, w, d, bench.RunOptions{Nodes: []bench.NodeProcess{{PID: srv.PID()}}, Progress: stderr})
 	if res == nil {
 		return runErr
 	}

@@ -63,8 +63,8 @@ func TestRunTinyWorkload(t *testing.T) {
 	}
 	// The node measured is the child server, which is gone now but
 	// reported its memory while it ran.
-	if res.Node == nil || res.Node.PID == os.Getpid() || res.Node.PeakRSSBytes <= 0 {
-		t.Fatalf("node stats %+v: want the child server's, with its peak RSS", res.Node)
+	if len(res.Nodes) != 1 || res.Nodes[0].PID == os.Getpid() || res.Nodes[0].PeakRSSBytes <= 0 {
+		t.Fatalf("node stats %+v: want the child server's, with its peak RSS", res.Nodes)
 	}
 	if st, err := os.Stat(filepath.Join(out, "tiny-nats.png")); err != nil || st.Size() == 0 {
 		t.Fatalf("png: %v", err)

@@ -229,7 +229,10 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	defer d.Close()
 	fmt.Fprintf(stderr, "running %s against %s\n", w.Name, strings.Join(seeds, ","))
 
-	opts := bench.RunOptions{NodePID: pid, Progress: stderr, Groups: o.groups}
+	opts := bench.RunOptions{Progress: stderr, Groups: o.groups}
+	if pid > 0 {
+		opts.Nodes = []bench.NodeProcess{{PID: pid}}
+	}
 	var profile *nodeProfile
 	if o.cpuProfile != "" {
 		profile = &nodeProfile{url: "http://" + node.pprofAddr + "/debug/pprof/profile", path: o.cpuProfile, done: make(chan struct{})}

@@ -72,16 +72,16 @@ func TestBenchRunLocal(t *testing.T) {
 	if !res.Passed || res.Produce.Records == 0 || res.Workload.TestDurationSeconds != 2 || res.Workload.WarmupSeconds != 0.5 {
 		t.Errorf("result: passed %v, produce %+v, workload %+v", res.Passed, res.Produce, res.Workload)
 	}
-	if res.Node == nil || res.Node.PeakRSSBytes == 0 || res.Node.CPUSeconds <= 0 {
-		t.Errorf("node stats %+v", res.Node)
+	if len(res.Nodes) != 1 || res.Nodes[0].PeakRSSBytes == 0 || res.Nodes[0].CPUSeconds <= 0 {
+		t.Errorf("node stats %+v, want one node's", res.Nodes)
 	}
 	// The node was stopped and its directory removed.
 	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
 		t.Errorf("--local left %d entries in %s", len(entries), parent)
 	}
-	if res.Node != nil {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(res.Node.PID)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("node pid %d still exists after the run (%v)", res.Node.PID, err)
+	for _, n := range res.Nodes {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(n.PID)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("node pid %d still exists after the run (%v)", n.PID, err)
 		}
 	}
 }
@@ -197,8 +197,8 @@ testDurationSeconds: 1
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	res := readBenchResult(t, filepath.Join(out, "small-fjord.json"))
-	if !res.Passed || res.DriverSettings["topic flush.policy"] != "interval" || res.Node == nil || res.Node.PID != os.Getpid() {
-		t.Errorf("result: passed %v, settings %v, node %+v", res.Passed, res.DriverSettings, res.Node)
+	if !res.Passed || res.DriverSettings["topic flush.policy"] != "interval" || len(res.Nodes) != 1 || res.Nodes[0].PID != os.Getpid() {
+		t.Errorf("result: passed %v, settings %v, nodes %+v", res.Passed, res.DriverSettings, res.Nodes)
 	}
 	// The rate itself is internal/bench's to test; here, that the file's
 	// workload is what ran.

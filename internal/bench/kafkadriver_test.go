@@ -22,7 +22,7 @@ func runKafka(t *testing.T, node *testcluster.Node, w *Workload, flushPolicy str
 		t.Fatal(err)
 	}
 	defer d.Close()
-	res, err := Run(ctx, w, d, RunOptions{NodePID: node.Pid()})
+	res, err := Run(ctx, w, d, RunOptions{Nodes: []NodeProcess{{PID: node.Pid()}}})
 	if err != nil {
 		if res != nil {
 			var b strings.Builder
@@ -52,8 +52,11 @@ func TestKafkaMaxRate(t *testing.T) {
 	if s["topic flush.policy"] != "interval" || s["topic replication.factor"] != "1" || s["acks"] != "all" || s["linger"] != "0s" {
 		t.Errorf("settings %v: want the topic's flush.policy and replication factor as the node reports them", s)
 	}
-	n := res.Node
-	if n == nil || n.Error != "" || n.PID != node.Pid() || n.PeakRSSBytes < 1<<20 || n.CPUSeconds <= 0 || n.CPUWindowSeconds != 1.5 {
+	if len(res.Nodes) != 1 {
+		t.Fatalf("node stats %+v, want one node's", res.Nodes)
+	}
+	n := res.Nodes[0]
+	if n.Error != "" || n.PID != node.Pid() || n.PeakRSSBytes < 1<<20 || n.CPUSeconds <= 0 || n.CPUWindowSeconds != 1.5 {
 		t.Errorf("node stats %+v", n)
 	}
 }

@@ -105,8 +105,8 @@ func (r *runner) monitor(quit <-chan struct{}) {
 		}
 		r.addSample(start, prev, now)
 		prev = now
-		if r.node != nil {
-			r.node.sample()
+		for _, n := range r.nodes {
+			n.sample()
 		}
 		if r.opts.Progress != nil && n%every == 0 {
 			r.printProgress(terminal, start, lastLine, now)

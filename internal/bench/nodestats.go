@@ -24,8 +24,19 @@ import (
 // clockTicksPerSecond is USER_HZ (see above).
 const clockTicksPerSecond = 100
 
-// NodeStats is the node process's resource use during a run.
+// NodeProcess names one process of the system under test.
+type NodeProcess struct {
+	// ID names the node in results: a Fjord node's --node-id, a peer
+	// server's number in its cluster; 0 when the run has one node that
+	// needs no name.
+	ID  int
+	PID int
+}
+
+// NodeStats is one node process's resource use during a run.
 type NodeStats struct {
+	// ID is NodeProcess.ID (omitted when 0).
+	ID  int `json:"id,omitempty"`
 	PID int `json:"pid"`
 	// PeakRSSBytes is VmHWM at the end of the run: the most memory the
 	// process ever had resident.
@@ -130,11 +141,11 @@ type nodeMonitor struct {
 	}
 }
 
-func newNodeMonitor(pid int) *nodeMonitor {
-	m := &nodeMonitor{pid: pid}
+func newNodeMonitor(p NodeProcess) *nodeMonitor {
+	m := &nodeMonitor{pid: p.PID}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.mu.stats.PID = pid
+	m.mu.stats.ID, m.mu.stats.PID = p.ID, p.PID
 	m.mu.cpuStart, _ = m.cpuLocked()
 	m.sampleLocked()
 	return m

@@ -48,16 +48,16 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestNodeMonitor(t *testing.T) {
-	m := newNodeMonitor(os.Getpid())
+	m := newNodeMonitor(NodeProcess{ID: 2, PID: os.Getpid()})
 	m.windowStart()
 	m.sample()
 	m.windowEnd(0.5)
 	s := m.finish()
-	if s.Error != "" || s.PeakRSSBytes <= 0 || s.MaxSampledRSSBytes <= 0 || s.CPUWindowSeconds != 0.5 {
+	if s.Error != "" || s.ID != 2 || s.PID != os.Getpid() || s.PeakRSSBytes <= 0 || s.MaxSampledRSSBytes <= 0 || s.CPUWindowSeconds != 0.5 {
 		t.Errorf("stats of this process: %+v", s)
 	}
 	// A process that is not there: figures missing, and the reason.
-	gone := newNodeMonitor(1 << 30)
+	gone := newNodeMonitor(NodeProcess{PID: 1 << 30})
 	gone.windowStart()
 	if s := gone.finish(); s.PeakRSSBytes != 0 || !strings.Contains(s.Error, "no such file") {
 		t.Errorf("stats of a missing process: %+v", s)

@@ -47,9 +47,11 @@ type Result struct {
 
 	SendErrors     int64  `json:"sendErrors"`
 	FirstSendError string `json:"firstSendError,omitempty"`
-	// Node is the system's process's resource use; nil when its PID was
-	// not given.
-	Node *NodeStats `json:"node,omitempty"`
+	// Nodes are the system's processes' resource use, one per process
+	// RunOptions.Nodes named, in that order; empty when none was. (A
+	// result written before clusters has one "node" object instead,
+	// which reading turns into Nodes: see UnmarshalJSON.)
+	Nodes []NodeStats `json:"nodes,omitempty"`
 	// Client is the benchmark process's own CPU use over the measured
 	// window; nil when no window was measured.
 	Client *ClientStats `json:"client,omitempty"`
@@ -186,6 +188,25 @@ func ReadResult(path string) (*Result, error) {
 	return &r, nil
 }
 
+// UnmarshalJSON reads a result, including one written while a run had
+// at most one node: its "node" object becomes the one entry of Nodes, so
+// a sitting's older files still report their node's figures.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	type plain Result // no methods, so no recursion into this one
+	var v struct {
+		plain
+		Node *NodeStats `json:"node"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = Result(v.plain)
+	if len(r.Nodes) == 0 && v.Node != nil {
+		r.Nodes = []NodeStats{*v.Node}
+	}
+	return nil
+}
+
 // writeFileAtomic writes via a temporary file and a rename, so a reader
 // (or a regenerating script) never sees half a file.
 func writeFileAtomic(path string, data []byte) error {
@@ -255,12 +276,24 @@ func (r *Result) WriteTable(out io.Writer) {
 	}
 	fmt.Fprintln(out)
 
-	if n := r.Node; n != nil {
-		fmt.Fprintf(out, "  node      pid %d: peak RSS %s (sampled max %s), CPU %.1f s over %.1f s measured (%.2f cores), %.1f s over the whole run\n",
-			n.PID, mib(n.PeakRSSBytes), mib(n.MaxSampledRSSBytes), n.CPUSeconds, n.CPUWindowSeconds, n.CPUCores, n.CPUSecondsTotal)
+	var nodesCPU, nodesWindow float64
+	for _, n := range r.Nodes {
+		name := "node"
+		if n.ID != 0 {
+			name = fmt.Sprintf("node %d", n.ID)
+		}
+		fmt.Fprintf(out, "  %-10spid %d: peak RSS %s (sampled max %s), CPU %.1f s over %.1f s measured (%.2f cores), %.1f s over the whole run\n",
+			name, n.PID, mib(n.PeakRSSBytes), mib(n.MaxSampledRSSBytes), n.CPUSeconds, n.CPUWindowSeconds, n.CPUCores, n.CPUSecondsTotal)
 		if n.Error != "" {
 			fmt.Fprintf(out, "            (incomplete: %s)\n", n.Error)
 		}
+		nodesCPU += n.CPUSeconds
+		nodesWindow = max(nodesWindow, n.CPUWindowSeconds)
+	}
+	if len(r.Nodes) > 1 && nodesWindow > 0 {
+		// What the cluster costs the machine, beside the client's line.
+		fmt.Fprintf(out, "  nodes     CPU %.1f s over %.1f s measured (%.2f cores), all %d together\n",
+			nodesCPU, nodesWindow, nodesCPU/nodesWindow, len(r.Nodes))
 	}
 	if c := r.Client; c != nil {
 		fmt.Fprintf(out, "  client    CPU %.1f s over %.1f s measured (%.2f cores)\n", c.CPUSeconds, c.CPUWindowSeconds, c.CPUCores)

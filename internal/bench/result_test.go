@@ -37,7 +37,7 @@ func sampleResult(t *testing.T) *Result {
 		Consume:         Throughput{Records: 4_900_000, Bytes: 5_017_600_000, Seconds: 10, FromSecond: 2, ToSecond: 12, RecordsPerSecond: 490_000, MBPerSecond: 501.76, TotalRecords: 6_000_000},
 		ProduceLatency:  ackL,
 		EndToEndLatency: &e2eL,
-		Node:            &NodeStats{PID: 42, PeakRSSBytes: 100 << 20, MaxSampledRSSBytes: 99 << 20, CPUSeconds: 9, CPUWindowSeconds: 10, CPUCores: 0.9, CPUSecondsTotal: 13},
+		Nodes:           []NodeStats{{PID: 42, PeakRSSBytes: 100 << 20, MaxSampledRSSBytes: 99 << 20, CPUSeconds: 9, CPUWindowSeconds: 10, CPUCores: 0.9, CPUSecondsTotal: 13}},
 		Client:          &ClientStats{CPUSeconds: 8.5, CPUWindowSeconds: 10, CPUCores: 0.85},
 		Checks:          []Check{{Name: "sends completed", Passed: true, Detail: "all"}, {Name: "consumed == produced", Passed: true, Detail: "all"}},
 		Passed:          true,
@@ -77,6 +77,34 @@ func TestResultJSONRoundTrip(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
 		t.Errorf("writing left %d files, want only r.json", len(entries))
+	}
+}
+
+// A result written while a run measured at most one node carries a
+// "node" object; read today, it is the one entry of Nodes, so a sitting
+// that mixes old and new files reports every node's figures.
+func TestReadResultOfOneNode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.json")
+	old := `{"workload": {"name": "max-rate-1p-1kb"}, "system": "fjord", "passed": true,
+		"node": {"pid": 7, "peakRssBytes": 1048576, "cpuSeconds": 2, "cpuWindowSeconds": 4, "cpuCores": 0.5}}`
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadResult(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NodeStats{{PID: 7, PeakRSSBytes: 1 << 20, CPUSeconds: 2, CPUWindowSeconds: 4, CPUCores: 0.5}}
+	if !reflect.DeepEqual(got.Nodes, want) || got.Workload.Name != "max-rate-1p-1kb" || !got.Passed {
+		t.Errorf("read %+v with nodes %+v, want the old node as Nodes %+v", got, got.Nodes, want)
+	}
+	// Written again, it has the list only.
+	if err := got.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if bytes.Contains(data, []byte(`"node":`)) || !bytes.Contains(data, []byte(`"nodes": [`)) {
+		t.Errorf("rewritten JSON does not carry the nodes as a list:\n%s", data)
 	}
 }
 

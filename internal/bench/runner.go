@@ -49,9 +49,11 @@ const DefaultDrainTimeout = 30 * time.Second
 
 // RunOptions are the parts of a run that are not the workload's shape.
 type RunOptions struct {
-	// NodePID, when > 0, is the process of the system under test on this
-	// machine; the result reports its peak memory and CPU time.
-	NodePID int
+	// Nodes are the processes of the system under test on this machine
+	// (each node of a cluster, each server of a peer's); the result
+	// reports each one's peak memory and CPU time, in this order. nil:
+	// none is measured.
+	Nodes []NodeProcess
 	// Progress receives a progress line every second, rewritten in place
 	// when it is a terminal, else one line every 5 seconds. nil: none.
 	Progress io.Writer
@@ -192,7 +194,7 @@ type runner struct {
 	produceWin window
 	consumeWin window
 	phase      atomic.Int32
-	node       *nodeMonitor // nil without NodePID
+	nodes      []*nodeMonitor // one per RunOptions.Nodes
 	client     clientMonitor
 
 	// drainStalled is set when the drain gave up on records that never
@@ -306,8 +308,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	r.planWindows()
 	r.runConsumers()
-	if r.opts.NodePID > 0 {
-		r.node = newNodeMonitor(r.opts.NodePID)
+	for _, n := range r.opts.Nodes {
+		r.nodes = append(r.nodes, newNodeMonitor(n))
 	}
 	stopMonitor := r.startMonitor()
 	defer stopMonitor()
@@ -452,8 +454,8 @@ func (r *runner) markWindowStart(win window) {
 		}
 		r.opts.OnMeasure(seconds)
 	}
-	if r.node != nil {
-		r.node.windowStart()
+	for _, n := range r.nodes {
+		n.windowStart()
 	}
 }
 
@@ -462,8 +464,8 @@ func (r *runner) markWindowEnd(win window, end int64) {
 	if r.opts.OnMeasureEnd != nil {
 		r.opts.OnMeasureEnd()
 	}
-	if r.node != nil {
-		r.node.windowEnd(float64(end-win.from) / 1e9)
+	for _, n := range r.nodes {
+		n.windowEnd(float64(end-win.from) / 1e9)
 	}
 }
 
@@ -706,9 +708,8 @@ func (r *runner) result(res *Result) (*Result, error) {
 	if firstErr != nil {
 		res.FirstSendError = firstErr.Error()
 	}
-	if r.node != nil {
-		s := r.node.finish()
-		res.Node = &s
+	for _, n := range r.nodes {
+		res.Nodes = append(res.Nodes, n.finish())
 	}
 	res.Client = r.client.result()
 	res.Timeline = r.timeline

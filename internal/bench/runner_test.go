@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,8 +94,39 @@ func TestRunCountsEveryRecord(t *testing.T) {
 	if len(res.Topics) != 2 || res.System != "fake" || res.DriverSettings["fake"] != "yes" {
 		t.Errorf("result header: topics %v, system %q, settings %v", res.Topics, res.System, res.DriverSettings)
 	}
-	if res.Node != nil {
-		t.Errorf("node stats without a NodePID: %+v", res.Node)
+	if res.Nodes != nil {
+		t.Errorf("node stats without RunOptions.Nodes: %+v", res.Nodes)
+	}
+}
+
+// Each process named in RunOptions.Nodes gets its own figures, in the
+// order given: a cluster's nodes are told apart by their ids.
+func TestRunMeasuresEveryNode(t *testing.T) {
+	w := tinyWorkload()
+	// The two "nodes" are this process (the fake driver's work happens
+	// here) and one that does not exist, whose figures say why they are
+	// missing.
+	nodes := []NodeProcess{{ID: 3, PID: os.Getpid()}, {ID: 1, PID: 1 << 30}}
+	res, err := runFake(t, w, newFakeDriver(), RunOptions{Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Nodes) != 2 {
+		t.Fatalf("%d node figures, want 2: %+v", len(res.Nodes), res.Nodes)
+	}
+	live, gone := res.Nodes[0], res.Nodes[1]
+	if live.ID != 3 || live.PID != os.Getpid() || live.Error != "" || live.PeakRSSBytes <= 0 || live.CPUWindowSeconds != 0.5 {
+		t.Errorf("first node %+v, want this process's figures over the 0.5 s window", live)
+	}
+	if gone.ID != 1 || gone.PID != 1<<30 || gone.PeakRSSBytes != 0 || gone.Error == "" {
+		t.Errorf("second node %+v, want no figures and the reason", gone)
+	}
+	var b bytes.Buffer
+	res.WriteTable(&b)
+	for _, want := range []string{"  node 3    pid " + strconv.Itoa(os.Getpid()), "  node 1    pid 1073741824", "  nodes     CPU "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 

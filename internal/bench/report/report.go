@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/fjordmq/fjord/internal/bench"
@@ -39,13 +40,58 @@ type Sitting struct {
 type Case struct {
 	Workload    string
 	FlushPolicy string // Fjord's topic flush.policy; "" for a peer
+	// Nodes is how many processes served the run (Fjord's nodes, the
+	// peer's servers): 1 for a result that measured none. Replicas is
+	// each partition's (each NATS stream's) replica count, 1 when the
+	// result does not say.
+	Nodes, Replicas int
+	// Producer is "" for the system's usual client and "raw" for
+	// fjord bench's pre-encoded produce requests.
+	Producer string
+}
+
+// single is the case of a workload on one node, one replica, the usual
+// client: every run before clusters.
+func single(workload, policy string) Case {
+	return Case{Workload: workload, FlushPolicy: policy, Nodes: 1, Replicas: 1}
 }
 
 func (c Case) String() string {
-	if c.FlushPolicy == "" {
+	var parts []string
+	if c.FlushPolicy != "" {
+		parts = append(parts, "flush.policy="+c.FlushPolicy)
+	}
+	if c.Nodes > 1 || c.Replicas > 1 {
+		if c.FlushPolicy != "" { // Fjord's nouns
+			parts = append(parts, fmt.Sprintf("%d nodes, RF=%d", c.Nodes, c.Replicas))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d servers, R%d", c.Nodes, c.Replicas))
+		}
+	}
+	if c.Producer != "" {
+		parts = append(parts, c.Producer+" producer")
+	}
+	if len(parts) == 0 {
 		return c.Workload
 	}
-	return c.Workload + " (flush.policy=" + c.FlushPolicy + ")"
+	return c.Workload + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// caseOf is the case r's figures belong to, from what r recorded.
+func caseOf(r *bench.Result) Case {
+	c := Case{Workload: r.Workload.Name, Nodes: max(1, len(r.Nodes)), Replicas: 1}
+	if r.System == "fjord" {
+		c.FlushPolicy = r.DriverSettings["topic flush.policy"]
+	}
+	for _, key := range []string{"topic replication.factor", "stream.replicas"} {
+		if n, err := strconv.Atoi(r.DriverSettings[key]); err == nil && n > 0 {
+			c.Replicas = n
+		}
+	}
+	if strings.HasPrefix(r.DriverSettings["producer"], "raw") {
+		c.Producer = "raw"
+	}
+	return c
 }
 
 // Load reads every *.json under dir: limits.json files are the machine's
@@ -81,10 +127,7 @@ func Load(dir string) (*Sitting, error) {
 			if err != nil {
 				return err
 			}
-			c := Case{Workload: r.Workload.Name}
-			if r.System == "fjord" {
-				c.FlushPolicy = r.DriverSettings["topic flush.policy"]
-			}
+			c := caseOf(r)
 			if s.Runs[r.System] == nil {
 				s.Runs[r.System] = map[Case][]*bench.Result{}
 			}
@@ -146,17 +189,23 @@ func ack(pick func(*bench.Latency) float64) func(*bench.Result) (float64, bool) 
 		return pick(&r.ProduceLatency), r.ProduceLatency.Count > 0
 	}
 }
+
+// peakRSSMiB is the largest peak RSS of the run's nodes: for one node,
+// its own.
 func peakRSSMiB(r *bench.Result) (float64, bool) {
-	if r.Node == nil || r.Node.PeakRSSBytes == 0 {
-		return 0, false
+	var peak float64
+	for i := range r.Nodes {
+		if v, ok := nodePeakRSSMiB(&r.Nodes[i]); ok {
+			peak = max(peak, v)
+		}
 	}
-	return float64(r.Node.PeakRSSBytes) / (1 << 20), true
+	return peak, peak > 0
 }
-func cpuCores(r *bench.Result) (float64, bool) {
-	if r.Node == nil || r.Node.CPUWindowSeconds == 0 {
-		return 0, false
-	}
-	return r.Node.CPUCores, true
+func nodePeakRSSMiB(n *bench.NodeStats) (float64, bool) {
+	return float64(n.PeakRSSBytes) / (1 << 20), n.PeakRSSBytes > 0
+}
+func nodeCPUCores(n *bench.NodeStats) (float64, bool) {
+	return n.CPUCores, n.CPUWindowSeconds > 0
 }
 func clientCPUCores(r *bench.Result) (float64, bool) {
 	if r.Client == nil || r.Client.CPUWindowSeconds == 0 {
@@ -264,9 +313,40 @@ func (s *Sitting) writeSystem(w io.Writer, system string) {
 			c, len(runs), passed, f(produceMBps, "%.1f"), f(produceRecsps, "%.0f"), f(consumeMBps, "%.1f"),
 			f(ack(p50), "%.2f"), f(ack(p99), "%.1f"),
 			f(e2e(p50), "%.2f"), f(e2e(p99), "%.1f"), f(e2e(p999), "%.1f"),
-			f(peakRSSMiB, "%.0f"), f(cpuCores, "%.2f"), f(clientCPUCores, "%.2f"))
+			perNode(runs, nodePeakRSSMiB, "%.0f"), perNode(runs, nodeCPUCores, "%.2f"), f(clientCPUCores, "%.2f"))
 	}
 	fmt.Fprintln(w)
+}
+
+// perNode formats one figure of each node, the median of node i's
+// values over the runs that passed, as "a / b / c" for a cluster (nodes
+// in the order the runs listed them, by id for Fjord's), "-" when no run
+// has it.
+func perNode(runs []*bench.Result, pick func(*bench.NodeStats) (float64, bool), format string) string {
+	nodes := 0
+	for _, r := range runs {
+		nodes = max(nodes, len(r.Nodes))
+	}
+	var parts []string
+	measured := false
+	for i := range nodes {
+		v, _, ok := median(runs, func(r *bench.Result) (float64, bool) {
+			if i >= len(r.Nodes) {
+				return 0, false
+			}
+			return pick(&r.Nodes[i])
+		})
+		if !ok {
+			parts = append(parts, "-")
+			continue
+		}
+		measured = true
+		parts = append(parts, fmt.Sprintf(format, v))
+	}
+	if !measured {
+		return "-"
+	}
+	return strings.Join(parts, " / ")
 }
 
 // Target is one line of the benchmark issue's targets table.
@@ -281,11 +361,11 @@ type Target struct {
 // Targets evaluates the targets against this sitting's figures.
 func (s *Sitting) Targets() []Target {
 	fjord := func(workload, policy string, pick func(*bench.Result) (float64, bool)) (float64, bool) {
-		v, _, ok := median(s.Runs["fjord"][Case{workload, policy}], pick)
+		v, _, ok := median(s.Runs["fjord"][single(workload, policy)], pick)
 		return v, ok
 	}
 	nats := func(workload string, pick func(*bench.Result) (float64, bool)) (float64, bool) {
-		v, _, ok := median(s.Runs["nats-jetstream"][Case{Workload: workload}], pick)
+		v, _, ok := median(s.Runs["nats-jetstream"][single(workload, "")], pick)
 		return v, ok
 	}
 	limit := func(name string) (float64, bool) {

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ func writeRun(t *testing.T, dir, name, system, workload, policy string, passed b
 		Produce:        bench.Throughput{Records: 1000, MBPerSecond: mbps, RecordsPerSecond: recsps},
 		Consume:        bench.Throughput{Records: 1000, MBPerSecond: mbps},
 		ProduceLatency: bench.Latency{Count: 1000, P50Ms: 1, P99Ms: 2},
-		Node:           &bench.NodeStats{PeakRSSBytes: rss},
+		Nodes:          []bench.NodeStats{{PeakRSSBytes: rss}},
 	}
 	if e2eP50 > 0 {
 		r.EndToEndLatency = &bench.Latency{Count: 1000, P50Ms: e2eP50, P99Ms: e2eP99}
@@ -127,7 +128,7 @@ func TestSystemTableShowsClientCPU(t *testing.T) {
 			DriverSettings: map[string]string{"topic flush.policy": "interval"},
 			Passed:         true,
 			Produce:        bench.Throughput{Records: 1000, MBPerSecond: 100},
-			Node:           &bench.NodeStats{CPUWindowSeconds: 10, CPUCores: 0.95},
+			Nodes:          []bench.NodeStats{{CPUWindowSeconds: 10, CPUCores: 0.95}},
 			Client:         &bench.ClientStats{CPUWindowSeconds: 10, CPUCores: cores},
 		}
 		if err := r.WriteJSON(filepath.Join(dir, "r"+string(rune('0'+i))+".json")); err != nil {
@@ -166,5 +167,78 @@ func TestSystemTableShowsClientCPU(t *testing.T) {
 	}
 	if !strings.HasSuffix(oldRow, "| - | - |") {
 		t.Errorf("row %q: want no CPU figures for a run without them", oldRow)
+	}
+}
+
+// A cluster's runs are a case of their own, beside the single node's,
+// and the table gives each node's figures; a result file from before
+// clusters (one "node" object) still reports its node.
+func TestSystemTableShowsEveryNode(t *testing.T) {
+	dir := t.TempDir()
+	const w = "max-rate-16p-1kb-4p4c"
+	for i, cores := range [][3]float64{{0.5, 0.4, 0.3}, {0.7, 0.6, 0.5}, {0.9, 0.8, 0.7}} {
+		r := &bench.Result{
+			Workload:       bench.Workload{Name: w},
+			System:         "fjord",
+			DriverSettings: map[string]string{"topic flush.policy": "ack", "topic replication.factor": "3"},
+			Passed:         true,
+			Produce:        bench.Throughput{Records: 1000, MBPerSecond: 100},
+		}
+		for id := 1; id <= 3; id++ {
+			r.Nodes = append(r.Nodes, bench.NodeStats{ID: id, PeakRSSBytes: int64(100+10*id) << 20, CPUWindowSeconds: 10, CPUCores: cores[id-1]})
+		}
+		if err := r.WriteJSON(filepath.Join(dir, "c"+string(rune('0'+i))+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := `{"workload": {"name": "` + w + `"}, "system": "fjord", "passed": true,
+		"driverSettings": {"topic flush.policy": "ack", "topic replication.factor": "1"},
+		"produce": {"records": 1000, "mbPerSecond": 300},
+		"node": {"pid": 7, "peakRssBytes": 83886080, "cpuWindowSeconds": 10, "cpuCores": 0.85}}`
+	if err := os.WriteFile(filepath.Join(dir, "old.json"), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Runs["fjord"][Case{Workload: w, FlushPolicy: "ack", Nodes: 3, Replicas: 3}]); n != 3 {
+		t.Errorf("%d runs in the 3-node case, want 3: %v", n, s.Runs["fjord"])
+	}
+	var b bytes.Buffer
+	s.Write(&b)
+	var cluster, lone string
+	for _, line := range strings.Split(b.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| "+w+" (flush.policy=ack, 3 nodes, RF=3) |"):
+			cluster = line
+		case strings.HasPrefix(line, "| "+w+" (flush.policy=ack) |"):
+			lone = line
+		}
+	}
+	// Per node, the median over the three runs: RSS 110/120/130 MiB,
+	// CPU 0.7/0.6/0.5 cores.
+	if !strings.HasSuffix(cluster, "| 110 / 120 / 130 | 0.70 / 0.60 / 0.50 | - |") {
+		t.Errorf("cluster row %q: want each node's median RSS and CPU", cluster)
+	}
+	if !strings.Contains(lone, "| 1 (1) | 300.0 |") || !strings.HasSuffix(lone, "| 80 | 0.85 | - |") {
+		t.Errorf("single-node row %q: want the old file's one node", lone)
+	}
+}
+
+func TestCaseNames(t *testing.T) {
+	for _, tc := range []struct {
+		c    Case
+		want string
+	}{
+		{Case{Workload: "w", FlushPolicy: "ack", Nodes: 1, Replicas: 1}, "w (flush.policy=ack)"},
+		{Case{Workload: "w", FlushPolicy: "interval", Nodes: 3, Replicas: 3}, "w (flush.policy=interval, 3 nodes, RF=3)"},
+		{Case{Workload: "w", FlushPolicy: "ack", Nodes: 3, Replicas: 3, Producer: "raw"}, "w (flush.policy=ack, 3 nodes, RF=3, raw producer)"},
+		{Case{Workload: "w", Nodes: 1, Replicas: 1}, "w"},
+		{Case{Workload: "w", Nodes: 3, Replicas: 3}, "w (3 servers, R3)"},
+	} {
+		if got := tc.c.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
+		}
 	}
 }
