@@ -68,6 +68,13 @@ type Workload struct {
 	// running; then consumers start from the beginning and the measured
 	// figure is how fast they read it all.
 	ConsumerBacklogSizeGB float64 `yaml:"consumerBacklogSizeGB" json:"consumerBacklogSizeGB,omitempty"`
+	// ReplicationFactor is each topic's replicas (OMB keeps it in its
+	// Kafka driver's file; here it belongs to the workload so one file
+	// says what ran). 0 leaves it to the run: `fjord bench run --local`
+	// gives 3 with 3 or more nodes (fewer nodes, one replica each), a
+	// run against --brokers the cluster's default, and the NATS peer
+	// R1 unless told otherwise.
+	ReplicationFactor int `yaml:"replicationFactor" json:"replicationFactor,omitempty"`
 }
 
 // KeyDistributor says which key each record carries, as OMB's does.
@@ -106,7 +113,9 @@ const (
 	maxWarmupSeconds   = 3600
 	maxMessageCount    = 1 << 40
 	maxBacklogGB       = 1024
-	bytesPerGB         = 1 << 30
+	// maxReplicationFactor is what CreateTopics' int16 field holds.
+	maxReplicationFactor = math.MaxInt16
+	bytesPerGB           = 1 << 30
 )
 
 var workloadNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
@@ -172,6 +181,7 @@ func (w *Workload) fields() []workloadField {
 		{"warmupSeconds", &w.WarmupSeconds, "a number (seconds)"},
 		{"keyDistributor", &w.KeyDistributor, "one of NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO"},
 		{"consumerBacklogSizeGB", &w.ConsumerBacklogSizeGB, "a number (GiB)"},
+		{"replicationFactor", &w.ReplicationFactor, "an integer (replicas per partition)"},
 	}
 }
 
@@ -267,6 +277,8 @@ func (w *Workload) Validate() error {
 		return bad("keyDistributor", fmt.Sprintf("%q", w.KeyDistributor), "NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO")
 	case !finite(w.ConsumerBacklogSizeGB) || w.ConsumerBacklogSizeGB < 0 || w.ConsumerBacklogSizeGB > maxBacklogGB:
 		return bad("consumerBacklogSizeGB", w.ConsumerBacklogSizeGB, fmt.Sprintf("0 to %d GiB", maxBacklogGB))
+	case w.ReplicationFactor < 0 || w.ReplicationFactor > maxReplicationFactor:
+		return bad("replicationFactor", w.ReplicationFactor, fmt.Sprintf("0 (the run's default) to %d", maxReplicationFactor))
 	}
 	if w.ConsumerBacklogSizeGB > 0 {
 		switch {

@@ -63,6 +63,19 @@ func TestParseWorkloadDefaults(t *testing.T) {
 	}
 }
 
+// replicationFactor is optional (0: the run decides) and read as given.
+func TestParseWorkloadReplicationFactor(t *testing.T) {
+	w, err := ParseWorkload([]byte(withLine("replicationFactor: 3", true)), "rf.yaml")
+	if err != nil || w.ReplicationFactor != 3 {
+		t.Fatalf("parsed %+v, %v; want replicationFactor 3", w, err)
+	}
+	for _, name := range WorkloadNames() {
+		if w, _ := LoadWorkload(name); w.ReplicationFactor != 0 {
+			t.Errorf("%s sets replicationFactor %d: the shipped ones leave it to the run, so one file serves 1 and 3 nodes", name, w.ReplicationFactor)
+		}
+	}
+}
+
 func TestLoadWorkloadFromFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "custom.yaml")
 	if err := os.WriteFile(path, []byte(goodWorkload), 0o644); err != nil {
@@ -116,6 +129,9 @@ func TestParseWorkloadRejects(t *testing.T) {
 		{"both durations", "messageCount: 1000", false, "give exactly one of testDurationSeconds (got 1.5) and messageCount (got 1000)"},
 		{"backlog with duration", "consumerBacklogSizeGB: 1", false, "testDurationSeconds 1.5: allowed: nothing with consumerBacklogSizeGB"},
 		{"zero partitions", "partitionsPerTopic: 0", false, "partitionsPerTopic 0: allowed: 1 to 10000"},
+		{"negative replication factor", "replicationFactor: -1", true, "replicationFactor -1: allowed: 0 (the run's default) to 32767"},
+		{"replication factor past int16", "replicationFactor: 40000", true, "replicationFactor 40000: allowed: 0 (the run's default) to 32767"},
+		{"fractional replication factor", "replicationFactor: 2.5", true, `replicationFactor "2.5" on line 9: want an integer (replicas per partition)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseWorkload([]byte(withLine(tc.line, tc.add)), "w.yaml")
