@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
@@ -45,6 +43,7 @@ a PNG. See BENCHMARKS.md for the standard set and where Fjord stands.`,
 type benchRunOptions struct {
 	client      clientOptions
 	local       bool
+	nodes       int32
 	dataDir     string
 	out         string
 	flushPolicy string
@@ -76,10 +75,15 @@ WORKLOAD is a shipped workload's name (` + strings.Join(bench.WorkloadNames(), "
 or a path to a workload YAML file with OMB's field names.
 
 --local starts a node from this binary in a temporary directory, runs the
-workload against it, stops it and removes the directory. Otherwise the
-workload runs against --brokers; --node-pid names that node's process for the
-resource figures. With --local, --cpu-profile FILE also writes a CPU profile
-of the node over the measured window (read it with go tool pprof); a
+workload against it, stops it and removes the directory; --nodes N starts N
+nodes as one cluster (one controller quorum, each node with its own data
+directory and loopback ports) and reports each node's figures. The topics'
+replication factor is the workload's replicationFactor, else 3 with 3 or more
+nodes (as many as there are, with fewer). Otherwise the workload runs against
+--brokers; --node-pid names that node's process for the resource figures.
+With --local, --cpu-profile FILE also writes a CPU profile of the node over
+the measured window (read it with go tool pprof; with several nodes, one
+file per node, FILE with -node<id> before its extension); a
 catch-up or message-count run, whose window ends with its last record, needs
 --cpu-profile-seconds for the profile's length. --client-cpu-profile FILE
 writes one of this process, the load generator, over the measured window.
@@ -99,6 +103,9 @@ no send failed) and exits non-zero when a check fails.`,
 			if o.local && cmd.Flags().Changed("brokers") {
 				return errors.New("give --local or --brokers, not both")
 			}
+			if !o.local && cmd.Flags().Changed("nodes") {
+				return errors.New("--nodes is for --local: how many nodes it starts (--brokers names a running cluster)")
+			}
 			if !o.local && cmd.Flags().Changed("data-dir") {
 				return errors.New("--data-dir is for --local: where the local node keeps its data")
 			}
@@ -117,7 +124,8 @@ no send failed) and exits non-zero when a check fails.`,
 	}
 	o.client.addFlags(cmd)
 	f := cmd.Flags()
-	addBoolFlag(f, &o.local, "local", false, "start a node in a temporary directory for the run, then stop it")
+	addBoolFlag(f, &o.local, "local", false, "start a node (or --nodes of them) in a temporary directory for the run, then stop it")
+	f.Var(newIntFlag(&o.nodes, 1, 1, maxLocalNodes, ""), "nodes", "with --local: how many nodes to start as one cluster (one controller quorum)")
 	f.StringVar(&o.dataDir, "data-dir", "", "with --local: the directory to make the node's temporary directory in (default: the system's temporary directory)")
 	f.StringVar(&o.out, "out", defaultBenchOut, "directory for the JSON and PNG results")
 	f.Var(newEnumFlag(&o.flushPolicy, "", "ack", "interval"), "flush-policy", "flush.policy of the run's topics: ack or interval (default: the broker's, ack on Fjord)")
@@ -172,6 +180,10 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 		return fmt.Errorf("--cpu-profile: %s's measured window ends with its last record, so its length is not known when it starts; "+
 			"give --cpu-profile-seconds", w.Name)
 	}
+	rf, err := replicationFactor(w, o)
+	if err != nil {
+		return err
+	}
 	// Made now, as --out is: a profile is written mid-run, and a
 	// missing directory found then would waste the whole run.
 	for flag, path := range map[string]string{"--cpu-profile": o.cpuProfile, "--client-cpu-profile": o.clientProfile} {
@@ -189,22 +201,35 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	defer stop()
 
 	var seeds []string
-	pid := int(o.nodePID)
-	var node *localNode
+	var nodes []bench.NodeProcess
+	if o.nodePID != 0 {
+		nodes = []bench.NodeProcess{{PID: int(o.nodePID)}}
+	}
+	var cluster *localCluster
 	if o.local {
-		fmt.Fprintf(stderr, "starting a local node...\n")
-		node, err = startLocalNode(ctx, o.dataDir, o.cpuProfile != "")
+		if o.nodes == 1 {
+			fmt.Fprintf(stderr, "starting a local node...\n")
+		} else {
+			fmt.Fprintf(stderr, "starting %d local nodes...\n", o.nodes)
+		}
+		cluster, err = startLocalCluster(ctx, o.dataDir, int(o.nodes), o.cpuProfile != "")
 		if err != nil {
 			return err
 		}
-		// The node goes away on every path out, after the results.
+		// The nodes go away on every path out, after the results.
 		defer func() {
-			if serr := node.stop(); serr != nil && err == nil {
+			if serr := cluster.stop(); serr != nil && err == nil {
 				err = serr
 			}
 		}()
-		seeds, pid = []string{node.kafkaAddr}, node.pid()
-		fmt.Fprintf(stderr, "local node: pid %d, Kafka %s, data in %s\n", pid, node.kafkaAddr, node.dataDir())
+		seeds, nodes = cluster.seeds(), cluster.processes()
+		for _, n := range cluster.nodes {
+			label := "local node"
+			if o.nodes > 1 {
+				label += " " + strconv.Itoa(n.id)
+			}
+			fmt.Fprintf(stderr, "%s: pid %d, Kafka %s, data in %s\n", label, n.pid(), n.kafkaAddr, n.dataDir())
+		}
 	} else if seeds, err = o.client.seeds(); err != nil {
 		return err
 	}
@@ -212,41 +237,38 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	// The run ends early, with the reason, if a local node dies.
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if node != nil {
-		go func() {
-			select {
-			case <-node.done: // exited by itself
-				cancel(fmt.Errorf("the local node exited during the run (%v); last lines of its log:\n%s", node.waitErr, node.logTail(20)))
-			case <-runCtx.Done(): // the run is over
-			}
-		}()
+	if cluster != nil {
+		cluster.watch(runCtx, cancel)
 	}
 
-	d, err := bench.NewKafkaDriver(runCtx, w, bench.KafkaConfig{Brokers: seeds, FlushPolicy: o.flushPolicy})
+	d, err := bench.NewKafkaDriver(runCtx, w, bench.KafkaConfig{Brokers: seeds, FlushPolicy: o.flushPolicy, ReplicationFactor: int16(rf)})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	fmt.Fprintf(stderr, "running %s against %s\n", w.Name, strings.Join(seeds, ","))
 
-	opts := bench.RunOptions{Progress: stderr, Groups: o.groups}
-	if pid > 0 {
-		opts.Nodes = []bench.NodeProcess{{PID: pid}}
-	}
-	var profile *nodeProfile
+	opts := bench.RunOptions{Nodes: nodes, Progress: stderr, Groups: o.groups}
+	var profiles []*nodeProfile
 	if o.cpuProfile != "" {
-		profile = &nodeProfile{url: "http://" + node.pprofAddr + "/debug/pprof/profile", path: o.cpuProfile, done: make(chan struct{})}
+		for _, n := range cluster.nodes {
+			profiles = append(profiles, &nodeProfile{
+				url:  "http://" + n.pprofAddr + "/debug/pprof/profile",
+				path: nodeProfilePath(o.cpuProfile, n.id, len(cluster.nodes)),
+				done: make(chan struct{}),
+			})
+		}
 	}
 	var client *clientProfile
 	if o.clientProfile != "" {
 		client = &clientProfile{path: o.clientProfile}
 	}
 	opts.OnMeasure = func(seconds float64) {
-		if profile != nil {
-			if o.cpuProfileSeconds > 0 {
-				seconds = float64(o.cpuProfileSeconds)
-			}
-			profile.start(runCtx, seconds, stderr)
+		if o.cpuProfileSeconds > 0 {
+			seconds = float64(o.cpuProfileSeconds)
+		}
+		for _, p := range profiles {
+			p.start(runCtx, seconds, stderr)
 		}
 		if client != nil {
 			client.start(stderr)
@@ -263,8 +285,8 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 		client.stop() // the run may have ended before its window did
 		profErr = client.err
 	}
-	if profile != nil {
-		if perr := profile.wait(); perr != nil {
+	for _, p := range profiles {
+		if perr := p.wait(); perr != nil {
 			profErr = perr
 		}
 	}
@@ -282,7 +304,7 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 		case ctx.Err() != nil:
 			return errors.New("interrupted")
 		case runCtx.Err() != nil:
-			return context.Cause(runCtx) // the local node died
+			return context.Cause(runCtx) // a local node died
 		}
 		return runErr
 	}
@@ -299,6 +321,34 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	res.WriteTable(stdout)
 	fmt.Fprintf(stdout, "\nwrote %s.json and %s.png\n", base, base)
 	return runErr
+}
+
+// replicationFactor is the replication factor of the run's topics: the
+// workload's, else, with --local, as many replicas as the nodes allow
+// up to 3 (Kafka's usual factor, and Fjord's default), else 0, the
+// brokers' own default.
+func replicationFactor(w *bench.Workload, o benchRunOptions) (int, error) {
+	rf := w.ReplicationFactor
+	if !o.local {
+		return rf, nil
+	}
+	if rf == 0 {
+		return min(int(o.nodes), 3), nil
+	}
+	if rf > int(o.nodes) {
+		return 0, fmt.Errorf("%s has replicationFactor %d, more than the %d node(s) --local starts: give --nodes %d or more", w.Name, rf, o.nodes, rf)
+	}
+	return rf, nil
+}
+
+// nodeProfilePath is where node id's CPU profile goes: path itself for
+// a lone node, else path with -node<id> before its extension.
+func nodeProfilePath(path string, id, nodes int) string {
+	if nodes == 1 {
+		return path
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-node" + strconv.Itoa(id) + ext
 }
 
 // nodeProfile fetches the local node's CPU profile over the measured
@@ -392,197 +442,4 @@ func (p *clientProfile) stop() {
 	if err := p.f.Close(); err != nil && p.err == nil {
 		p.err = fmt.Errorf("--client-cpu-profile: %w", err)
 	}
-}
-
-// localNode is a `fjord serve` child process for --local: this same
-// binary, on free loopback ports, in a temporary directory removed when
-// it stops.
-type localNode struct {
-	dir       string // holds data/ and node.log
-	kafkaAddr string
-	httpAddr  string
-	pprofAddr string // empty: not profiled
-	cmd       *exec.Cmd
-	done      chan struct{} // closed when the process exited; waitErr is then set
-	waitErr   error
-}
-
-const (
-	localReadyTimeout = 60 * time.Second
-	localStopTimeout  = 30 * time.Second
-	localReadyPoll    = 20 * time.Millisecond
-	localStartTries   = 3
-)
-
-func (n *localNode) dataDir() string { return filepath.Join(n.dir, "data") }
-func (n *localNode) logPath() string { return filepath.Join(n.dir, "node.log") }
-func (n *localNode) pid() int        { return n.cmd.Process.Pid }
-
-func startLocalNode(ctx context.Context, parent string, pprof bool) (*localNode, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("--local: finding this binary: %w", err)
-	}
-	dir, err := os.MkdirTemp(parent, "fjord-bench-")
-	if err != nil {
-		return nil, fmt.Errorf("--local: %w", err)
-	}
-	for try := 1; ; try++ {
-		n, err := launchLocalNode(ctx, exe, dir, pprof)
-		if err == nil {
-			return n, nil
-		}
-		// A port found free can be taken before the node binds it.
-		if try < localStartTries && n != nil && strings.Contains(n.logTail(20), "address already in use") {
-			continue
-		}
-		os.RemoveAll(dir)
-		return nil, err
-	}
-}
-
-// launchLocalNode starts the process and waits until /readyz answers
-// 200. On failure the process is gone; the node is returned (when it
-// was started) so the caller can read its log.
-func launchLocalNode(ctx context.Context, exe, dir string, pprof bool) (*localNode, error) {
-	ports, err := freeLoopbackPorts(4)
-	if err != nil {
-		return nil, err
-	}
-	n := &localNode{dir: dir, kafkaAddr: ports[0], httpAddr: ports[2], done: make(chan struct{})}
-	if pprof {
-		n.pprofAddr = ports[3]
-	}
-	log, err := os.OpenFile(n.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close() // the child has its own descriptor
-	// Every serve flag is given, and --config "" too, so FJORD_*
-	// variables in the user's environment cannot change the node.
-	n.cmd = exec.Command(exe, "serve",
-		"--config", "",
-		"--node-id", "1",
-		"--data-dir", n.dataDir(),
-		"--kafka-addr", n.kafkaAddr,
-		"--advertised-kafka-addr", n.kafkaAddr,
-		"--controller-addr", ports[1],
-		"--http-addr", n.httpAddr,
-		"--pprof-addr", n.pprofAddr,
-		"--auto-create-topics=false",
-		"--num-partitions", "1",
-		"--log-level", "warn",
-		// A --group catch-up run's window opens before its consumers
-		// join; Kafka's 3 s wait for more members would be measured.
-		"--group-initial-rebalance-delay-ms", "0",
-	)
-	n.cmd.Dir = dir
-	n.cmd.Stdout, n.cmd.Stderr = log, log
-	if err := n.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("--local: starting %s serve: %w", exe, err)
-	}
-	go func() {
-		n.waitErr = n.cmd.Wait()
-		close(n.done)
-	}()
-	if err := n.waitReady(ctx); err != nil {
-		n.cmd.Process.Kill()
-		<-n.done
-		return n, err
-	}
-	return n, nil
-}
-
-func (n *localNode) waitReady(ctx context.Context) error {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.NewTimer(localReadyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(localReadyPoll)
-	defer tick.Stop()
-	var last error
-	for {
-		resp, err := client.Get("http://" + n.httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("/readyz answered %s", resp.Status)
-		}
-		last = err
-		select {
-		case <-n.done: // no point asking a process that is gone
-			return fmt.Errorf("--local: the node exited before it was ready (%v); last lines of its log:\n%s", n.waitErr, n.logTail(20))
-		case <-deadline.C: // too slow
-			return fmt.Errorf("--local: the node was not ready after %v (%v); last lines of its log:\n%s", localReadyTimeout, last, n.logTail(20))
-		case <-ctx.Done(): // interrupted
-			return ctx.Err()
-		case <-tick.C: // ask again
-		}
-	}
-}
-
-// stop shuts the node down with SIGTERM (SIGKILL if it has not exited
-// after localStopTimeout) and removes its directory. An unclean exit is
-// an error: a benchmark that crashes the node has found a bug.
-func (n *localNode) stop() error {
-	defer os.RemoveAll(n.dir)
-	select {
-	case <-n.done: // already gone; the run reported why
-		return nil
-	default:
-	}
-	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("stopping the local node: %w", err)
-	}
-	t := time.NewTimer(localStopTimeout)
-	defer t.Stop()
-	select {
-	case <-n.done: // exited
-	case <-t.C: // hung: kill it
-		n.cmd.Process.Kill()
-		<-n.done
-		return fmt.Errorf("the local node did not exit within %v of SIGTERM (killed); last lines of its log:\n%s", localStopTimeout, n.logTail(20))
-	}
-	if n.waitErr != nil {
-		return fmt.Errorf("the local node did not shut down cleanly (%v); last lines of its log:\n%s", n.waitErr, n.logTail(20))
-	}
-	return nil
-}
-
-// logTail returns the last lines of the node's output.
-func (n *localNode) logTail(lines int) string {
-	b, err := os.ReadFile(n.logPath())
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	b = bytes.TrimRight(b, "\n")
-	parts := bytes.Split(b, []byte{'\n'})
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return string(bytes.Join(parts, []byte{'\n'}))
-}
-
-// freeLoopbackPorts returns n distinct 127.0.0.1 addresses whose ports
-// were free a moment ago: the node cannot report a port it picked itself
-// (":0") back to this process, so the ports are chosen here, with the
-// small race that a retry covers.
-func freeLoopbackPorts(n int) ([]string, error) {
-	var addrs []string
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("--local: finding a free port: %w", err)
-		}
-		held = append(held, l)
-		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)))
-	}
-	return addrs, nil
 }

@@ -36,6 +36,17 @@ func benchCLI(t *testing.T, args ...string) result {
 	return result{stdout.String(), stderr.String(), code}
 }
 
+// writeWorkload writes dir/<name>.yaml, the workload named name with
+// the given fields, and returns its path.
+func writeWorkload(t *testing.T, dir, name, fields string) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte("name: "+name+"\n"+fields), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func readBenchResult(t *testing.T, path string) *bench.Result {
 	t.Helper()
 	res, err := bench.ReadResult(path)
@@ -86,6 +97,72 @@ func TestBenchRunLocal(t *testing.T) {
 	}
 }
 
+// --nodes 3: three nodes from this binary as one cluster, topics with
+// three replicas (acks=all waits for all of them), the run's own
+// exactly-once accounting, each node's figures, and nothing left
+// behind. A fixed, modest rate keeps four processes on a small machine
+// from measuring only its scheduler.
+func TestBenchRunLocalCluster(t *testing.T) {
+	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	dir := t.TempDir()
+	wl := writeWorkload(t, dir, "cluster-small", `
+topics: 1
+partitionsPerTopic: 6
+messageSize: 512
+producersPerTopic: 2
+consumerPerSubscription: 2
+producerRate: 3000
+testDurationSeconds: 2
+warmupSeconds: 0.5
+`)
+	parent, out := filepath.Join(dir, "data"), filepath.Join(dir, "results")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := benchCLI(t, "run", wl, "--local", "--nodes", "3", "--data-dir", parent, "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"starting 3 local nodes", "local node 1: pid", "local node 2: pid", "local node 3: pid"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	for _, want := range []string{"ok    consumed == produced", "  node 1    pid", "  node 3    pid", "  nodes     CPU", "topic replication.factor=3"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	res := readBenchResult(t, filepath.Join(out, "cluster-small-fjord.json"))
+	if !res.Passed || res.Produce.Records == 0 || res.Consume.TotalRecords != res.Produce.TotalRecords {
+		t.Errorf("result: passed %v, produced %d, consumed %d; checks %+v", res.Passed, res.Produce.TotalRecords, res.Consume.TotalRecords, res.Checks)
+	}
+	if rf := res.DriverSettings["topic replication.factor"]; rf != "3" {
+		t.Errorf("topic replication.factor %q, want 3 from three nodes", rf)
+	}
+	if len(res.Nodes) != 3 {
+		t.Fatalf("%d nodes' figures, want 3: %+v", len(res.Nodes), res.Nodes)
+	}
+	pids := map[int]bool{}
+	for i, n := range res.Nodes {
+		// Every node works: it leads a third of the partitions and
+		// follows the rest.
+		if n.ID != i+1 || n.Error != "" || n.PeakRSSBytes == 0 || n.CPUSeconds <= 0 || n.CPUWindowSeconds != 2 {
+			t.Errorf("node %d's figures %+v", i+1, n)
+		}
+		pids[n.PID] = true
+		if _, err := os.Stat("/proc/" + strconv.Itoa(n.PID)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("node %d (pid %d) still exists after the run (%v)", n.ID, n.PID, err)
+		}
+	}
+	if len(pids) != 3 {
+		t.Errorf("the nodes' pids %v are not three processes", pids)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("--local left %d entries in %s", len(entries), parent)
+	}
+}
+
 // --cpu-profile fetches the local node's CPU profile over the measured
 // window: a gzipped pprof protobuf.
 func TestBenchRunLocalCPUProfile(t *testing.T) {
@@ -118,9 +195,7 @@ func TestBenchRunLocalCPUProfile(t *testing.T) {
 func TestBenchRunLocalCatchUpProfiles(t *testing.T) {
 	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
 	dir := t.TempDir()
-	wl := filepath.Join(dir, "catchup-small.yaml")
-	if err := os.WriteFile(wl, []byte(`
-name: catchup-small
+	wl := writeWorkload(t, dir, "catchup-small", `
 topics: 1
 partitionsPerTopic: 4
 messageSize: 1024
@@ -128,9 +203,7 @@ payloadRandomness: 1
 producersPerTopic: 2
 consumerPerSubscription: 2
 consumerBacklogSizeGB: 0.25
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	out := filepath.Join(dir, "results")
 	nodeProf := filepath.Join(dir, "profiles", "node.pprof")
 	clientProf := filepath.Join(dir, "profiles", "client.pprof")
@@ -208,6 +281,7 @@ testDurationSeconds: 1
 }
 
 func TestBenchRunRejects(t *testing.T) {
+	rf3 := writeWorkload(t, t.TempDir(), "rf3", "topics: 1\npartitionsPerTopic: 1\nmessageSize: 100\nproducersPerTopic: 1\nconsumerPerSubscription: 1\ntestDurationSeconds: 1\nreplicationFactor: 3\n")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -226,6 +300,14 @@ func TestBenchRunRejects(t *testing.T) {
 		{[]string{"run", "catchup-2gb", "--local", "--cpu-profile", "x.pprof", "--cpu-profile-seconds", "1e9"}, "allowed: an integer from 0 to 3600"},
 		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:1"}, "cannot reach a broker at 127.0.0.1:1"},
 		{[]string{"run"}, "accepts 1 arg(s), received 0"},
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--nodes", "0"}, `invalid argument "0" for "--nodes" flag: allowed: an integer from 1 to 5`},
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--nodes", "-1"}, `invalid argument "-1" for "--nodes" flag: allowed: an integer from 1 to 5`},
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--nodes", "6"}, `invalid argument "6" for "--nodes" flag: allowed: an integer from 1 to 5`},
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--nodes", "x"}, `invalid argument "x" for "--nodes" flag: allowed: an integer from 1 to 5`},
+		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:9092", "--nodes", "3"}, "--nodes is for --local: how many nodes it starts (--brokers names a running cluster)"},
+		{[]string{"run", "max-rate-1p-1kb", "--nodes", "3"}, "--nodes is for --local"},
+		{[]string{"run", rf3, "--local"}, "rf3 has replicationFactor 3, more than the 1 node(s) --local starts: give --nodes 3 or more"},
+		{[]string{"run", rf3, "--local", "--nodes", "2"}, "rf3 has replicationFactor 3, more than the 2 node(s) --local starts: give --nodes 3 or more"},
 	} {
 		r := benchCLI(t, tc.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
