@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -17,8 +19,9 @@ import (
 
 // How Kafka's nouns map onto JetStream:
 //
-//	topic T with N partitions  ->  stream T (file storage, R1) with the
-//	                               N subjects T.0 ... T.N-1
+//	topic T with N partitions  ->  stream T (file storage, R1, or R3 on
+//	                               a cluster of three) with the N
+//	                               subjects T.0 ... T.N-1
 //	partition p                ->  subject T.p
 //	record                     ->  message on T.p, payload = record value
 //	produce ack                ->  the stream's PubAck for that message
@@ -30,6 +33,13 @@ import (
 // partition is its own log. That is the peer's design, not a handicap
 // this driver adds: one stream per partition would need N streams and
 // N consumers per Kafka consumer and is not how JetStream is used.
+//
+// With replicas, a stream is one Raft group whose leader (one server)
+// takes every publish, wherever the client is connected, and sends the
+// PubAck once a majority of the replicas stored the message: 2 of 3,
+// where Fjord's acks=all waits for every in-sync replica. Clients
+// connect to the servers in turn, so connections spread over the
+// cluster as Fjord's clients spread over partition leaders.
 
 // Defaults for the client settings; each is printed in Settings.
 const (
@@ -50,8 +60,10 @@ const (
 
 // driverConfig holds the client settings.
 type driverConfig struct {
-	// URL is the server's client URL.
-	URL string
+	// URLs are the servers' client URLs (one for a lone server).
+	URLs []string
+	// Replicas is each stream's replica count (0: 1).
+	Replicas int
 	// Sync is the server's --sync value, reported in Settings.
 	Sync string
 	// MaxPending bounds unacknowledged publishes per producer.
@@ -71,11 +83,16 @@ type driver struct {
 	// admin creates streams; producers and consumers do not use it.
 	admin   *nats.Conn
 	adminJS jetstream.JetStream
+	// conns counts connections made, for the next one's first server.
+	conns atomic.Int64
 
 	mu struct {
 		sync.Mutex
 		// partitions is each created topic's partition count.
 		partitions map[string]int
+		// replicas is the replica count the first stream's info
+		// reported (0 before CreateTopics).
+		replicas int
 	}
 }
 
@@ -91,6 +108,12 @@ func newDriver(cfg driverConfig) (*driver, error) {
 	if cfg.Sync == "" {
 		cfg.Sync = "default"
 	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if len(cfg.URLs) == 0 {
+		return nil, fmt.Errorf("nats driver: no server URLs")
+	}
 	switch cfg.Consumer {
 	case "":
 		cfg.Consumer = consumerPull
@@ -98,7 +121,9 @@ func newDriver(cfg driverConfig) (*driver, error) {
 	default:
 		return nil, fmt.Errorf("%w: %q", errBadConsumer, cfg.Consumer)
 	}
-	nc, err := connect(cfg.URL, "fjord-bench-admin")
+	d := &driver{cfg: cfg}
+	d.mu.partitions = make(map[string]int)
+	nc, err := d.connect("fjord-bench-admin")
 	if err != nil {
 		return nil, err
 	}
@@ -107,20 +132,26 @@ func newDriver(cfg driverConfig) (*driver, error) {
 		nc.Close()
 		return nil, err
 	}
-	d := &driver{cfg: cfg, admin: nc, adminJS: js}
-	d.mu.partitions = make(map[string]int)
+	d.admin, d.adminJS = nc, js
 	return d, nil
 }
 
-func connect(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
+// connect opens a connection named name to the next server in turn, so
+// the run's connections spread evenly over a cluster.
+func (d *driver) connect(name string) (*nats.Conn, error) {
+	first := int(d.conns.Add(1)-1) % len(d.cfg.URLs)
+	// The others follow, so a server that is down is skipped; none is
+	// ever reconnected to (below).
+	urls := append(slices.Clone(d.cfg.URLs[first:]), d.cfg.URLs[:first]...)
+	nc, err := nats.Connect(strings.Join(urls, ","),
 		nats.Name(name),
+		nats.DontRandomize(),
 		// A benchmark must see a lost connection as an error, not hide
 		// it behind a reconnect.
 		nats.NoReconnect(),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", url, err)
+		return nil, fmt.Errorf("connect to %s: %w", urls[0], err)
 	}
 	return nc, nil
 }
@@ -128,16 +159,26 @@ func connect(url, name string) (*nats.Conn, error) {
 func (d *driver) Name() string { return "nats-jetstream" }
 
 func (d *driver) Settings() map[string]string {
+	d.mu.Lock()
+	replicas := d.mu.replicas
+	d.mu.Unlock()
+	if replicas == 0 { // no stream yet: what will be asked for
+		replicas = max(1, d.cfg.Replicas)
+	}
+	servers := "embedded, in its own process, 127.0.0.1"
+	if n := len(d.cfg.URLs); n > 1 {
+		servers = fmt.Sprintf("embedded, a cluster of %d, each in its own process, routes on 127.0.0.1 (uncompressed)", n)
+	}
 	settings := map[string]string{
-		"server":               "nats-server " + server.VERSION + ", embedded, in its own process, 127.0.0.1",
-		"client":               "nats.go " + nats.Version + ", one connection per producer and per consumer",
+		"server":               "nats-server " + server.VERSION + ", " + servers,
+		"client":               "nats.go " + nats.Version + ", one connection per producer and per consumer, to the servers in turn",
 		"stream.storage":       "file",
-		"stream.replicas":      "1",
+		"stream.replicas":      strconv.Itoa(replicas),
 		"stream.subjects":      "<topic>.<partition>, one stream per topic",
 		"stream.retention":     "limits (no limits set), discard old",
 		"stream.compression":   "none",
 		"server.sync_interval": syncSetting(d.cfg.Sync),
-		"publish":              "async (PublishMsgAsync), PubAck per message is the ack",
+		"publish":              "async (PublishMsgAsync), PubAck per message is the ack" + quorumAck(replicas),
 		"publish.max_pending":  strconv.Itoa(d.cfg.MaxPending) + " unacknowledged messages per producer",
 		"publish.dedupe":       "off (no Nats-Msg-Id header)",
 		"partitioner":          "murmur2(key) as Kafka's default partitioner; round-robin when the key is nil",
@@ -151,6 +192,14 @@ func (d *driver) Settings() map[string]string {
 		settings["consumer.max_messages"] = strconv.Itoa(d.cfg.PullMaxMessages) + " read ahead"
 	}
 	return settings
+}
+
+// quorumAck says, for a replicated stream, when its PubAck comes.
+func quorumAck(replicas int) string {
+	if replicas <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", sent once %d of the %d replicas stored the message (a Raft majority)", replicas/2+1, replicas)
 }
 
 // streamName maps a topic to a stream name and subject prefix. Stream
@@ -174,11 +223,11 @@ func (d *driver) CreateTopics(ctx context.Context, topics []string, partitions i
 		for p := range subjects {
 			subjects[p] = subject(name, p)
 		}
-		_, err := d.adminJS.CreateStream(ctx, jetstream.StreamConfig{
+		stream, err := d.adminJS.CreateStream(ctx, jetstream.StreamConfig{
 			Name:        name,
 			Subjects:    subjects,
 			Storage:     jetstream.FileStorage,
-			Replicas:    1,
+			Replicas:    d.cfg.Replicas,
 			Retention:   jetstream.LimitsPolicy,
 			Discard:     jetstream.DiscardOld,
 			MaxMsgs:     -1,
@@ -189,11 +238,30 @@ func (d *driver) CreateTopics(ctx context.Context, topics []string, partitions i
 		if err != nil {
 			return fmt.Errorf("create stream %s: %w", name, err)
 		}
+		// The replica count printed with the result is the stream's
+		// own, as its info reports it, not the one asked for.
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("stream %s info: %w", name, err)
+		}
 		d.mu.Lock()
 		d.mu.partitions[topic] = partitions
+		if d.mu.replicas == 0 {
+			d.mu.replicas = streamReplicas(info)
+		}
 		d.mu.Unlock()
 	}
 	return nil
+}
+
+// streamReplicas is how many servers hold the stream: its leader and
+// the other members of its Raft group (a lone server's stream has no
+// cluster info and is one replica).
+func streamReplicas(info *jetstream.StreamInfo) int {
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return 1
+	}
+	return 1 + len(info.Cluster.Replicas)
 }
 
 func (d *driver) partitionsOf(topic string) (int, error) {
@@ -221,7 +289,7 @@ func (d *driver) NewProducer(ctx context.Context, topic string) (bench.Producer,
 		p.subjects[i] = subject(stream, i)
 	}
 	p.mu.pending = make(map[*nats.Msg]func(error))
-	p.nc, err = connect(d.cfg.URL, "fjord-bench-producer-"+topic)
+	p.nc, err = d.connect("fjord-bench-producer-" + topic)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +427,7 @@ func (d *driver) NewConsumer(ctx context.Context, topic string, partitions []int
 		}
 		filter[i] = subject(stream, int(p))
 	}
-	nc, err := connect(d.cfg.URL, "fjord-bench-consumer-"+topic)
+	nc, err := d.connect("fjord-bench-consumer-" + topic)
 	if err != nil {
 		return nil, err
 	}

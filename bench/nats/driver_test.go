@@ -64,7 +64,7 @@ func testProduceConsume(t *testing.T, consumerKind string) {
 	s := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d := testDriver(t, driverConfig{URL: s.ClientURL(), MaxPending: 64, PullMaxMessages: 100, Consumer: consumerKind})
+	d := testDriver(t, driverConfig{URLs: []string{s.ClientURL()}, MaxPending: 64, PullMaxMessages: 100, Consumer: consumerKind})
 	const (
 		topic      = "bench.t0" // a dot, which stream names do not allow
 		partitions = 4
@@ -216,7 +216,7 @@ func TestProducerSendHonoursContext(t *testing.T) {
 	s := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d := testDriver(t, driverConfig{URL: s.ClientURL(), MaxPending: 1})
+	d := testDriver(t, driverConfig{URLs: []string{s.ClientURL()}, MaxPending: 1})
 	if err := d.CreateTopics(ctx, []string{"t"}, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestDriverRejectsUnknownTopicAndPartitions(t *testing.T) {
 	s := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d := testDriver(t, driverConfig{URL: s.ClientURL()})
+	d := testDriver(t, driverConfig{URLs: []string{s.ClientURL()}})
 	if _, err := d.NewProducer(ctx, "nope"); !errors.Is(err, errUnknownTopic) {
 		t.Fatalf("NewProducer(unknown) = %v, want errUnknownTopic", err)
 	}
@@ -256,7 +256,7 @@ func TestDriverRejectsUnknownTopicAndPartitions(t *testing.T) {
 	if err := d.CreateTopics(ctx, []string{"u"}, 0); !errors.Is(err, errBadPartitions) {
 		t.Fatalf("CreateTopics(0 partitions) = %v, want errBadPartitions", err)
 	}
-	if _, err := newDriver(driverConfig{URL: s.ClientURL(), Consumer: "sideways"}); !errors.Is(err, errBadConsumer) {
+	if _, err := newDriver(driverConfig{URLs: []string{s.ClientURL()}, Consumer: "sideways"}); !errors.Is(err, errBadConsumer) {
 		t.Fatalf("newDriver(consumer sideways) = %v, want errBadConsumer", err)
 	}
 }

@@ -3,13 +3,16 @@
 // PNG) that `fjord bench run` writes for Fjord, so the two sit side by
 // side from one sitting.
 //
-//	go run . WORKLOAD [--out DIR] [--duration D] [--dir DIR] [--sync S] [--max-pending N] [--consumer pull|push] [--read-ahead N]
+//	go run . WORKLOAD [--out DIR] [--duration D] [--dir DIR] [--replicas N] [--sync S] [--max-pending N] [--consumer pull|push] [--read-ahead N]
 //
 // WORKLOAD is a shipped workload's name (max-rate-1p-1kb) or a path to a
-// workload file, as bench.LoadWorkload reads them. The server is an embedded nats-server with
-// JetStream on file storage, R1, run in a child process (see server.go)
-// so its memory and CPU are measured alone. `fjord bench peer nats`
-// runs this command.
+// workload file, as bench.LoadWorkload reads them. The server is an
+// embedded nats-server with JetStream on file storage, R1, run in a
+// child process (see server.go) so its memory and CPU are measured
+// alone; --replicas 3 (or a workload's replicationFactor: 3) runs three
+// such servers as one cluster and gives every stream three replicas
+// (see cluster.go), beside Fjord's 3 nodes at RF=3. `fjord bench peer
+// nats` runs this command.
 //
 // This is its own Go module so that Fjord's module does not depend on
 // nats-server; it reaches Fjord's internal/bench through a replace
@@ -62,6 +65,9 @@ type options struct {
 	maxPending int
 	readAhead  int
 	consumer   string
+	// replicas is each stream's replicas and the servers run; 0: the
+	// workload's replicationFactor, else 1.
+	replicas int
 }
 
 func parseArgs(args []string) (options, error) {
@@ -75,6 +81,7 @@ func parseArgs(args []string) (options, error) {
 	fs.IntVar(&o.maxPending, "max-pending", 0, "unacknowledged publishes per producer (0: as Fjord's driver sizes its buffer: 4 MiB at max rate, 1s of a producer's rate at a fixed rate)")
 	fs.StringVar(&o.consumer, "consumer", consumerPull, "ordered consumer kind: pull (read ahead --read-ahead, asks again) or push (the server sends, flow-controlled)")
 	fs.IntVar(&o.readAhead, "read-ahead", defaultPullMaxMessages, "messages each consumer asks the server for ahead of reading them")
+	fs.IntVar(&o.replicas, "replicas", 0, "replicas of every stream, on a cluster of as many servers (default: the workload's replicationFactor, else 1)")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -96,6 +103,9 @@ func parseArgs(args []string) (options, error) {
 	}
 	if o.duration < 0 {
 		return o, fmt.Errorf("%w: --duration must not be negative", errUsage)
+	}
+	if o.replicas < 0 || o.replicas > maxReplicas {
+		return o, fmt.Errorf("%w: --replicas %d (allowed: 1 to %d, JetStream's limit)", errBadReplicas, o.replicas, maxReplicas)
 	}
 	return o, nil
 }
@@ -133,12 +143,19 @@ func run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 		}
 	}()
 
-	srv, err := spawnServer(exe, append([]string{"server"}, serverConfig{StoreDir: store, Sync: o.sync}.args()...), stderr)
+	replicas := o.replicas
+	if replicas == 0 {
+		replicas = max(1, w.ReplicationFactor)
+	}
+	if replicas > maxReplicas {
+		return fmt.Errorf("%w: %s has replicationFactor %d; a JetStream stream has at most %d replicas", errBadReplicas, w.Name, replicas, maxReplicas)
+	}
+	servers, err := startServers(exe, replicas, store, o.sync, stderr)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if stopErr := srv.Stop(serverStopTimeout); stopErr != nil && err == nil {
+		if stopErr := servers.Stop(serverStopTimeout); stopErr != nil && err == nil {
 			err = fmt.Errorf("nats server: %w", stopErr)
 		}
 	}()
@@ -146,13 +163,13 @@ func run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 	if o.maxPending == 0 {
 		o.maxPending = maxPendingFor(w)
 	}
-	d, err := newDriver(driverConfig{URL: srv.URL, Sync: o.sync, MaxPending: o.maxPending, PullMaxMessages: o.readAhead, Consumer: o.consumer})
+	d, err := newDriver(driverConfig{URLs: servers.URLs(), Replicas: replicas, Sync: o.sync, MaxPending: o.maxPending, PullMaxMessages: o.readAhead, Consumer: o.consumer})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 
-	res, runErr := bench.Run(ctx, w, d, bench.RunOptions{Nodes: []bench.NodeProcess{{PID: srv.PID()}}, Progress: stderr})
+	res, runErr := bench.Run(ctx, w, d, bench.RunOptions{Nodes: servers.Nodes(), Progress: stderr})
 	if res == nil {
 		return runErr
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,23 +27,32 @@ warmupSeconds: 0
 messageCount: 3000
 `
 
-// TestRunTinyWorkload runs the whole peer bench as `go run .` does: the
-// server in a child process (this test binary, see TestMain), the
-// runner over the driver, the result files and the table.
-func TestRunTinyWorkload(t *testing.T) {
-	dir := t.TempDir()
+// runTiny runs tinyWorkload as `go run .` does, with extra flags after
+// the ones every run takes, and returns the run's directory, its --out
+// and what it printed; a failed run fails the test.
+func runTiny(t *testing.T, extra ...string) (dir, out string, stdout *bytes.Buffer) {
+	t.Helper()
+	dir = t.TempDir()
 	wl := filepath.Join(dir, "tiny.yaml")
 	if err := os.WriteFile(wl, []byte(tinyWorkload), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	out = filepath.Join(dir, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	err := run(ctx, os.Args[0], []string{wl, "--out", out, "--dir", dir}, &stdout, &stderr)
-	if err != nil {
+	stdout = &bytes.Buffer{}
+	var stderr bytes.Buffer
+	if err := run(ctx, os.Args[0], append([]string{wl, "--out", out, "--dir", dir}, extra...), stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
+	return dir, out, stdout
+}
+
+// TestRunTinyWorkload runs the whole peer bench as `go run .` does: the
+// server in a child process (this test binary, see TestMain), the
+// runner over the driver, the result files and the table.
+func TestRunTinyWorkload(t *testing.T) {
+	dir, out, stdout := runTiny(t)
 
 	data, err := os.ReadFile(filepath.Join(out, "tiny-nats.json"))
 	if err != nil {
@@ -136,6 +146,57 @@ func TestMaxPendingFor(t *testing.T) {
 	} {
 		if got := maxPendingFor(&c.w); got != c.want {
 			t.Errorf("%+v: max pending %d, want %d", c.w, got, c.want)
+		}
+	}
+}
+
+// --replicas 3: three servers in child processes with routes between
+// them, every stream R3, and the run's own checks pass; each server's
+// figures are reported, and nothing is left behind.
+func TestRunReplicated(t *testing.T) {
+	dir, out, _ := runTiny(t, "--replicas", "3")
+	res, err := bench.ReadResult(filepath.Join(out, "tiny-nats.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || res.Produce.TotalRecords != 3000 || res.Consume.TotalRecords != 3000 {
+		t.Fatalf("passed %v, produced %d, consumed %d; checks %+v", res.Passed, res.Produce.TotalRecords, res.Consume.TotalRecords, res.Checks)
+	}
+	// The driver reads the replica count from the stream's info.
+	if got := res.DriverSettings["stream.replicas"]; got != "3" {
+		t.Errorf("stream.replicas %q, want 3", got)
+	}
+	if got := res.DriverSettings["server"]; !strings.Contains(got, "a cluster of 3") {
+		t.Errorf("server setting %q does not say the cluster", got)
+	}
+	if len(res.Nodes) != 3 {
+		t.Fatalf("%d servers' figures, want 3: %+v", len(res.Nodes), res.Nodes)
+	}
+	for i, n := range res.Nodes {
+		if n.ID != i+1 || n.PID == os.Getpid() || n.PeakRSSBytes <= 0 {
+			t.Errorf("server %d's figures %+v", i+1, n)
+		}
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dir, "fjord-bench-nats-*")); len(entries) != 0 {
+		t.Errorf("store directories left behind: %v", entries)
+	}
+}
+
+func TestRunRejectsReplicas(t *testing.T) {
+	dir := t.TempDir()
+	wl := filepath.Join(dir, "r7.yaml")
+	if err := os.WriteFile(wl, []byte(tinyWorkload+"replicationFactor: 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := run(ctx, os.Args[0], []string{wl, "--dir", dir}, io.Discard, io.Discard)
+	if !errors.Is(err, errBadReplicas) || !strings.Contains(err.Error(), "replicationFactor 7; a JetStream stream has at most 5 replicas") {
+		t.Errorf("err = %v, want errBadReplicas naming the workload's factor", err)
+	}
+	for _, bad := range []string{"-1", "6"} {
+		if _, err := parseArgs([]string{"w", "--replicas", bad}); !errors.Is(err, errBadReplicas) {
+			t.Errorf("--replicas %s: %v, want errBadReplicas", bad, err)
 		}
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +32,8 @@ import (
 // the child shuts down instead of lingering.
 
 // serverReadyTimeout bounds how long a server may take to start
-// JetStream (it recovers nothing: the store dir is always fresh).
+// JetStream (it recovers nothing: the store dir is always fresh) and, in
+// a cluster, to hear of a meta leader.
 const serverReadyTimeout = 30 * time.Second
 
 // serverConfig is what the parent decides about the server.
@@ -40,12 +43,28 @@ type serverConfig struct {
 	// Sync is "default" (the server's periodic fsync, every 2 minutes),
 	// "always" (fsync after every write), or a Go duration.
 	Sync string
+	// ClusterPort is the server's route listener on 127.0.0.1; 0 for a
+	// lone server. A clustered server also needs Name, unique in its
+	// cluster (JetStream names its peers by it), and Routes.
+	ClusterPort int
+	Name        string
+	// Routes are the route URLs (nats://127.0.0.1:PORT) of the other
+	// servers, which this one dials.
+	Routes []string
 }
 
 // args renders c as the child's command line after "server".
 func (c serverConfig) args() []string {
-	return []string{"--store", c.StoreDir, "--sync", c.Sync}
+	args := []string{"--store", c.StoreDir, "--sync", c.Sync}
+	if c.ClusterPort != 0 {
+		args = append(args, "--name", c.Name, "--cluster-port", strconv.Itoa(c.ClusterPort), "--routes", strings.Join(c.Routes, ","))
+	}
+	return args
 }
+
+// clusterName is every bench cluster's name; a server refuses routes
+// from a cluster of another name.
+const clusterName = "fjord-bench"
 
 // syncSetting describes the fsync behaviour for Settings.
 func syncSetting(sync string) string {
@@ -93,9 +112,22 @@ func startServer(cfg serverConfig, logTo io.Writer) (*server.Server, error) {
 		SyncInterval: interval,
 		SyncAlways:   always,
 		NoSigs:       true,
-		// No HTTP monitoring, no cluster, no leafnodes: the bench talks
-		// only to the client port.
+		// No HTTP monitoring, no leafnodes: the bench talks only to the
+		// client port, and a cluster's servers to each other's routes.
 		HTTPPort: 0,
+	}
+	if cfg.ClusterPort != 0 {
+		opts.ServerName = cfg.Name
+		opts.Cluster = server.ClusterOpts{
+			Name: clusterName,
+			Host: "127.0.0.1",
+			Port: cfg.ClusterPort,
+			// The server's default, "accept", compresses only when a
+			// peer asks, and no peer here does; saying "off" keeps it so
+			// if the default changes: Fjord's followers fetch raw bytes.
+			Compression: server.CompressionOpts{Mode: server.CompressionOff},
+		}
+		opts.Routes = server.RoutesFromStr(strings.Join(cfg.Routes, ","))
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -111,7 +143,37 @@ func startServer(cfg serverConfig, logTo io.Writer) (*server.Server, error) {
 		s.Shutdown()
 		return nil, errNoJetStream
 	}
+	if cfg.ClusterPort != 0 {
+		if err := awaitMetaLeader(s, serverReadyTimeout); err != nil {
+			s.Shutdown()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// metaLeaderPoll is how often a clustered server's JetStream health is
+// asked while it waits for the cluster to form.
+const metaLeaderPoll = 20 * time.Millisecond
+
+// awaitMetaLeader waits until the server's JetStream meta layer has a
+// leader and is current with it: until then a stream with replicas
+// cannot be created, and a server that answered its URL earlier would
+// make the first CreateStream race the cluster's formation. The peers
+// form it only once a majority runs, so the parent starts every server
+// before it waits for any.
+func awaitMetaLeader(s *server.Server, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		h := s.Healthz(&server.HealthzOptions{JSMetaOnly: true})
+		if h.StatusCode == http.StatusOK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: no JetStream meta leader within %v (%s)", errServerNotReady, timeout, h.Error)
+		}
+		time.Sleep(metaLeaderPoll)
+	}
 }
 
 // serverMain is the child process: it runs the server until stdin
@@ -128,6 +190,17 @@ func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			cfg.StoreDir = args[i+1]
 		case "--sync":
 			cfg.Sync = args[i+1]
+		case "--name":
+			cfg.Name = args[i+1]
+		case "--cluster-port":
+			port, err := strconv.Atoi(args[i+1])
+			if err != nil || port <= 0 || port > 65535 {
+				fmt.Fprintf(stderr, "nats server: --cluster-port %q: want a port number\n", args[i+1])
+				return 2
+			}
+			cfg.ClusterPort = port
+		case "--routes":
+			cfg.Routes = strings.Split(args[i+1], ",")
 		default:
 			fmt.Fprintf(stderr, "nats server: unknown flag %s\n", args[i])
 			return 2
@@ -136,6 +209,10 @@ func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if cfg.StoreDir == "" {
 		fmt.Fprintln(stderr, "nats server: --store is required")
+		return 2
+	}
+	if cfg.ClusterPort != 0 && cfg.Name == "" {
+		fmt.Fprintln(stderr, "nats server: --cluster-port needs --name")
 		return 2
 	}
 	// Ctrl-C reaches the whole process group; the parent then stops the
@@ -157,8 +234,9 @@ func serverMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // serverProcess is a running child server, seen from the parent.
 type serverProcess struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader // the ready line comes on it
 	// URL is the client URL, nats://127.0.0.1:PORT.
 	URL string
 	// exited is closed when the child has exited; err then holds
@@ -173,6 +251,20 @@ func (p *serverProcess) PID() int { return p.cmd.Process.Pid }
 // spawnServer starts exe with args (which select server mode) and
 // waits for the child to report its URL.
 func spawnServer(exe string, args []string, stderr io.Writer) (*serverProcess, error) {
+	p, err := launchServer(exe, args, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.awaitURL(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// launchServer starts the child and returns at once: a server of a
+// cluster reports its URL only once the cluster has formed, which needs
+// a majority of its servers running.
+func launchServer(exe string, args []string, stderr io.Writer) (*serverProcess, error) {
 	cmd := exec.Command(exe, args...)
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -186,25 +278,29 @@ func spawnServer(exe string, args []string, stderr io.Writer) (*serverProcess, e
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start nats server process: %w", err)
 	}
-	p := &serverProcess{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	return &serverProcess{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}, nil
+}
 
+// awaitURL reads the child's ready line. On failure the child is gone.
+func (p *serverProcess) awaitURL() error {
 	// The child prints one line when ready; reading it can only end
 	// with that line, EOF (the child died) or a read error, so no timer
-	// is needed here: the child bounds its own start-up.
-	line, readErr := bufio.NewReader(stdout).ReadString('\n')
+	// is needed here: the child bounds its own start-up. Wait starts
+	// only after the read, since it closes the pipe.
+	line, readErr := bufio.NewReader(p.stdout).ReadString('\n')
 	go func() {
-		p.err = cmd.Wait()
+		p.err = p.cmd.Wait()
 		close(p.exited)
 	}()
 	url, ok := strings.CutPrefix(strings.TrimSpace(line), "url ")
 	if readErr != nil || !ok || url == "" {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
+		_ = p.stdin.Close()
+		_ = p.cmd.Process.Kill()
 		<-p.exited
-		return nil, fmt.Errorf("%w (read %q: %v; exit: %v)", errServerNotReady, line, readErr, p.err)
+		return fmt.Errorf("%w (read %q: %v; exit: %v)", errServerNotReady, line, readErr, p.err)
 	}
 	p.URL = url
-	return p, nil
+	return nil
 }
 
 // Stop asks the child to shut down and waits for it, killing it if it

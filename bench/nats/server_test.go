@@ -116,3 +116,114 @@ func TestParseSync(t *testing.T) {
 		}
 	}
 }
+
+// A cluster of three server processes with routes between them: a
+// stream asked for with three replicas has them (its info names a
+// leader and two current followers, on three distinct servers), and
+// a message published through one server is read through another.
+func TestServerClusterStreamReplicas(t *testing.T) {
+	var stderr bytes.Buffer
+	c, err := startServers(os.Args[0], 3, t.TempDir(), "default", &stderr)
+	if err != nil {
+		t.Fatalf("start: %v (stderr: %s)", err, stderr.String())
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = c.Stop(10 * time.Second)
+		}
+	})
+	urls := c.URLs()
+	if len(urls) != 3 {
+		t.Fatalf("URLs %v, want three", urls)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := testDriver(t, driverConfig{URLs: urls, Replicas: 3})
+	if err := d.CreateTopics(ctx, []string{"r3"}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Settings()["stream.replicas"]; got != "3" {
+		t.Errorf("driver says stream.replicas %q, want 3", got)
+	}
+
+	// Asked independently, through the third server.
+	js := jetStreamClient(t, urls[2])
+	var info *jetstream.StreamInfo
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, err := js.Stream(ctx, "r3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err = s.Info(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if replicasCurrent(info) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 || !replicasCurrent(info) {
+		t.Fatalf("stream info: config replicas %d, cluster %+v; want a leader and two current followers", info.Config.Replicas, info.Cluster)
+	}
+	names := map[string]bool{info.Cluster.Leader: true}
+	for _, r := range info.Cluster.Replicas {
+		names[r.Name] = true
+	}
+	if len(names) != 3 {
+		t.Errorf("the stream's replicas are on %v, want three distinct servers", names)
+	}
+
+	if _, err := js.Publish(ctx, "r3.1", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	ostream, err := jetStreamClient(t, urls[0]).Stream(ctx, "r3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := ostream.GetLastMsgForSubject(ctx, "r3.1")
+	if err != nil || string(msg.Data) != "hello" {
+		t.Fatalf("read through server 1: %v, %v", msg, err)
+	}
+
+	pids := c.Nodes()
+	stopped = true
+	if err := c.Stop(10 * time.Second); err != nil {
+		t.Fatalf("stop: %v (stderr: %s)", err, stderr.String())
+	}
+	for _, n := range pids {
+		if err := syscall.Kill(n.PID, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("server %d (pid %d) still exists after Stop: kill(0) = %v", n.ID, n.PID, err)
+		}
+	}
+}
+
+// jetStreamClient connects to url for the rest of the test.
+func jetStreamClient(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// replicasCurrent reports whether every follower of the stream has
+// caught up with its leader.
+func replicasCurrent(info *jetstream.StreamInfo) bool {
+	if info.Cluster == nil || len(info.Cluster.Replicas) == 0 {
+		return false
+	}
+	for _, r := range info.Cluster.Replicas {
+		if !r.Current {
+			return false
+		}
+	}
+	return true
+}

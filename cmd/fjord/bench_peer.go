@@ -49,7 +49,9 @@ counts and pacing as ` + "`fjord bench run`" + `, and write the same result:
 <out>/<workload>-<peer>.json and .png, and the table on stdout.
 
 Peers: nats (an embedded NATS JetStream server, file storage, R1, in its own
-process so its memory and CPU are measured alone).
+process so its memory and CPU are measured alone; with --replicas 3, or a
+workload's replicationFactor: 3, a cluster of three such servers with streams
+of three replicas, beside Fjord's --nodes 3).
 
 A peer is its own Go module under bench/<peer> in Fjord's source tree, so the
 fjord binary does not carry the peer's server: this command finds that
@@ -60,12 +62,13 @@ WORKLOAD is a shipped workload's name (e.g. max-rate-1p-1kb) or a path to a
 workload .yaml file, as for ` + "`fjord bench run`" + `.
 
 Flags after -- go to the peer unchanged. nats's:
+  --replicas N                    replicas of every stream, on N servers (default: the workload's replicationFactor, else 1)
   --sync default|always|DURATION  JetStream fsync (default: every 2 minutes)
   --max-pending N                 unacknowledged publishes per producer
   --consumer pull|push            ordered consumer kind (default pull)
   --read-ahead N                  a pull consumer's read-ahead in messages
 
-Example: fjord bench peer nats max-rate-16p-1kb-4p4c -- --sync always`,
+Example: fjord bench peer nats max-rate-16p-1kb-4p4c -- --replicas 3 --sync always`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if (dash < 0 && len(args) != 2) || (dash >= 0 && dash != 2) {
