@@ -57,6 +57,7 @@ type benchRunOptions struct {
 	cpuProfileSeconds int32
 	clientProfile     string
 	groups            bool
+	producer          string
 }
 
 const defaultBenchOut = "./bench-results"
@@ -87,6 +88,13 @@ file per node, FILE with -node<id> before its extension); a
 catch-up or message-count run, whose window ends with its last record, needs
 --cpu-profile-seconds for the profile's length. --client-cpu-profile FILE
 writes one of this process, the load generator, over the measured window.
+
+--producer raw replaces franz-go's producers with pre-encoded Produce requests
+(each producer's batch encoded once, the request framed once per partition,
+the records' values, the batch header and its CRC written per send; acks=all,
+idempotent, pipelined on one connection per broker): the least a client can
+do, so a figure can tell how much of the cost is the nodes' and how much
+franz-go's. Consumers are franz-go's either way; keyed workloads need franz-go.
 
 --group runs each subscription's consumers as members of one consumer group,
 which assigns them the partitions (cooperative-sticky), as OMB's Kafka driver
@@ -134,6 +142,8 @@ no send failed) and exits non-zero when a check fails.`,
 	f.StringVar(&o.cpuProfile, "cpu-profile", "", "with --local: write a CPU profile of the node over the measured window to this file")
 	f.Var(newIntFlag(&o.cpuProfileSeconds, 0, 0, 3600, "(0: the measured window's)"), "cpu-profile-seconds", "length of the node's CPU profile from the window's start, in seconds (required for a run whose window ends with its last record)")
 	f.StringVar(&o.clientProfile, "client-cpu-profile", "", "write a CPU profile of this process, the load generator, over the measured window to this file")
+	f.Var(newEnumFlag(&o.producer, bench.ProducerFranzGo, bench.ProducerFranzGo, bench.ProducerRaw), "producer",
+		"the load generator: franz-go, or raw (pre-encoded produce requests, the least a client can do) to tell the nodes' cost from the client's")
 	addBoolFlag(f, &o.groups, "group", false, "run each subscription's consumers as one consumer group (cooperative-sticky), as OMB does, instead of giving each its own partitions")
 	f.Var(newIntFlag(&o.nodePID, 0, 0, 1<<22, "(0: none)"), "node-pid", "with --brokers: the node's process id on this machine, for its memory and CPU figures")
 	return cmd
@@ -241,7 +251,7 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 		cluster.watch(runCtx, cancel)
 	}
 
-	d, err := bench.NewKafkaDriver(runCtx, w, bench.KafkaConfig{Brokers: seeds, FlushPolicy: o.flushPolicy, ReplicationFactor: int16(rf)})
+	d, err := bench.NewKafkaDriver(runCtx, w, bench.KafkaConfig{Brokers: seeds, FlushPolicy: o.flushPolicy, ReplicationFactor: int16(rf), Producer: o.producer})
 	if err != nil {
 		return err
 	}

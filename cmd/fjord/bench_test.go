@@ -102,7 +102,16 @@ func TestBenchRunLocal(t *testing.T) {
 // exactly-once accounting, each node's figures, and nothing left
 // behind. A fixed, modest rate keeps four processes on a small machine
 // from measuring only its scheduler.
+//
+// With --producer raw the same run's records come from pre-encoded
+// produce requests, to three leaders at once.
 func TestBenchRunLocalCluster(t *testing.T) {
+	for _, producer := range []string{"franz-go", "raw"} {
+		t.Run(producer, func(t *testing.T) { testBenchRunLocalCluster(t, producer) })
+	}
+}
+
+func testBenchRunLocalCluster(t *testing.T, producer string) {
 	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
 	dir := t.TempDir()
 	wl := writeWorkload(t, dir, "cluster-small", `
@@ -119,7 +128,7 @@ warmupSeconds: 0.5
 	if err := os.Mkdir(parent, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := benchCLI(t, "run", wl, "--local", "--nodes", "3", "--data-dir", parent, "--out", out)
+	r := benchCLI(t, "run", wl, "--local", "--nodes", "3", "--data-dir", parent, "--out", out, "--producer", producer)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -139,6 +148,9 @@ warmupSeconds: 0.5
 	}
 	if rf := res.DriverSettings["topic replication.factor"]; rf != "3" {
 		t.Errorf("topic replication.factor %q, want 3 from three nodes", rf)
+	}
+	if raw := strings.HasPrefix(res.DriverSettings["producer"], "raw:"); raw != (producer == "raw") {
+		t.Errorf("--producer %s: producer setting %q", producer, res.DriverSettings["producer"])
 	}
 	if len(res.Nodes) != 3 {
 		t.Fatalf("%d nodes' figures, want 3: %+v", len(res.Nodes), res.Nodes)
@@ -306,6 +318,7 @@ func TestBenchRunRejects(t *testing.T) {
 		{[]string{"run", "max-rate-1p-1kb", "--local", "--nodes", "x"}, `invalid argument "x" for "--nodes" flag: allowed: an integer from 1 to 5`},
 		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:9092", "--nodes", "3"}, "--nodes is for --local: how many nodes it starts (--brokers names a running cluster)"},
 		{[]string{"run", "max-rate-1p-1kb", "--nodes", "3"}, "--nodes is for --local"},
+		{[]string{"run", "max-rate-1p-1kb", "--producer", "sarama"}, `invalid argument "sarama" for "--producer" flag: allowed: franz-go, raw`},
 		{[]string{"run", rf3, "--local"}, "rf3 has replicationFactor 3, more than the 1 node(s) --local starts: give --nodes 3 or more"},
 		{[]string{"run", rf3, "--local", "--nodes", "2"}, "rf3 has replicationFactor 3, more than the 2 node(s) --local starts: give --nodes 3 or more"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The Kafka-protocol driver, with franz-go. Every setting that shapes the
@@ -58,7 +60,17 @@ type KafkaConfig struct {
 	// MaxRateBufferBytes is how much a producer sending as fast as
 	// possible buffers (default 4 MiB; see above).
 	MaxRateBufferBytes int
+	// Producer is the load generator: ProducerFranzGo (the default) or
+	// ProducerRaw, pre-encoded requests (rawproducer.go). Consumers are
+	// franz-go's either way.
+	Producer string
 }
+
+// The producers KafkaConfig.Producer names.
+const (
+	ProducerFranzGo = "franz-go"
+	ProducerRaw     = "raw"
+)
 
 // Producer and consumer settings (see above).
 const (
@@ -87,6 +99,7 @@ const (
 type KafkaDriver struct {
 	cfg             KafkaConfig
 	bufferedRecords int
+	messageSize     int
 	admin           *kgo.Client
 	adm             *kadm.Client
 
@@ -117,7 +130,18 @@ func NewKafkaDriver(ctx context.Context, w *Workload, cfg KafkaConfig) (*KafkaDr
 	if cfg.MaxRateBufferBytes <= 0 {
 		cfg.MaxRateBufferBytes = kafkaMaxRateBufferBytes
 	}
-	d := &KafkaDriver{cfg: cfg}
+	switch cfg.Producer {
+	case "":
+		cfg.Producer = ProducerFranzGo
+	case ProducerFranzGo:
+	case ProducerRaw:
+		if w.KeyDistributor != NoKey {
+			return nil, fmt.Errorf("kafka driver: the raw producer sends records without keys; %s has keyDistributor %s", w.Name, w.KeyDistributor)
+		}
+	default:
+		return nil, fmt.Errorf("kafka driver: producer %q: allowed: %s, %s", cfg.Producer, ProducerFranzGo, ProducerRaw)
+	}
+	d := &KafkaDriver{cfg: cfg, messageSize: w.MessageSize}
 	if w.ProducerRate > 0 {
 		d.bufferedRecords = int(w.ProducerRate / float64(w.producers()))
 	} else {
@@ -159,6 +183,11 @@ func NewKafkaDriver(ctx context.Context, w *Workload, cfg KafkaConfig) (*KafkaDr
 		"consumer":                  "assigned partitions, from the start, no group",
 		"client":                    "franz-go",
 		"topic flush.policy":        fp,
+	}
+	if cfg.Producer == ProducerRaw {
+		for k, v := range rawSettings(kafkaBatchMaxBytes) {
+			d.mu.settings[k] = v
+		}
 	}
 	return d, nil
 }
@@ -275,8 +304,12 @@ func topicsReady(details kadm.TopicDetails, topics []string, partitions int) err
 	return nil
 }
 
-// NewProducer returns a producer with its own client.
+// NewProducer returns a producer with its own client, or its own
+// connections for the raw producer.
 func (d *KafkaDriver) NewProducer(ctx context.Context, topic string) (Producer, error) {
+	if d.cfg.Producer == ProducerRaw {
+		return d.newRawProducer(ctx, topic)
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ClientID("fjord-bench-producer"),
@@ -295,6 +328,41 @@ func (d *KafkaDriver) NewProducer(ctx context.Context, topic string) (Producer, 
 		return nil, err
 	}
 	return &kafkaProducer{cl: cl, topic: topic}, nil
+}
+
+// newRawProducer looks up topic's partition leaders and a producer id,
+// both once: the raw producer neither retries nor follows a leader that
+// moves.
+func (d *KafkaDriver) newRawProducer(ctx context.Context, topic string) (Producer, error) {
+	md, err := d.adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("raw producer: metadata: %w", err)
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil {
+		return nil, fmt.Errorf("raw producer: topic %s not in metadata (%v)", topic, td.Err)
+	}
+	addrs := map[int32]string{}
+	for _, b := range md.Brokers {
+		addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	var targets []rawTarget
+	for _, pd := range td.Partitions.Sorted() {
+		addr, ok := addrs[pd.Leader]
+		if pd.Err != nil || !ok {
+			return nil, fmt.Errorf("raw producer: %s/%d has no leader with an address (leader %d, %v)", topic, pd.Partition, pd.Leader, pd.Err)
+		}
+		targets = append(targets, rawTarget{partition: pd.Partition, addr: addr})
+	}
+	req := kmsg.NewPtrInitProducerIDRequest() // no transactional id: idempotence only
+	resp, err := req.RequestWith(ctx, d.admin)
+	if err != nil {
+		return nil, fmt.Errorf("raw producer: InitProducerId: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("raw producer: InitProducerId: %w", err)
+	}
+	return newRawProducer(ctx, topic, targets, d.messageSize, kafkaBatchMaxBytes, resp.ProducerID, resp.ProducerEpoch, kafkaProduceTimeout, "fjord-bench-raw-producer")
 }
 
 // kafkaProducer copies each record (Send's caller reuses its buffers)

@@ -15,9 +15,16 @@ import (
 
 func runKafka(t *testing.T, node *testcluster.Node, w *Workload, flushPolicy string) *Result {
 	t.Helper()
+	return runKafkaWith(t, node, w, KafkaConfig{FlushPolicy: flushPolicy})
+}
+
+// runKafkaWith runs w against node with cfg (its Brokers filled in).
+func runKafkaWith(t *testing.T, node *testcluster.Node, w *Workload, cfg KafkaConfig) *Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := NewKafkaDriver(ctx, w, KafkaConfig{Brokers: []string{node.Brokers()}, FlushPolicy: flushPolicy})
+	cfg.Brokers = []string{node.Brokers()}
+	d, err := NewKafkaDriver(ctx, w, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +106,34 @@ func TestKafkaCatchUp(t *testing.T) {
 	}
 }
 
+// The raw producer against a real node: as fast as it goes over several
+// partitions and producers, and at a fixed rate, the node takes its
+// pre-encoded requests and the run's accounting holds (every
+// acknowledged record consumed once, intact).
+func TestKafkaRawProducer(t *testing.T) {
+	node := testcluster.Start(t, testcluster.Options{LogLevel: "warn"})
+	for _, w := range []*Workload{
+		{Name: "raw-max", Topics: 1, PartitionsPerTopic: 4, MessageSize: 1024, PayloadRandomness: 1,
+			SubscriptionsPerTopic: 1, ConsumerPerSubscription: 2, ProducersPerTopic: 2,
+			TestDurationSeconds: 1.5, WarmupSeconds: 0.3, KeyDistributor: NoKey},
+		{Name: "raw-rate", Topics: 1, PartitionsPerTopic: 3, MessageSize: 200, PayloadRandomness: 1,
+			SubscriptionsPerTopic: 2, ConsumerPerSubscription: 1, ProducersPerTopic: 1,
+			ProducerRate: 2000, TestDurationSeconds: 1, KeyDistributor: NoKey},
+	} {
+		res := runKafkaWith(t, node, w, KafkaConfig{Producer: ProducerRaw})
+		subs := int64(w.SubscriptionsPerTopic)
+		if !res.Passed || res.Produce.Records == 0 || res.Consume.TotalRecords != subs*res.Produce.TotalRecords {
+			t.Errorf("%s: passed %v, produced %d, consumed %d over %d subscriptions", w.Name, res.Passed, res.Produce.TotalRecords, res.Consume.TotalRecords, subs)
+		}
+		if res.ProduceLatency.Count == 0 || res.EndToEndLatency == nil || res.EndToEndLatency.Count == 0 {
+			t.Errorf("%s: latencies missing: %+v %+v", w.Name, res.ProduceLatency, res.EndToEndLatency)
+		}
+		if s := res.DriverSettings["producer"]; !strings.HasPrefix(s, "raw: pre-encoded Produce v8") {
+			t.Errorf("%s: producer setting %q", w.Name, s)
+		}
+	}
+}
+
 func TestKafkaDriverUnreachable(t *testing.T) {
 	w, _ := LoadWorkload("max-rate-1p-1kb")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -109,5 +144,13 @@ func TestKafkaDriverUnreachable(t *testing.T) {
 	}
 	if _, err := NewKafkaDriver(ctx, w, KafkaConfig{Brokers: []string{"127.0.0.1:1"}, FlushPolicy: "always"}); err == nil || !strings.Contains(err.Error(), "allowed: ack, interval") {
 		t.Errorf("bad flush policy: %v", err)
+	}
+	if _, err := NewKafkaDriver(ctx, w, KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Producer: "sarama"}); err == nil || !strings.Contains(err.Error(), `producer "sarama": allowed: franz-go, raw`) {
+		t.Errorf("bad producer: %v", err)
+	}
+	keyed := *w
+	keyed.KeyDistributor = KeyRoundRobin
+	if _, err := NewKafkaDriver(ctx, &keyed, KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Producer: ProducerRaw}); err == nil || !strings.Contains(err.Error(), "the raw producer sends records without keys") {
+		t.Errorf("raw producer with keys: %v", err)
 	}
 }
