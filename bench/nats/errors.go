@@ -5,7 +5,7 @@ import "errors"
 // Errors of the peer bench.
 var (
 	// errUsage is a bad command line.
-	errUsage = errors.New("usage: go run . WORKLOAD [--out DIR] [--duration D] [--dir DIR] [--replicas N] [--sync default|always|DURATION] [--max-pending N] [--consumer pull|push] [--read-ahead N]")
+	errUsage = errors.New("usage: go run . WORKLOAD [--out DIR] [--duration D] [--warmup D] [--dir DIR] [--replicas N] [--sync default|always|DURATION] [--max-pending N] [--consumer pull|push] [--read-ahead N]")
 	// errTmpfs is a store directory in memory, which would flatter the
 	// peer against Fjord on disk.
 	errTmpfs = errors.New("store directory is on tmpfs (memory), not a disk")

@@ -3,7 +3,7 @@
 // PNG) that `fjord bench run` writes for Fjord, so the two sit side by
 // side from one sitting.
 //
-//	go run . WORKLOAD [--out DIR] [--duration D] [--dir DIR] [--replicas N] [--sync S] [--max-pending N] [--consumer pull|push] [--read-ahead N]
+//	go run . WORKLOAD [--out DIR] [--duration D] [--warmup D] [--dir DIR] [--replicas N] [--sync S] [--max-pending N] [--consumer pull|push] [--read-ahead N]
 //
 // WORKLOAD is a shipped workload's name (max-rate-1p-1kb) or a path to a
 // workload file, as bench.LoadWorkload reads them. The server is an
@@ -60,6 +60,8 @@ type options struct {
 	workload   string
 	out        string
 	duration   time.Duration
+	warmup     time.Duration
+	warmupSet  bool
 	dir        string
 	sync       string
 	maxPending int
@@ -76,6 +78,7 @@ func parseArgs(args []string) (options, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.out, "out", ".", "directory for <workload>-nats.json and .png")
 	fs.DurationVar(&o.duration, "duration", 0, "override the workload's duration")
+	fs.DurationVar(&o.warmup, "warmup", 0, "override the workload's warmup")
 	fs.StringVar(&o.dir, "dir", "", "parent of the server's store directory (default: the system temp dir); must be a disk, not tmpfs")
 	fs.StringVar(&o.sync, "sync", "default", "JetStream fsync: default (every 2m), always (per write), or a duration")
 	fs.IntVar(&o.maxPending, "max-pending", 0, "unacknowledged publishes per producer (0: as Fjord's driver sizes its buffer: 4 MiB at max rate, 1s of a producer's rate at a fixed rate)")
@@ -104,6 +107,10 @@ func parseArgs(args []string) (options, error) {
 	if o.duration < 0 {
 		return o, fmt.Errorf("%w: --duration must not be negative", errUsage)
 	}
+	o.warmupSet = fs.Changed("warmup")
+	if o.warmup < 0 {
+		return o, fmt.Errorf("%w: --warmup must not be negative", errUsage)
+	}
 	if o.replicas < 0 || o.replicas > maxReplicas {
 		return o, fmt.Errorf("%w: --replicas %d (allowed: 1 to %d, JetStream's limit)", errBadReplicas, o.replicas, maxReplicas)
 	}
@@ -122,6 +129,11 @@ func run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 	}
 	if o.duration > 0 {
 		if err := setDuration(w, o.duration); err != nil {
+			return err
+		}
+	}
+	if o.warmupSet {
+		if err := setWarmup(w, o.warmup); err != nil {
 			return err
 		}
 	}
@@ -208,6 +220,15 @@ func setDuration(w *bench.Workload, d time.Duration) error {
 	}
 	w.TestDurationSeconds = d.Seconds()
 	w.MessageCount = 0
+	return w.Validate()
+}
+
+// setWarmup makes w warm up for d before its measured window.
+func setWarmup(w *bench.Workload, d time.Duration) error {
+	if w.ConsumerBacklogSizeGB > 0 && d > 0 {
+		return fmt.Errorf("%w: --warmup does not apply to %s, a catch-up run that measures its whole backlog", errUsage, w.Name)
+	}
+	w.WarmupSeconds = d.Seconds()
 	return w.Validate()
 }
 

@@ -90,12 +90,15 @@ func TestRunTinyWorkload(t *testing.T) {
 }
 
 func TestParseArgs(t *testing.T) {
-	o, err := parseArgs([]string{"max-rate-1p-1kb", "--out", "o", "--duration", "5s", "--sync", "always", "--max-pending", "10"})
+	o, err := parseArgs([]string{"max-rate-1p-1kb", "--out", "o", "--duration", "5s", "--warmup", "0s", "--sync", "always", "--max-pending", "10", "--replicas", "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.workload != "max-rate-1p-1kb" || o.out != "o" || o.duration != 5*time.Second || o.sync != "always" || o.maxPending != 10 {
+	if o.workload != "max-rate-1p-1kb" || o.out != "o" || o.duration != 5*time.Second || !o.warmupSet || o.warmup != 0 || o.sync != "always" || o.maxPending != 10 || o.replicas != 3 {
 		t.Fatalf("parsed %+v", o)
+	}
+	if o, _ := parseArgs([]string{"w"}); o.warmupSet || o.replicas != 0 {
+		t.Fatalf("defaults %+v: want the workload's warmup and replicas", o)
 	}
 	for _, bad := range [][]string{
 		{},
@@ -103,6 +106,7 @@ func TestParseArgs(t *testing.T) {
 		{"a", "--sync", "sometimes"},
 		{"a", "--max-pending", "-1"},
 		{"a", "--duration", "-1s"},
+		{"a", "--warmup", "-1s"},
 		{"a", "--nope"},
 		{"a", "--consumer", "sideways"},
 		{"a", "--read-ahead", "0"},
@@ -127,6 +131,26 @@ func TestSetDuration(t *testing.T) {
 	}
 	if err := setDuration(c, 5*time.Second); !errors.Is(err, errUsage) {
 		t.Fatalf("setDuration on a catch-up run = %v, want errUsage", err)
+	}
+}
+
+func TestSetWarmup(t *testing.T) {
+	w, err := bench.LoadWorkload("max-rate-1p-1kb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setWarmup(w, 1500*time.Millisecond); err != nil || w.WarmupSeconds != 1.5 {
+		t.Fatalf("setWarmup: %v, warmup %v", err, w.WarmupSeconds)
+	}
+	c, err := bench.LoadWorkload("catchup-2gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setWarmup(c, time.Second); !errors.Is(err, errUsage) {
+		t.Fatalf("setWarmup on a catch-up run = %v, want errUsage", err)
+	}
+	if err := setWarmup(c, 0); err != nil {
+		t.Fatalf("no warmup on a catch-up run: %v", err)
 	}
 }
 

@@ -29,7 +29,10 @@ const peerStopGrace = 30 * time.Second
 type benchPeerOptions struct {
 	out      string
 	duration time.Duration
-	dir      string
+	warmup   time.Duration
+	// warmupSet: --warmup was given (0 is a value: no warmup).
+	warmupSet bool
+	dir       string
 }
 
 // peerRun runs `go run . args...` in dir with the output passed through.
@@ -89,6 +92,7 @@ Example: fjord bench peer nats max-rate-16p-1kb-4p4c -- --replicas 3 --sync alwa
 			if err != nil {
 				return err
 			}
+			o.warmupSet = cmd.Flags().Changed("warmup")
 			peerArgs, err := o.peerArgs(wd, workload)
 			if err != nil {
 				return err
@@ -100,6 +104,7 @@ Example: fjord bench peer nats max-rate-16p-1kb-4p4c -- --replicas 3 --sync alwa
 	f := cmd.Flags()
 	f.StringVar(&o.out, "out", ".", "directory for <workload>-<peer>.json and .png")
 	f.DurationVar(&o.duration, "duration", 0, "override the workload's duration (e.g. 30s)")
+	f.DurationVar(&o.warmup, "warmup", 0, "override the workload's warmup (e.g. 10s)")
 	f.StringVar(&o.dir, "dir", "", "parent of the peer's data directory (default: the system temp dir); must be a disk, not tmpfs")
 	return cmd
 }
@@ -123,6 +128,12 @@ func (o benchPeerOptions) peerArgs(wd, workload string) ([]string, error) {
 	}
 	if o.duration > 0 {
 		args = append(args, "--duration", o.duration.String())
+	}
+	if o.warmup < 0 {
+		return nil, errors.New("--warmup must not be negative")
+	}
+	if o.warmupSet {
+		args = append(args, "--warmup", o.warmup.String())
 	}
 	if o.dir != "" {
 		args = append(args, "--dir", abs(o.dir))

@@ -88,7 +88,7 @@ func TestBenchPeerArgsFromSubdirectory(t *testing.T) {
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	call, err := runBenchPeer(t, wd, "nats", "max-rate-1p-1kb", "--out", "results", "--duration", "30s", "--dir", "data")
+	call, err := runBenchPeer(t, wd, "nats", "max-rate-1p-1kb", "--out", "results", "--duration", "30s", "--warmup", "0s", "--dir", "data")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestBenchPeerArgsFromSubdirectory(t *testing.T) {
 	}
 	// The peer runs in its own directory: paths are absolute and a bare
 	// workload name is passed on.
-	want := []string{"max-rate-1p-1kb", "--out", filepath.Join(wd, "results"), "--duration", "30s", "--dir", filepath.Join(wd, "data")}
+	want := []string{"max-rate-1p-1kb", "--out", filepath.Join(wd, "results"), "--duration", "30s", "--warmup", "0s", "--dir", filepath.Join(wd, "data")}
 	if !slices.Equal(call.args, want) {
 		t.Fatalf("args = %q, want %q", call.args, want)
 	}
