@@ -56,6 +56,12 @@ func single(workload, policy string) Case {
 	return Case{Workload: workload, FlushPolicy: policy, Nodes: 1, Replicas: 1}
 }
 
+// replicated is the case of a workload on n nodes (servers) with n
+// replicas of every partition (stream).
+func replicated(workload, policy string, n int) Case {
+	return Case{Workload: workload, FlushPolicy: policy, Nodes: n, Replicas: n}
+}
+
 func (c Case) String() string {
 	var parts []string
 	if c.FlushPolicy != "" {
@@ -436,6 +442,26 @@ func (s *Sitting) Targets() []Target {
 		atMost("latency-16p-1kb-5k, end-to-end p99", p99, ok99, 10, "ms"))
 	rss, rssok := fjord("catchup-2gb", "ack", peakRSSMiB)
 	out = append(out, atMost("node peak RSS after 2 GB ingested (catchup-2gb)", rss, rssok, 256, "MiB"))
+
+	// Issue 13: three nodes at RF=3, acks=all, beside NATS R3.
+	inCase := func(system string, c Case, pick func(*bench.Result) (float64, bool)) (float64, bool) {
+		v, _, ok := median(s.Runs[system][c], pick)
+		return v, ok
+	}
+	const r3 = "3 nodes RF=3, "
+	v, vok = inCase("fjord", replicated(w4, "ack", 3), produceMBps)
+	n, nok = inCase("nats-jetstream", replicated(w4, "", 3), produceMBps)
+	aim := ratio(r3+w4+", ack, produce vs NATS R3 publish (aim)", v, vok, n, nok, "NATS R3 publish", 2.5)
+	aim.Required = "aim: " + aim.Required
+	out = append(out, ratio(r3+w4+", ack, produce vs NATS R3 publish", v, vok, n, nok, "NATS R3 publish", 2), aim)
+	t = Target{What: r3 + w4 + ", ack, produce (aim)", Required: "aim: >= 150 MB/s", Measured: "not measured"}
+	if vok {
+		holds := v >= 150
+		t.Holds, t.Measured = &holds, fmt.Sprintf("%.1f MB/s", v)
+	}
+	out = append(out, t)
+	p99, ok99 = inCase("fjord", replicated("latency-16p-1kb-5k", "ack", 3), ack(func(l *bench.Latency) float64 { return l.P99Ms }))
+	out = append(out, atMost(r3+"latency-16p-1kb-5k, ack, produce ack p99", p99, ok99, 10, "ms"))
 	return out
 }
 

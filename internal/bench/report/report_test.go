@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -241,4 +242,66 @@ func TestCaseNames(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
 		}
 	}
+}
+
+// writeClusterRun writes a passed run on nodes nodes with that many
+// replicas (Fjord's topic replication factor, or NATS's stream
+// replicas).
+func writeClusterRun(t *testing.T, dir, name, system, workload, policy string, nodes int, mbps, ackP99 float64) {
+	t.Helper()
+	r := &bench.Result{
+		Workload:       bench.Workload{Name: workload},
+		System:         system,
+		DriverSettings: map[string]string{},
+		Passed:         true,
+		Produce:        bench.Throughput{Records: 1000, MBPerSecond: mbps},
+		ProduceLatency: bench.Latency{Count: 1000, P50Ms: 1, P99Ms: ackP99},
+	}
+	for id := 1; id <= nodes; id++ {
+		r.Nodes = append(r.Nodes, bench.NodeStats{ID: id, PeakRSSBytes: 50 << 20})
+	}
+	if system == "fjord" {
+		r.DriverSettings["topic flush.policy"] = policy
+		r.DriverSettings["topic replication.factor"] = strconv.Itoa(nodes)
+	} else {
+		r.DriverSettings["stream.replicas"] = strconv.Itoa(nodes)
+	}
+	if err := r.WriteJSON(filepath.Join(dir, name+".json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 13's targets compare three nodes at RF=3 with NATS R3 only: a
+// single node's or a lone NATS server's figures in the same sitting
+// never stand in for them.
+func TestClusterTargets(t *testing.T) {
+	yes, no := true, false
+	dir := t.TempDir()
+	const w4 = "max-rate-16p-1kb-4p4c"
+	writeClusterRun(t, dir, "f3", "fjord", w4, "ack", 3, 210, 50)
+	writeClusterRun(t, dir, "f1", "fjord", w4, "ack", 1, 900, 50)
+	writeClusterRun(t, dir, "n3", "nats-jetstream", w4, "", 3, 100, 50)
+	writeClusterRun(t, dir, "n1", "nats-jetstream", w4, "", 1, 20, 50)
+	writeClusterRun(t, dir, "l3", "fjord", "latency-16p-1kb-5k", "ack", 3, 5, 12)
+	writeClusterRun(t, dir, "l1", "fjord", "latency-16p-1kb-5k", "ack", 1, 5, 2)
+
+	got := targets(t, dir)
+	const r3 = "3 nodes RF=3, "
+	holds(t, got[r3+w4+", ack, produce vs NATS R3 publish"], &yes)      // 2.1x
+	holds(t, got[r3+w4+", ack, produce vs NATS R3 publish (aim)"], &no) // not 2.5x
+	holds(t, got[r3+w4+", ack, produce (aim)"], &yes)                   // 210 MB/s
+	holds(t, got[r3+"latency-16p-1kb-5k, ack, produce ack p99"], &no)   // 12 ms
+	holds(t, got[w4+", ack, produce vs NATS publish"], &yes)            // the single node's 45x
+	if m := got[r3+w4+", ack, produce vs NATS R3 publish"].Measured; m != "210.0 MB/s = 2.10x (100.0 MB/s)" {
+		t.Errorf("measured %q, want the 3-node run against NATS R3", m)
+	}
+	if r := got[r3+w4+", ack, produce vs NATS R3 publish (aim)"].Required; r != "aim: >= 2.5x NATS R3 publish" {
+		t.Errorf("aim line's requirement %q", r)
+	}
+
+	// Without NATS R3 in the sitting, the ratio is not measured.
+	dir = t.TempDir()
+	writeClusterRun(t, dir, "f3", "fjord", w4, "ack", 3, 210, 50)
+	writeClusterRun(t, dir, "n1", "nats-jetstream", w4, "", 1, 20, 50)
+	holds(t, targets(t, dir)[r3+w4+", ack, produce vs NATS R3 publish"], nil)
 }
