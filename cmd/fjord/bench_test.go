@@ -368,3 +368,21 @@ func TestBenchRunLocalGroups(t *testing.T) {
 		}
 	}
 }
+
+// With several nodes, --cpu-profile FILE is one profile per node, named
+// after it; a lone node's is FILE itself.
+func TestNodeProfilePath(t *testing.T) {
+	for _, tc := range []struct {
+		path      string
+		id, nodes int
+		want      string
+	}{
+		{"prof/node.pprof", 1, 1, "prof/node.pprof"},
+		{"prof/node.pprof", 2, 3, "prof/node-node2.pprof"},
+		{"cpu", 3, 3, "cpu-node3"},
+	} {
+		if got := nodeProfilePath(tc.path, tc.id, tc.nodes); got != tc.want {
+			t.Errorf("nodeProfilePath(%q, %d, %d) = %q, want %q", tc.path, tc.id, tc.nodes, got, tc.want)
+		}
+	}
+}
