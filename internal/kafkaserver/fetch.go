@@ -235,6 +235,10 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		r := &result.Partitions[k]
 		if r.Err != nil {
 			a.ErrorCode = s.errorCodeLogged(r.Err, "Fetch", "topic", reads[k].Topic, "partition", reads[k].Partition)
+			if replicaID >= 0 {
+				// A follower behind the log start learns it here.
+				a.HighWatermark, a.LogStartOffset = r.HighWatermark, r.LogStartOffset
+			}
 			continue
 		}
 		a.HighWatermark = r.HighWatermark

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -173,6 +174,12 @@ func (f *fetch) readAll() (bytes int, anyErr bool) {
 		}
 		if err != nil {
 			*r = FetchPartitionResult{Err: err, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, DivergingEpoch: noDivergence}
+			if p != nil && f.params.Isolation == IsolationLogEnd && errors.Is(err, ErrOffsetOutOfRange) {
+				// A follower behind this log's start (retention or
+				// DeleteRecords passed it) starts again there: it needs
+				// to know where that is.
+				r.LogStartOffset, r.HighWatermark = p.log.LogStartOffset(), p.log.HighWatermark()
+			}
 			anyErr = true
 			continue
 		}

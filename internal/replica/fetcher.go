@@ -25,7 +25,11 @@ import (
 //   - a DivergingEpoch truncates the log to where the leader's history
 //     and this one agree (the smaller of the two ends of that epoch), and
 //     the next fetch goes on from there;
-//   - the follower's high watermark becomes min(leader's, own log end);
+//   - the follower's high watermark becomes min(leader's, own log end),
+//     and its log start follows the leader's (up to that high
+//     watermark), so records deleted there are deleted here;
+//   - OFFSET_OUT_OF_RANGE below the leader's log start (the follower
+//     fell behind retention) starts the log again at the leader's start;
 //   - an error (a leader that moved, an epoch fence) leaves the partition
 //     to the next image, which names the new leader.
 //
@@ -271,6 +275,18 @@ func (f *fetcher) request(parts []*Partition) (LeaderFetch, []*Partition) {
 func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchResult) (appended, progress bool) {
 	log := f.fs.m.log
 	switch {
+	case r.Err != nil && errors.Is(r.Err, ErrOffsetOutOfRange) && r.LogStartOffset > fp.FetchOffset:
+		// The leader no longer has what this follower needs next
+		// (retention or DeleteRecords went past it while the follower
+		// was behind): start again at the leader's log start, as
+		// Kafka's follower does.
+		log.Info("follower behind its leader's log start; starting again there", "partition", p.String(),
+			"leader", f.leader, "offset", fp.FetchOffset, "leader_log_start", r.LogStartOffset)
+		if err := p.log.TruncateFullyAndStartAt(r.LogStartOffset); err != nil {
+			log.Error("truncating a follower's log", "partition", p.String(), "err", err)
+			return false, false
+		}
+		return false, true
 	case r.Err != nil:
 		if !errors.Is(r.Err, ErrNotLeader) && !errors.Is(r.Err, ErrFencedLeaderEpoch) && !errors.Is(r.Err, ErrUnknownLeaderEpoch) {
 			log.Warn("follower fetch refused", "partition", p.String(), "leader", f.leader, "offset", fp.FetchOffset, "err", r.Err)
@@ -298,6 +314,14 @@ func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchRes
 	if hw > p.log.HighWatermark() {
 		p.log.SetHighWatermark(hw)
 		progress = true
+	}
+	// The log start follows the leader's (KIP-107), up to what is
+	// committed here: records deleted on the leader are deleted here
+	// too, so a later leader does not serve them again.
+	if to := min(r.LogStartOffset, p.log.HighWatermark()); to > p.log.LogStartOffset() {
+		if _, err := p.log.DeleteRecordsBefore(to); err != nil {
+			log.Error("moving a follower's log start to its leader's", "partition", p.String(), "to", to, "err", err)
+		}
 	}
 	return appended, progress || appended
 }

@@ -175,3 +175,54 @@ func TestFollowerTruncatesADivergedHistory(t *testing.T) {
 		t.Fatalf("node 2 holds %v, want %v", got, want)
 	}
 }
+
+// A follower that comes to a partition after the leader's log start
+// has moved past its offset (retention, DeleteRecords) starts again at
+// the leader's log start; afterwards its log start follows the
+// leader's.
+func TestFollowerFollowsTheLeadersLogStart(t *testing.T) {
+	_, nodes := newPair(t)
+	leader, follower := nodes[0], nodes[1]
+	leader.set(1, 0, 1)
+	for i := range 3 {
+		if _, err := leader.m.Append(context.Background(), "r", 0, batch(t, fmt.Sprint("b", i), 5, 1000), AcksLeader, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if _, err := leader.m.DeleteRecords(ctx, "r", 0, 10, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	follower.set(1, 0, 1)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		l := follower.log()
+		if l.LogStartOffset() != 10 || l.LogEndOffset() != 15 {
+			return fmt.Errorf("follower's log is [%d, %d), want [10, 15)", l.LogStartOffset(), l.LogEndOffset())
+		}
+		return nil
+	})
+	if got, want := readFrom(t, follower.log(), 10), readFrom(t, leader.log(), 10); !bytes.Equal(got, want) {
+		t.Fatal("the follower's records from 10 differ from the leader's")
+	}
+	if _, err := leader.m.DeleteRecords(ctx, "r", 0, 12, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Another append makes the follower fetch again and hear the new start.
+	if _, err := leader.m.Append(ctx, "r", 0, batch(t, "after", 1, 1000), AcksLeader, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if s := follower.log().LogStartOffset(); s != 12 {
+			return fmt.Errorf("follower's log start %d, want the leader's 12", s)
+		}
+		return nil
+	})
+}
+
+func readFrom(t testing.TB, l *storage.Log, offset int64) []byte {
+	rr, err := l.Read(offset, 64<<20, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rr.Records
+}
