@@ -179,7 +179,11 @@ func removeStores(store string, count int) error {
 
 // portWatch passes the servers' output on and notes a route listener
 // that found its port taken (the server logs it as fatal and exits).
+// The servers' output is copied by one goroutine per server (os/exec),
+// so writes are serialized here: the writer behind (a test's buffer, a
+// file) need not be safe for concurrent use.
 type portWatch struct {
+	mu    sync.Mutex
 	w     io.Writer
 	taken atomic.Bool
 }
@@ -188,6 +192,8 @@ func (p *portWatch) Write(b []byte) (int, error) {
 	if strings.Contains(string(b), "address already in use") {
 		p.taken.Store(true)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.w.Write(b)
 }
 
