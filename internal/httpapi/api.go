@@ -223,13 +223,9 @@ func New(cfg Config) (*API, error) {
 		kgo.MetadataMinAge(metadataMinAge),
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(newPartitioner()),
-		// The gateway has seen the topic in its own node's metadata
-		// before it produces (producedTopic), so a leader answering
-		// UNKNOWN_TOPIC_OR_PARTITION is, in a cluster, a leader that
-		// has not applied the topic's creation yet: a few retries ride
-		// that out. A topic that does not exist is answered 404 before
-		// any produce, so this is no wait for a client's mistake.
-		kgo.UnknownTopicRetries(3),
+		// An unknown topic is the client's mistake (404), not a reason
+		// to wait for the topic to appear.
+		kgo.UnknownTopicRetries(0),
 		kgo.RecordDeliveryTimeout(30 * time.Second),
 		// A batch is as large as the topic takes, no more: the topic's
 		// max.message.bytes decides what is written, and records
