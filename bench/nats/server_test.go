@@ -149,8 +149,14 @@ func TestServerClusterStreamReplicas(t *testing.T) {
 
 	// Asked independently, through the third server.
 	js := jetStreamClient(t, urls[2])
+	// The followers catch up in the background: ask until both are
+	// current, or the deadline passes and the check below says what is
+	// missing.
 	var info *jetstream.StreamInfo
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+poll:
 	for {
 		s, err := js.Stream(ctx, "r3")
 		if err != nil {
@@ -159,10 +165,14 @@ func TestServerClusterStreamReplicas(t *testing.T) {
 		if info, err = s.Info(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if replicasCurrent(info) || time.Now().After(deadline) {
+		if replicasCurrent(info) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-tick.C:
+		case <-deadline:
+			break poll
+		}
 	}
 	if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 || !replicasCurrent(info) {
 		t.Fatalf("stream info: config replicas %d, cluster %+v; want a leader and two current followers", info.Config.Replicas, info.Cluster)

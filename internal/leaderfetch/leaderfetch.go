@@ -10,90 +10,42 @@
 // names every partition the fetcher carries; sessions are a later
 // optimisation for followers of thousands of partitions.
 //
-// Threads: Fetch may be called by every fetcher at once; each leader's
-// franz-go client is made once per listener address under mu.
+// Threads: Fetch may be called by every fetcher at once; the connections
+// are the peers.Pool's.
 package leaderfetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/peers"
 	"github.com/fjordmq/fjord/internal/replica"
 )
 
 // Client is the follower's transport.
 type Client struct {
-	images   controlplane.Images
-	clientID string
-
-	mu struct {
-		sync.Mutex
-		byLeader map[int32]leaderConn
-		closed   bool
-	}
-}
-
-type leaderConn struct {
-	addr string
-	cl   *kgo.Client
+	peers *peers.Pool
 }
 
 var _ replica.LeaderTransport = (*Client)(nil)
 
-// New returns a Client that finds leaders in images and names itself
-// with clientID (this node's internal client id, so the leader knows a
-// peer).
-func New(images controlplane.Images, clientID string) *Client {
-	c := &Client{images: images, clientID: clientID}
-	c.mu.byLeader = map[int32]leaderConn{}
-	return c
-}
-
-// Close closes every connection; later fetches fail.
-func (c *Client) Close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.closed = true
-	for id, lc := range c.mu.byLeader {
-		lc.cl.Close()
-		delete(c.mu.byLeader, id)
-	}
-}
+// New returns a Client that dials leaders through pool (this node's
+// internal client, so the leader knows a peer).
+func New(pool *peers.Pool) *Client { return &Client{peers: pool} }
 
 func (c *Client) broker(leader int32) (*kgo.Broker, error) {
-	b, ok := c.images.Image().Brokers[leader]
-	if !ok {
+	b, err := c.peers.Broker(leader)
+	if errors.Is(err, peers.ErrNotRegistered) {
 		return nil, fmt.Errorf("%w: leader %d has not registered a listener", replica.ErrNotLeader, leader)
 	}
-	addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.closed {
-		return nil, fmt.Errorf("leaderfetch: closed")
-	}
-	lc, ok := c.mu.byLeader[leader]
-	if !ok || lc.addr != addr {
-		if ok {
-			lc.cl.Close()
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(c.clientID), kgo.DialTimeout(2*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		lc = leaderConn{addr: addr, cl: cl}
-		c.mu.byLeader[leader] = lc
-	}
-	return lc.cl.SeedBrokers()[0], nil
+	return b, err
 }
 
 type key struct {

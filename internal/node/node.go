@@ -50,6 +50,7 @@ import (
 	"github.com/fjordmq/fjord/internal/kafkaserver"
 	"github.com/fjordmq/fjord/internal/leaderfetch"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/peers"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/txn"
@@ -98,6 +99,9 @@ type Node struct {
 	// forwarded to the one that is otherwise.
 	control     *forward.Client
 	incarnation metadata.UUID
+	// peers is this node's clients to other nodes' listeners, shared by
+	// control and leaders.
+	peers *peers.Pool
 	// leaders carries this node's follower fetches to their leaders.
 	leaders *leaderfetch.Client
 	// heartbeatsDone is closed when the heartbeat goroutine returns
@@ -241,15 +245,16 @@ func (n *Node) start(ctx context.Context) error {
 		return fmt.Errorf("drawing an incarnation id: %w", err)
 	}
 	n.internalClientID = controlplane.InternalClientID(cfg.NodeID, n.incarnation)
+	n.peers = peers.New(n.ctrl, n.internalClientID)
 	n.control = forward.New(forward.Config{
-		NodeID:   cfg.NodeID,
-		Local:    n.ctrl,
-		Images:   n.ctrl,
-		ClientID: n.internalClientID,
-		Logger:   n.log,
+		NodeID: cfg.NodeID,
+		Local:  n.ctrl,
+		Images: n.ctrl,
+		Peers:  n.peers,
+		Logger: n.log,
 	})
 
-	n.leaders = leaderfetch.New(n.ctrl, n.internalClientID)
+	n.leaders = leaderfetch.New(n.peers)
 	n.replicas = replica.NewManager(replica.Options{
 		NodeID:         cfg.NodeID,
 		Storage:        n.storage,
@@ -630,15 +635,18 @@ func (n *Node) Close() error {
 		if n.replicas != nil {
 			add("closing replica manager", n.replicas.Close())
 		}
-		if n.leaders != nil {
-			n.leaders.Close()
-		}
+
 		close(n.stopping)
 		if n.heartbeatsDone != nil {
 			<-n.heartbeatsDone
 		}
 		if n.control != nil {
 			n.control.Close()
+		}
+		if n.peers != nil {
+			// After the replica manager (its fetchers) and the
+			// heartbeats, the last users of the connections.
+			n.peers.Close()
 		}
 		if n.ctrl != nil {
 			add("closing controller", n.ctrl.Close())

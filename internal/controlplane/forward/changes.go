@@ -43,14 +43,14 @@ func (c *Client) CreateTopics(ctx context.Context, topics []controlplane.CreateT
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	results := make([]controlplane.CreateTopicResult, len(topics))
-	todo := make([]int, len(topics))
-	for i := range todo {
-		todo[i] = i
+	pending := make([]int, len(topics))
+	for i := range pending {
+		pending[i] = i
 	}
 	backoff := retryMin
 	for {
-		sub := make([]controlplane.CreateTopic, len(todo))
-		for j, i := range todo {
+		sub := make([]controlplane.CreateTopic, len(pending))
+		for j, i := range pending {
 			sub[j] = topics[i]
 		}
 		var got []controlplane.CreateTopicResult
@@ -60,7 +60,7 @@ func (c *Client) CreateTopics(ctx context.Context, topics []controlplane.CreateT
 			got = c.createTopicsRemote(ctx, sub, validateOnly)
 		}
 		var again []int
-		for j, i := range todo {
+		for j, i := range pending {
 			results[i] = got[j]
 			if retriable(got[j].Err) {
 				again = append(again, i)
@@ -69,7 +69,7 @@ func (c *Client) CreateTopics(ctx context.Context, topics []controlplane.CreateT
 		if len(again) == 0 || controlplane.IsLocalOnly(ctx) || !pause(ctx, &backoff) {
 			return results
 		}
-		todo = again
+		pending = again
 	}
 }
 

@@ -21,8 +21,7 @@
 // in Kafka when a client retries.
 //
 // Threads: every method may be called from any goroutine at once. The
-// one franz-go client, to the current controller's listener, is replaced
-// under mu when the controller moves.
+// connections are Config.Peers'.
 package forward
 
 import (
@@ -30,9 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/peers"
 )
 
 // DefaultMaxWait bounds a change's retries and its wait for this node's
@@ -65,10 +63,10 @@ type Config struct {
 	// controller's listener is found, and what a forwarded change waits
 	// for.
 	Images controlplane.Images
-	// ClientID is the client id of forwarded requests: this node's
-	// internal client id (controlplane.InternalClientID), which tells the
+	// Peers dials the active controller's listener as this node's
+	// internal client (controlplane.InternalClientID), which tells the
 	// controller the request comes from a peer.
-	ClientID string
+	Peers *peers.Pool
 	// MaxWait: see DefaultMaxWait (0 takes it).
 	MaxWait time.Duration
 	// Logger receives connection changes; nil discards.
@@ -86,12 +84,10 @@ type Client struct {
 	cfg Config
 	log *slog.Logger
 
-	mu struct {
-		sync.Mutex
-		addr   string      // the controller listener cl dials
-		cl     *kgo.Client // nil until the first forward
-		closed bool
-	}
+	closed atomic.Bool
+	// forwardingTo is the controller last forwarded to, for one log line
+	// per change of controller.
+	forwardingTo atomic.Int32
 }
 
 var (
@@ -108,20 +104,15 @@ func New(cfg Config) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Client{cfg: cfg, log: log.With("component", "forward")}
+	c := &Client{cfg: cfg, log: log.With("component", "forward")}
+	c.forwardingTo.Store(-1)
+	return c
 }
 
-// Close closes the connection to the controller; later forwards answer
-// NOT_CONTROLLER.
-func (c *Client) Close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.closed = true
-	if c.mu.cl != nil {
-		c.mu.cl.Close()
-		c.mu.cl = nil
-	}
-}
+// Close makes later forwards answer NOT_CONTROLLER (the node is
+// stopping); the connections are Config.Peers', which their owner
+// closes.
+func (c *Client) Close() { c.closed.Store(true) }
 
 // ControllerID is the active controller's node id, -1 if none is known.
 func (c *Client) ControllerID() int32 { return c.cfg.Local.ControllerID() }
@@ -169,34 +160,18 @@ func (c *Client) broker() (*kgo.Broker, int32, error) {
 	if id < 0 {
 		return nil, id, fmt.Errorf("%w: no active controller is known to node %d yet", controlplane.ErrNotController, c.cfg.NodeID)
 	}
-	b, ok := c.cfg.Images.Image().Brokers[id]
-	if !ok {
-		return nil, id, fmt.Errorf("%w: the active controller, node %d, has not registered its listener yet", controlplane.ErrNotController, id)
-	}
-	addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.closed {
+	if c.closed.Load() {
 		return nil, id, fmt.Errorf("%w: node %d is shutting down", controlplane.ErrNotController, c.cfg.NodeID)
 	}
-	if c.mu.cl == nil || c.mu.addr != addr {
-		if c.mu.cl != nil {
-			c.mu.cl.Close()
-		}
-		cl, err := kgo.NewClient(
-			kgo.SeedBrokers(addr),
-			kgo.ClientID(c.cfg.ClientID),
-			kgo.DialTimeout(2*time.Second),
-		)
-		if err != nil {
-			c.mu.cl = nil
-			return nil, id, fmt.Errorf("controller %d at %s: %w", id, addr, err)
-		}
-		c.mu.cl, c.mu.addr = cl, addr
-		c.log.Info("forwarding control-plane changes", "controller", id, "addr", addr)
+	b, err := c.cfg.Peers.Broker(id)
+	if err != nil {
+		// Not registered yet, or the pool closed: retriable either way.
+		return nil, id, fmt.Errorf("%w: the active controller, node %d: %w", controlplane.ErrNotController, id, err)
 	}
-	return c.mu.cl.SeedBrokers()[0], id, nil
+	if c.forwardingTo.Swap(id) != id {
+		c.log.Info("forwarding control-plane changes", "controller", id)
+	}
+	return b, id, nil
 }
 
 // send sends req to the active controller and returns its answer and
