@@ -42,6 +42,9 @@ type serveOptions struct {
 	groupInitialRebalanceDelayMs int32
 	// replicaLagTimeMaxMs is replica.lag.time.max.ms.
 	replicaLagTimeMaxMs int32
+	// brokerHeartbeatIntervalMs and brokerSessionTimeoutMs are
+	// broker.heartbeat.interval.ms and broker.session.timeout.ms.
+	brokerHeartbeatIntervalMs, brokerSessionTimeoutMs int32
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
 	httpConsumerIdleTimeoutMs int32
@@ -132,6 +135,10 @@ signal exits at once.`,
 	// that would drop healthy followers between two fetches.
 	f.Var(newIntFlag(&o.replicaLagTimeMaxMs, int32(node.DefaultReplicaLagTime/time.Millisecond), 1000, 3_600_000, ""),
 		"replica-lag-time-max-ms", "how long a follower may go without catching up before it leaves the ISR (replica.lag.time.max.ms)")
+	f.Var(newIntFlag(&o.brokerHeartbeatIntervalMs, int32(node.DefaultBrokerHeartbeatInterval/time.Millisecond), 10, 60_000, ""),
+		"broker-heartbeat-interval-ms", "how often this node renews its session with the active controller (broker.heartbeat.interval.ms)")
+	f.Var(newIntFlag(&o.brokerSessionTimeoutMs, int32(node.DefaultBrokerSessionTimeout/time.Millisecond), 100, 600_000, ""),
+		"broker-session-timeout-ms", "how long the active controller waits for a broker's heartbeat before it fences the broker and elects new leaders for what it led; at least three heartbeat intervals, the same on every node (broker.session.timeout.ms)")
 	f.Var(newIntFlag(&o.httpIdempotencyWindowMs, int32(httpapi.DefaultIdempotencyWindow/time.Millisecond), 1000, 7*24*3600*1000, ""),
 		"http-idempotency-window-ms", "how long the HTTP API remembers a produce's idempotency_key (http.idempotency.window.ms)")
 	f.Var(newIntFlag(&o.httpConsumerIdleTimeoutMs, int32(httpapi.DefaultConsumerIdleTimeout/time.Millisecond), 1000, 24*3600*1000, ""),
@@ -203,6 +210,8 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		Logger:                     logger,
 		GroupInitialRebalanceDelay: groupInitialRebalanceDelay(o.groupInitialRebalanceDelayMs),
 		ReplicaLagTime:             time.Duration(o.replicaLagTimeMaxMs) * time.Millisecond,
+		BrokerHeartbeatInterval:    time.Duration(o.brokerHeartbeatIntervalMs) * time.Millisecond,
+		BrokerSessionTimeout:       time.Duration(o.brokerSessionTimeoutMs) * time.Millisecond,
 		HTTP: node.HTTPConfig{
 			IdempotencyWindow:   time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
 			ConsumerIdleTimeout: time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,

@@ -275,6 +275,8 @@ func TestServePrecedence(t *testing.T) {
 		// Kafka's group.initial.rebalance.delay.ms, by default.
 		groupInitialRebalanceDelayMs: 3000,
 		replicaLagTimeMaxMs:          30000,
+		brokerHeartbeatIntervalMs:    100,
+		brokerSessionTimeoutMs:       750,
 		httpIdempotencyWindowMs:      5000, // flag
 		httpConsumerIdleTimeoutMs:    300_000,
 		httpMaxConcurrent:            256,
@@ -378,6 +380,11 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"replica lag too short", []string{"serve", "--replica-lag-time-max-ms", "999"}, nil, `"--replica-lag-time-max-ms" flag: allowed: an integer from 1000 to 3600000`},
 		{"replica lag too long", []string{"serve", "--replica-lag-time-max-ms", "3600001"}, nil, `allowed: an integer from 1000 to 3600000`},
 		{"replica lag not a number", []string{"serve", "--replica-lag-time-max-ms", "10s"}, nil, `allowed: an integer from 1000 to 3600000`},
+		{"heartbeat too often", []string{"serve", "--broker-heartbeat-interval-ms", "9"}, nil, `"--broker-heartbeat-interval-ms" flag: allowed: an integer from 10 to 60000`},
+		{"heartbeat not a number", []string{"serve", "--broker-heartbeat-interval-ms", "1e3"}, nil, `allowed: an integer from 10 to 60000`},
+		{"session too short", []string{"serve", "--broker-session-timeout-ms", "99"}, nil, `"--broker-session-timeout-ms" flag: allowed: an integer from 100 to 600000`},
+		{"session overflows", []string{"serve", "--broker-session-timeout-ms", "99999999999"}, nil, `allowed: an integer from 100 to 600000`},
+		{"session under three heartbeats", []string{"serve", "--broker-heartbeat-interval-ms", "500", "--broker-session-timeout-ms", "1499"}, nil, `broker-session-timeout-ms 1499 is less than three broker-heartbeat-interval-ms (500)`},
 		{"idempotency window too short", []string{"serve", "--http-idempotency-window-ms", "999"}, nil, `"--http-idempotency-window-ms" flag: allowed: an integer from 1000 to 604800000`},
 		{"idempotency window too long", []string{"serve", "--http-idempotency-window-ms", "604800001"}, nil, `allowed: an integer from 1000 to 604800000`},
 		{"idempotency window overflows", []string{"serve", "--http-idempotency-window-ms", "99999999999999999999"}, nil, `allowed: an integer from 1000 to 604800000`},

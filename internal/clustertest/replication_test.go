@@ -32,7 +32,12 @@ const lagTime = time.Second
 func TestReplication(t *testing.T) {
 	c := testcluster.StartCluster(t, testcluster.ClusterOptions{
 		Nodes: 5,
-		Node:  testcluster.Options{Args: []string{"--replica-lag-time-max-ms", strconv.Itoa(int(lagTime / time.Millisecond))}},
+		// Sessions longer than any test here: a stopped follower is
+		// then shrunk out of the ISR by its leader for its lag (a
+		// follower that heartbeats but cannot fetch), not fenced by the
+		// controller (TestThreeNodes/FollowerStopped).
+		Node: testcluster.Options{Args: []string{"--replica-lag-time-max-ms", strconv.Itoa(int(lagTime / time.Millisecond)),
+			"--broker-session-timeout-ms", "600000"}},
 	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.Brokers(), ",")...), kgo.RetryTimeout(20*time.Second))
 	if err != nil {
@@ -92,27 +97,31 @@ func (e *env) createTopic(t *testing.T, ctx context.Context, topic string, parti
 }
 
 // state is a partition's leader, leader epoch and ISR as the leader's
-// own Metadata answer has them.
-func (e *env) state(t *testing.T, ctx context.Context, leader int32, topic string) (int32, int32, []int32) {
+// own Metadata answer has them (asked again on a lost connection: a node
+// restarted by an earlier test leaves the client's old one dead).
+func (e *env) state(t *testing.T, ctx context.Context, leader int32, topic string) (l, epoch int32, isr []int32) {
 	t.Helper()
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = []kmsg.MetadataRequestTopic{rt}
-	resp, err := e.cl.Broker(int(leader)).Request(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
-		if mt.Topic != nil && *mt.Topic == topic && len(mt.Partitions) == 1 {
-			p := mt.Partitions[0]
-			isr := slices.Clone(p.ISR)
-			slices.Sort(isr)
-			return p.Leader, p.LeaderEpoch, isr
+	testutil.Eventually(t, 10*time.Second, func() error {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = []kmsg.MetadataRequestTopic{rt}
+		resp, err := e.cl.Broker(int(leader)).Request(ctx, req)
+		if err != nil {
+			return err
 		}
-	}
-	t.Fatalf("node %d's metadata has no %s-0", leader, topic)
-	return 0, 0, nil
+		for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
+			if mt.Topic != nil && *mt.Topic == topic && len(mt.Partitions) == 1 {
+				p := mt.Partitions[0]
+				isr = slices.Clone(p.ISR)
+				slices.Sort(isr)
+				l, epoch = p.Leader, p.LeaderEpoch
+				return nil
+			}
+		}
+		return fmt.Errorf("node %d's metadata has no %s-0", leader, topic)
+	})
+	return l, epoch, isr
 }
 
 // produce sends one acks=all Produce of n records straight to the leader

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,8 @@ func TestThreeNodes(t *testing.T) {
 	e := &env{t: t, c: c, cl: cl}
 	t.Run("ClusterDescribe", e.clusterDescribe)
 	t.Run("AcknowledgedRecordsReadBackAndReplicasIdentical", e.acknowledgedRecords)
+	t.Run("LeaderKilled", e.leaderKilled)
+	t.Run("FollowerStopped", e.followerStopped)
 	t.Run("ControllerKilled", e.controllerKilled)
 }
 
@@ -86,6 +89,19 @@ func (e *env) acknowledgedRecords(t *testing.T) {
 	}
 	t.Logf("%d records acknowledged in %v", checker.AckedCount(), time.Since(begin).Round(time.Millisecond))
 
+	sum := e.verify(t, ctx, checker, topic)
+	if sum.Acked != producers*perProducer || sum.Read != producers*perProducer {
+		t.Fatalf("%v; want all %d acknowledged and read back once", sum, producers*perProducer)
+	}
+
+	// Quiet: every replica of every partition holds the same bytes.
+	e.replicasIdentical(t, topic, partitions)
+}
+
+// verify reads topic back from the cluster and checks it against what
+// checker was told was sent and acknowledged.
+func (e *env) verify(t *testing.T, ctx context.Context, checker *testcluster.Checker, topic string) testcluster.Summary {
+	t.Helper()
 	logs, err := testcluster.ReadAll(ctx, e.c.Brokers(), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -94,11 +110,13 @@ func (e *env) acknowledgedRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Acked != producers*perProducer || sum.Read != producers*perProducer {
-		t.Fatalf("%v; want all %d acknowledged and read back once", sum, producers*perProducer)
-	}
+	return sum
+}
 
-	// Quiet: every replica of every partition holds the same bytes.
+// replicasIdentical waits until every replica of topic's partitions
+// holds the same log bytes, none empty.
+func (e *env) replicasIdentical(t *testing.T, topic string, partitions int) {
+	t.Helper()
 	testutil.Eventually(t, 30*time.Second, func() error {
 		for p := range partitions {
 			var first []byte
@@ -283,4 +301,252 @@ func (e *env) clusterDescribe(t *testing.T) {
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
 		t.Errorf("DescribeQuorum of another topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
 	}
+}
+
+// failoverTrials is how many leader kills LeaderKilled runs: a few in
+// the default suite, more with FJORD_FAILOVER_TRIALS (issue 14's
+// benchmark asks for 20 per population).
+func failoverTrials(t *testing.T) int {
+	n := 3
+	if s := os.Getenv("FJORD_FAILOVER_TRIALS"); s != "" {
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
+			t.Fatalf("FJORD_FAILOVER_TRIALS=%q: want a count >= 1", s)
+		}
+	}
+	return n
+}
+
+// Issue 14, acceptance point 1 (a): SIGKILL of a partition's leader that
+// is not the active controller, under acks=all idempotent load. Each
+// trial: the controller fences the dead broker when its session lapses
+// and elects the next ISR member with the leader epoch + 1; the
+// producer's first acknowledgement from the new leader is timed from
+// the kill; the dead node restarts and rejoins the ISR. At the end every
+// acknowledged record is read back once, in order, and the three
+// replicas are the same bytes.
+//
+// Client settings (pinned, for the figures): franz-go's defaults
+// (idempotent, acks=all, 5 in flight, no linger) but Kafka's Java
+// client's pace of retries: a metadata refresh allowed every 100 ms
+// (MetadataMinAge; franz-go's default, 5 s, holds a producer on a dead
+// leader for up to 5 s against any Kafka-compatible broker) and 100 ms
+// between produce retries (retry.backoff.ms; franz-go's starts at 250 ms
+// and doubles); a record every millisecond.
+func (e *env) leaderKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic = "failover"
+	ctrl, others := e.controllerAndOthers(t)
+	// The two that take turns leading come first: the controller, last
+	// in replica order, is elected only if both are out of the ISR.
+	e.createTopic(t, ctx, topic, -1, -1, others[0], others[1], ctrl)
+
+	pr, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	checker := testcluster.NewChecker()
+	type ack struct {
+		at     time.Time
+		offset int64
+	}
+	var mu sync.Mutex
+	var acks []ack
+	var failures []error
+	produceCtx, stopProducing := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; produceCtx.Err() == nil; i++ {
+			key, value := fmt.Appendf(nil, "k%d", i%10), fmt.Appendf(nil, "%08d", i)
+			checker.Sent(topic, key, value)
+			pr.Produce(ctx, &kgo.Record{Key: key, Value: value}, func(r *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failures = append(failures, fmt.Errorf("%s: %w", r.Value, err))
+					return
+				}
+				acks = append(acks, ack{time.Now(), r.Offset})
+				checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+			})
+			time.Sleep(time.Millisecond)
+		}
+	})
+	acked := func() int { mu.Lock(); defer mu.Unlock(); return len(acks) }
+	waitAcks := func(n int) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if got := acked(); got < n {
+				return fmt.Errorf("%d records acknowledged, waiting for %d", got, n)
+			}
+			return nil
+		})
+	}
+
+	var times []time.Duration
+	for trial := range failoverTrials(t) {
+		waitAcks(acked() + 300)
+		leader, epoch, isr := e.state(t, ctx, ctrl, topic)
+		if leader == ctrl || len(isr) != 3 {
+			t.Fatalf("trial %d: leader %d (controller %d), ISR %v; want a leader other than the controller and a full ISR", trial, leader, ctrl, isr)
+		}
+		killed := time.Now()
+		e.c.Kill(leader)
+		t.Cleanup(func() { // for the tests after a failed trial
+			if !e.c.Node(leader).Running() {
+				e.c.Start(leader)
+			}
+		})
+
+		// The new leader, as the controller's node sees it.
+		var next, nextEpoch int32
+		testutil.Eventually(t, 10*time.Second, func() error {
+			l, ep, _ := e.state(t, ctx, ctrl, topic)
+			if l == leader || l < 0 {
+				return fmt.Errorf("leader %d", l)
+			}
+			next, nextEpoch = l, ep
+			return nil
+		})
+		elected := time.Since(killed)
+		if !slices.Contains(isr, next) || nextEpoch != epoch+1 {
+			t.Fatalf("trial %d: new leader %d at epoch %d; want one of the ISR %v at epoch %d", trial, next, nextEpoch, isr, epoch+1)
+		}
+		// The new epoch starts where the old one ends on the new
+		// leader: every record at or past it was acknowledged by it.
+		var start int64
+		testutil.Eventually(t, 10*time.Second, func() error { // once the new leader's image has it
+			var err error
+			start, err = epochEnd(ctx, e.cl.Broker(int(next)), topic, epoch)
+			return err
+		})
+		var took time.Duration
+		testutil.Eventually(t, 30*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, a := range acks {
+				if a.offset >= start && a.at.After(killed) {
+					took = a.at.Sub(killed)
+					return nil
+				}
+			}
+			return fmt.Errorf("no record at or past offset %d acknowledged yet", start)
+		})
+		times = append(times, took)
+		t.Logf("trial %d: killed leader %d (epoch %d); node %d leads at epoch %d from offset %d, seen %v after the kill; first acknowledgement from it %v after the kill",
+			trial, leader, epoch, next, nextEpoch, start, elected.Round(time.Millisecond), took.Round(time.Millisecond))
+
+		e.c.Start(leader)
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if _, _, isr := e.state(t, ctx, next, topic); len(isr) != 3 {
+				return fmt.Errorf("ISR %v after node %d restarted", isr, leader)
+			}
+			return nil
+		})
+	}
+	waitAcks(acked() + 100)
+	stopProducing()
+	wg.Wait()
+	if err := pr.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%d produces failed, the first: %v", len(failures), failures[0])
+	}
+	// The controller counted what it did.
+	m := testutil.Scrape(t, http.DefaultClient, "http://"+e.c.Node(ctrl).HTTPAddr()+"/metrics")
+	for _, family := range []string{"fjord_controller_broker_fencings_total", "fjord_controller_broker_unfencings_total", "fjord_controller_leader_elections_total"} {
+		if v, _ := m.Value(family); v < float64(len(times)) {
+			t.Errorf("%s = %v after %d leader kills, want at least %d", family, v, len(times), len(times))
+		}
+	}
+	if v, found := m.Value("fjord_controller_fenced_brokers"); !found || v != 0 {
+		t.Errorf("fjord_controller_fenced_brokers = %v (found %v) with every node back, want 0", v, found)
+	}
+	slices.Sort(times)
+	t.Logf("failover (kill to first acknowledgement by the new leader) over %d trials: min %v, median %v, max %v",
+		len(times), times[0].Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
+
+	sum := e.verify(t, ctx, checker, topic)
+	if sum.Acked == 0 || sum.Read < sum.Acked {
+		t.Fatalf("%v: every acknowledged record must be read back", sum)
+	}
+	e.replicasIdentical(t, topic, 1)
+}
+
+// epochEnd is the end offset of leader epoch epoch in topic-0's log on
+// broker b (OffsetForLeaderEpoch): where the next epoch starts.
+func epochEnd(ctx context.Context, b *kgo.Broker, topic string, epoch int32) (int64, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, -1, epoch
+	rt.Partitions = []kmsg.OffsetForLeaderEpochRequestTopicPartition{rp}
+	req.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{rt}
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	p := resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		return 0, fmt.Errorf("OffsetForLeaderEpoch %s-0 epoch %d: %w", topic, epoch, kerr.ErrorForCode(p.ErrorCode))
+	}
+	return p.EndOffset, nil
+}
+
+// Issue 14, acceptance point 2: a follower stopped with SIGSTOP stops
+// heartbeating; the controller fences it and takes it out of the ISR, so
+// acks=all writes stall for about a session and then go on; after
+// SIGCONT it is unfenced, catches up and rejoins the ISR.
+func (e *env) followerStopped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const topic = "stopped-follower"
+	ctrl, others := e.controllerAndOthers(t)
+	leader, stopped := others[0], others[1]
+	e.createTopic(t, ctx, topic, -1, -1, leader, stopped, ctrl)
+	testutil.Eventually(t, 10*time.Second, func() error { return e.produce(ctx, leader, topic, 10) })
+	if _, _, isr := e.state(t, ctx, leader, topic); len(isr) != 3 {
+		t.Fatalf("ISR %v before the stop, want all three", isr)
+	}
+
+	e.stop(t, stopped)
+	begin := time.Now()
+	// One acks=all write at a time, straight to the leader, until one is
+	// acknowledged: the first waits for the fence.
+	testutil.Eventually(t, 30*time.Second, func() error { return e.produce(ctx, leader, topic, 1) })
+	stall := time.Since(begin)
+	l, _, isr := e.state(t, ctx, leader, topic)
+	if l != leader || slices.Contains(isr, stopped) {
+		t.Fatalf("after the stall: leader %d ISR %v; want leader %d, without the stopped %d", l, isr, leader, stopped)
+	}
+	t.Logf("acks=all stalled %v after SIGSTOP of follower %d (session timeout %v)", stall.Round(time.Millisecond), stopped, 750*time.Millisecond)
+
+	e.resume(t, stopped)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, _, isr := e.state(t, ctx, leader, topic); !slices.Contains(isr, stopped) {
+			return fmt.Errorf("ISR %v has not taken node %d back", isr, stopped)
+		}
+		return nil
+	})
+	if err := e.produce(ctx, leader, topic, 10); err != nil {
+		t.Fatalf("acks=all after the follower rejoined: %v", err)
+	}
+}
+
+// controllerAndOthers is the active controller's id and the other
+// nodes', ascending.
+func (e *env) controllerAndOthers(t *testing.T) (ctrl int32, others []int32) {
+	ctrl = e.c.ControllerID(t)
+	for _, n := range e.c.Nodes() {
+		if n.ID() != ctrl {
+			others = append(others, n.ID())
+		}
+	}
+	return ctrl, others
 }

@@ -96,10 +96,14 @@ func (c *Controller) startActive() {
 	c.active.Store(a)
 	c.activations.Add(1)
 	c.log.Info("active controller started", "node_id", c.cfg.NodeID, "term", a.term, "metadata_offset", c.fsm.applied.Load().Offset)
-	if img := c.fsm.applied.Load(); img.ClusterID == "" || img.MetadataVersion == 0 {
+	go c.runSessions(a)
+	if img := c.fsm.applied.Load(); img.ClusterID == "" || img.MetadataVersion < metadata.KnownMetadataVersion {
 		// The first leader of a new metadata log names the cluster and
-		// sets its metadata version (a log from before versions gets
-		// its version the same way). A leader that fails to (lost
+		// sets its metadata version; a log at an older version is
+		// raised to this code's. (There is no upgrade path yet that
+		// waits for every node to know the new version: a node running
+		// older code stops at the record rather than build a different
+		// image; see metadata.MetadataVersionRecord.) A leader that fails to (lost
 		// leadership meanwhile) leaves it to the next; brokers wait for
 		// a cluster id before they serve.
 		ctx, cancel := context.WithTimeout(context.Background(), barrierTimeout)
@@ -118,8 +122,8 @@ func (c *Controller) stopActive() {
 	}
 }
 
-// commitClusterID commits a random cluster id and the metadata version
-// this code knows, each unless the image has one.
+// commitClusterID commits a random cluster id unless the image has one,
+// and the metadata version this code knows unless the image is at it.
 func (c *Controller) commitClusterID(ctx context.Context, a *activeController) error {
 	a.proposeMu.Lock()
 	defer a.proposeMu.Unlock()
@@ -135,7 +139,7 @@ func (c *Controller) commitClusterID(ctx context.Context, a *activeController) e
 		}
 		recs = append(recs, metadata.ClusterIDRecord{ClusterID: id.Base64()})
 	}
-	if img.MetadataVersion == 0 {
+	if img.MetadataVersion < metadata.KnownMetadataVersion {
 		recs = append(recs, metadata.MetadataVersionRecord{Version: metadata.KnownMetadataVersion})
 	}
 	if len(recs) == 0 {

@@ -123,12 +123,14 @@ func planAlterPartition(img *metadata.Image, req controlplane.AlterPartition) (r
 			at("%d broker epochs for %d new ISR members", len(req.NewISRBrokerEpochs), len(req.NewISR)))
 	}
 	for i, id := range req.NewISR {
-		// Fjord has no fenced or shutting-down brokers yet (heartbeats
-		// come next); when it does, they are ineligible here too, as in
-		// Kafka.
+		// A fenced member is ineligible, as in Kafka: it is not heard
+		// from, so it could not be elected if the leader failed.
 		b, ok := img.Brokers[id]
 		if !ok {
 			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d is not a registered broker", id))
+		}
+		if b.Fenced && !slices.Contains(p.ISR, id) {
+			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d is fenced", id))
 		}
 		if req.NewISRBrokerEpochs != nil {
 			if e := req.NewISRBrokerEpochs[i]; e != -1 && e != b.Epoch {

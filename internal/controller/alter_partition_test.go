@@ -28,11 +28,7 @@ func openISRCluster(t *testing.T) *isrCluster {
 	c := open(t, cfg)
 	ic := &isrCluster{c: c, cfg: cfg, epochs: map[int32]int64{1: c.Image().Brokers[1].Epoch}}
 	for id := int32(2); id <= 4; id++ {
-		epoch, err := c.RegisterBroker(ctxT(t), metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9090 + id})
-		if err != nil {
-			t.Fatalf("registering broker %d: %v", id, err)
-		}
-		ic.epochs[id] = epoch
+		ic.epochs[id] = registerLive(t, c, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9090 + id})
 	}
 	tp := create(t, c, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1, 2, 3}}})[0]
 	ic.id = tp.ID

@@ -124,6 +124,9 @@ type Controller struct {
 	// activations counts the terms this node has been the active
 	// controller in.
 	activations atomic.Int64
+	// stats counts what this node decided as the active controller
+	// (FenceStats).
+	stats struct{ fencings, unfencings, elections, leaderless atomic.Int64 }
 	// closing is closed by Close; watchDone when the leadership goroutine
 	// has returned.
 	closing, watchDone chan struct{}
@@ -307,8 +310,16 @@ func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord
 	if err := c.checkDuplicateLocked(a, img, b); err != nil {
 		return -1, err
 	}
-	if err := a.proposeLocked(ctx, c, []metadata.Record{b}); err != nil {
+	recs := planRegistration(img, b)
+	if err := a.proposeLocked(ctx, c, recs); err != nil {
 		return -1, fmt.Errorf("registering broker %d: %w", b.NodeID, err)
+	}
+	if len(recs) > 1 {
+		c.stats.fencings.Add(1)
+		elected, leaderless := c.countElections(img, recs)
+		c.log.Info("broker fenced: a new process registered in its place", "broker", b.NodeID,
+			"old_broker_epoch", img.Brokers[b.NodeID].Epoch, "partitions_changed", len(recs)-1,
+			"leaders_elected", elected, "partitions_without_leader", leaderless)
 	}
 	a.sessions.touch(b.NodeID, c.clock.Now()) // a registration starts a session
 	// Still under proposeMu: no later change has applied.
@@ -356,6 +367,48 @@ func (c *Controller) QuorumState() controlplane.QuorumState {
 // Activations is how many times this node has become the active
 // controller since it started.
 func (c *Controller) Activations() int64 { return c.activations.Load() }
+
+// FenceStats counts the fencing decisions this node committed as the
+// active controller since it started.
+type FenceStats struct {
+	// Fencings: brokers fenced (a lapsed session, or a new process
+	// replacing one that was not fenced yet); Unfencings: brokers
+	// unfenced.
+	Fencings, Unfencings int64
+	// Elections: partitions given a new leader by those decisions;
+	// Leaderless: partitions left without one (their last ISR member
+	// fenced).
+	Elections, Leaderless int64
+}
+
+// FenceStats returns the counts of this node's fencing decisions.
+func (c *Controller) FenceStats() FenceStats {
+	return FenceStats{Fencings: c.stats.fencings.Load(), Unfencings: c.stats.unfencings.Load(),
+		Elections: c.stats.elections.Load(), Leaderless: c.stats.leaderless.Load()}
+}
+
+// countElections adds to the stats the leadership changes recs make to
+// img's partitions.
+func (c *Controller) countElections(img *metadata.Image, recs []metadata.Record) (elected, leaderless int) {
+	for _, r := range recs {
+		pr, ok := r.(metadata.PartitionRecord)
+		if !ok {
+			continue
+		}
+		t := img.TopicsByID[pr.TopicID]
+		if t == nil || int(pr.Partition) >= len(t.Partitions) || pr.Leader == t.Partitions[pr.Partition].Leader {
+			continue
+		}
+		if pr.Leader == -1 {
+			leaderless++
+		} else {
+			elected++
+		}
+	}
+	c.stats.elections.Add(int64(elected))
+	c.stats.leaderless.Add(int64(leaderless))
+	return elected, leaderless
+}
 
 // Failed is closed when this node can apply no more of the metadata log
 // (an entry that does not decode here, or a metadata version newer than

@@ -51,7 +51,10 @@ func baseConfig(t *testing.T, dir string) controller.Config {
 		Dir:          dir,
 		Addr:         "127.0.0.1:0",
 		TopicConfigs: controller.TestConfigs,
-		Logger:       slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		// Brokers of these tests heartbeat only to be unfenced: their
+		// sessions outlast the test (sessions_test sets its own).
+		BrokerSessionTimeout: time.Hour,
+		Logger:               slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 }
 
@@ -74,10 +77,14 @@ func openBroker(t *testing.T, cfg controller.Config, port int32) *controller.Con
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	b := metadata.BrokerRecord{NodeID: cfg.NodeID, Host: "127.0.0.1", Port: port}
+	// One broker process across the controller's restarts: the same
+	// incarnation (a new one would be a new process, which loses what
+	// the old one led and held: fence.go).
+	b := metadata.BrokerRecord{NodeID: cfg.NodeID, Host: "127.0.0.1", Port: port, IncarnationID: metadata.UUID{0xfe, byte(cfg.NodeID)}}
 	for {
 		_, err := c.RegisterBroker(ctx, b)
 		if err == nil && c.Image().ClusterID != "" {
+			unfence(t, c, cfg.NodeID)
 			return c
 		}
 		if err != nil && !errors.Is(err, controlplane.ErrNotController) {
@@ -89,6 +96,35 @@ func openBroker(t *testing.T, cfg controller.Config, port int32) *controller.Con
 			t.Fatalf("no active controller with a cluster id within 10s: %v (image %+v)", err, c.Image())
 		}
 	}
+}
+
+// registerLive registers b with c and heartbeats for it until c has
+// unfenced it, returning its broker epoch.
+func registerLive(t *testing.T, c *controller.Controller, b metadata.BrokerRecord) int64 {
+	t.Helper()
+	epoch, err := c.RegisterBroker(ctxT(t), b)
+	if err != nil {
+		t.Fatalf("registering broker %d: %v", b.NodeID, err)
+	}
+	unfence(t, c, b.NodeID)
+	return epoch
+}
+
+// unfence heartbeats for registered broker id, as its node would, until
+// c has unfenced it.
+func unfence(t *testing.T, c *controller.Controller, id int32) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		img := c.Image()
+		b := img.Brokers[id]
+		if !b.Fenced {
+			return nil
+		}
+		if err := c.BrokerHeartbeat(ctxT(t), id, b.Epoch, img.Offset); err != nil {
+			return err
+		}
+		return fmt.Errorf("broker %d still fenced", id)
+	})
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -282,7 +318,7 @@ func TestCreateTopicsErrors(t *testing.T) {
 		{topic("a_b", 1), controlplane.ErrInvalidTopic, `collides with existing topic "a.b"`},
 		{topic("zero", 0), controlplane.ErrInvalidPartitions, "0 partitions"},
 		{topic("huge", 20000), controlplane.ErrInvalidPartitions, "20000 partitions"},
-		{controlplane.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, controlplane.ErrInvalidReplicationFactor, "number of registered brokers (1)"},
+		{controlplane.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, controlplane.ErrInvalidReplicationFactor, "number of live brokers (1"},
 		{controlplane.CreateTopic{Name: "rf0", NumPartitions: 1, ReplicationFactor: 0}, controlplane.ErrInvalidReplicationFactor, "replication factor 0"},
 		{controlplane.CreateTopic{Name: "asg", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2}}}, controlplane.ErrInvalidReplicaAssignment, "broker 2 is not registered"},
 		{controlplane.CreateTopic{Name: "asg2", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1, 1}}}, controlplane.ErrInvalidReplicaAssignment, "twice"},
@@ -475,9 +511,7 @@ func TestPlacementOverRegisteredBrokers(t *testing.T) {
 	}
 	racks := map[int32]string{1: "", 2: "a", 3: "b", 4: "", 5: "a", 6: "b"}
 	for id := int32(2); id <= 6; id++ {
-		if _, err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id, Rack: racks[id]}); err != nil {
-			t.Fatal(err)
-		}
+		registerLive(t, c, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id, Rack: racks[id]})
 	}
 	if rf := create(t, c, topic("together", 1))[0].ReplicationFactor(); rf != controller.DefaultReplicationFactor {
 		t.Fatalf("default replication factor on six brokers: %d, want %d", rf, controller.DefaultReplicationFactor)
@@ -528,7 +562,7 @@ func TestPlacementOverRegisteredBrokers(t *testing.T) {
 		}
 	}
 	res = c.CreateTopics(ctx, []controlplane.CreateTopic{{Name: "too-wide", NumPartitions: 1, ReplicationFactor: 7}}, false)
-	if !errors.Is(res[0].Err, controlplane.ErrInvalidReplicationFactor) || !strings.Contains(res[0].Err.Error(), "(6)") {
+	if !errors.Is(res[0].Err, controlplane.ErrInvalidReplicationFactor) || !strings.Contains(res[0].Err.Error(), "(6,") {
 		t.Fatalf("rf 7 on 6 brokers: %v, want INVALID_REPLICATION_FACTOR naming 6 brokers", res[0].Err)
 	}
 }
@@ -543,9 +577,7 @@ func TestCreateTopicsMinInsyncReplicas(t *testing.T) {
 	c := open(t, baseConfig(t, t.TempDir()))
 	ctx := ctxT(t)
 	for id := int32(2); id <= 3; id++ {
-		if _, err := c.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id}); err != nil {
-			t.Fatal(err)
-		}
+		registerLive(t, c, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id})
 	}
 	got := create(t, c,
 		controlplane.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: -1},

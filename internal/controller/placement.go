@@ -223,12 +223,14 @@ func (pl *placer) place(p, rf int) []int32 {
 	return out
 }
 
-// registeredBrokers returns img's brokers, by id.
-func registeredBrokers(img *metadata.Image) []metadata.Broker {
-	ids := img.BrokerIDs()
-	out := make([]metadata.Broker, len(ids))
-	for i, id := range ids {
-		out[i] = img.Brokers[id]
+// liveBrokers returns img's unfenced brokers, by id: new replicas go
+// only where a broker is heard from (as in KRaft).
+func liveBrokers(img *metadata.Image) []metadata.Broker {
+	var out []metadata.Broker
+	for _, id := range img.BrokerIDs() {
+		if b := img.Brokers[id]; !b.Fenced {
+			out = append(out, b)
+		}
 	}
 	return out
 }

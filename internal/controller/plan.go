@@ -42,8 +42,14 @@ func checkAssignments(img *metadata.Image, assignments [][]int32, rf int) (int, 
 				controlplane.ErrInvalidReplicaAssignment, p, len(reps), rf)
 		}
 		for i, b := range reps {
-			if _, ok := img.Brokers[b]; !ok {
+			br, ok := img.Brokers[b]
+			if !ok {
 				return 0, fmt.Errorf("%w: partition %d: broker %d is not registered (brokers: %v)", controlplane.ErrInvalidReplicaAssignment, p, b, img.BrokerIDs())
+			}
+			if br.Fenced {
+				// As in KRaft: its partition would start without the
+				// replica (a new partition's ISR is all its replicas).
+				return 0, fmt.Errorf("%w: partition %d: broker %d is fenced (not heard from); assign live brokers", controlplane.ErrInvalidReplicaAssignment, p, b)
 			}
 			if slices.Contains(reps[:i], b) {
 				return 0, fmt.Errorf("%w: partition %d lists broker %d twice", controlplane.ErrInvalidReplicaAssignment, p, b)
@@ -89,7 +95,7 @@ func (d topicDefaults) defaultReplicationFactor(brokers int) int {
 // overrides. The topic's id is not part of the plan (it is drawn only when
 // creating).
 func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefaults) ([]metadata.Partition, map[string]string, error) {
-	brokers := registeredBrokers(img)
+	brokers := liveBrokers(img)
 	var replicas [][]int32
 	if len(req.Assignments) > 0 {
 		if req.NumPartitions != -1 || req.ReplicationFactor != -1 {
@@ -118,11 +124,11 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 		}
 		switch {
 		case len(brokers) == 0:
-			return nil, nil, fmt.Errorf("%w: no brokers are registered", controlplane.ErrInvalidReplicationFactor)
+			return nil, nil, fmt.Errorf("%w: no live brokers (registered and unfenced)", controlplane.ErrInvalidReplicationFactor)
 		case rf < 1:
 			return nil, nil, fmt.Errorf("%w: replication factor %d (allowed: 1 to %d, or -1 for the default)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
 		case rf > len(brokers):
-			return nil, nil, fmt.Errorf("%w: replication factor %d is larger than the number of registered brokers (%d)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
+			return nil, nil, fmt.Errorf("%w: replication factor %d is larger than the number of live brokers (%d, registered and unfenced)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
 		}
 		replicas = placeReplicas(brokers, req.Name, nil, int(n), rf)
 	}

@@ -101,6 +101,7 @@ func (q *quorum) leader() int {
 		_, err := q.voters[lead].RegisterBroker(ctxT(q.t), b)
 		return err
 	})
+	unfence(q.t, q.voters[lead], int32(lead+1))
 	return lead
 }
 

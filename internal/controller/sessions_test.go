@@ -2,13 +2,47 @@ package controller_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/clock"
+	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
+
+// advance moves clk forward by d in steps of step, each once the session
+// loop has armed its next check (so every check runs, in order, and none
+// looks like a stalled controller).
+func advance(t *testing.T, clk *clock.Fake, d, step time.Duration, each func()) {
+	t.Helper()
+	for d > 0 {
+		testutil.Eventually(t, 10*time.Second, func() error {
+			if clk.Timers() == 0 {
+				return errors.New("the session loop has no check armed")
+			}
+			return nil
+		})
+		s := min(d, step)
+		clk.Advance(s)
+		d -= s
+		if each != nil {
+			each()
+		}
+	}
+}
+
+// sessionController opens a controller on a fake clock with a 3 s
+// session (a check every 300 ms).
+func sessionController(t *testing.T) (*controller.Controller, *clock.Fake, time.Duration) {
+	cfg := baseConfig(t, t.TempDir())
+	cfg.BrokerSessionTimeout = 3 * time.Second
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	cfg.Clock = clk
+	return open(t, cfg), clk, cfg.BrokerSessionTimeout
+}
 
 // A node id registered by a live process is refused to another
 // incarnation (DUPLICATE_BROKER_REGISTRATION) and nothing is committed;
@@ -17,11 +51,7 @@ import (
 // Heartbeats keep a session and are refused with a stale epoch or for an
 // unregistered broker.
 func TestBrokerSessions(t *testing.T) {
-	cfg := baseConfig(t, t.TempDir())
-	cfg.BrokerSessionTimeout = 3 * time.Second
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	cfg.Clock = clk
-	c := open(t, cfg)
+	c, clk, session := sessionController(t)
 	ctx := ctxT(t)
 	// A new log's first controller set its metadata version with the
 	// cluster id.
@@ -29,25 +59,25 @@ func TestBrokerSessions(t *testing.T) {
 		t.Fatalf("a new log's metadata version is %d, want %d", v, metadata.KnownMetadataVersion)
 	}
 	first := metadata.BrokerRecord{NodeID: 2, Host: "127.0.0.1", Port: 9093, IncarnationID: metadata.UUID{1}}
-	epoch, err := c.RegisterBroker(ctx, first)
-	if err != nil {
-		t.Fatal(err)
+	registerLive(t, c, first)
+	registerLive(t, c, first) // a retry
+	epoch := c.Image().Brokers[2].Epoch
+	beat := func() {
+		img := c.Image()
+		for _, id := range []int32{1, 2} {
+			if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil {
+				t.Fatalf("heartbeat of %d: %v", id, err)
+			}
+		}
 	}
-	if _, err := c.RegisterBroker(ctx, first); err != nil {
-		t.Fatalf("the same incarnation registering again: %v", err)
-	}
-	epoch = c.Image().Brokers[2].Epoch
 
 	second := first
 	second.IncarnationID, second.Port = metadata.UUID{2}, 9094
 	// Heartbeats keep the first alive past the session timeout.
-	for range 8 {
-		clk.Advance(cfg.BrokerSessionTimeout / 2)
-		if err := c.BrokerHeartbeat(ctx, 2, epoch); err != nil {
-			t.Fatalf("heartbeat: %v", err)
-		}
+	advance(t, clk, 4*session, session/10, beat)
+	if c.Image().Brokers[2].Fenced {
+		t.Fatal("a heartbeating broker was fenced")
 	}
-	clk.Advance(cfg.BrokerSessionTimeout - time.Millisecond)
 	offset := c.Image().Offset
 	if _, err := c.RegisterBroker(ctx, second); !errors.Is(err, controlplane.ErrDuplicateBrokerRegistration) {
 		t.Fatalf("another incarnation of a live broker: %v, want DUPLICATE_BROKER_REGISTRATION", err)
@@ -55,14 +85,26 @@ func TestBrokerSessions(t *testing.T) {
 	if got := c.Image(); got.Offset != offset || got.Brokers[2].IncarnationID != first.IncarnationID {
 		t.Fatalf("a refused registration changed the image: offset %d -> %d, broker %+v", offset, got.Offset, got.Brokers[2])
 	}
-	if err := c.BrokerHeartbeat(ctx, 2, epoch-1); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
+	if err := c.BrokerHeartbeat(ctx, 2, epoch-1, 0); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
 		t.Errorf("heartbeat with an older epoch: %v, want STALE_BROKER_EPOCH", err)
 	}
-	if err := c.BrokerHeartbeat(ctx, 7, 1); !errors.Is(err, controlplane.ErrBrokerNotRegistered) {
+	if err := c.BrokerHeartbeat(ctx, 7, 1, 0); !errors.Is(err, controlplane.ErrBrokerNotRegistered) {
 		t.Errorf("heartbeat of an unregistered broker: %v, want BROKER_ID_NOT_REGISTERED", err)
 	}
-	// Silent for a session: the new process is accepted, with a new epoch.
-	clk.Advance(time.Millisecond)
+	// Silent for a session (broker 1 still heartbeating): broker 2 is
+	// fenced and a new process is accepted, with a new epoch.
+	advance(t, clk, session+session/10, session/10, func() {
+		img := c.Image()
+		if err := c.BrokerHeartbeat(ctx, 1, img.Brokers[1].Epoch, img.Offset); err != nil {
+			t.Fatal(err)
+		}
+	})
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !c.Image().Brokers[2].Fenced {
+			return errors.New("broker 2 not fenced after a silent session")
+		}
+		return nil
+	})
 	newEpoch, err := c.RegisterBroker(ctx, second)
 	if err != nil {
 		t.Fatalf("another incarnation after the first's session lapsed: %v", err)
@@ -70,7 +112,87 @@ func TestBrokerSessions(t *testing.T) {
 	if newEpoch <= epoch || c.Image().Brokers[2].IncarnationID != second.IncarnationID {
 		t.Fatalf("new registration: epoch %d (was %d), broker %+v", newEpoch, epoch, c.Image().Brokers[2])
 	}
-	if err := c.BrokerHeartbeat(ctx, 2, epoch); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
+	if err := c.BrokerHeartbeat(ctx, 2, epoch, c.Image().Offset); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
 		t.Errorf("the replaced process's heartbeat: %v, want STALE_BROKER_EPOCH", err)
+	}
+	// A new registration starts fenced and is unfenced only by a
+	// heartbeat from an image that has it.
+	if !c.Image().Brokers[2].Fenced {
+		t.Fatal("a new registration is not fenced")
+	}
+	if err := c.BrokerHeartbeat(ctx, 2, newEpoch, uint64(newEpoch)-1); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, clk, session/5, session/10, nil)
+	if !c.Image().Brokers[2].Fenced {
+		t.Fatal("unfenced by a heartbeat from an image before its registration")
+	}
+	unfence(t, c, 2)
+}
+
+// A lapsed session fences the broker and moves its leaderships in the
+// same batch; a controller that was not scheduled for longer than half a
+// session fences nobody for it; the broker's return (a heartbeat from a
+// current image) unfences it and elects it where it was the last ISR
+// member.
+func TestLapsedSessionFencesAndElects(t *testing.T) {
+	c, clk, session := sessionController(t)
+	ctx := ctxT(t)
+	for id := int32(2); id <= 3; id++ {
+		registerLive(t, c, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id, IncarnationID: metadata.UUID{byte(id)}})
+	}
+	create(t, c,
+		controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2, 3, 1}, {1, 2, 3}}},
+		controlplane.CreateTopic{Name: "alone", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2}}})
+	beat := func(ids ...int32) func() {
+		return func() {
+			img := c.Image()
+			for _, id := range ids {
+				if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil {
+					t.Fatalf("heartbeat of %d: %v", id, err)
+				}
+			}
+		}
+	}
+
+	// A stall: the clock jumps past every session at once. Nobody is
+	// fenced for it.
+	clk.Advance(2 * session)
+	advance(t, clk, session/5, session/10, beat(1, 2, 3))
+	for id, b := range c.Image().Brokers {
+		if b.Fenced {
+			t.Fatalf("broker %d fenced after the controller stalled", id)
+		}
+	}
+
+	advance(t, clk, session+session/5, session/10, beat(1, 3)) // 2 falls silent
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !c.Image().Brokers[2].Fenced {
+			return errors.New("broker 2 not fenced")
+		}
+		return nil
+	})
+	img := c.Image()
+	p0, p1, alone := img.Topics["t"].Partitions[0], img.Topics["t"].Partitions[1], img.Topics["alone"].Partitions[0]
+	if p0.Leader != 3 || p0.LeaderEpoch != 1 || !slices.Equal(p0.ISR, []int32{3, 1}) {
+		t.Errorf("partition led by the fenced broker: %+v, want leader 3 (next in replica order), epoch 1, ISR [3 1]", p0)
+	}
+	if p1.Leader != 1 || p1.LeaderEpoch != 0 || !slices.Equal(p1.ISR, []int32{1, 3}) {
+		t.Errorf("partition it followed: %+v, want leader 1, epoch 0, ISR [1 3]", p1)
+	}
+	if alone.Leader != -1 || alone.LeaderEpoch != 1 || !slices.Equal(alone.ISR, []int32{2}) {
+		t.Errorf("partition it was the last ISR member of: %+v, want no leader, epoch 1, ISR [2]", alone)
+	}
+
+	// It returns (the same process, heartbeating again).
+	beat(2)()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if c.Image().Brokers[2].Fenced {
+			return errors.New("broker 2 still fenced")
+		}
+		return nil
+	})
+	if alone := c.Image().Topics["alone"].Partitions[0]; alone.Leader != 2 || alone.LeaderEpoch != 2 {
+		t.Errorf("partition after its last ISR member returned: %+v, want leader 2, epoch 2", alone)
 	}
 }

@@ -116,8 +116,10 @@ type Client interface {
 	RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (brokerEpoch int64, err error)
 	// BrokerHeartbeat renews broker nodeID's session with the active
 	// controller (in its memory only); brokerEpoch is its current
-	// registration's.
-	BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64) error
+	// registration's, and metadataOffset the metadata offset its image
+	// is at (a fenced broker is unfenced once that reaches its
+	// registration).
+	BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64, metadataOffset uint64) error
 }
 
 // CreateTopic asks for one topic.

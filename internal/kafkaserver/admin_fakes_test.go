@@ -600,7 +600,7 @@ func (c *adminFakeController) AllocateProducerIDs(context.Context, int32) (int64
 }
 
 // BrokerHeartbeat: the fake has no sessions.
-func (c *adminFakeController) BrokerHeartbeat(context.Context, int32, int64) error {
+func (c *adminFakeController) BrokerHeartbeat(context.Context, int32, int64, uint64) error {
 	return fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
 }
 

@@ -23,8 +23,9 @@ package kafkaserver
 // controller/sessions.go). Served only to another Fjord node for itself
 // (CLUSTER_AUTHORIZATION_FAILED otherwise), with its current broker
 // epoch (STALE_BROKER_EPOCH) and a registration (BROKER_ID_NOT_REGISTERED).
-// The answer's IsCaughtUp is true and IsFenced false: fencing is a later
-// issue's.
+// CurrentMetadataOffset is the image the node has applied, by which the
+// controller unfences a new registration. The answer's IsFenced is the
+// broker's state in this node's image; IsCaughtUp is true.
 //
 // AllocateProducerIds: v0
 //
@@ -155,16 +156,22 @@ func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.R
 	resp := kmsg.NewPtrBrokerHeartbeatResponse()
 	resp.SetVersion(req.version)
 	var err error
-	if node, ok := s.internalPeer(req); !ok || node != r.BrokerID {
+	switch node, ok := s.internalPeer(req); {
+	case !ok || node != r.BrokerID:
 		err = fmt.Errorf("%w: BrokerHeartbeat is for Fjord nodes renewing their own sessions (broker %d)",
 			kerr.ClusterAuthorizationFailed, r.BrokerID)
-	} else {
-		err = s.controller.BrokerHeartbeat(controlplane.LocalOnly(ctx), r.BrokerID, r.BrokerEpoch)
+	case r.CurrentMetadataOffset < 0:
+		err = fmt.Errorf("%w: BrokerHeartbeat with metadata offset %d", kerr.InvalidRequest, r.CurrentMetadataOffset)
+	default:
+		err = s.controller.BrokerHeartbeat(controlplane.LocalOnly(ctx), r.BrokerID, r.BrokerEpoch, uint64(r.CurrentMetadataOffset))
 	}
 	if err != nil {
 		resp.ErrorCode = s.errorCodeLogged(err, "BrokerHeartbeat", "node", r.BrokerID)
 		return resp, nil, nil
 	}
 	resp.IsCaughtUp = true
+	if img := s.controller.Image(); img != nil {
+		resp.IsFenced = img.Brokers[r.BrokerID].Fenced
+	}
 	return resp, nil, nil
 }

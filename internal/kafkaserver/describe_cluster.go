@@ -58,6 +58,9 @@ func handleDescribeCluster(_ context.Context, s *Server, req *request) (kmsg.Res
 	resp.ClusterID = img.ClusterID
 	resp.ControllerID = s.advertisedControllerID(img)
 	for _, b := range img.Brokers {
+		if b.Fenced {
+			continue // v0-1 list live brokers only, as Kafka's
+		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
 		if b.Rack != "" {

@@ -417,7 +417,7 @@ func (c *memController) AllocateProducerIDs(context.Context, int32) (int64, int6
 }
 
 // BrokerHeartbeat: the fake has no sessions.
-func (c *memController) BrokerHeartbeat(context.Context, int32, int64) error {
+func (c *memController) BrokerHeartbeat(context.Context, int32, int64, uint64) error {
 	return fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
 }
 

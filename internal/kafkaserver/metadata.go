@@ -51,6 +51,9 @@ func handleMetadata(ctx context.Context, s *Server, req *request) (kmsg.Response
 
 	for _, id := range img.BrokerIDs() {
 		b, _ := img.Broker(id)
+		if b.Fenced {
+			continue // as Kafka: clients are told of live brokers only
+		}
 		rb := kmsg.NewMetadataResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
 		if b.Rack != "" {
@@ -150,11 +153,11 @@ func metadataTopic(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponse
 		mp.ISR = nonNil(p.ISR)
 		mp.OfflineReplicas = []int32{}
 		for _, r := range p.Replicas {
-			if _, ok := img.Broker(r); !ok {
+			if b, ok := img.Broker(r); !ok || b.Fenced {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 			}
 		}
-		if _, ok := img.Broker(p.Leader); p.Leader < 0 || !ok {
+		if b, ok := img.Broker(p.Leader); p.Leader < 0 || !ok || b.Fenced {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			mp.Leader = -1
 		}

@@ -20,13 +20,19 @@ import (
 //   - MetadataVersionRecord: 1 up to KnownMetadataVersion (a newer one
 //     wraps ErrUnknownVersion, and the node must stop: see
 //     controller/fsm.go), never lower than before.
-//   - BrokerRecord: node id >= 0, host non-empty, port 1..65535.
+//   - BrokerRecord: node id >= 0, host non-empty, port 1..65535; from
+//     FencingMetadataVersion the broker starts fenced.
+//   - FenceBrokerRecord, UnfenceBrokerRecord: from
+//     FencingMetadataVersion; a registered broker, at its current epoch.
 //   - TopicRecord: valid name, non-zero id, neither name nor id live;
 //     by the end of the batch the topic has at least one partition.
 //   - PartitionRecord: known topic id; partition number at most the
 //     current count (equal appends, so partitions stay 0..n-1); replicas
 //     non-empty, distinct, registered brokers; ISR distinct and a subset of
-//     the replicas; leader -1 or an ISR member; leader epoch >= 0, never
+//     the replicas; leader -1 or an ISR member, and not fenced when the
+//     record makes it leader (a fenced broker may stay a leader it was
+//     when the record changes something else: the controller then ends
+//     that leadership with the fence itself); leader epoch >= 0, never
 //     lower than before, and higher whenever the leader changes; partition
 //     epoch 0 for a new partition, and for a replacement the previous
 //     one + 1 if the replicas, ISR (in order), leader or leader epoch
@@ -124,6 +130,18 @@ func (d *draft) apply(r Record) error {
 		if v != nil {
 			return d.removeTopic(*v)
 		}
+	case FenceBrokerRecord:
+		return d.fence(v.NodeID, v.Epoch, true)
+	case *FenceBrokerRecord:
+		if v != nil {
+			return d.fence(v.NodeID, v.Epoch, true)
+		}
+	case UnfenceBrokerRecord:
+		return d.fence(v.NodeID, v.Epoch, false)
+	case *UnfenceBrokerRecord:
+		if v != nil {
+			return d.fence(v.NodeID, v.Epoch, false)
+		}
 	case ProducerIDsRecord:
 		return d.producerIDs(v)
 	case *ProducerIDsRecord:
@@ -182,7 +200,29 @@ func (d *draft) broker(r BrokerRecord) error {
 		d.brokersCopied = true
 	}
 	d.next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack,
-		IncarnationID: r.IncarnationID, Epoch: int64(d.offset)}
+		IncarnationID: r.IncarnationID, Epoch: int64(d.offset),
+		Fenced: d.next.MetadataVersion >= FencingMetadataVersion}
+	return nil
+}
+
+// fence sets a broker's fenced state (FenceBrokerRecord,
+// UnfenceBrokerRecord).
+func (d *draft) fence(id int32, epoch int64, fenced bool) error {
+	b, ok := d.next.Brokers[id]
+	switch {
+	case d.next.MetadataVersion < FencingMetadataVersion:
+		return fmt.Errorf("broker fencing needs metadata version %d; the log is at %d", FencingMetadataVersion, d.next.MetadataVersion)
+	case !ok:
+		return fmt.Errorf("broker %d is not registered", id)
+	case b.Epoch != epoch:
+		return fmt.Errorf("broker %d: epoch %d is not its registration's (%d)", id, epoch, b.Epoch)
+	}
+	if !d.brokersCopied {
+		d.next.Brokers = cloneMap(d.next.Brokers)
+		d.brokersCopied = true
+	}
+	b.Fenced = fenced
+	d.next.Brokers[id] = b
 	return nil
 }
 
@@ -237,6 +277,11 @@ func (d *draft) partition(r PartitionRecord) error {
 	}
 	if r.Leader != -1 && indexOf(r.ISR, r.Leader) < 0 {
 		return fmt.Errorf("topic %q partition %d: leader %d is not in the ISR", t.Name, r.Partition, r.Leader)
+	}
+	if r.Leader != -1 && d.next.Brokers[r.Leader].Fenced {
+		if int(r.Partition) == len(t.Partitions) || t.Partitions[r.Partition].Leader != r.Leader || t.Partitions[r.Partition].LeaderEpoch != r.LeaderEpoch {
+			return fmt.Errorf("topic %q partition %d: leader %d is fenced", t.Name, r.Partition, r.Leader)
+		}
 	}
 	if r.LeaderEpoch < 0 {
 		return fmt.Errorf("topic %q partition %d: leader epoch %d < 0", t.Name, r.Partition, r.LeaderEpoch)

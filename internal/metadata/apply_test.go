@@ -42,6 +42,52 @@ func baseImage(t *testing.T) *Image {
 	return img
 }
 
+// Fencing, from metadata version 2: a registration starts fenced; fence
+// and unfence name a registered broker at its current epoch; a fenced
+// broker is not made leader; a log at version 1 has no fencing.
+func TestApplyFencing(t *testing.T) {
+	v1 := baseImage(t)
+	if v1.Brokers[1].Fenced {
+		t.Fatal("a registration in a log without fencing is fenced")
+	}
+	if _, err := v1.Apply(11, FenceBrokerRecord{NodeID: 1, Epoch: 10}); !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("fence in a version-1 log: %v, want ErrBadRecord", err)
+	}
+	img, err := v1.Apply(11, MetadataVersionRecord{Version: FencingMetadataVersion}, BrokerRecord{NodeID: 4, Host: "h4", Port: 9092})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !img.Brokers[4].Fenced || img.Brokers[1].Fenced {
+		t.Fatalf("after the upgrade: a new registration fenced %v, an old one fenced %v", img.Brokers[4].Fenced, img.Brokers[1].Fenced)
+	}
+	for _, tc := range []struct {
+		name string
+		recs []Record
+		msg  string
+	}{
+		{"unknown broker", []Record{UnfenceBrokerRecord{NodeID: 9, Epoch: 11}}, "not registered"},
+		{"old epoch", []Record{UnfenceBrokerRecord{NodeID: 4, Epoch: 10}}, "epoch 10"},
+		{"fenced leader elected", []Record{PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 2, LeaderEpoch: 6, PartitionEpoch: 1},
+			FenceBrokerRecord{NodeID: 1, Epoch: 10},
+			PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 7, PartitionEpoch: 2}}, "leader 1 is fenced"},
+		{"new partition led by a fenced broker", []Record{PartitionRecord{TopicID: idOrders, Partition: 2, Replicas: []int32{4}, ISR: []int32{4}, Leader: 4}}, "leader 4 is fenced"},
+	} {
+		if _, err := img.Apply(12, tc.recs...); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want ErrBadRecord naming %q", tc.name, err, tc.msg)
+		}
+	}
+	next, err := img.Apply(12, UnfenceBrokerRecord{NodeID: 4, Epoch: 11},
+		PartitionRecord{TopicID: idOrders, Partition: 2, Replicas: []int32{4}, ISR: []int32{4}, Leader: 4},
+		FenceBrokerRecord{NodeID: 1, Epoch: 10},
+		PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 6, PartitionEpoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Brokers[4].Fenced || !next.Brokers[1].Fenced {
+		t.Fatalf("brokers: %+v", next.Brokers)
+	}
+}
+
 func TestApplyBaseImage(t *testing.T) {
 	img := baseImage(t)
 	if img.Offset != 10 || img.ClusterID != "c1" || len(img.Brokers) != 3 {

@@ -69,6 +69,10 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[RemoveTopicRecord](env.Data)
 	case ProducerIDsRecord{}.Type():
 		r, err = decodeData[ProducerIDsRecord](env.Data)
+	case FenceBrokerRecord{}.Type():
+		r, err = decodeData[FenceBrokerRecord](env.Data)
+	case UnfenceBrokerRecord{}.Type():
+		r, err = decodeData[UnfenceBrokerRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -182,7 +186,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
 		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack,
-			IncarnationID: b.IncarnationID, Epoch: b.Epoch})
+			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced})
 	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
@@ -227,6 +231,11 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 			return nil, fmt.Errorf("%w: image: brokers not sorted by distinct node id", ErrDecode)
 		}
 		recs = append(recs, br)
+		if !br.Fenced && s.MetadataVersion >= FencingMetadataVersion {
+			// The registration above starts fenced; its epoch is, for
+			// now, the snapshot's offset (restored below).
+			recs = append(recs, UnfenceBrokerRecord{NodeID: br.NodeID, Epoch: int64(s.Offset)})
+		}
 	}
 	for _, ts := range s.Topics {
 		recs = append(recs, TopicRecord{Name: ts.Name, ID: ts.ID})
@@ -257,7 +266,7 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 		// Applying the snapshot's records gave every broker the
 		// snapshot's offset; its epoch is its registration's.
 		b := img.Brokers[br.NodeID]
-		b.Epoch = br.Epoch
+		b.Epoch, b.Fenced = br.Epoch, br.Fenced
 		img.Brokers[br.NodeID] = b
 	}
 	for _, ts := range s.Topics {

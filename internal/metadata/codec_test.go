@@ -17,6 +17,8 @@ func allRecordKinds() []Record {
 		ConfigRecord{TopicID: idOrders, Name: "retention.ms"},
 		RemoveTopicRecord{TopicID: idOrders},
 		ProducerIDsRecord{NodeID: 1, NextProducerID: 2000},
+		FenceBrokerRecord{NodeID: 1, Epoch: 12},
+		UnfenceBrokerRecord{NodeID: 1, Epoch: 12},
 	}
 }
 
@@ -56,6 +58,10 @@ func ptrTo(r Record) Record {
 	case RemoveTopicRecord:
 		return &v
 	case ProducerIDsRecord:
+		return &v
+	case FenceBrokerRecord:
+		return &v
+	case UnfenceBrokerRecord:
 		return &v
 	}
 	panic(r)
@@ -130,15 +136,10 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
-func TestImageRoundTrip(t *testing.T) {
-	img, err := baseImage(t).Apply(12, ProducerIDsRecord{NodeID: 1, NextProducerID: 3000},
-		// Partition epochs a creation record cannot carry: the
-		// snapshot must keep them.
-		PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2}, Leader: 2, PartitionEpoch: 1},
-		PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2, 3}, Leader: 2, PartitionEpoch: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+// roundTrip encodes img as a snapshot and decodes it, failing unless
+// the decoded image equals img; it returns both.
+func roundTrip(t *testing.T, img *Image) (*Image, []byte) {
+	t.Helper()
 	b, err := EncodeImage(img)
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +151,19 @@ func TestImageRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, img) {
 		t.Fatalf("round trip:\ngot  %+v\nwant %+v", got, img)
 	}
+	return got, b
+}
+
+func TestImageRoundTrip(t *testing.T) {
+	img, err := baseImage(t).Apply(12, ProducerIDsRecord{NodeID: 1, NextProducerID: 3000},
+		// Partition epochs a creation record cannot carry: the
+		// snapshot must keep them.
+		PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2}, Leader: 2, PartitionEpoch: 1},
+		PartitionRecord{TopicID: idOrders, Partition: 1, Replicas: []int32{2, 3}, ISR: []int32{2, 3}, Leader: 2, PartitionEpoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, b := roundTrip(t, img)
 	if e := got.Topics["orders"].Partitions[1].PartitionEpoch; e != 2 {
 		t.Fatalf("orders-1 partition epoch after a snapshot = %d, want 2", e)
 	}
@@ -170,6 +184,24 @@ func TestImageRoundTrip(t *testing.T) {
 	e, err := DecodeImage(eb, testConfigs)
 	if err != nil || !reflect.DeepEqual(e, Empty(testConfigs)) {
 		t.Fatalf("empty image round trip: %+v, %v", e, err)
+	}
+}
+
+// A fenced broker stays fenced through a snapshot, and an unfenced one
+// unfenced, leader of its partitions.
+func TestImageRoundTripKeepsFencing(t *testing.T) {
+	img, err := Empty(testConfigs).Apply(3, MetadataVersionRecord{Version: FencingMetadataVersion},
+		BrokerRecord{NodeID: 1, Host: "h1", Port: 9092}, BrokerRecord{NodeID: 2, Host: "h2", Port: 9092})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = img.Apply(4, UnfenceBrokerRecord{NodeID: 1, Epoch: 3}, TopicRecord{Name: "orders", ID: idOrders},
+		PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := roundTrip(t, img)
+	if got.Brokers[1].Fenced || !got.Brokers[2].Fenced {
+		t.Fatalf("brokers after a snapshot: %+v", got.Brokers)
 	}
 }
 

@@ -12,13 +12,17 @@
 //
 //	cluster_id    ClusterIDRecord    set once, never changed
 //	broker        BrokerRecord       node id >= 0, host, port 1..65535;
-//	                                 re-registration replaces the endpoint
+//	                                 re-registration replaces the endpoint;
+//	                                 starts fenced (metadata version 2)
+//	fence_broker  FenceBrokerRecord  a registered broker at its epoch
+//	unfence_broker UnfenceBrokerRecord  the same
 //	topic         TopicRecord        valid name; non-zero id; name and id
 //	                                 not live; >= 1 partition by batch end
 //	partition     PartitionRecord    known topic; numbered 0..n-1, never
 //	                                 removed alone; replicas distinct and
 //	                                 registered; ISR a subset; leader in the
-//	                                 ISR or -1; leader epoch never decreases
+//	                                 ISR or -1, never made a fenced
+//	                                 broker; leader epoch never decreases
 //	                                 and increases with every leader change
 //	config        ConfigRecord       known topic and config; value valid
 //	                                 (Image.ValidateTopicConfig); nil resets

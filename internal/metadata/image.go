@@ -41,6 +41,11 @@ type Broker struct {
 	// request carrying an older one comes from a process that has since
 	// been replaced.
 	Epoch int64
+	// Fenced: the broker's session has lapsed, or it has not yet caught
+	// up with the metadata log since it registered. A fenced broker
+	// leads nothing and joins no ISR; it may stay the last member of an
+	// ISR (the partition then has no leader until it returns).
+	Fenced bool
 }
 
 // Topic is one topic. Partitions[i] is partition i.

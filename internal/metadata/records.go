@@ -47,9 +47,16 @@ type MetadataVersionRecord struct {
 }
 
 // KnownMetadataVersion is the metadata version this code reads and
-// writes. Version 1: every record type of records.go, with partition
-// epochs, broker incarnations and racks.
-const KnownMetadataVersion int32 = 1
+// writes. Version 1: topics, partitions (with partition epochs), configs,
+// producer-id blocks, brokers (with incarnations and racks). Version 2
+// adds broker fencing: a registration starts fenced, and
+// FenceBrokerRecord and UnfenceBrokerRecord change it. (In a version 1
+// log a registered broker is unfenced.)
+const KnownMetadataVersion int32 = 2
+
+// FencingMetadataVersion is the first metadata version with broker
+// fencing.
+const FencingMetadataVersion int32 = 2
 
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
@@ -66,6 +73,28 @@ type BrokerRecord struct {
 	// a registration's epoch is the offset it commits at, which Apply
 	// sets. Image snapshots carry it here.
 	Epoch int64 `json:"epoch,omitempty"`
+	// Fenced, like Epoch, is for image snapshots only: a registration
+	// in the log always starts fenced (from FencingMetadataVersion).
+	Fenced bool `json:"fenced,omitempty"`
+}
+
+// FenceBrokerRecord fences a broker (Kafka's FenceBrokerRecord): its
+// session lapsed, so it may lead no partition and join no ISR. Epoch is
+// the registration it fences: a record naming an older one (a process
+// since replaced) is refused. The controller commits it in one batch with
+// the PartitionRecords that take the broker out of every ISR and elect
+// new leaders for what it led.
+type FenceBrokerRecord struct {
+	NodeID int32 `json:"node_id"`
+	Epoch  int64 `json:"epoch"`
+}
+
+// UnfenceBrokerRecord unfences a broker (Kafka's UnfenceBrokerRecord):
+// it heartbeats and has applied the metadata log up to its own
+// registration. It may then be elected and join ISRs.
+type UnfenceBrokerRecord struct {
+	NodeID int32 `json:"node_id"`
+	Epoch  int64 `json:"epoch"`
 }
 
 // TopicRecord creates a topic. Its partitions follow as PartitionRecords
@@ -121,3 +150,5 @@ func (PartitionRecord) Type() string       { return "partition" }
 func (ConfigRecord) Type() string          { return "config" }
 func (RemoveTopicRecord) Type() string     { return "remove_topic" }
 func (ProducerIDsRecord) Type() string     { return "producer_ids" }
+func (FenceBrokerRecord) Type() string     { return "fence_broker" }
+func (UnfenceBrokerRecord) Type() string   { return "unfence_broker" }

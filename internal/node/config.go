@@ -32,6 +32,11 @@ const (
 	DefaultGroupInitialRebalanceDelay = 3 * time.Second
 	// DefaultReplicaLagTime is replica.lag.time.max.ms (Kafka's).
 	DefaultReplicaLagTime = replica.DefaultReplicaLagTime
+	// DefaultBrokerHeartbeatInterval and DefaultBrokerSessionTimeout
+	// are broker.heartbeat.interval.ms and broker.session.timeout.ms
+	// (controller/sessions.go says why these values).
+	DefaultBrokerHeartbeatInterval = controller.DefaultBrokerHeartbeatInterval
+	DefaultBrokerSessionTimeout    = controller.DefaultBrokerSessionTimeout
 )
 
 // Config is one node's configuration. Its field names follow the flags of
@@ -95,6 +100,15 @@ type Config struct {
 	// go without catching up with a leader here before it is dropped
 	// from the ISR. 0: replica.DefaultReplicaLagTime.
 	ReplicaLagTime time.Duration
+	// BrokerHeartbeatInterval is broker.heartbeat.interval.ms: how often
+	// this node renews its session with the active controller. 0:
+	// DefaultBrokerHeartbeatInterval.
+	BrokerHeartbeatInterval time.Duration
+	// BrokerSessionTimeout is broker.session.timeout.ms: how long the
+	// active controller (this node, while it is) waits for a broker's
+	// heartbeat before it fences the broker. Give every node the same.
+	// 0: DefaultBrokerSessionTimeout.
+	BrokerSessionTimeout time.Duration
 	// Logger receives the node's logs. nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -164,6 +178,18 @@ func (c Config) validate() error {
 		// A follower's fetch waits up to 500 ms at its leader: a lag
 		// time near that drops healthy followers between two fetches.
 		return bad("replica-lag-time-max-ms", c.ReplicaLagTime.Milliseconds(), "allowed: 1000 to 3600000, or 0 for the default")
+	}
+	hb, session := orDefault(c.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval), orDefault(c.BrokerSessionTimeout, DefaultBrokerSessionTimeout)
+	switch {
+	case hb < 10*time.Millisecond || hb > time.Minute:
+		return bad("broker-heartbeat-interval-ms", hb.Milliseconds(), "allowed: 10 to 60000, or 0 for the default")
+	case session < 100*time.Millisecond || session > 10*time.Minute:
+		return bad("broker-session-timeout-ms", session.Milliseconds(), "allowed: 100 to 600000, or 0 for the default")
+	case session < 3*hb:
+		// Fewer than three heartbeats a session: one late heartbeat
+		// would fence a live broker.
+		return fmt.Errorf("%w: broker-session-timeout-ms %d is less than three broker-heartbeat-interval-ms (%d)",
+			ErrInvalidConfig, session.Milliseconds(), hb.Milliseconds())
 	}
 	if err := metadata.ValidateRack(c.Rack); err != nil {
 		// metadata's message names the rack and what is allowed; the
@@ -293,4 +319,11 @@ func (c Config) advertisedEndpoint(bound net.Addr) (string, int32, error) {
 		return "", 0, fmt.Errorf("%w: no advertised host for kafka-addr %q", ErrInvalidConfig, c.KafkaAddr)
 	}
 	return host, int32(tcp.Port), nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math"
 	mrand "math/rand/v2"
 	"net"
 	"os"
@@ -107,6 +108,26 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 	for _, stale := range []int64{epoch - 1, epoch + 1, -1} {
 		if got := alloc(internal, 1, stale); got != kerr.StaleBrokerEpoch {
 			t.Errorf("AllocateProducerIds with broker epoch %d (current %d): %v, want STALE_BROKER_EPOCH", stale, epoch, got)
+		}
+	}
+	// A node's own heartbeat: a negative metadata offset is refused, a
+	// stale epoch too, and neither changes the image (checked below).
+	for _, c := range []struct {
+		epoch, offset int64
+		want          *kerr.Error
+	}{
+		{epoch, -1, kerr.InvalidRequest},
+		{epoch, math.MinInt64, kerr.InvalidRequest},
+		{epoch - 1, 1 << 62, kerr.StaleBrokerEpoch},
+	} {
+		hb := kmsg.NewPtrBrokerHeartbeatRequest()
+		hb.BrokerID, hb.BrokerEpoch, hb.CurrentMetadataOffset = 1, c.epoch, c.offset
+		resp, err := hb.RequestWith(ctx, internal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kerr.ErrorForCode(resp.ErrorCode); got != c.want {
+			t.Errorf("BrokerHeartbeat epoch %d metadata offset %d: %v, want %v", c.epoch, c.offset, got, c.want)
 		}
 	}
 

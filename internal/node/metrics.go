@@ -66,6 +66,11 @@ var (
 		[]string{"topic", "partition", "follower"}, nil)
 	controllerActivationsDesc = prometheus.NewDesc("fjord_controller_activations_total", "Times this node has become the active controller since it started.", nil, nil)
 	activeControllerDesc      = prometheus.NewDesc("fjord_controller_active", "1 while this node is the active controller.", nil, nil)
+	fencedBrokersDesc         = prometheus.NewDesc("fjord_controller_fenced_brokers", "Registered brokers that are fenced (not heard from, or not yet caught up); reported by the active controller only (0 elsewhere).", nil, nil)
+	fencingsDesc              = prometheus.NewDesc("fjord_controller_broker_fencings_total", "Brokers this node fenced as the active controller (a lapsed session, or a new process in a live one's place).", nil, nil)
+	unfencingsDesc            = prometheus.NewDesc("fjord_controller_broker_unfencings_total", "Brokers this node unfenced as the active controller.", nil, nil)
+	electionsDesc             = prometheus.NewDesc("fjord_controller_leader_elections_total", "Partitions this node gave a new leader, from the ISR, as the active controller when fencing or unfencing brokers.", nil, nil)
+	leaderlessDesc            = prometheus.NewDesc("fjord_controller_partitions_left_leaderless_total", "Partitions this node left without a leader as the active controller: their last ISR member was fenced.", nil, nil)
 )
 
 // replicationCollector reports the replication of the partitions this
@@ -77,7 +82,7 @@ type replicationCollector struct {
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
 		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, followerLagDesc,
-		controllerActivationsDesc, activeControllerDesc} {
+		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc} {
 		ch <- d
 	}
 }
@@ -100,18 +105,30 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(isrExpandsDesc, s.ISRExpands)
 	counter(fetchedBytesDesc, s.FetchedBytes)
 	counter(fetchedBatchesDesc, s.FetchedBatches)
-	active, offline := 0.0, 0
+	active, offline, fenced := 0.0, 0, 0
 	if c.n.ctrl.ControllerID() == c.n.cfg.NodeID {
 		active = 1
-		for _, t := range c.n.ctrl.Image().Topics {
+		img := c.n.ctrl.Image()
+		for _, t := range img.Topics {
 			for _, p := range t.Partitions {
 				if p.Leader < 0 {
 					offline++
 				}
 			}
 		}
+		for _, b := range img.Brokers {
+			if b.Fenced {
+				fenced++
+			}
+		}
 	}
 	gauge(offlineDesc, float64(offline))
+	gauge(fencedBrokersDesc, float64(fenced))
+	fs := c.n.ctrl.FenceStats()
+	counter(fencingsDesc, fs.Fencings)
+	counter(unfencingsDesc, fs.Unfencings)
+	counter(electionsDesc, fs.Elections)
+	counter(leaderlessDesc, fs.Leaderless)
 	gauge(activeControllerDesc, active)
 	counter(controllerActivationsDesc, c.n.ctrl.Activations())
 }

@@ -217,14 +217,15 @@ func (n *Node) start(ctx context.Context) error {
 		defer cancel()
 	}
 	n.ctrl, err = controller.Open(ctx, controller.Config{
-		NodeID:            cfg.NodeID,
-		Dir:               filepath.Join(cfg.DataDir, metadataDir),
-		Addr:              cfg.ControllerAddr,
-		Voters:            controllerVoters(cfg.Voters),
-		NumPartitions:     cfg.NumPartitions,
-		ReplicationFactor: cfg.DefaultReplicationFactor,
-		TopicConfigs:      topicConfigs,
-		Logger:            n.log,
+		NodeID:               cfg.NodeID,
+		Dir:                  filepath.Join(cfg.DataDir, metadataDir),
+		Addr:                 cfg.ControllerAddr,
+		Voters:               controllerVoters(cfg.Voters),
+		NumPartitions:        cfg.NumPartitions,
+		ReplicationFactor:    cfg.DefaultReplicationFactor,
+		TopicConfigs:         topicConfigs,
+		BrokerSessionTimeout: cfg.BrokerSessionTimeout,
+		Logger:               n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("opening controller (controller-addr %s, %s): %w",
@@ -294,6 +295,9 @@ func (n *Node) start(ctx context.Context) error {
 	// images its Raft log replays: it would delete the logs of topics
 	// created since, and create the logs of topics deleted since.
 	n.unsubImage = n.ctrl.Subscribe(n.replicas.ApplyImage)
+	if err := n.awaitUnfenced(ctx); err != nil {
+		return err
+	}
 
 	// The group coordinator follows this node's leadership of
 	// __consumer_offsets, after the replica manager has opened the logs
@@ -429,6 +433,31 @@ func (n *Node) awaitClusterID(ctx context.Context) (string, error) {
 	}
 }
 
+// awaitUnfenced waits until the image shows this start's registration
+// unfenced: the controller heard this node's heartbeat from an image at
+// or past the registration, so it may lead partitions and join ISRs.
+func (n *Node) awaitUnfenced(ctx context.Context) error {
+	got := make(chan struct{}, 1)
+	cancel := n.ctrl.Subscribe(func(img *metadata.Image) {
+		if b, ok := img.Brokers[n.cfg.NodeID]; ok && b.IncarnationID == n.incarnation && !b.Fenced {
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		}
+	})
+	defer cancel()
+	select {
+	case <-got:
+		return nil
+	case <-n.ctrl.Failed(): // this node cannot follow the metadata log
+		return fmt.Errorf("metadata log: %w", n.ctrl.Err())
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the controller to unfence this broker (it heartbeats every %v): %w",
+			orDefault(n.cfg.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval), context.Cause(ctx))
+	}
+}
+
 // registerRetry is how long a registration waits for an active
 // controller before it asks again (a node's first election takes about a
 // second).
@@ -476,25 +505,31 @@ func (n *Node) registerBroker(ctx context.Context, b metadata.BrokerRecord) erro
 }
 
 // heartbeat renews this node's broker session with the active
-// controller every controller.DefaultBrokerHeartbeatInterval until the
-// node stops. A failed heartbeat is logged when it is not the
+// controller every broker-heartbeat-interval-ms until the
+// node stops, the first at once. Each says which metadata offset this
+// node has applied: the controller unfences a new registration once it
+// has reached its own. A failed heartbeat is logged when it is not the
 // controller moving (the next one tries again).
 func (n *Node) heartbeat() {
 	defer close(n.heartbeatsDone)
-	t := time.NewTicker(controller.DefaultBrokerHeartbeatInterval)
+	interval := orDefault(n.cfg.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-n.stopping:
-			return
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-t.C:
+			case <-n.stopping:
+				return
+			}
 		}
-		b, ok := n.ctrl.Image().Brokers[n.cfg.NodeID]
+		img := n.ctrl.Image()
+		b, ok := img.Brokers[n.cfg.NodeID]
 		if !ok || b.IncarnationID != n.incarnation {
 			continue // this start's registration is not in the image yet
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), controller.DefaultBrokerHeartbeatInterval)
-		err := n.control.BrokerHeartbeat(ctx, n.cfg.NodeID, b.Epoch)
+		ctx, cancel := context.WithTimeout(context.Background(), interval)
+		err := n.control.BrokerHeartbeat(ctx, n.cfg.NodeID, b.Epoch, img.Offset)
 		cancel()
 		if err != nil && !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) {
 			n.log.Warn("broker heartbeat refused", "err", err)

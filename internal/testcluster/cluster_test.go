@@ -3,11 +3,14 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // The real fjord binary as a cluster (cluster_harness_test.go tests the
@@ -30,37 +33,39 @@ func checkOneCluster(t *testing.T, c *Cluster) (clusterID string, controller int
 	for _, n := range c.Nodes() {
 		want[n.ID()] = n.KafkaAddr()
 	}
-	for _, n := range c.Nodes() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := n.Metadata(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("node %d: %v", n.ID(), err)
-		}
-		got := map[int32]string{}
-		for _, b := range resp.Brokers {
-			got[b.NodeID] = fmt.Sprintf("%s:%d", b.Host, b.Port)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("node %d lists brokers %v, want %v", n.ID(), got, want)
-		}
-		for id, addr := range want {
-			if got[id] != addr {
-				t.Fatalf("node %d lists brokers %v, want %v", n.ID(), got, want)
+	// Eventually: Metadata lists unfenced brokers, and a node that has
+	// just started is unfenced in the others' images a moment after its
+	// own.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		clusterID = ""
+		for _, n := range c.Nodes() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			resp, err := n.Metadata(ctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("node %d: %w", n.ID(), err)
+			}
+			got := map[int32]string{}
+			for _, b := range resp.Brokers {
+				got[b.NodeID] = fmt.Sprintf("%s:%d", b.Host, b.Port)
+			}
+			if !maps.Equal(got, want) {
+				return fmt.Errorf("node %d lists brokers %v, want %v", n.ID(), got, want)
+			}
+			if resp.ClusterID == nil || *resp.ClusterID == "" {
+				return fmt.Errorf("node %d gives no cluster id", n.ID())
+			}
+			if clusterID == "" {
+				clusterID = *resp.ClusterID
+			} else if *resp.ClusterID != clusterID {
+				t.Fatalf("node %d is in cluster %s, an earlier node in %s", n.ID(), *resp.ClusterID, clusterID)
+			}
+			if resp.ControllerID != controller {
+				return fmt.Errorf("node %d names controller %d, the cluster %d", n.ID(), resp.ControllerID, controller)
 			}
 		}
-		if resp.ClusterID == nil || *resp.ClusterID == "" {
-			t.Fatalf("node %d gives no cluster id", n.ID())
-		}
-		if clusterID == "" {
-			clusterID = *resp.ClusterID
-		} else if *resp.ClusterID != clusterID {
-			t.Fatalf("node %d is in cluster %s, an earlier node in %s", n.ID(), *resp.ClusterID, clusterID)
-		}
-		if resp.ControllerID != controller {
-			t.Fatalf("node %d names controller %d, the cluster %d", n.ID(), resp.ControllerID, controller)
-		}
-	}
+		return nil
+	})
 	if _, ok := want[controller]; !ok {
 		t.Fatalf("controller %d is not one of the nodes", controller)
 	}

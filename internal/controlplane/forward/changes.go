@@ -380,13 +380,13 @@ func sortedKeys(m map[string]string) []string {
 
 // BrokerHeartbeat implements controlplane.Client. It changes nothing in
 // the metadata log, so there is no image to wait for.
-func (c *Client) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64) error {
+func (c *Client) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64, metadataOffset uint64) error {
 	return c.do(ctx, func(ctx context.Context) error {
-		return c.cfg.Local.BrokerHeartbeat(ctx, nodeID, brokerEpoch)
+		return c.cfg.Local.BrokerHeartbeat(ctx, nodeID, brokerEpoch, metadataOffset)
 	}, func(ctx context.Context) error {
 		req := kmsg.NewPtrBrokerHeartbeatRequest()
 		req.BrokerID, req.BrokerEpoch = nodeID, brokerEpoch
-		req.CurrentMetadataOffset = int64(c.cfg.Images.Image().Offset)
+		req.CurrentMetadataOffset = int64(metadataOffset)
 		resp, _, err := c.send(ctx, req)
 		if err != nil {
 			return err
