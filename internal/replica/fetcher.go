@@ -104,6 +104,25 @@ type fetcher struct {
 	leader int32
 	parts  atomic.Pointer[[]*Partition]
 	stop   chan struct{}
+	// round cancels the fetch in flight (nil between fetches), so a
+	// partition added to the fetcher is fetched at once rather than
+	// after the leader's long poll of the others (up to followerMaxWait).
+	// That matters after a failover: a new leader's high watermark waits
+	// for each follower's first fetch of the new term.
+	roundMu sync.Mutex
+	round   context.CancelFunc
+}
+
+// interrupt cancels the fetch in flight, if any; the fetcher then sends
+// the next one at once. (franz-go drops the connection of a cancelled
+// fetch, so the next one does not queue behind the cancelled one's
+// answer.)
+func (f *fetcher) interrupt() {
+	f.roundMu.Lock()
+	defer f.roundMu.Unlock()
+	if f.round != nil {
+		f.round()
+	}
 }
 
 func newFetchers(m *Manager) *fetchers {
@@ -153,7 +172,14 @@ func (fs *fetchers) apply(img *metadata.Image, table *partitionTable) {
 			fs.m.log.Info("following a leader", "leader", leader, "partitions", len(parts))
 			continue
 		}
+		old := *f.parts.Load()
 		f.parts.Store(&parts)
+		for _, p := range parts {
+			if !slices.Contains(old, p) {
+				f.interrupt()
+				break
+			}
+		}
 	}
 }
 
@@ -195,9 +221,21 @@ func (f *fetcher) run() {
 			f.sleep(ctx, &backoff)
 			continue
 		}
-		results, err := f.fs.m.opts.Leaders.Fetch(ctx, f.leader, req)
+		rctx, cancelRound := context.WithCancel(ctx)
+		f.roundMu.Lock()
+		f.round = cancelRound
+		f.roundMu.Unlock()
+		results, err := f.fs.m.opts.Leaders.Fetch(rctx, f.leader, req)
+		f.roundMu.Lock()
+		f.round = nil
+		f.roundMu.Unlock()
+		interrupted := rctx.Err() != nil && ctx.Err() == nil
+		cancelRound()
 		if err == nil && len(results) != len(sent) {
 			err = fmt.Errorf("leader %d answered %d partitions for %d", f.leader, len(results), len(sent))
+		}
+		if interrupted {
+			continue // partitions were added: fetch them now, with the others
 		}
 		if err != nil {
 			if ctx.Err() == nil {
