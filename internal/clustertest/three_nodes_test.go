@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,7 +36,9 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("ClusterDescribe", e.clusterDescribe)
 	t.Run("AcknowledgedRecordsReadBackAndReplicasIdentical", e.acknowledgedRecords)
 	t.Run("LeaderKilled", e.leaderKilled)
+	t.Run("LeaderAndControllerKilled", e.leaderAndControllerKilled)
 	t.Run("FollowerStopped", e.followerStopped)
+	t.Run("AllKilled", e.allKilled)
 	t.Run("ControllerKilled", e.controllerKilled)
 }
 
@@ -303,7 +306,89 @@ func (e *env) clusterDescribe(t *testing.T) {
 	}
 }
 
-// failoverTrials is how many leader kills LeaderKilled runs: a few in
+// Issue 14, acceptance point 1 (a): SIGKILL of a partition's leader that
+// is not the active controller, under acks=all idempotent load. Each
+// trial: the controller fences the dead broker when its session lapses
+// and elects the next ISR member with the leader epoch + 1; the
+// producer's first acknowledgement from the new leader is timed from
+// the kill; the dead node restarts and rejoins the ISR. At the end every
+// acknowledged record is read back once, in order, and the three
+// replicas are the same bytes.
+func (e *env) leaderKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic = "failover"
+	ctrl, others := e.controllerAndOthers(t)
+	// The two that take turns leading come first: the controller, last
+	// in replica order, is elected only if both are out of the ISR.
+	e.createTopic(t, ctx, topic, -1, -1, others[0], others[1], ctrl)
+	load := e.startLoad(t, ctx, topic, 1)
+	var times []time.Duration
+	for trial := range failoverTrials(t) {
+		times = append(times, e.killLeader(t, ctx, load, trial, ctrl))
+	}
+	load.finish(t, ctx, e)
+	e.logFailovers(t, "the leader, not the controller", times)
+
+	// The controller counted what it did.
+	m := testutil.Scrape(t, http.DefaultClient, "http://"+e.c.Node(ctrl).HTTPAddr()+"/metrics")
+	for _, family := range []string{"fjord_controller_broker_fencings_total", "fjord_controller_broker_unfencings_total", "fjord_controller_leader_elections_total"} {
+		if v, _ := m.Value(family); v < float64(len(times)) {
+			t.Errorf("%s = %v after %d leader kills, want at least %d", family, v, len(times), len(times))
+		}
+	}
+	if v, found := m.Value("fjord_controller_fenced_brokers"); !found || v != 0 {
+		t.Errorf("fjord_controller_fenced_brokers = %v (found %v) with every node back, want 0", v, found)
+	}
+}
+
+// Issue 14, acceptance point 1 (b): SIGKILL of a node that is both the
+// active controller and a partition's leader. A new controller is
+// elected by Raft; it does not give the dead broker a whole session
+// (Raft cannot reach it), fences it, and elects the partition's next
+// ISR member. Each trial makes a topic the controller of the moment
+// leads.
+func (e *env) leaderAndControllerKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var times []time.Duration
+	for trial := range failoverTrials(t) {
+		ctrl, others := e.controllerAndOthers(t)
+		topic := fmt.Sprintf("failover-controller-%d", trial)
+		e.createTopic(t, ctx, topic, -1, -1, ctrl, others[0], others[1])
+		load := e.startLoad(t, ctx, topic, 1)
+		times = append(times, e.killLeader(t, ctx, load, trial, others[0]))
+		load.finish(t, ctx, e)
+	}
+	e.logFailovers(t, "the leader and the controller", times)
+}
+
+// Issue 14, acceptance point 6 (first half): SIGKILL of all three nodes
+// at once under acks=all load with flush.policy=ack (the default), then
+// a restart in a random order (the seed is logged): every acknowledged
+// record is there, once and in order, and the producer goes on. Every
+// node comes back as a new process, so each registration fences its
+// predecessor; the partitions end with the ISR members that returned
+// first, which hold everything acknowledged on disk.
+func (e *env) allKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic, partitions = "all-killed", 3
+	e.createTopic(t, ctx, topic, partitions, 3)
+	load := e.startLoad(t, ctx, topic, partitions)
+	load.waitAcks(t, 1000)
+	seed := time.Now().UnixNano()
+	order := []int32{1, 2, 3}
+	mrand.New(mrand.NewPCG(uint64(seed), 0)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	before := load.acked()
+	e.c.Kill()
+	t.Logf("killed all three nodes with %d records acknowledged; restarting in order %v (seed %d)", before, order, seed)
+	e.c.Start(order...)
+	load.waitAcks(t, 1000)
+	load.finish(t, ctx, e)
+}
+
+// failoverTrials is how many kills each failover test runs: a few in
 // the default suite, more with FJORD_FAILOVER_TRIALS (issue 14's
 // benchmark asks for 20 per population).
 func failoverTrials(t *testing.T) int {
@@ -316,14 +401,14 @@ func failoverTrials(t *testing.T) int {
 	return n
 }
 
-// Issue 14, acceptance point 1 (a): SIGKILL of a partition's leader that
-// is not the active controller, under acks=all idempotent load. Each
-// trial: the controller fences the dead broker when its session lapses
-// and elects the next ISR member with the leader epoch + 1; the
-// producer's first acknowledgement from the new leader is timed from
-// the kill; the dead node restarts and rejoins the ISR. At the end every
-// acknowledged record is read back once, in order, and the three
-// replicas are the same bytes.
+func (e *env) logFailovers(t *testing.T, what string, times []time.Duration) {
+	slices.Sort(times)
+	t.Logf("failover of %s (kill to first acknowledgement by the new leader) over %d trials: min %v, median %v, max %v",
+		what, len(times), times[0].Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
+}
+
+// failoverLoad is one idempotent acks=all producer writing one record a
+// millisecond to a single-partition topic, with what it was told.
 //
 // Client settings (pinned, for the figures): franz-go's defaults
 // (idempotent, acks=all, 5 in flight, no linger) but Kafka's Java
@@ -331,150 +416,155 @@ func failoverTrials(t *testing.T) int {
 // (MetadataMinAge; franz-go's default, 5 s, holds a producer on a dead
 // leader for up to 5 s against any Kafka-compatible broker) and 100 ms
 // between produce retries (retry.backoff.ms; franz-go's starts at 250 ms
-// and doubles); a record every millisecond.
-func (e *env) leaderKilled(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	const topic = "failover"
-	ctrl, others := e.controllerAndOthers(t)
-	// The two that take turns leading come first: the controller, last
-	// in replica order, is elected only if both are out of the ISR.
-	e.createTopic(t, ctx, topic, -1, -1, others[0], others[1], ctrl)
+// and doubles).
+type failoverLoad struct {
+	topic      string
+	partitions int
+	pr         *kgo.Client
+	checker    *testcluster.Checker
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	acks       []failoverAck
+	failures   []error
+}
 
+type failoverAck struct {
+	at     time.Time
+	offset int64
+}
+
+func (e *env) startLoad(t *testing.T, ctx context.Context, topic string, partitions int) *failoverLoad {
+	t.Helper()
 	pr, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
 		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pr.Close()
-	checker := testcluster.NewChecker()
-	type ack struct {
-		at     time.Time
-		offset int64
-	}
-	var mu sync.Mutex
-	var acks []ack
-	var failures []error
-	produceCtx, stopProducing := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	t.Cleanup(pr.Close)
+	l := &failoverLoad{topic: topic, partitions: partitions, pr: pr, checker: testcluster.NewChecker()}
+	produceCtx, stop := context.WithCancel(ctx)
+	l.stop = stop
+	l.wg.Go(func() {
 		for i := 0; produceCtx.Err() == nil; i++ {
 			key, value := fmt.Appendf(nil, "k%d", i%10), fmt.Appendf(nil, "%08d", i)
-			checker.Sent(topic, key, value)
+			l.checker.Sent(topic, key, value)
 			pr.Produce(ctx, &kgo.Record{Key: key, Value: value}, func(r *kgo.Record, err error) {
-				mu.Lock()
-				defer mu.Unlock()
+				l.mu.Lock()
+				defer l.mu.Unlock()
 				if err != nil {
-					failures = append(failures, fmt.Errorf("%s: %w", r.Value, err))
+					l.failures = append(l.failures, fmt.Errorf("%s: %w", r.Value, err))
 					return
 				}
-				acks = append(acks, ack{time.Now(), r.Offset})
-				checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+				l.acks = append(l.acks, failoverAck{time.Now(), r.Offset})
+				l.checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 			})
 			time.Sleep(time.Millisecond)
 		}
 	})
-	acked := func() int { mu.Lock(); defer mu.Unlock(); return len(acks) }
-	waitAcks := func(n int) {
-		t.Helper()
-		testutil.Eventually(t, 30*time.Second, func() error {
-			if got := acked(); got < n {
-				return fmt.Errorf("%d records acknowledged, waiting for %d", got, n)
-			}
-			return nil
-		})
-	}
+	return l
+}
 
-	var times []time.Duration
-	for trial := range failoverTrials(t) {
-		waitAcks(acked() + 300)
-		leader, epoch, isr := e.state(t, ctx, ctrl, topic)
-		if leader == ctrl || len(isr) != 3 {
-			t.Fatalf("trial %d: leader %d (controller %d), ISR %v; want a leader other than the controller and a full ISR", trial, leader, ctrl, isr)
+func (l *failoverLoad) acked() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.acks) }
+
+// waitAcks waits until n more records are acknowledged.
+func (l *failoverLoad) waitAcks(t *testing.T, n int) {
+	t.Helper()
+	want := l.acked() + n
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if got := l.acked(); got < want {
+			return fmt.Errorf("%d records acknowledged, waiting for %d", got, want)
 		}
-		killed := time.Now()
-		e.c.Kill(leader)
-		t.Cleanup(func() { // for the tests after a failed trial
-			if !e.c.Node(leader).Running() {
-				e.c.Start(leader)
-			}
-		})
+		return nil
+	})
+}
 
-		// The new leader, as the controller's node sees it.
-		var next, nextEpoch int32
-		testutil.Eventually(t, 10*time.Second, func() error {
-			l, ep, _ := e.state(t, ctx, ctrl, topic)
-			if l == leader || l < 0 {
-				return fmt.Errorf("leader %d", l)
-			}
-			next, nextEpoch = l, ep
-			return nil
-		})
-		elected := time.Since(killed)
-		if !slices.Contains(isr, next) || nextEpoch != epoch+1 {
-			t.Fatalf("trial %d: new leader %d at epoch %d; want one of the ISR %v at epoch %d", trial, next, nextEpoch, isr, epoch+1)
-		}
-		// The new epoch starts where the old one ends on the new
-		// leader: every record at or past it was acknowledged by it.
-		var start int64
-		testutil.Eventually(t, 10*time.Second, func() error { // once the new leader's image has it
-			var err error
-			start, err = epochEnd(ctx, e.cl.Broker(int(next)), topic, epoch)
-			return err
-		})
-		var took time.Duration
-		testutil.Eventually(t, 30*time.Second, func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, a := range acks {
-				if a.offset >= start && a.at.After(killed) {
-					took = a.at.Sub(killed)
-					return nil
-				}
-			}
-			return fmt.Errorf("no record at or past offset %d acknowledged yet", start)
-		})
-		times = append(times, took)
-		t.Logf("trial %d: killed leader %d (epoch %d); node %d leads at epoch %d from offset %d, seen %v after the kill; first acknowledgement from it %v after the kill",
-			trial, leader, epoch, next, nextEpoch, start, elected.Round(time.Millisecond), took.Round(time.Millisecond))
-
-		e.c.Start(leader)
-		testutil.Eventually(t, 30*time.Second, func() error {
-			if _, _, isr := e.state(t, ctx, next, topic); len(isr) != 3 {
-				return fmt.Errorf("ISR %v after node %d restarted", isr, leader)
-			}
-			return nil
-		})
-	}
-	waitAcks(acked() + 100)
-	stopProducing()
-	wg.Wait()
-	if err := pr.Flush(ctx); err != nil {
+// finish stops the load, checks no produce failed and every
+// acknowledged record is read back once and in order, and waits for the
+// replicas to be the same bytes.
+func (l *failoverLoad) finish(t *testing.T, ctx context.Context, e *env) {
+	t.Helper()
+	l.waitAcks(t, 100)
+	l.stop()
+	l.wg.Wait()
+	if err := l.pr.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(failures) > 0 {
-		t.Fatalf("%d produces failed, the first: %v", len(failures), failures[0])
+	if len(l.failures) > 0 {
+		t.Fatalf("%d produces failed, the first: %v", len(l.failures), l.failures[0])
 	}
-	// The controller counted what it did.
-	m := testutil.Scrape(t, http.DefaultClient, "http://"+e.c.Node(ctrl).HTTPAddr()+"/metrics")
-	for _, family := range []string{"fjord_controller_broker_fencings_total", "fjord_controller_broker_unfencings_total", "fjord_controller_leader_elections_total"} {
-		if v, _ := m.Value(family); v < float64(len(times)) {
-			t.Errorf("%s = %v after %d leader kills, want at least %d", family, v, len(times), len(times))
-		}
-	}
-	if v, found := m.Value("fjord_controller_fenced_brokers"); !found || v != 0 {
-		t.Errorf("fjord_controller_fenced_brokers = %v (found %v) with every node back, want 0", v, found)
-	}
-	slices.Sort(times)
-	t.Logf("failover (kill to first acknowledgement by the new leader) over %d trials: min %v, median %v, max %v",
-		len(times), times[0].Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
-
-	sum := e.verify(t, ctx, checker, topic)
-	if sum.Acked == 0 || sum.Read < sum.Acked {
+	if sum := e.verify(t, ctx, l.checker, l.topic); sum.Acked == 0 || sum.Read < sum.Acked {
 		t.Fatalf("%v: every acknowledged record must be read back", sum)
 	}
-	e.replicasIdentical(t, topic, 1)
+	e.replicasIdentical(t, l.topic, l.partitions)
+}
+
+// killLeader is one trial: SIGKILL of load's partition's leader once
+// the load runs, the new leader checked (from the old ISR, epoch + 1)
+// as node observer sees it, the time from the kill to the first record
+// the new leader acknowledged, and the killed node restarted and back
+// in the ISR.
+func (e *env) killLeader(t *testing.T, ctx context.Context, load *failoverLoad, trial int, observer int32) time.Duration {
+	t.Helper()
+	topic := load.topic
+	load.waitAcks(t, 300)
+	leader, epoch, isr := e.state(t, ctx, observer, topic)
+	if leader == observer || len(isr) != 3 {
+		t.Fatalf("trial %d: leader %d, ISR %v; want a leader other than node %d and a full ISR", trial, leader, isr, observer)
+	}
+	killed := time.Now()
+	e.c.Kill(leader)
+	t.Cleanup(func() { // for the tests after a failed trial
+		if !e.c.Node(leader).Running() {
+			e.c.Start(leader)
+		}
+	})
+
+	var next, nextEpoch int32
+	testutil.Eventually(t, 10*time.Second, func() error {
+		l, ep, _ := e.state(t, ctx, observer, topic)
+		if l == leader || l < 0 {
+			return fmt.Errorf("leader %d", l)
+		}
+		next, nextEpoch = l, ep
+		return nil
+	})
+	elected := time.Since(killed)
+	if !slices.Contains(isr, next) || nextEpoch != epoch+1 {
+		t.Fatalf("trial %d: new leader %d at epoch %d; want one of the ISR %v at epoch %d", trial, next, nextEpoch, isr, epoch+1)
+	}
+	// The new epoch starts where the old one ends on the new leader:
+	// every record at or past it was acknowledged by it.
+	var start int64
+	testutil.Eventually(t, 10*time.Second, func() error { // once the new leader's image has it
+		var err error
+		start, err = epochEnd(ctx, e.cl.Broker(int(next)), topic, epoch)
+		return err
+	})
+	var took time.Duration
+	testutil.Eventually(t, 30*time.Second, func() error {
+		load.mu.Lock()
+		defer load.mu.Unlock()
+		for _, a := range load.acks {
+			if a.offset >= start && a.at.After(killed) {
+				took = a.at.Sub(killed)
+				return nil
+			}
+		}
+		return fmt.Errorf("no record at or past offset %d acknowledged yet", start)
+	})
+	t.Logf("trial %d: killed leader %d (epoch %d); node %d leads at epoch %d from offset %d, seen %v after the kill; first acknowledgement from it %v after the kill",
+		trial, leader, epoch, next, nextEpoch, start, elected.Round(time.Millisecond), took.Round(time.Millisecond))
+
+	e.c.Start(leader)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, _, isr := e.state(t, ctx, next, topic); len(isr) != 3 {
+			return fmt.Errorf("ISR %v after node %d restarted", isr, leader)
+		}
+		return nil
+	})
+	return took
 }
 
 // epochEnd is the end offset of leader epoch epoch in topic-0's log on

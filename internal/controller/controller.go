@@ -94,14 +94,17 @@ type Voter struct {
 	Addr   string // host:port the other voters dial
 }
 
-// Raft timing for a single voter: short enough that a node elects itself
-// within a second of starting (a follower waits a random 1-2x
-// HeartbeatTimeout before it stands for election), long enough not to
-// flap on a busy machine.
+// Raft timing: a follower that has not heard from the leader for a
+// random 1-2x HeartbeatTimeout stands for election, so a dead
+// controller is replaced within about half a second (the leader
+// heartbeats every tenth of it, 25 ms), and failover of a partition
+// whose leader died with the controller stays under a second (section
+// 20 of DESIGN.md). A leader that cannot reach a quorum for
+// LeaderLeaseTimeout steps down.
 const (
-	heartbeatTimeout   = 500 * time.Millisecond
-	electionTimeout    = 500 * time.Millisecond
-	leaderLeaseTimeout = 250 * time.Millisecond
+	heartbeatTimeout   = 250 * time.Millisecond
+	electionTimeout    = 250 * time.Millisecond
+	leaderLeaseTimeout = 125 * time.Millisecond
 )
 
 // Controller runs this node's Raft voter and owns the metadata image. See
@@ -127,6 +130,9 @@ type Controller struct {
 	// stats counts what this node decided as the active controller
 	// (FenceStats).
 	stats struct{ fencings, unfencings, elections, leaderless atomic.Int64 }
+	// peerObserver hears Raft's failed heartbeats to other voters
+	// (watchPeers).
+	peerObserver *raft.Observer
 	// closing is closed by Close; watchDone when the leadership goroutine
 	// has returned.
 	closing, watchDone chan struct{}
@@ -229,6 +235,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 		return nil, err
 	}
 	go c.watchLeadership()
+	c.watchPeers()
 	img := c.Image()
 	log.Info("controller opened", "node_id", cfg.NodeID, "raft_addr", c.trans.LocalAddr(),
 		"metadata_offset", img.Offset, "topics", len(img.Topics))
@@ -469,6 +476,9 @@ func (c *Controller) Close() error {
 		if c.raft != nil {
 			errs = append(errs, c.raft.Shutdown().Error())
 			<-c.watchDone
+			if c.peerObserver != nil {
+				c.raft.DeregisterObserver(c.peerObserver)
+			}
 		}
 		if c.trans != nil {
 			// Close stops the listener only: the pooled connections to

@@ -3,8 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -30,7 +33,12 @@ import (
 //     queues), and a heartbeat counts when it is handled, however late.
 //   - A new active controller counts every broker as heard at the moment
 //     it took over (a fresh session each), since it cannot know what the
-//     last one heard.
+//     last one heard. But a broker it has not heard from in its term and
+//     that Raft cannot reach either (a failed Raft heartbeat to that
+//     voter: the old controller, killed with its broker, say) gets only
+//     a fifth of a session from then, so failing over from a dead
+//     controller does not cost a whole second session on top of the
+//     election.
 //
 // A registration of a node id that is live under another incarnation is
 // refused, DUPLICATE_BROKER_REGISTRATION, since two processes would then
@@ -86,6 +94,44 @@ func (s *sessions) heartbeat(id int32, epoch int64, offset uint64, now time.Time
 	s.offsets[id], s.epochs[id] = offset, epoch
 }
 
+// unreachable shortens the session of broker id, which Raft could not
+// reach just now, to grace from now, unless it has been heard from in
+// this term (then its own heartbeats decide).
+func (s *sessions) unreachable(id int32, now time.Time, timeout, grace time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, heard := s.heard[id]; heard {
+		return
+	}
+	s.heard[id] = now.Add(grace - timeout)
+}
+
+// watchPeers registers an observer of Raft's failed heartbeats to other
+// voters and tells the active controller's sessions (unreachable), for
+// as long as the controller is open.
+func (c *Controller) watchPeers() {
+	ch := make(chan raft.Observation, 16)
+	c.peerObserver = raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.FailedHeartbeatObservation)
+		return ok
+	})
+	c.raft.RegisterObserver(c.peerObserver)
+	go func() {
+		for {
+			select {
+			case o := <-ch:
+				f := o.Data.(raft.FailedHeartbeatObservation)
+				id, err := strconv.ParseInt(string(f.PeerID), 10, 32)
+				if a := c.active.Load(); a != nil && err == nil {
+					a.sessions.unreachable(int32(id), c.clock.Now(), c.sessionTimeout(), c.sessionTimeout()/5)
+				}
+			case <-c.closing:
+				return
+			}
+		}
+	}()
+}
+
 // live reports whether broker id was heard from within timeout.
 func (s *sessions) live(id int32, now time.Time, timeout time.Duration) bool {
 	s.mu.Lock()
@@ -138,11 +184,11 @@ func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Durati
 	return fence, unfence, stalled
 }
 
-// runSessions checks the sessions every checkInterval (and when kicked)
+// runSessions checks the sessions every twentieth of a session (and when kicked)
 // for as long as a is the active controller, and commits what check
 // decides.
 func (c *Controller) runSessions(a *activeController) {
-	interval := max(c.sessionTimeout()/10, 10*time.Millisecond)
+	interval := max(c.sessionTimeout()/20, 10*time.Millisecond)
 	for {
 		t := c.clock.AfterFunc(interval, func() {
 			select {
