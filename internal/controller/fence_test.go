@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -134,5 +136,23 @@ func TestVersionOneHasNoFencing(t *testing.T) {
 	}
 	if _, err := img.Apply(2, planFence(img, 1)...); err == nil {
 		t.Fatal("a fence record applied to a log without fencing")
+	}
+}
+
+// A manual assignment may name a fenced broker, as in KRaft: the new
+// partition's ISR is its live replicas and its leader the first of them;
+// one with no live replica is refused.
+func TestAssignmentsWithAFencedBroker(t *testing.T) {
+	img, _ := fencingImage(t)
+	img = apply(t, img, planFence(img, 2))
+	if _, err := checkAssignments(img, [][]int32{{2, 3, 1}}, -1); err != nil {
+		t.Fatalf("an assignment naming a fenced broker among live ones: %v", err)
+	}
+	p := newPartitions(img, [][]int32{{2, 3, 1}})[0]
+	if !slices.Equal(p.Replicas, []int32{2, 3, 1}) || !slices.Equal(p.ISR, []int32{3, 1}) || p.Leader != 3 {
+		t.Fatalf("new partition %+v, want replicas [2 3 1], ISR [3 1], leader 3", p)
+	}
+	if _, err := checkAssignments(img, [][]int32{{1}, {2}}, -1); !errors.Is(err, controlplane.ErrInvalidReplicationFactor) {
+		t.Fatalf("a partition whose only replica is fenced: %v, want INVALID_REPLICATION_FACTOR", err)
 	}
 }

@@ -292,7 +292,7 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	if validateOnly {
 		return nil
 	}
-	grown := &metadata.Topic{Name: t.Name, ID: t.ID, Partitions: append(slices.Clip(t.Partitions), newPartitions(replicas)...)}
+	grown := &metadata.Topic{Name: t.Name, ID: t.ID, Partitions: append(slices.Clip(t.Partitions), newPartitions(img, replicas)...)}
 	if err := a.proposeLocked(ctx, c, topicRecords(grown, int(cur))); err != nil {
 		return err
 	}

@@ -41,19 +41,20 @@ func checkAssignments(img *metadata.Image, assignments [][]int32, rf int) (int, 
 			return 0, fmt.Errorf("%w: partition %d has %d replicas, others %d: all partitions need the same replication factor",
 				controlplane.ErrInvalidReplicaAssignment, p, len(reps), rf)
 		}
+		live := false
 		for i, b := range reps {
 			br, ok := img.Brokers[b]
 			if !ok {
 				return 0, fmt.Errorf("%w: partition %d: broker %d is not registered (brokers: %v)", controlplane.ErrInvalidReplicaAssignment, p, b, img.BrokerIDs())
 			}
-			if br.Fenced {
-				// As in KRaft: its partition would start without the
-				// replica (a new partition's ISR is all its replicas).
-				return 0, fmt.Errorf("%w: partition %d: broker %d is fenced (not heard from); assign live brokers", controlplane.ErrInvalidReplicaAssignment, p, b)
-			}
+			live = live || !br.Fenced
 			if slices.Contains(reps[:i], b) {
 				return 0, fmt.Errorf("%w: partition %d lists broker %d twice", controlplane.ErrInvalidReplicaAssignment, p, b)
 			}
+		}
+		if !live {
+			// As in KRaft: the partition would start with no leader.
+			return 0, fmt.Errorf("%w: partition %d: none of brokers %v is live (all fenced)", controlplane.ErrInvalidReplicationFactor, p, reps)
 		}
 	}
 	return rf, nil
@@ -151,17 +152,21 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 	// reports it as a default. A value above the replication factor is
 	// accepted, as Kafka accepts it: acks=all is then refused with
 	// NOT_ENOUGH_REPLICAS until the topic has that many in sync.
-	return newPartitions(replicas), configs, nil
+	return newPartitions(img, replicas), configs, nil
 }
 
-// newPartitions: leader is the first replica, ISR all replicas, epoch 0.
-func newPartitions(replicas [][]int32) []metadata.Partition {
+// newPartitions: the ISR is the replicas that are not fenced in img (a
+// manual assignment may name a fenced broker, as in KRaft: it joins
+// once it is back and caught up), the leader the first of them, epoch 0.
+// checkAssignments has made sure each partition has one.
+func newPartitions(img *metadata.Image, replicas [][]int32) []metadata.Partition {
 	parts := make([]metadata.Partition, len(replicas))
 	for i, reps := range replicas {
+		isr := slices.DeleteFunc(slices.Clone(reps), func(b int32) bool { return img.Brokers[b].Fenced })
 		parts[i] = metadata.Partition{
 			Replicas: slices.Clone(reps),
-			ISR:      slices.Clone(reps),
-			Leader:   reps[0],
+			ISR:      isr,
+			Leader:   isr[0],
 		}
 	}
 	return parts

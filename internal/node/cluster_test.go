@@ -270,7 +270,16 @@ func TestClusterRestartCatchesUpBeforeActing(t *testing.T) {
 	if code := resp.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode; code != 0 {
 		t.Fatalf("DeleteTopics: %v", kerr.ErrorForCode(code))
 	}
-	create(nodes[0], "created-while-down", 3)
+	// Once node 3's session has lapsed it is fenced; a topic may still
+	// name it (as in KRaft), and starts with the live replica alone in
+	// its ISR.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !nodes[0].ctrl.Image().Brokers[3].Fenced {
+			return errors.New("node 3 not fenced yet")
+		}
+		return nil
+	})
+	createTopic(t, ctx, b1, "created-while-down", -1, -1, []int32{3, 1})
 	for i := range 20 {
 		create(nodes[1], fmt.Sprintf("filler-%d", i), 1)
 	}
