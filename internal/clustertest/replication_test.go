@@ -73,6 +73,12 @@ func (e *env) placement(t *testing.T) (leader int32, followers []int32) {
 // partitions of rf replicas placed by the controller.
 func (e *env) createTopic(t *testing.T, ctx context.Context, topic string, partitions int32, rf int16, replicas ...int32) {
 	t.Helper()
+	e.createTopicWith(t, ctx, topic, partitions, rf, nil, replicas...)
+}
+
+// createTopicWith is createTopic with more topic configs.
+func (e *env) createTopicWith(t *testing.T, ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string, replicas ...int32) {
+	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 10000
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -86,6 +92,11 @@ func (e *env) createTopic(t *testing.T, ctx context.Context, topic string, parti
 	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
 	cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("2")
 	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{cfg}
+	for name, value := range configs {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = name, kmsg.StringPtr(value)
+		rt.Configs = append(rt.Configs, cfg)
+	}
 	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
 	resp, err := req.RequestWith(ctx, e.cl)
 	if err != nil {

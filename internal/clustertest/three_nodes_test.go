@@ -10,12 +10,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,6 +43,7 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("LeaderAndControllerKilled", e.leaderAndControllerKilled)
 	t.Run("FollowerStopped", e.followerStopped)
 	t.Run("AllKilled", e.allKilled)
+	t.Run("AcksOneTailCut", e.acksOneTailCut)
 	t.Run("ControllerKilled", e.controllerKilled)
 }
 
@@ -639,4 +644,170 @@ func (e *env) controllerAndOthers(t *testing.T) (ctrl int32, others []int32) {
 		}
 	}
 	return ctrl, others
+}
+
+var truncatedRE = regexp.MustCompile(`msg="truncating a follower's log to the leader's history" partition=(\S+) leader=\d+ from=(\d+) to=(\d+)`)
+
+// Issue 14, acceptance point 5: flush.policy=interval and acks=1, the
+// leader SIGKILLed with records its followers had not copied yet (a
+// tail). The new leader starts its epoch at its own log end; the old
+// leader, restarted, cuts its tail back to there (DivergingEpoch) and
+// copies the new leader's records, so the replicas end the same bytes.
+// Meanwhile the earliest and latest offsets clients are told never go
+// backwards: a new leader whose high watermark is still below the
+// start of its epoch answers OFFSET_NOT_AVAILABLE (KIP-207), not a
+// smaller offset (here the new leader's follower usually catches its
+// high watermark up before the watching client finds it, so the replica
+// package's TestNewLeaderHidesItsHighWatermarkUntilItCatchesUp is what
+// pins that rule down). A trial without a tail at the kill proves
+// nothing, so trials repeat until one has one.
+func (e *env) acksOneTailCut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ctrl, others := e.controllerAndOthers(t)
+	for trial := range 5 {
+		topic := fmt.Sprintf("acks1-tail-%d", trial)
+		leader := others[trial%2]
+		e.createTopicWith(t, ctx, topic, -1, -1, map[string]string{"flush.policy": "interval"}, leader, others[(trial+1)%2], ctrl)
+		cut, to := e.acksOneTrial(t, ctx, topic, leader)
+		if cut {
+			t.Logf("trial %d: node %d's tail was cut back to %d, the new leader's epoch start", trial, leader, to)
+			return
+		}
+		t.Logf("trial %d: node %d had no tail when it was killed; again", trial, leader)
+	}
+	t.Fatal("no trial killed a leader with a tail in five")
+}
+
+// acksOneTrial runs acks=1 load on topic, kills its leader, restarts it,
+// and checks what acksOneTailCut says; cut reports whether the leader
+// had a tail to cut, and to where it was cut.
+func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, leader int32) (cut bool, to int64) {
+	pr, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	watcher, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	adm := kadm.NewClient(watcher)
+
+	loadCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var acked atomic.Int64
+	wg.Go(func() { // as fast as the leader takes them
+		for i := 0; loadCtx.Err() == nil; i++ {
+			pr.Produce(loadCtx, &kgo.Record{Value: fmt.Appendf(nil, "%08d", i)}, func(_ *kgo.Record, err error) {
+				if err == nil {
+					acked.Add(1)
+				}
+			})
+		}
+	})
+	var mu sync.Mutex
+	var violations []string
+	// never records a violation when list answers an offset below the
+	// largest answered before.
+	never := func(what string, highest *int64, list kadm.ListedOffsets, err error) {
+		if err != nil {
+			return
+		}
+		o, ok := list.Lookup(topic, 0)
+		if !ok || o.Err != nil {
+			return // OFFSET_NOT_AVAILABLE, a moved leader: asked again
+		}
+		if o.Offset < *highest {
+			mu.Lock()
+			violations = append(violations, fmt.Sprintf("%s offset %d after %d", what, o.Offset, *highest))
+			mu.Unlock()
+		}
+		*highest = max(*highest, o.Offset)
+	}
+	wg.Go(func() { // the offsets clients are told, which must never go back
+		var maxStart, maxEnd int64
+		for loadCtx.Err() == nil {
+			starts, err := adm.ListStartOffsets(loadCtx, topic)
+			never("earliest", &maxStart, starts, err)
+			ends, err := adm.ListEndOffsets(loadCtx, topic)
+			never("latest", &maxEnd, ends, err)
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := acked.Load(); n < 20_000 {
+			return fmt.Errorf("%d records acknowledged", n)
+		}
+		return nil
+	})
+	_, epoch, _ := e.state(t, ctx, leader, topic)
+	e.c.Kill(leader)
+	t.Cleanup(func() {
+		if !e.c.Node(leader).Running() {
+			e.c.Start(leader)
+		}
+	})
+	var next int32
+	observer := e.c.ControllerID(t)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		l, _, _ := e.state(t, ctx, observer, topic)
+		if l == leader || l < 0 {
+			return fmt.Errorf("leader %d", l)
+		}
+		next = l
+		return nil
+	})
+	var start int64
+	testutil.Eventually(t, 10*time.Second, func() error {
+		var err error
+		start, err = epochEnd(ctx, e.cl.Broker(int(next)), topic, epoch)
+		return err
+	})
+	before := acked.Load()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := acked.Load(); n < before+5_000 {
+			return fmt.Errorf("%d records acknowledged by the new leader, waiting for 5000", n-before)
+		}
+		return nil
+	})
+	e.c.Start(leader)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, _, isr := e.state(t, ctx, next, topic); len(isr) != 3 {
+			return fmt.Errorf("ISR %v after node %d restarted", isr, leader)
+		}
+		return nil
+	})
+	stop()
+	wg.Wait()
+	if err := pr.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(violations) > 0 {
+		t.Fatalf("offsets went backwards across the failover (%d times), the first: %s", len(violations), violations[0])
+	}
+	mu.Unlock()
+	e.replicasIdentical(t, topic, 1)
+
+	for _, m := range truncatedRE.FindAllStringSubmatch(e.c.Node(leader).LogTail(100_000), -1) {
+		if m[1] != topic+"-0" {
+			continue
+		}
+		from, _ := strconv.ParseInt(m[2], 10, 64)
+		to, _ := strconv.ParseInt(m[3], 10, 64)
+		if to != start || from <= to {
+			t.Fatalf("node %d cut %s from %d to %d; the new leader's epoch starts at %d", leader, topic, from, to, start)
+		}
+		return true, to
+	}
+	return false, 0
 }

@@ -30,6 +30,11 @@ var (
 	ErrRequestTimedOut         = kerr.RequestTimedOut
 	ErrInvalidRequiredAcks     = kerr.InvalidRequiredAcks
 	ErrUnknownTopicID          = kerr.UnknownTopicID
+	// ErrOffsetNotAvailable: ListOffsets on a new leader whose high
+	// watermark has not yet reached the start of its leader epoch
+	// (KIP-207): it may be below what the previous leader answered, and
+	// a consumer told so could reset past records it was already owed.
+	ErrOffsetNotAvailable = kerr.OffsetNotAvailable
 	// ErrNotEnoughReplicasAfterAppend: an acks=all produce was appended
 	// and reached the high watermark, but the ISR shrank below
 	// min.insync.replicas while it waited (Kafka's

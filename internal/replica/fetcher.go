@@ -310,7 +310,18 @@ func (f *fetcher) request(parts []*Partition) (LeaderFetch, []*Partition) {
 // handle applies one partition's answer. appended: records were added;
 // progress: the answer moved something (records, a truncation, the high
 // watermark), so the next fetch need not back off.
+//
+// It holds p.mu shared and applies nothing unless p still follows this
+// fetcher's leader in the leader epoch the fetch named: an answer that
+// arrives after this node became leader (or began to follow another)
+// must neither append the old leader's records after the new epoch's
+// start nor, above all, truncate what this node now leads.
 func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchResult) (appended, progress bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.mu.gone != nil || p.mu.leader != f.leader || p.mu.leaderEpoch != fp.CurrentLeaderEpoch {
+		return false, false // stale: the next image's fetcher takes over
+	}
 	log := f.fs.m.log
 	switch {
 	case r.Err != nil && errors.Is(r.Err, ErrOffsetOutOfRange) && r.LogStartOffset > fp.FetchOffset:

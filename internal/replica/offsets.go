@@ -47,11 +47,30 @@ func (m *Manager) ListOffset(topic string, partition int32, currentLeaderEpoch i
 		return -1
 	}
 	bound := p.lastFetchable(isolation)
+	// KIP-207: a new leader's high watermark starts where it was as a
+	// follower, which may be below what the previous leader answered;
+	// until it reaches the start of this leader epoch, answers that
+	// depend on it are OFFSET_NOT_AVAILABLE (retriable) rather than an
+	// offset that moved backwards. The earliest offset does not depend
+	// on it. Replica reads (IsolationLogEnd) are bounded by the log end.
+	notAvailable := func() error {
+		if isolation == IsolationLogEnd {
+			return nil
+		}
+		if start := p.epochStart(); start > p.log.HighWatermark() {
+			return fmt.Errorf("%w: %s: the high watermark %d has not reached the start %d of leader epoch %d yet",
+				ErrOffsetNotAvailable, p, p.log.HighWatermark(), start, leaderEpoch)
+		}
+		return nil
+	}
 	switch {
 	case timestamp == TimestampEarliest || timestamp == TimestampEarliestLocal:
 		start := p.log.LogStartOffset()
 		return OffsetAndTimestamp{Offset: start, Timestamp: -1, LeaderEpoch: epochOf(start)}, nil
 	case timestamp == TimestampLatest:
+		if err := notAvailable(); err != nil {
+			return none, err
+		}
 		// Kafka answers the current leader epoch here, not the epoch of
 		// the last record: the offset is where the next one will go.
 		return OffsetAndTimestamp{Offset: bound, Timestamp: -1, LeaderEpoch: leaderEpoch}, nil
@@ -62,6 +81,9 @@ func (m *Manager) ListOffset(topic string, partition int32, currentLeaderEpoch i
 		}
 		if !found || offset >= bound {
 			return none, nil
+		}
+		if err := notAvailable(); err != nil {
+			return none, err
 		}
 		return OffsetAndTimestamp{Offset: offset, Timestamp: ts, LeaderEpoch: epochOf(offset)}, nil
 	case timestamp < 0:
@@ -75,6 +97,9 @@ func (m *Manager) ListOffset(topic string, partition int32, currentLeaderEpoch i
 		}
 		if !found || offset >= bound {
 			return none, nil
+		}
+		if err := notAvailable(); err != nil {
+			return none, err
 		}
 		return OffsetAndTimestamp{Offset: offset, Timestamp: ts, LeaderEpoch: epochOf(offset)}, nil
 	}

@@ -40,6 +40,10 @@ type Partition struct {
 		replicas       []int32
 		isr            []int32
 		minInsync      int
+		// epochStart is this node's log end when it became leader in
+		// leaderEpoch (recorded in the log's epoch history then, as
+		// Kafka does); -1 while it does not lead.
+		epochStart int64
 		// gone is nil while the partition is live; once its topic is
 		// deleted (or the manager closed) it is the error every request
 		// gets, and it never goes back to nil.
@@ -100,6 +104,7 @@ func newPartition(m *Manager, tp storage.TopicPartition, topicID metadata.UUID, 
 	p := &Partition{m: m, topic: tp.Topic, partition: tp.Partition, topicID: topicID, log: log}
 	p.mu.leader = -1
 	p.mu.leaderEpoch = -1
+	p.mu.epochStart = -1
 	p.mu.minInsync = defaultMinInsync
 	p.wait.waiters = map[*waiter]struct{}{}
 	p.followers.resetLocked(-1, time.Time{})
@@ -300,6 +305,14 @@ func (p *Partition) checkLeader(currentLeaderEpoch int32) (int32, error) {
 	return p.mu.leaderEpoch, p.checkLeaderLocked(currentLeaderEpoch)
 }
 
+// epochStart is the offset this node's leader epoch started at (-1 when
+// it does not lead).
+func (p *Partition) epochStart() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.mu.epochStart
+}
+
 // checkFollower refuses a fetch that claims to come from replica id (and
 // so reads past the high watermark) unless id is one of this partition's
 // other replicas: a client that merely sets a replica id must not see
@@ -364,6 +377,19 @@ func (p *Partition) update(part *metadata.Partition, cfg storage.Config, minInsy
 		ch.becameFollower = !isLeader && (wasLeader || moved)
 		ch.otherISRMembers = isLeader && len(p.mu.isr) > 1
 		if moved {
+			p.mu.epochStart = -1
+			if isLeader {
+				// Before any write in the epoch: a follower's
+				// LastFetchedEpoch is then answered from here on, and
+				// ListOffsets knows when the high watermark has caught
+				// up with the previous leader's (KIP-207). The fetcher
+				// cannot append meanwhile: it writes under p.mu shared.
+				p.mu.epochStart = p.log.LogEndOffset()
+				if err := p.log.AssignLeaderEpoch(p.mu.leaderEpoch, p.mu.epochStart); err != nil {
+					p.m.log.Error("recording a new leader epoch's start", "partition", p.String(),
+						"leader_epoch", p.mu.leaderEpoch, "start_offset", p.mu.epochStart, "err", err)
+				}
+			}
 			p.followers.Lock()
 			if isLeader {
 				p.followers.resetLocked(p.mu.leaderEpoch, p.m.opts.Now())

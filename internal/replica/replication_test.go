@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -225,4 +226,59 @@ func readFrom(t testing.TB, l *storage.Log, offset int64) []byte {
 		t.Fatal(err)
 	}
 	return rr.Records
+}
+
+// A new leader records its epoch's start at its log end before it
+// writes, and until its high watermark reaches that start (the previous
+// leader's may have been higher) ListOffsets answers OFFSET_NOT_AVAILABLE
+// for the latest offset and lookups by time, never a smaller offset
+// (KIP-207); the earliest offset is answered throughout.
+func TestNewLeaderHidesItsHighWatermarkUntilItCatchesUp(t *testing.T) {
+	_, nodes := newPair(t)
+	one, two := nodes[0], nodes[1]
+	one.set(1, 0, 1, 2)
+	two.set(1, 0, 1, 2)
+	if _, err := one.m.Append(context.Background(), "r", 0, batch(t, "a", 5, 1000), AcksAll, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Node 2 holds all five; its high watermark, learned a round later,
+	// may be below. Make it so: it stops following (no leader) first.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if leo := two.log().LogEndOffset(); leo != 5 {
+			return fmt.Errorf("node 2's log end %d", leo)
+		}
+		return nil
+	})
+	two.set(-1, 1, 2)
+	two.log().SetHighWatermark(2) // as a follower can: it learns the leader's a round late
+	// Node 2 leads epoch 2, with node 1 in its ISR that has not fetched
+	// in this term: the high watermark stays at 2, below the epoch's
+	// start, 5.
+	two.set(2, 2, 1, 2)
+	if e, _ := two.log().LeaderEpochs().LatestEpoch(); e != 2 {
+		t.Fatalf("latest epoch in node 2's history: %d, want 2 (recorded on becoming leader)", e)
+	}
+	if e, end := two.log().LeaderEpochs().EndOffsetFor(0, two.log().LogEndOffset()); e != 0 || end != 5 {
+		t.Fatalf("epoch 0 ends at %d (epoch %d) on the new leader, want 5", end, e)
+	}
+	for _, ts := range []int64{TimestampLatest, TimestampMaxTimestamp, 0} {
+		if _, err := two.m.ListOffset("r", 0, -1, ts, IsolationHighWatermark); !errors.Is(err, ErrOffsetNotAvailable) {
+			t.Errorf("ListOffsets %d on a new leader behind its epoch start: %v, want OFFSET_NOT_AVAILABLE", ts, err)
+		}
+	}
+	if o, err := two.m.ListOffset("r", 0, -1, TimestampEarliest, IsolationHighWatermark); err != nil || o.Offset != 0 {
+		t.Errorf("earliest offset: %+v, %v; want 0", o, err)
+	}
+	// Node 1 follows and fetches: the high watermark reaches 5.
+	one.set(2, 2, 1, 2)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		o, err := two.m.ListOffset("r", 0, -1, TimestampLatest, IsolationHighWatermark)
+		if err != nil {
+			return err
+		}
+		if o.Offset != 5 || o.LeaderEpoch != 2 {
+			return fmt.Errorf("latest %+v, want offset 5 in epoch 2", o)
+		}
+		return nil
+	})
 }

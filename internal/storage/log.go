@@ -256,6 +256,19 @@ func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 	return info, nil
 }
 
+// AssignLeaderEpoch records that leader epoch epoch starts at offset
+// start (a new leader's log end, before it writes anything in the
+// epoch), as Kafka's leader does on becoming leader. An epoch at or below
+// the latest one recorded changes nothing; start must be the log end.
+func (l *Log) AssignLeaderEpoch(epoch int32, start int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if leo := l.leo.Load(); start != leo {
+		return fmt.Errorf("%w: leader epoch %d cannot start at %d, the log ends at %d", leaderepoch.ErrInvalidEpochEntry, epoch, start, leo)
+	}
+	return l.maybeAssignEpochLocked(epoch, start)
+}
+
 // maybeAssignEpochLocked records the start of a new leader epoch.
 // REQUIRES: l.mu held.
 func (l *Log) maybeAssignEpochLocked(epoch int32, start int64) error {

@@ -273,6 +273,41 @@ func logClose(t testing.TB, l *Log) {
 	}
 }
 
+// A new leader's epoch is recorded at the log end before any write in
+// it; it must start at the log end, and an epoch not past the latest
+// changes nothing. Its first append keeps the entry, and it survives a
+// reopen.
+func TestLogAssignLeaderEpoch(t *testing.T) {
+	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		l := openTestLog(t, fsys, dir, logTestConfig(), OpenOptions{})
+		var m logModel
+		m.appendBatch(t, l, 3, 1000, 0)
+		if err := l.AssignLeaderEpoch(4, 2); !errors.Is(err, leaderepoch.ErrInvalidEpochEntry) {
+			t.Fatalf("epoch starting before the log end: %v, want ErrInvalidEpochEntry", err)
+		}
+		if err := l.AssignLeaderEpoch(4, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AssignLeaderEpoch(2, 3); err != nil {
+			t.Fatal(err)
+		}
+		want := []leaderepoch.EpochEntry{{Epoch: 0, StartOffset: 0}, {Epoch: 4, StartOffset: 3}}
+		if got := l.LeaderEpochs().Entries(); !slices.Equal(got, want) {
+			t.Fatalf("epochs %v, want %v", got, want)
+		}
+		m.appendBatch(t, l, 2, 1001, 4)
+		if err := l.Flush(l.LogEndOffset()); err != nil {
+			t.Fatal(err)
+		}
+		logClose(t, l)
+		l = openTestLog(t, fsys, dir, logTestConfig(), OpenOptions{})
+		defer logClose(t, l)
+		if got := l.LeaderEpochs().Entries(); !slices.Equal(got, want) {
+			t.Fatalf("epochs after a reopen %v, want %v", got, want)
+		}
+	})
+}
+
 func TestLogAppendAssignsOffsetsAndEpochs(t *testing.T) {
 	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		l := openTestLog(t, fsys, dir, logTestConfig(), OpenOptions{})
