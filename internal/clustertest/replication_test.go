@@ -1,9 +1,11 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -173,6 +175,19 @@ func (e *env) stop(t *testing.T, id int32) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Signal(syscall.SIGCONT) })
+	// The signal is asynchronous: wait until every thread has stopped,
+	// so what the test does next happens to a stopped node.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.Pid()))
+		if err != nil {
+			return err
+		}
+		// pid (comm) state ...: comm may hold spaces, so read after the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return fmt.Errorf("node %d (pid %d) not stopped yet: %.40s", id, n.Pid(), b)
+		}
+		return nil
+	})
 }
 
 func (e *env) resume(t *testing.T, id int32) {

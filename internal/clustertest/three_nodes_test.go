@@ -39,11 +39,13 @@ func TestThreeNodes(t *testing.T) {
 	e := &env{t: t, c: c, cl: cl}
 	t.Run("ClusterDescribe", e.clusterDescribe)
 	t.Run("AcknowledgedRecordsReadBackAndReplicasIdentical", e.acknowledgedRecords)
+	t.Run("LoadWithoutFaults", e.loadWithoutFaults)
 	t.Run("LeaderKilled", e.leaderKilled)
 	t.Run("LeaderAndControllerKilled", e.leaderAndControllerKilled)
 	t.Run("FollowerStopped", e.followerStopped)
 	t.Run("AllKilled", e.allKilled)
 	t.Run("AcksOneTailCut", e.acksOneTailCut)
+	t.Run("CoordinatorKilled", e.coordinatorKilled)
 	t.Run("ControllerKilled", e.controllerKilled)
 }
 
@@ -618,7 +620,13 @@ func (e *env) followerStopped(t *testing.T) {
 	stall := time.Since(begin)
 	l, _, isr := e.state(t, ctx, leader, topic)
 	if l != leader || slices.Contains(isr, stopped) {
-		t.Fatalf("after the stall: leader %d ISR %v; want leader %d, without the stopped %d", l, isr, leader, stopped)
+		for _, line := range strings.Split(e.c.Node(leader).LogTail(400), "\n") {
+			if strings.Contains(line, topic) || strings.Contains(line, "fenc") {
+				t.Log(line)
+			}
+		}
+		t.Fatalf("after a stall of %v: leader %d ISR %v, high watermark %d; want leader %d, without the stopped %d",
+			stall, l, isr, e.highWatermark(t, ctx, leader, topic), leader, stopped)
 	}
 	t.Logf("acks=all stalled %v after SIGSTOP of follower %d (session timeout %v)", stall.Round(time.Millisecond), stopped, 750*time.Millisecond)
 
@@ -659,30 +667,27 @@ var truncatedRE = regexp.MustCompile(`msg="truncating a follower's log to the le
 // smaller offset (here the new leader's follower usually catches its
 // high watermark up before the watching client finds it, so the replica
 // package's TestNewLeaderHidesItsHighWatermarkUntilItCatchesUp is what
-// pins that rule down). A trial without a tail at the kill proves
-// nothing, so trials repeat until one has one.
+// pins that rule down). The tail is made certain: the follower to be
+// elected is SIGSTOPped, well within its session, while the leader
+// acknowledges more.
 func (e *env) acksOneTailCut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ctrl, others := e.controllerAndOthers(t)
-	for trial := range 5 {
-		topic := fmt.Sprintf("acks1-tail-%d", trial)
-		leader := others[trial%2]
-		e.createTopicWith(t, ctx, topic, -1, -1, map[string]string{"flush.policy": "interval"}, leader, others[(trial+1)%2], ctrl)
-		cut, to := e.acksOneTrial(t, ctx, topic, leader)
-		if cut {
-			t.Logf("trial %d: node %d's tail was cut back to %d, the new leader's epoch start", trial, leader, to)
-			return
-		}
-		t.Logf("trial %d: node %d had no tail when it was killed; again", trial, leader)
+	const topic = "acks1-tail"
+	leader, follower := others[0], others[1]
+	e.createTopicWith(t, ctx, topic, -1, -1, map[string]string{"flush.policy": "interval"}, leader, follower, ctrl)
+	cut, to := e.acksOneTrial(t, ctx, topic, leader, follower)
+	if !cut {
+		t.Fatalf("node %d's log shows no cut of its tail after its restart", leader)
 	}
-	t.Fatal("no trial killed a leader with a tail in five")
+	t.Logf("node %d's tail was cut back to %d, the new leader's epoch start", leader, to)
 }
 
-// acksOneTrial runs acks=1 load on topic, kills its leader, restarts it,
-// and checks what acksOneTailCut says; cut reports whether the leader
-// had a tail to cut, and to where it was cut.
-func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, leader int32) (cut bool, to int64) {
+// acksOneTrial runs acks=1 load on topic, kills its leader with a tail
+// follower lacks, restarts it, and checks what acksOneTailCut says; cut
+// reports whether the leader's log shows the cut, and to where.
+func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, leader, follower int32) (cut bool, to int64) {
 	pr, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
 		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
 		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
@@ -743,14 +748,26 @@ func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, lead
 		wg.Wait()
 	}()
 
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if n := acked.Load(); n < 20_000 {
-			return fmt.Errorf("%d records acknowledged", n)
-		}
-		return nil
-	})
+	waitAcked := func(n int64) {
+		t.Helper()
+		want := acked.Load() + n
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if got := acked.Load(); got < want {
+				return fmt.Errorf("%d records acknowledged, waiting for %d", got, want)
+			}
+			return nil
+		})
+	}
+	waitAcked(20_000)
 	_, epoch, _ := e.state(t, ctx, leader, topic)
+	// The tail: the follower next in replica order (the one the
+	// controller will elect) is stopped, well within its session, while
+	// the leader acknowledges more; then the leader dies and the
+	// follower goes on.
+	e.stop(t, follower)
+	waitAcked(2_000)
 	e.c.Kill(leader)
+	e.resume(t, follower)
 	t.Cleanup(func() {
 		if !e.c.Node(leader).Running() {
 			e.c.Start(leader)
@@ -766,6 +783,9 @@ func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, lead
 		next = l
 		return nil
 	})
+	if next != follower {
+		t.Fatalf("node %d leads after the kill; want %d, the next in-sync replica in replica order", next, follower)
+	}
 	var start int64
 	testutil.Eventually(t, 10*time.Second, func() error {
 		var err error
@@ -810,4 +830,279 @@ func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, lead
 		return true, to
 	}
 	return false, 0
+}
+
+// stabilityCounters are the counters that must not move while a healthy
+// cluster is under load: fencings and elections (the active controller
+// counts them), ISR changes (each leader counts its own), and Raft
+// elections (each node counts its terms as controller).
+var stabilityCounters = []string{
+	"fjord_controller_broker_fencings_total",
+	"fjord_controller_leader_elections_total",
+	"fjord_isr_shrinks_total",
+	"fjord_isr_expands_total",
+	"fjord_controller_activations_total",
+}
+
+// counters sums each stability counter over the nodes.
+func (e *env) counters(t *testing.T) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, n := range e.c.Nodes() {
+		m := testutil.Scrape(t, http.DefaultClient, "http://"+n.HTTPAddr()+"/metrics")
+		for _, family := range stabilityCounters {
+			v, _ := m.Value(family)
+			out[family] += v
+		}
+	}
+	return out
+}
+
+// Issue 14, acceptance point 7 (the short version, 10 s;
+// FJORD_SOAK_DURATION=10m for the 10-minute one): max-rate acks=all
+// produce of 100-byte records and a consumer reading along, on a healthy
+// cluster, fence no broker, change no ISR and elect neither a partition
+// leader nor a controller.
+func (e *env) loadWithoutFaults(t *testing.T) {
+	duration := 10 * time.Second
+	if s := os.Getenv("FJORD_SOAK_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("FJORD_SOAK_DURATION=%q: want a duration such as 10m", s)
+		}
+		duration = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), duration+2*time.Minute)
+	defer cancel()
+	const topic, partitions = "soak", 12
+	// Small segments and a byte retention, so a long run does not fill
+	// the disk; the topic is deleted at the end.
+	e.createTopicWith(t, ctx, topic, partitions, 3, map[string]string{"segment.bytes": "16777216", "retention.bytes": "67108864"})
+	defer func() {
+		if _, err := kadm.NewClient(e.cl).DeleteTopics(context.Background(), topic); err != nil {
+			t.Errorf("deleting %s: %v", topic, err)
+		}
+	}()
+	before := e.counters(t)
+
+	pr, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	co, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...), kgo.ConsumeTopics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	loadCtx, stop := context.WithTimeout(ctx, duration)
+	defer stop()
+	var produced, failed, consumed atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		value := make([]byte, 100)
+		for loadCtx.Err() == nil {
+			pr.Produce(loadCtx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+				if err == nil {
+					produced.Add(1)
+				} else if loadCtx.Err() == nil {
+					failed.Add(1)
+				}
+			})
+		}
+	})
+	wg.Go(func() {
+		for loadCtx.Err() == nil {
+			fs := co.PollFetches(loadCtx)
+			consumed.Add(int64(fs.NumRecords()))
+		}
+	})
+	wg.Wait()
+	after := e.counters(t)
+	t.Logf("%v of max-rate load: %d records acknowledged (%.0f/s), %d consumed, %d failed",
+		duration, produced.Load(), float64(produced.Load())/duration.Seconds(), consumed.Load(), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d produces failed under load without faults", failed.Load())
+	}
+	if produced.Load() == 0 || consumed.Load() == 0 {
+		t.Fatalf("no load: %d produced, %d consumed", produced.Load(), consumed.Load())
+	}
+	for _, family := range stabilityCounters {
+		if d := after[family] - before[family]; d != 0 {
+			t.Errorf("%s moved by %v under load without faults, want 0", family, d)
+		}
+	}
+}
+
+// Issue 14, acceptance point 8: a consumer group on three nodes, its
+// coordinator's node SIGKILLed. The new leader of the group's
+// __consumer_offsets partition loads the group; the members rejoin it
+// within the session timeout and 2 s, consume everything, and no
+// committed offset is lost or goes backwards.
+func (e *env) coordinatorKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic, group, partitions, sessionTimeout = "grouped-failover", "failover-group", 6, 6 * time.Second
+	e.createTopic(t, ctx, topic, partitions, 3)
+	seeds := strings.Split(e.c.Brokers(), ",")
+	pr, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var next atomic.Int64 // the next value to produce
+	produce := func(n int) {
+		t.Helper()
+		for range n {
+			v := next.Add(1) - 1
+			value := fmt.Appendf(nil, "%d", v)
+			if err := pr.ProduceSync(ctx, &kgo.Record{Key: value, Value: value}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(600)
+
+	// Two members that commit what they have processed after each poll.
+	var mu sync.Mutex
+	seen := map[string]time.Time{} // when each value was first consumed
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 2 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+			kgo.DisableAutoCommit(), kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(500*time.Millisecond),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		wg.Go(func() {
+			for consumeCtx.Err() == nil {
+				fs := cl.PollFetches(consumeCtx)
+				fs.EachRecord(func(r *kgo.Record) {
+					mu.Lock()
+					if _, ok := seen[string(r.Value)]; !ok {
+						seen[string(r.Value)] = time.Now()
+					}
+					mu.Unlock()
+				})
+				if fs.NumRecords() > 0 {
+					// Errors (NOT_COORDINATOR while it moves) are retried
+					// by the next commit.
+					_ = cl.CommitUncommittedOffsets(consumeCtx)
+				}
+			}
+		})
+	}
+	consumedAll := func(n int64) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for v := range n {
+				if _, ok := seen[strconv.FormatInt(v, 10)]; !ok {
+					return fmt.Errorf("record %d not consumed yet (%d of %d seen)", v, len(seen), n)
+				}
+			}
+			return nil
+		}
+	}
+	testutil.Eventually(t, 60*time.Second, consumedAll(next.Load()))
+
+	adm := kadm.NewClient(e.cl)
+	committed := func() map[int32]int64 {
+		t.Helper()
+		out := map[int32]int64{}
+		testutil.Eventually(t, 30*time.Second, func() error {
+			// A client of its own each time: franz-go keeps a group's
+			// coordinator cached through dial errors, and the one it
+			// knows may be the node just killed.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			offs, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+			if err != nil {
+				return err
+			}
+			for p := range partitions {
+				o, ok := offs.Lookup(topic, int32(p))
+				switch {
+				case !ok:
+					out[int32(p)] = 0 // nothing committed (yet) for it
+				case o.Err != nil:
+					return fmt.Errorf("partition %d: committed offset: %w", p, o.Err)
+				default:
+					out[int32(p)] = o.At
+				}
+			}
+			return nil
+		})
+		return out
+	}
+	// Every record is consumed and committed before the kill.
+	var before map[int32]int64
+	testutil.Eventually(t, 30*time.Second, func() error {
+		before = committed()
+		var sum int64
+		for _, at := range before {
+			sum += at
+		}
+		if sum != next.Load() {
+			return fmt.Errorf("%d of %d records committed", sum, next.Load())
+		}
+		return nil
+	})
+
+	var coordinator int32 = -1
+	testutil.Eventually(t, 10*time.Second, func() error {
+		r := adm.FindGroupCoordinators(ctx, group)
+		if err := r.Error(); err != nil {
+			return err
+		}
+		coordinator = r[group].NodeID
+		return nil
+	})
+	killed := time.Now()
+	e.c.Kill(coordinator)
+	t.Cleanup(func() {
+		if !e.c.Node(coordinator).Running() {
+			e.c.Start(coordinator)
+		}
+	})
+	firstAfter := next.Load()
+	produce(600)
+	testutil.Eventually(t, sessionTimeout+30*time.Second, consumedAll(next.Load()))
+	mu.Lock()
+	resumed := seen[strconv.FormatInt(firstAfter, 10)].Sub(killed)
+	mu.Unlock()
+	if resumed > sessionTimeout+2*time.Second {
+		t.Errorf("the group consumed again %v after its coordinator was killed, want within the session timeout %v and 2 s", resumed, sessionTimeout)
+	}
+	var after map[int32]int64
+	testutil.Eventually(t, 30*time.Second, func() error {
+		after = committed()
+		var sum int64
+		for _, at := range after {
+			sum += at
+		}
+		if sum != next.Load() {
+			return fmt.Errorf("%d of %d records committed after the failover", sum, next.Load())
+		}
+		return nil
+	})
+	for p, at := range before {
+		if after[p] < at {
+			t.Errorf("partition %d: committed offset went back from %d to %d across the failover", p, at, after[p])
+		}
+	}
+	r := adm.FindGroupCoordinators(ctx, group)
+	t.Logf("coordinator %d killed; coordinator %d serves the group; the first record produced after the kill consumed %v after it; all %d consumed and committed",
+		coordinator, r[group].NodeID, resumed.Round(time.Millisecond), next.Load())
+	stopConsuming()
+	wg.Wait()
+	e.c.Start(coordinator)
 }
