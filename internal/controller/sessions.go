@@ -65,9 +65,12 @@ type sessions struct {
 	since time.Time           // when this term's controller started
 	heard map[int32]time.Time // last heartbeat (or registration) per broker
 	// offsets is the metadata offset each broker's last heartbeat said
-	// it had applied, and epochs the broker epoch it named.
+	// it had applied, epochs the broker epoch it named, and beats when
+	// it came (heard also moves for registrations, takeovers and a
+	// stalled controller; only a heartbeat unfences).
 	offsets map[int32]uint64
 	epochs  map[int32]int64
+	beats   map[int32]time.Time
 	// lastCheck is when the last check ran (the stall guard).
 	lastCheck time.Time
 	// kick asks runSessions to check now (a fenced broker caught up).
@@ -76,7 +79,7 @@ type sessions struct {
 
 func newSessions(now time.Time) *sessions {
 	return &sessions{since: now, lastCheck: now, heard: map[int32]time.Time{},
-		offsets: map[int32]uint64{}, epochs: map[int32]int64{}, kick: make(chan struct{}, 1)}
+		offsets: map[int32]uint64{}, epochs: map[int32]int64{}, beats: map[int32]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
 func (s *sessions) touch(id int32, now time.Time) {
@@ -90,7 +93,7 @@ func (s *sessions) touch(id int32, now time.Time) {
 func (s *sessions) heartbeat(id int32, epoch int64, offset uint64, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.heard[id] = now
+	s.heard[id], s.beats[id] = now, now
 	s.offsets[id], s.epochs[id] = offset, epoch
 }
 
@@ -158,8 +161,12 @@ func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Durati
 	defer s.mu.Unlock()
 	fence = -1
 	if now.Sub(s.lastCheck) > timeout/2 {
+		// Renewed, not heard: a fenced broker stays fenced until it
+		// heartbeats itself.
 		for _, id := range img.BrokerIDs() {
-			s.heard[id] = now
+			if !img.Brokers[id].Fenced {
+				s.heard[id] = now
+			}
 		}
 		stalled = true
 	}
@@ -177,7 +184,7 @@ func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Durati
 			if fence == -1 || last.Before(oldest) {
 				fence, oldest = id, last
 			}
-		case b.Fenced && live && s.epochs[id] == b.Epoch && s.offsets[id] >= uint64(b.Epoch):
+		case b.Fenced && now.Sub(s.beats[id]) < timeout && s.epochs[id] == b.Epoch && s.offsets[id] >= uint64(b.Epoch):
 			unfence = append(unfence, id)
 		}
 	}

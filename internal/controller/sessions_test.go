@@ -184,6 +184,14 @@ func TestLapsedSessionFencesAndElects(t *testing.T) {
 		t.Errorf("partition it was the last ISR member of: %+v, want no leader, epoch 1, ISR [2]", alone)
 	}
 
+	// A stalled controller renews sessions but unfences nobody: only a
+	// heartbeat does.
+	clk.Advance(2 * session)
+	advance(t, clk, session/5, session/10, beat(1, 3))
+	if !c.Image().Brokers[2].Fenced {
+		t.Fatal("a stall of the controller unfenced a broker that is not heartbeating")
+	}
+
 	// It returns (the same process, heartbeating again).
 	beat(2)()
 	testutil.Eventually(t, 10*time.Second, func() error {

@@ -77,10 +77,30 @@ func (p *Partition) maybeAlterISR() {
 		NewISR: next,
 	}
 	req.NewISRBrokerEpochs = p.followers.brokerEpochs(m.opts.NodeID, req.BrokerEpoch, next)
+	hw := p.log.HighWatermark() // what next was decided against
 	p.mu.RUnlock()
-	if sameMembers(next, isr) || !p.isrPending.CompareAndSwap(nil, &next) {
+	if sameMembers(next, isr) {
 		return
 	}
+	// Publish the pending ISR under p.wait, where the high watermark
+	// moves: an advance that began before this counts only the old ISR,
+	// and one that has moved the high watermark since next was decided
+	// may have committed records a member being added does not hold
+	// (its fetch offset was checked against the older high watermark).
+	// Then the expansion waits for the next fetch or check. Advances
+	// after this count the new members (maybeAdvanceHighWatermarkLocked
+	// gives up if the pending ISR changed under it).
+	p.wait.Lock()
+	if !p.isrPending.CompareAndSwap(nil, &next) {
+		p.wait.Unlock()
+		return
+	}
+	if p.log.HighWatermark() != hw && addsMembers(next, isr) {
+		p.isrPending.Store(nil)
+		p.wait.Unlock()
+		return
+	}
+	p.wait.Unlock()
 	if !m.goBackground(func() { p.alterISR(req, isr) }) {
 		p.isrPending.Store(nil)
 	}
@@ -151,4 +171,14 @@ func (m *Manager) runISRChecks() {
 			p.maybeAlterISR()
 		}
 	}
+}
+
+// addsMembers reports whether next holds a member isr does not.
+func addsMembers(next, isr []int32) bool {
+	for _, id := range next {
+		if !slices.Contains(isr, id) {
+			return true
+		}
+	}
+	return false
 }

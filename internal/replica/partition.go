@@ -178,8 +178,10 @@ func (p *Partition) leaderOffset() replicaOffset {
 // flight adds (maximal ISR). A member that has not fetched in this term
 // is unknown, which holds the high watermark where it is: its copy is
 // unconfirmed.
+// pending is the in-flight ISR to count (p.isrPending, read once by the
+// caller).
 // REQUIRES: p.mu held (shared is enough).
-func (p *Partition) followerOffsetsLocked() []replicaOffset {
+func (p *Partition) followerOffsetsLocked(pending *[]int32) []replicaOffset {
 	var out []replicaOffset
 	add := func(id int32) {
 		if id != p.m.opts.NodeID && !slices.ContainsFunc(out, func(o replicaOffset) bool { return o.nodeID == id }) {
@@ -189,7 +191,7 @@ func (p *Partition) followerOffsetsLocked() []replicaOffset {
 	for _, id := range p.mu.isr {
 		add(id)
 	}
-	if pending := p.isrPending.Load(); pending != nil {
+	if pending != nil {
 		for _, id := range *pending {
 			add(id)
 		}
@@ -211,9 +213,16 @@ func (p *Partition) maybeAdvanceHighWatermarkLocked() {
 		// is ever visible that fewer replicas than promised hold.
 		return
 	}
-	followers := p.followerOffsetsLocked()
+	pending := p.isrPending.Load()
+	followers := p.followerOffsetsLocked(pending)
 	p.wait.Lock()
 	defer p.wait.Unlock()
+	if p.isrPending.Load() != pending {
+		// An AlterPartition began meanwhile: its new members count, and
+		// this computation did not see them. The next advance (that
+		// request's end, the next fetch) will.
+		return
+	}
 	cur := p.log.HighWatermark()
 	hw := highWatermark(cur, p.leaderOffset(), followers)
 	if hw <= cur {
