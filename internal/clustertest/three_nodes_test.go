@@ -454,6 +454,8 @@ func (e *env) startLoad(t *testing.T, ctx context.Context, topic string, partiti
 	produceCtx, stop := context.WithCancel(ctx)
 	l.stop = stop
 	l.wg.Go(func() {
+		pace := time.NewTicker(time.Millisecond) // a record a millisecond, not as fast as it goes
+		defer pace.Stop()
 		for i := 0; produceCtx.Err() == nil; i++ {
 			key, value := fmt.Appendf(nil, "k%d", i%10), fmt.Appendf(nil, "%08d", i)
 			l.checker.Sent(topic, key, value)
@@ -467,7 +469,10 @@ func (e *env) startLoad(t *testing.T, ctx context.Context, topic string, partiti
 				l.acks = append(l.acks, failoverAck{time.Now(), r.Offset})
 				l.checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 			})
-			time.Sleep(time.Millisecond)
+			select {
+			case <-pace.C:
+			case <-produceCtx.Done():
+			}
 		}
 	})
 	return l
@@ -735,12 +740,17 @@ func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, lead
 	}
 	wg.Go(func() { // the offsets clients are told, which must never go back
 		var maxStart, maxEnd int64
+		pace := time.NewTicker(2 * time.Millisecond) // a question every 2 ms, not a busy loop
+		defer pace.Stop()
 		for loadCtx.Err() == nil {
 			starts, err := adm.ListStartOffsets(loadCtx, topic)
 			never("earliest", &maxStart, starts, err)
 			ends, err := adm.ListEndOffsets(loadCtx, topic)
 			never("latest", &maxEnd, ends, err)
-			time.Sleep(2 * time.Millisecond)
+			select {
+			case <-pace.C:
+			case <-loadCtx.Done():
+			}
 		}
 	})
 	defer func() {
@@ -1043,19 +1053,26 @@ func (e *env) coordinatorKilled(t *testing.T) {
 		})
 		return out
 	}
+	// allCommitted waits until the group's commits cover every record
+	// produced, and returns them.
+	allCommitted := func(when string) map[int32]int64 {
+		t.Helper()
+		var at map[int32]int64
+		testutil.Eventually(t, 30*time.Second, func() error {
+			at = committed()
+			var sum int64
+			for _, o := range at {
+				sum += o
+			}
+			if sum != next.Load() {
+				return fmt.Errorf("%d of %d records committed %s", sum, next.Load(), when)
+			}
+			return nil
+		})
+		return at
+	}
 	// Every record is consumed and committed before the kill.
-	var before map[int32]int64
-	testutil.Eventually(t, 30*time.Second, func() error {
-		before = committed()
-		var sum int64
-		for _, at := range before {
-			sum += at
-		}
-		if sum != next.Load() {
-			return fmt.Errorf("%d of %d records committed", sum, next.Load())
-		}
-		return nil
-	})
+	before := allCommitted("before the kill")
 
 	var coordinator int32 = -1
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -1082,18 +1099,7 @@ func (e *env) coordinatorKilled(t *testing.T) {
 	if resumed > sessionTimeout+2*time.Second {
 		t.Errorf("the group consumed again %v after its coordinator was killed, want within the session timeout %v and 2 s", resumed, sessionTimeout)
 	}
-	var after map[int32]int64
-	testutil.Eventually(t, 30*time.Second, func() error {
-		after = committed()
-		var sum int64
-		for _, at := range after {
-			sum += at
-		}
-		if sum != next.Load() {
-			return fmt.Errorf("%d of %d records committed after the failover", sum, next.Load())
-		}
-		return nil
-	})
+	after := allCommitted("after the failover")
 	for p, at := range before {
 		if after[p] < at {
 			t.Errorf("partition %d: committed offset went back from %d to %d across the failover", p, at, after[p])

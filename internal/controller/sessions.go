@@ -143,11 +143,16 @@ func (s *sessions) live(id int32, now time.Time, timeout time.Duration) bool {
 }
 
 func (s *sessions) liveLocked(id int32, now time.Time, timeout time.Duration) bool {
-	last, ok := s.heard[id]
-	if !ok {
-		last = s.since
+	return now.Sub(s.lastHeardLocked(id)) < timeout
+}
+
+// lastHeardLocked is when broker id was last heard from in this term,
+// or the term's start.
+func (s *sessions) lastHeardLocked(id int32) time.Time {
+	if last, ok := s.heard[id]; ok {
+		return last
 	}
-	return now.Sub(last) < timeout
+	return s.since
 }
 
 // check returns the broker to fence (the one silent longest among the
@@ -177,11 +182,7 @@ func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Durati
 		live := s.liveLocked(id, now, timeout)
 		switch {
 		case !b.Fenced && !live:
-			last, ok := s.heard[id]
-			if !ok {
-				last = s.since
-			}
-			if fence == -1 || last.Before(oldest) {
+			if last := s.lastHeardLocked(id); fence == -1 || last.Before(oldest) {
 				fence, oldest = id, last
 			}
 		case b.Fenced && now.Sub(s.beats[id]) < timeout && s.epochs[id] == b.Epoch && s.offsets[id] >= uint64(b.Epoch):
