@@ -674,7 +674,8 @@ var truncatedRE = regexp.MustCompile(`msg="truncating a follower's log to the le
 // package's TestNewLeaderHidesItsHighWatermarkUntilItCatchesUp is what
 // pins that rule down). The tail is made certain: the follower to be
 // elected is SIGSTOPped, well within its session, while the leader
-// acknowledges more.
+// acknowledges records at offsets the follower cannot have fetched (see
+// tailBound).
 func (e *env) acksOneTailCut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -682,19 +683,32 @@ func (e *env) acksOneTailCut(t *testing.T) {
 	const topic = "acks1-tail"
 	leader, follower := others[0], others[1]
 	e.createTopicWith(t, ctx, topic, -1, -1, map[string]string{"flush.policy": "interval"}, leader, follower, ctrl)
-	cut, to := e.acksOneTrial(t, ctx, topic, leader, follower)
-	if !cut {
-		t.Fatalf("node %d's log shows no cut of its tail after its restart", leader)
-	}
-	t.Logf("node %d's tail was cut back to %d, the new leader's epoch start", leader, to)
+	from, to := e.acksOneTrial(t, ctx, topic, leader, follower)
+	t.Logf("node %d's tail was cut from %d back to %d, the new leader's epoch start", leader, from, to)
 }
 
+// tailBuffered bounds the records the acks=1 producer holds unacknowledged
+// (franz-go's MaxBufferedRecords), and so how far past the last
+// acknowledged offset the leader's log can reach at any moment.
+const tailBuffered = 1000
+
 // acksOneTrial runs acks=1 load on topic, kills its leader with a tail
-// follower lacks, restarts it, and checks what acksOneTailCut says; cut
-// reports whether the leader's log shows the cut, and to where.
-func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, leader, follower int32) (cut bool, to int64) {
+// follower lacks, restarts it, and checks what acksOneTailCut says: the
+// restarted node's log shows the cut, from past the last offset it
+// acknowledged to the new leader's epoch start.
+//
+// The tail is proven by offsets, not by a count of acknowledgements (one
+// produce response can acknowledge a thousand records appended before the
+// stop, which the follower already holds). When the follower stops, the
+// leader's log ends at most tailBuffered past the last acknowledged
+// offset; a fetch the follower had in flight is answered by the first
+// append after the stop, which reaches at most tailBuffered further. An
+// acknowledged offset beyond both (tailBound) is one the follower cannot
+// have.
+func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, leader, follower int32) (from, to int64) {
 	pr, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
 		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.MaxBufferedRecords(tailBuffered),
 		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)
@@ -710,11 +724,26 @@ func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, lead
 	loadCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var acked atomic.Int64
+	// highest is the largest offset acknowledged; oldLeaderHighest the
+	// largest acknowledged before the kill, by the old leader alone.
+	var highest, oldLeaderHighest atomic.Int64
+	var killing atomic.Bool
+	highest.Store(-1)
+	oldLeaderHighest.Store(-1)
+	raise := func(v *atomic.Int64, o int64) {
+		for cur := v.Load(); o > cur && !v.CompareAndSwap(cur, o); cur = v.Load() {
+		}
+	}
 	wg.Go(func() { // as fast as the leader takes them
 		for i := 0; loadCtx.Err() == nil; i++ {
-			pr.Produce(loadCtx, &kgo.Record{Value: fmt.Appendf(nil, "%08d", i)}, func(_ *kgo.Record, err error) {
-				if err == nil {
-					acked.Add(1)
+			pr.Produce(loadCtx, &kgo.Record{Value: fmt.Appendf(nil, "%08d", i)}, func(r *kgo.Record, err error) {
+				if err != nil {
+					return
+				}
+				acked.Add(1)
+				raise(&highest, r.Offset)
+				if !killing.Load() { // set before the kill: undercounts, never overcounts
+					raise(&oldLeaderHighest, r.Offset)
 				}
 			})
 		}
@@ -775,7 +804,14 @@ func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, lead
 	// the leader acknowledges more; then the leader dies and the
 	// follower goes on.
 	e.stop(t, follower)
-	waitAcked(2_000)
+	tailBound := highest.Load() + 2*tailBuffered
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if h := highest.Load(); h < tailBound+2_000 {
+			return fmt.Errorf("highest acknowledged offset %d, waiting for %d", h, tailBound+2_000)
+		}
+		return nil
+	})
+	killing.Store(true)
 	e.c.Kill(leader)
 	e.resume(t, follower)
 	t.Cleanup(func() {
@@ -828,18 +864,24 @@ func (e *env) acksOneTrial(t *testing.T, ctx context.Context, topic string, lead
 	mu.Unlock()
 	e.replicasIdentical(t, topic, 1)
 
+	tail := oldLeaderHighest.Load()
+	if tail < start {
+		t.Fatalf("node %d acknowledged up to offset %d before the kill, below the new leader's epoch start %d: no tail (the follower was stopped at offset %d at most)",
+			leader, tail, start, tailBound)
+	}
 	for _, m := range truncatedRE.FindAllStringSubmatch(e.c.Node(leader).LogTail(100_000), -1) {
 		if m[1] != topic+"-0" {
 			continue
 		}
 		from, _ := strconv.ParseInt(m[2], 10, 64)
 		to, _ := strconv.ParseInt(m[3], 10, 64)
-		if to != start || from <= to {
-			t.Fatalf("node %d cut %s from %d to %d; the new leader's epoch starts at %d", leader, topic, from, to, start)
+		if to != start || from <= tail {
+			t.Fatalf("node %d cut %s from %d to %d; it acknowledged up to %d and the new leader's epoch starts at %d", leader, topic, from, to, tail, start)
 		}
-		return true, to
+		return from, to
 	}
-	return false, 0
+	t.Fatalf("node %d acknowledged offsets %d..%d the new leader never had, yet its log shows no cut of them after its restart", leader, start, tail)
+	return 0, 0
 }
 
 // stabilityCounters are the counters that must not move while a healthy
