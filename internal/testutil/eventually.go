@@ -17,16 +17,24 @@ const pollInterval = 5 * time.Millisecond
 // holds in milliseconds, never a duration the test relies on.
 func Eventually(t testing.TB, d time.Duration, cond func() error) {
 	t.Helper()
+	if err := Wait(d, cond); err != nil {
+		t.Fatalf("condition not met after %v: %v", d, err)
+	}
+}
+
+// Wait is Eventually for a caller that explains a failure itself: it
+// returns nil once cond does, or cond's last error once d has passed.
+func Wait(d time.Duration, cond func() error) error {
 	deadline := time.Now().Add(d)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
 		err := cond()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", d, err)
+			return err
 		}
 		<-tick.C // poll again
 	}
