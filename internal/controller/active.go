@@ -37,6 +37,8 @@ type activeController struct {
 
 	// sessions is the brokers' liveness in this term (sessions.go).
 	sessions *sessions
+	// unclean runs this term's unclean leader elections (unclean.go).
+	unclean uncleanPass
 
 	// proposeMu serializes changes, so that validating a request against
 	// the applied image and proposing its records are one atomic step.

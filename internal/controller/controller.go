@@ -81,6 +81,10 @@ type Config struct {
 	// BrokerSessionTimeout is broker.session.timeout.ms (0:
 	// DefaultBrokerSessionTimeout; see sessions.go).
 	BrokerSessionTimeout time.Duration
+	// ReplicaLogs asks brokers how far their replicas reach, for unclean
+	// leader elections (unclean.go); nil: there are none, whatever the
+	// topics say.
+	ReplicaLogs ReplicaLogs
 	// Clock times broker sessions; nil is clock.Real().
 	Clock clock.Clock
 	// Logger receives the controller's logs and raft's warnings and
@@ -129,7 +133,9 @@ type Controller struct {
 	activations atomic.Int64
 	// stats counts what this node decided as the active controller
 	// (FenceStats).
-	stats struct{ fencings, unfencings, elections, leaderless atomic.Int64 }
+	stats struct {
+		fencings, unfencings, elections, leaderless, uncleanElections atomic.Int64
+	}
 	// peerObserver hears Raft's failed heartbeats to other voters
 	// (watchPeers).
 	peerObserver *raft.Observer
@@ -386,12 +392,16 @@ type FenceStats struct {
 	// Leaderless: partitions left without one (their last ISR member
 	// fenced).
 	Elections, Leaderless int64
+	// UncleanElections: partitions given a leader from outside their
+	// ISR (unclean.leader.election.enable; unclean.go).
+	UncleanElections int64
 }
 
 // FenceStats returns the counts of this node's fencing decisions.
 func (c *Controller) FenceStats() FenceStats {
 	return FenceStats{Fencings: c.stats.fencings.Load(), Unfencings: c.stats.unfencings.Load(),
-		Elections: c.stats.elections.Load(), Leaderless: c.stats.leaderless.Load()}
+		Elections: c.stats.elections.Load(), Leaderless: c.stats.leaderless.Load(),
+		UncleanElections: c.stats.uncleanElections.Load()}
 }
 
 // countElections adds to the stats the leadership changes recs make to

@@ -15,8 +15,8 @@ import (
 //     the leader epoch + 1. A broker that is the last member of an ISR
 //     stays in it, and the partition has no leader (-1, epoch + 1) until
 //     that broker returns: it alone is known to hold every committed
-//     record, so electing anyone else could lose acknowledged writes.
-//     (unclean.leader.election.enable is issue 14's next slice.)
+//     record, so electing anyone else could lose acknowledged writes
+//     (unless the topic allows it: unclean.go).
 //   - A new registration of a broker (a new process) is a fence of the
 //     old one, in the same batch: its log may have lost what was not
 //     fsynced, so it must not keep an ISR place or a leadership the old

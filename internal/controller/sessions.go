@@ -228,6 +228,7 @@ func (c *Controller) runSessions(a *activeController) {
 		if fence >= 0 {
 			c.changeBroker(a, fence, planFence, "broker fenced: its session lapsed")
 		}
+		c.maybeElectUnclean(a, c.fsm.applied.Load())
 	}
 }
 

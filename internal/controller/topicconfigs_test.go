@@ -9,7 +9,7 @@ import (
 
 // testConfigs is the table node hands the controller (Config.TopicConfigs).
 // Only the tests import replica; the controller itself never does.
-var testConfigs = topicconfig.New(storage.TopicConfigs(), replica.TopicConfigs(), metadata.KafkaTopicConfigs())
+var testConfigs = topicconfig.New(storage.TopicConfigs(), replica.TopicConfigs(), TopicConfigs(), metadata.KafkaTopicConfigs())
 
 // TestConfigs is testConfigs for the external tests (package controller_test).
 var TestConfigs = testConfigs

@@ -429,6 +429,19 @@ func (r *adminFakeReplicas) ListOffset(topic string, partition int32, currentLea
 // rules): latest epoch -> log end; between epochs -> the floor epoch and
 // the next epoch's start; older than all -> itself and the first start;
 // newer than all -> -1, -1.
+func (r *adminFakeReplicas) LogEnd(topic string, partition int32) (int32, int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, err := r.log(topic, partition)
+	if err != nil {
+		return -1, -1, err
+	}
+	if len(l.epochs) == 0 {
+		return -1, l.leo, nil
+	}
+	return int32(l.epochs[len(l.epochs)-1][0]), l.leo, nil
+}
+
 func (r *adminFakeReplicas) EndOffsetForEpoch(topic string, partition int32, currentLeaderEpoch, epoch int32) (int32, int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

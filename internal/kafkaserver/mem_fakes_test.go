@@ -387,6 +387,10 @@ func (r *memReplicas) EndOffsetForEpoch(topic string, partition int32, _, _ int3
 	return 0, p.next, nil
 }
 
+func (r *memReplicas) LogEnd(topic string, partition int32) (int32, int64, error) {
+	return r.EndOffsetForEpoch(topic, partition, -1, 0)
+}
+
 func (r *memReplicas) DeleteRecords(context.Context, string, int32, int64, time.Duration) (int64, error) {
 	return -1, errMemUnsupported
 }

@@ -20,6 +20,14 @@ package kafkaserver
 // carry the replica id (-1 consumer, -2 absent, >= 0 a follower), which
 // changes nothing while every answer comes from the leader. v2 must stay
 // served: it is librdkafka's highest.
+//
+// One Fjord extension: a Fjord node (its internal client id) asking with
+// replica id -2 (Kafka's "debugging" replica) gets this node's own
+// replica's latest leader epoch and log end offset, whether or not it
+// leads, for every partition it hosts, whatever epoch is asked for. It is
+// how the active controller finds the most caught-up live replica for an
+// unclean leader election, when no replica leads. Any other client, or
+// replica id, gets Kafka's leader-only answer.
 
 import (
 	"context"
@@ -28,12 +36,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// replicaLogEndQuery is the replica id of the controller's question (see
+// the file comment): Kafka's debugging replica id.
+const replicaLogEndQuery = -2
+
 func handleOffsetForLeaderEpoch(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	r := req.body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
 	resp.SetVersion(req.version)
 
 	img := s.image()
+	_, fromPeer := s.internalPeer(req)
+	ownLog := fromPeer && req.version >= 3 && r.ReplicaID == replicaLogEndQuery
 	for _, t := range r.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
@@ -45,6 +59,11 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, req *request) (kms
 				currentEpoch = p.CurrentLeaderEpoch
 			}
 			err := func() error {
+				if ownLog {
+					epoch, end, err := s.replicas.LogEnd(t.Topic, p.Partition)
+					rp.LeaderEpoch, rp.EndOffset = epoch, end
+					return err
+				}
 				if _, err := s.leaderPartition(img, t.Topic, p.Partition, currentEpoch); err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package kafkaserver
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -91,5 +92,60 @@ func TestOffsetForLeaderEpochFencing(t *testing.T) {
 	}
 	if got[4].EndOffset != 2 {
 		t.Fatalf("unfenced entry: end %d", got[4].EndOffset)
+	}
+}
+
+// A Fjord node asking with replica id -2 (the active controller before
+// an unclean election) learns how far this node's own replica reaches,
+// led or not; anyone else, or any other replica id, gets Kafka's
+// leader-only answer, so the extension changes nothing for clients.
+func TestOffsetForLeaderEpochOwnLogForFjordNodes(t *testing.T) {
+	f := listOffsetsFixture(t)
+	const peer = "fjord-internal-test-peer"
+	f.s.cfg.InternalClientID = peer
+	// Partition 1 is led by node 2; this node follows it with epochs 3
+	// (from 0) and 6 (from 5), log end 9.
+	f.reps.setLog("t", 1, &adminFakeLog{leo: 9, epochs: [][2]int64{{3, 0}, {6, 5}}})
+	ask := func(clientID *string, version int16, replicaID int32, partition int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.SetVersion(version)
+		req.ReplicaID = replicaID
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = partition, -1, 1
+		rt.Partitions = []kmsg.OffsetForLeaderEpochRequestTopicPartition{rp}
+		req.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{rt}
+		resp, _, err := handleOffsetForLeaderEpoch(context.Background(), f.s, &request{key: req.Key(), version: version, body: req, clientID: clientID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+	}
+	outsider := "kcat"
+	for _, tc := range []struct {
+		name      string
+		clientID  *string
+		version   int16
+		replicaID int32
+		partition int32
+		want      *kerr.Error
+		epoch     int32
+		end       int64
+	}{
+		{"a Fjord node, of a follower's replica", kmsg.StringPtr(peer), 4, -2, 1, nil, 6, 9},
+		{"a Fjord node, of a replica it leads", kmsg.StringPtr(peer), 4, -2, 0, nil, 5, 4},
+		{"a Fjord node, of a partition not here", kmsg.StringPtr(peer), 4, -2, 7, kerr.UnknownTopicOrPartition, -1, -1},
+		{"a Fjord node as a follower (replica id >= 0)", kmsg.StringPtr(peer), 4, 3, 1, kerr.NotLeaderForPartition, -1, -1},
+		{"a Fjord node at v2, which has no replica id", kmsg.StringPtr(peer), 2, -2, 1, kerr.NotLeaderForPartition, -1, -1},
+		{"an outside client naming replica -2", &outsider, 4, -2, 1, kerr.NotLeaderForPartition, -1, -1},
+		{"a client with no id", nil, 4, -2, 1, kerr.NotLeaderForPartition, -1, -1},
+	} {
+		got := ask(tc.clientID, tc.version, tc.replicaID, tc.partition)
+		adminWantCode(t, tc.name, got.ErrorCode, tc.want)
+		if got.LeaderEpoch != tc.epoch || got.EndOffset != tc.end {
+			t.Errorf("%s: epoch %d end %d, want epoch %d end %d", tc.name, got.LeaderEpoch, got.EndOffset, tc.epoch, tc.end)
+		}
 	}
 }

@@ -50,6 +50,10 @@ type Replicas interface {
 	// EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch
 	// <= epoch this log knows and the end offset of that epoch.
 	EndOffsetForEpoch(topic string, partition int32, currentLeaderEpoch, epoch int32) (leaderEpoch int32, endOffset int64, err error)
+	// LogEnd is this node's own replica's latest leader epoch and log
+	// end offset, led or not (OffsetForLeaderEpoch from the active
+	// controller before an unclean election).
+	LogEnd(topic string, partition int32) (leaderEpoch int32, endOffset int64, err error)
 	// DeleteRecords moves the log start offset to offset (-1: the high
 	// watermark) and returns the new low watermark.
 	DeleteRecords(ctx context.Context, topic string, partition int32, offset int64, timeout time.Duration) (lowWatermark int64, err error)

@@ -12,13 +12,14 @@ import (
 type ConfigDef = topicconfig.Def
 
 // KafkaTopicConfigs returns the definitions of the Kafka topic configs
-// nothing in Fjord acts on: the two it refuses at any value but the
+// nothing in Fjord acts on: the one it refuses at any value but the
 // default, and the inert ones. They are defined here, not at the edge,
 // because this is where every value is accepted or refused however it
 // arrives (the Kafka protocol, the HTTP API, the metadata log on
-// replay). The log's settings are storage's (storage.TopicConfigs) and
-// min.insync.replicas is the replica manager's (replica.TopicConfigs);
-// node puts the three in one table (topicconfig.New) and hands it to
+// replay). The log's settings are storage's (storage.TopicConfigs),
+// min.insync.replicas is the replica manager's (replica.TopicConfigs)
+// and unclean.leader.election.enable the controller's
+// (controller.TopicConfigs); node puts the four in one table (topicconfig.New) and hands it to
 // Empty. The caller may keep the slice; it is a copy.
 func KafkaTopicConfigs() []topicconfig.Def {
 	defs := slices.Clone(refusedTopicConfigs)
@@ -36,11 +37,6 @@ var refusedTopicConfigs = []topicconfig.Def{
 		Name: "compression.type", Default: "producer", Type: "string",
 		Doc:      "Only producer: batches are stored as the producer compressed them.",
 		Validate: topicconfig.Only("producer", "Fjord stores batches as the producer compressed them and never recompresses"),
-	},
-	{
-		Name: "unclean.leader.election.enable", Default: "false", Type: "boolean",
-		Doc:      "Only false: a new leader comes only from the ISR.",
-		Validate: topicconfig.Only("false", "a new leader comes only from the ISR"),
 	},
 }
 

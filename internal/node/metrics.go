@@ -71,6 +71,7 @@ var (
 	unfencingsDesc            = prometheus.NewDesc("fjord_controller_broker_unfencings_total", "Brokers this node unfenced as the active controller.", nil, nil)
 	electionsDesc             = prometheus.NewDesc("fjord_controller_leader_elections_total", "Partitions this node gave a new leader, from the ISR, as the active controller when fencing or unfencing brokers.", nil, nil)
 	leaderlessDesc            = prometheus.NewDesc("fjord_controller_partitions_left_leaderless_total", "Partitions this node left without a leader as the active controller: their last ISR member was fenced.", nil, nil)
+	uncleanElectionsDesc      = prometheus.NewDesc("fjord_controller_unclean_leader_elections_total", "Partitions this node gave a leader from outside their ISR as the active controller (unclean.leader.election.enable): records only the fenced ISR held may have been lost.", nil, nil)
 )
 
 // replicationCollector reports the replication of the partitions this
@@ -82,7 +83,7 @@ type replicationCollector struct {
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
 		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, followerLagDesc,
-		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc} {
+		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc} {
 		ch <- d
 	}
 }
@@ -129,6 +130,7 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(unfencingsDesc, fs.Unfencings)
 	counter(electionsDesc, fs.Elections)
 	counter(leaderlessDesc, fs.Leaderless)
+	counter(uncleanElectionsDesc, fs.UncleanElections)
 	gauge(activeControllerDesc, active)
 	counter(controllerActivationsDesc, c.n.ctrl.Activations())
 }

@@ -109,8 +109,11 @@ type Node struct {
 	heartbeatsDone chan struct{}
 	stopping       chan struct{}
 	replicas       *replica.Manager
-	unsubImage     func()
-	groups         *group.Coordinator
+	// replicaLogs answers the controller's questions before an unclean
+	// leader election, once bound to peers and replicas.
+	replicaLogs *replicaLogs
+	unsubImage  func()
+	groups      *group.Coordinator
 	// internalClientID is the client id of this node's own Kafka clients
 	// (the HTTP gateway, forwarded changes), built from the incarnation
 	// id drawn at each start (controlplane.InternalClientID).
@@ -146,7 +149,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), stopping: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), stopping: make(chan struct{}),
+		replicaLogs: &replicaLogs{self: cfg.NodeID}}
 	if err := n.start(ctx); err != nil {
 		// The start error is the one worth reporting; a close failure
 		// after it is logged only.
@@ -225,6 +229,7 @@ func (n *Node) start(ctx context.Context) error {
 		ReplicationFactor:    cfg.DefaultReplicationFactor,
 		TopicConfigs:         topicConfigs,
 		BrokerSessionTimeout: cfg.BrokerSessionTimeout,
+		ReplicaLogs:          n.replicaLogs,
 		Logger:               n.log,
 	})
 	if err != nil {
@@ -267,6 +272,7 @@ func (n *Node) start(ctx context.Context) error {
 		ISR:            n.control,
 		ReplicaLagTime: cfg.ReplicaLagTime,
 	})
+	n.replicaLogs.bind(n.peers, n.replicas)
 	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"retention.ms", []string{"-1", "0", "604800000"}, []string{"-2", "forever"}, "-1 to"},
 		{"segment.bytes", []string{"14", "1073741824", "2147483647"}, []string{"13", "0", "2147483648"}, "14 to 2147483647"},
 		{"segment.ms", []string{"1", "604800000"}, []string{"0"}, "1 to"},
-		{"unclean.leader.election.enable", []string{"false"}, []string{"true", "yes"}, "only from the ISR"},
+		{"unclean.leader.election.enable", []string{"false", "true"}, []string{"yes", "", "TRUE"}, "allowed: true, false"},
 		// Inert configs (stored, not acted on) are still checked as
 		// Kafka checks them, so a typo is refused.
 		{"min.compaction.lag.ms", []string{"0", "3600000"}, []string{"-1", "1h"}, "0 to"},

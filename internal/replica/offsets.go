@@ -119,6 +119,23 @@ func (m *Manager) EndOffsetForEpoch(topic string, partition int32, currentLeader
 	return e, end, nil
 }
 
+// LogEnd reports how far this node's own replica of topic-partition
+// reaches, whatever its role: the latest leader epoch in its history (-1
+// for none) and its log end offset. The active controller asks every
+// live replica before an unclean election, to elect the one that lost
+// the least (see controller's unclean.go).
+func (m *Manager) LogEnd(topic string, partition int32) (epoch int32, end int64, err error) {
+	p, err := m.partition(topic, metadata.UUID{}, partition)
+	if err != nil {
+		return -1, -1, err
+	}
+	epoch, ok := p.log.LeaderEpochs().LatestEpoch()
+	if !ok {
+		epoch = -1
+	}
+	return epoch, p.log.LogEndOffset(), nil
+}
+
 // DeleteRecords moves the log start offset; see kafkaserver.Replicas.
 // On one node the new start is final once the log has it; with
 // followers, Kafka waits (up to timeout) for every replica's low
