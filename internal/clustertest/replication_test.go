@@ -91,9 +91,11 @@ func (e *env) createTopicWith(t *testing.T, ctx context.Context, topic string, p
 		rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
 	}
-	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-	cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("2")
-	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{cfg}
+	if _, ok := configs["min.insync.replicas"]; !ok {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("2")
+		rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{cfg}
+	}
 	for name, value := range configs {
 		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
 		cfg.Name, cfg.Value = name, kmsg.StringPtr(value)

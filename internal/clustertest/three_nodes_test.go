@@ -44,6 +44,7 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("LeaderAndControllerKilled", e.leaderAndControllerKilled)
 	t.Run("FollowerStopped", e.followerStopped)
 	t.Run("AllKilled", e.allKilled)
+	t.Run("TwoKilled", e.twoKilled)
 	t.Run("AcksOneTailCut", e.acksOneTailCut)
 	t.Run("CoordinatorKilled", e.coordinatorKilled)
 	t.Run("ControllerKilled", e.controllerKilled)
@@ -127,10 +128,17 @@ func (e *env) verify(t *testing.T, ctx context.Context, checker *testcluster.Che
 // holds the same log bytes, none empty.
 func (e *env) replicasIdentical(t *testing.T, topic string, partitions int) {
 	t.Helper()
+	e.replicasIdenticalOn(t, topic, partitions, e.c.Nodes()...)
+}
+
+// replicasIdenticalOn is replicasIdentical for a topic whose replicas are
+// nodes (fewer than the cluster's).
+func (e *env) replicasIdenticalOn(t *testing.T, topic string, partitions int, nodes ...*testcluster.Node) {
+	t.Helper()
 	testutil.Eventually(t, 30*time.Second, func() error {
 		for p := range partitions {
 			var first []byte
-			for _, n := range e.c.Nodes() {
+			for _, n := range nodes {
 				b, err := logFiles(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, p)))
 				if err != nil {
 					return err
@@ -138,7 +146,7 @@ func (e *env) replicasIdentical(t *testing.T, topic string, partitions int) {
 				if first == nil {
 					first = b
 				} else if !bytes.Equal(b, first) {
-					return fmt.Errorf("partition %d: node %d's log (%d bytes) differs from node 1's (%d bytes)", p, n.ID(), len(b), len(first))
+					return fmt.Errorf("partition %d: node %d's log (%d bytes) differs from node %d's (%d bytes)", p, n.ID(), len(b), nodes[0].ID(), len(first))
 				}
 			}
 			if len(first) == 0 {
@@ -277,10 +285,19 @@ func (e *env) clusterDescribe(t *testing.T) {
 	defer cancel()
 	ctrl := e.c.ControllerID(t)
 	for _, n := range e.c.Nodes() {
-		out, err := exec.CommandContext(ctx, testcluster.Binary(t), "cluster", "describe", "-o", "json", "--brokers", n.KafkaAddr()).Output()
-		if err != nil {
-			t.Fatalf("fjord cluster describe through node %d: %v", n.ID(), err)
-		}
+		var out []byte
+		// Every node is ready (unfenced in its own image), but a node's
+		// image may not have the others' unfencing yet.
+		testutil.Eventually(t, 10*time.Second, func() error {
+			var err error
+			if out, err = exec.CommandContext(ctx, testcluster.Binary(t), "cluster", "describe", "-o", "json", "--brokers", n.KafkaAddr()).Output(); err != nil {
+				return fmt.Errorf("fjord cluster describe through node %d: %v", n.ID(), err)
+			}
+			if c := bytes.Count(out, []byte(`"node_id"`)); c != 3 {
+				return fmt.Errorf("fjord cluster describe through node %d lists %d brokers:\n%s", n.ID(), c, out)
+			}
+			return nil
+		})
 		var d struct {
 			Controller *int32 `json:"controller"`
 			Brokers    []struct {
@@ -395,6 +412,168 @@ func (e *env) allKilled(t *testing.T) {
 	load.finish(t, ctx, e)
 }
 
+// Issue 14, acceptance point 6, second half, and unclean elections:
+// two of three nodes SIGKILLed, restarted one by one. Two topics with
+// replicas [3 1] and min.insync.replicas=1: "offline-clean" waits for
+// its last ISR member, "offline-unclean" sets
+// unclean.leader.election.enable.
+//
+// Node 3 (the leader) is stopped first, so the controller fences it and
+// node 1 goes on alone as the ISR, acknowledging what 3 lacks; then 1
+// and 2 are killed and 3 resumed. Alone, 3 is no quorum. Node 2
+// restarted (a replica of neither) makes one: the new controller fences
+// 1, the last ISR member, and both partitions are left without a
+// leader. The clean one stays offline (LEADER_NOT_AVAILABLE, its produce
+// refused by every live node) until node 1 returns and is elected,
+// with every acknowledged record. The unclean one elects node 3 from
+// outside its ISR, warns, counts it, and takes writes again at once;
+// what only node 1 held is lost, and node 1, back, cuts it from its log
+// (to where 3's epoch starts), so the replicas end the same bytes.
+//
+// Which of several live replicas an unclean election picks (the most
+// caught up) is the controller's unit tests' (unclean_test.go): here
+// only one is live.
+func (e *env) twoKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const clean, unclean = "offline-clean", "offline-unclean"
+	one := map[string]string{"min.insync.replicas": "1"}
+	e.createTopicWith(t, ctx, clean, -1, -1, one, 3, 1)
+	e.createTopicWith(t, ctx, unclean, -1, -1, map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}, 3, 1)
+	// Records both replicas hold (the clean topic's come from its load,
+	// which checks every record it reads back).
+	testutil.Eventually(t, 10*time.Second, func() error { return e.produce(ctx, 3, unclean, 10) })
+	for _, topic := range []string{clean, unclean} {
+		testutil.Eventually(t, 10*time.Second, func() error {
+			if l, _, isr := e.state(t, ctx, 3, topic); l != 3 || len(isr) != 2 {
+				return fmt.Errorf("%s: leader %d ISR %v, want 3 and both", topic, l, isr)
+			}
+			return nil
+		})
+	}
+
+	e.stop(t, 3)
+	var epoch1 int32 // node 1's leader epoch of the unclean partition
+	for _, topic := range []string{clean, unclean} {
+		testutil.Eventually(t, 10*time.Second, func() error {
+			l, epoch, isr := e.state(t, ctx, 1, topic)
+			if l != 1 || !slices.Equal(isr, []int32{1}) {
+				return fmt.Errorf("%s after node 3 stopped: leader %d ISR %v", topic, l, isr)
+			}
+			epoch1 = epoch
+			return nil
+		})
+	}
+	// The load knows only node 1 to begin with: a producer's requests
+	// to a stopped broker hang until its request timeout.
+	load := e.startLoadVia(t, ctx, clean, 1, e.c.Node(1).KafkaAddr())
+	load.replicas = []*testcluster.Node{e.c.Node(3), e.c.Node(1)}
+	load.waitAcks(t, 500) // acknowledged by node 1 alone: node 3 lacks them
+	if err := e.produce(ctx, 1, unclean, 100); err != nil {
+		t.Fatal(err)
+	}
+	lost := e.highWatermark(t, ctx, 1, unclean) // node 1's log end: 3 holds 10 of it
+
+	e.c.Kill(1, 2)
+	e.resume(t, 3)
+	e.c.Start(2)
+
+	// The clean partition: no leader while its last ISR member is dead.
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if l, _, isr := e.state(t, ctx, 2, clean); l != -1 || !slices.Equal(isr, []int32{1}) {
+			return fmt.Errorf("%s with node 1 dead: leader %d ISR %v, want none and [1]", clean, l, isr)
+		}
+		return nil
+	})
+	for _, n := range []int32{2, 3} {
+		if err := e.produce(ctx, n, clean, 1); err == nil {
+			t.Fatalf("node %d acknowledged a produce to %s, which has no leader", n, clean)
+		}
+	}
+	if off := e.sum(t, "fjord_partitions_offline"); off < 1 {
+		t.Fatalf("fjord_partitions_offline %v with %s offline", off, clean)
+	}
+
+	// The unclean partition: the live replica leads, alone, and takes
+	// writes.
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if l, _, isr := e.state(t, ctx, 2, unclean); l != 3 || !slices.Equal(isr, []int32{3}) {
+			return fmt.Errorf("%s: leader %d ISR %v, want node 3 alone", unclean, l, isr)
+		}
+		return nil
+	})
+	testutil.Eventually(t, 10*time.Second, func() error { return e.produce(ctx, 3, unclean, 10) })
+	if n := e.sum(t, "fjord_controller_unclean_leader_elections_total"); n < 1 {
+		t.Fatalf("fjord_controller_unclean_leader_elections_total %v after an unclean election", n)
+	}
+	warned := false
+	for _, n := range e.c.Nodes() {
+		for _, line := range strings.Split(n.LogTail(2000), "\n") {
+			warned = warned || strings.Contains(line, `level=WARN msg="unclean leader election: records only the fenced in-sync replicas held may have been lost"`) &&
+				strings.Contains(line, " topic="+unclean+" ")
+		}
+	}
+	if !warned {
+		t.Fatalf("no node logged the unclean election of %s", unclean)
+	}
+	var start int64 // where node 3's epoch starts: its log end when elected
+	testutil.Eventually(t, 10*time.Second, func() error {
+		var err error
+		start, err = epochEnd(ctx, e.cl.Broker(3), unclean, epoch1)
+		return err
+	})
+	if start >= lost {
+		t.Fatalf("node 3's epoch starts at %d, but node 1 alone held up to %d: no tail to lose", start, lost)
+	}
+	// Still offline: nothing elected the clean partition meanwhile.
+	if l, _, _ := e.state(t, ctx, 2, clean); l != -1 {
+		t.Fatalf("%s elected node %d while its last ISR member was dead", clean, l)
+	}
+
+	e.c.Start(1)
+	for _, topic := range []string{clean, unclean} {
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if _, _, isr := e.state(t, ctx, 2, topic); len(isr) != 2 {
+				return fmt.Errorf("%s: ISR %v after node 1 returned", topic, isr)
+			}
+			return nil
+		})
+	}
+	if l, _, _ := e.state(t, ctx, 2, clean); l != 1 {
+		t.Fatalf("%s: leader %d once node 1, its last ISR member, returned", clean, l)
+	}
+	load.finish(t, ctx, e)
+	e.replicasIdenticalOn(t, unclean, 1, e.c.Node(3), e.c.Node(1))
+	cut := false
+	for _, m := range truncatedRE.FindAllStringSubmatch(e.c.Node(1).LogTail(100_000), -1) {
+		from, _ := strconv.ParseInt(m[2], 10, 64)
+		to, _ := strconv.ParseInt(m[3], 10, 64)
+		if m[1] == unclean+"-0" {
+			if from != lost || to != start {
+				t.Fatalf("node 1 cut %s from %d to %d; want from %d, its log end, to %d, node 3's epoch start", unclean, from, to, lost, start)
+			}
+			cut = true
+		}
+	}
+	if !cut {
+		t.Fatalf("node 1's log shows no cut of %s's records after the unclean election", unclean)
+	}
+}
+
+// sum is a metric family's value summed over the running nodes.
+func (e *env) sum(t *testing.T, family string) float64 {
+	t.Helper()
+	var total float64
+	for _, n := range e.c.Nodes() {
+		if !n.Running() {
+			continue
+		}
+		v, _ := testutil.Scrape(t, http.DefaultClient, "http://"+n.HTTPAddr()+"/metrics").Value(family)
+		total += v
+	}
+	return total
+}
+
 // failoverTrials is how many kills each failover test runs: a few in
 // the default suite, more with FJORD_FAILOVER_TRIALS (issue 14's
 // benchmark asks for 20 per population).
@@ -427,13 +606,15 @@ func (e *env) logFailovers(t *testing.T, what string, times []time.Duration) {
 type failoverLoad struct {
 	topic      string
 	partitions int
-	pr         *kgo.Client
-	checker    *testcluster.Checker
-	stop       context.CancelFunc
-	wg         sync.WaitGroup
-	mu         sync.Mutex
-	acks       []failoverAck
-	failures   []error
+	// replicas holds every partition's replicas (nil: every node).
+	replicas []*testcluster.Node
+	pr       *kgo.Client
+	checker  *testcluster.Checker
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	acks     []failoverAck
+	failures []error
 }
 
 type failoverAck struct {
@@ -443,7 +624,13 @@ type failoverAck struct {
 
 func (e *env) startLoad(t *testing.T, ctx context.Context, topic string, partitions int) *failoverLoad {
 	t.Helper()
-	pr, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+	return e.startLoadVia(t, ctx, topic, partitions, strings.Split(e.c.Brokers(), ",")...)
+}
+
+// startLoadVia is startLoad with a producer that first knows only seeds.
+func (e *env) startLoadVia(t *testing.T, ctx context.Context, topic string, partitions int, seeds ...string) *failoverLoad {
+	t.Helper()
+	pr, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
 		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
@@ -486,6 +673,11 @@ func (l *failoverLoad) waitAcks(t *testing.T, n int) {
 	want := l.acked() + n
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if got := l.acked(); got < want {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if len(l.failures) > 0 {
+				return fmt.Errorf("%d records acknowledged, waiting for %d; %d failed, the last: %v", got, want, len(l.failures), l.failures[len(l.failures)-1])
+			}
 			return fmt.Errorf("%d records acknowledged, waiting for %d", got, want)
 		}
 		return nil
@@ -509,7 +701,11 @@ func (l *failoverLoad) finish(t *testing.T, ctx context.Context, e *env) {
 	if sum := e.verify(t, ctx, l.checker, l.topic); sum.Acked == 0 || sum.Read < sum.Acked {
 		t.Fatalf("%v: every acknowledged record must be read back", sum)
 	}
-	e.replicasIdentical(t, l.topic, l.partitions)
+	if l.replicas != nil {
+		e.replicasIdenticalOn(t, l.topic, l.partitions, l.replicas...)
+	} else {
+		e.replicasIdentical(t, l.topic, l.partitions)
+	}
 }
 
 // killLeader is one trial: SIGKILL of load's partition's leader once
