@@ -39,6 +39,9 @@ type activeController struct {
 	sessions *sessions
 	// unclean runs this term's unclean leader elections (unclean.go).
 	unclean uncleanPass
+	// alters queues AlterPartition requests for their batch
+	// (alter_partition.go).
+	alters alterQueue
 
 	// proposeMu serializes changes, so that validating a request against
 	// the applied image and proposing its records are one atomic step.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -26,33 +28,163 @@ var _ controlplane.ISR = (*Controller)(nil)
 // PartitionRecord with the new ISR and the partition epoch + 1 (leader,
 // leader epoch and replicas as they are), answered once it is in this
 // node's image. The refusals, in the order checked, are planAlterPartition's.
+//
+// Requests that arrive while a batch commits are committed together, in
+// one metadata entry (group commit): each entry is a Raft commit and an
+// image publish, about 20 ms here, and a restarted broker's followers
+// rejoin a thousand ISRs at once, which one commit each made take half
+// a minute. Each request is still validated on its own, against the
+// image with the batch's earlier changes not yet in it; so a second
+// request for a partition already changed in the batch waits for the
+// next one, where it is validated against that change.
 func (c *Controller) AlterPartition(ctx context.Context, req controlplane.AlterPartition) (controlplane.PartitionState, error) {
-	a, img, err := c.beginChange(ctx)
-	if err != nil {
-		return controlplane.PartitionState{}, err
+	a := c.active.Load()
+	if a == nil {
+		return controlplane.PartitionState{}, c.notController()
 	}
-	defer a.proposeMu.Unlock()
-	rec, changed, err := planAlterPartition(img, req)
-	if err != nil {
-		return controlplane.PartitionState{}, err
+	call := &alterCall{ctx: ctx, req: req, done: make(chan struct{})}
+	a.alters.mu.Lock()
+	a.alters.queued = append(a.alters.queued, call)
+	start := !a.alters.running
+	a.alters.running = true
+	a.alters.mu.Unlock()
+	if start {
+		go c.runAlterBatches(a)
 	}
-	if changed {
-		if err := a.proposeLocked(ctx, c, []metadata.Record{rec}); err != nil {
-			return controlplane.PartitionState{}, err
+	select {
+	case <-call.done:
+		return call.state, call.err
+	case <-ctx.Done():
+		return controlplane.PartitionState{}, fmt.Errorf("%w: AlterPartition not committed yet: %w", controlplane.ErrTimedOut, context.Cause(ctx))
+	}
+}
+
+// alterQueue is one active controller's AlterPartition requests waiting
+// for their batch; running says a goroutine commits them.
+type alterQueue struct {
+	mu      sync.Mutex
+	queued  []*alterCall
+	running bool
+}
+
+// alterCall is one request and, once done is closed, its answer.
+type alterCall struct {
+	ctx   context.Context
+	req   controlplane.AlterPartition
+	done  chan struct{}
+	state controlplane.PartitionState
+	err   error
+}
+
+func (call *alterCall) finish(state controlplane.PartitionState, err error) {
+	call.state, call.err = state, err
+	close(call.done)
+}
+
+// maxAlterBatch bounds one metadata entry's partition changes.
+const maxAlterBatch = 1000
+
+// runAlterBatches commits the queued requests, a batch at a time, until
+// none is left.
+func (c *Controller) runAlterBatches(a *activeController) {
+	for {
+		a.alters.mu.Lock()
+		n := min(len(a.alters.queued), maxAlterBatch)
+		batch := a.alters.queued[:n:n]
+		a.alters.queued = a.alters.queued[n:]
+		if n == 0 {
+			a.alters.running = false
+			a.alters.mu.Unlock()
+			return
 		}
-		old := img.TopicsByID[req.TopicID].Partitions[req.Partition]
-		c.log.Info("altered ISR", "topic", img.TopicsByID[req.TopicID].Name, "partition", req.Partition,
-			"leader", rec.Leader, "leader_epoch", rec.LeaderEpoch, "isr_from", old.ISR, "isr_to", rec.ISR,
-			"partition_epoch", rec.PartitionEpoch)
+		a.alters.mu.Unlock()
+		later := c.commitAlters(a, batch)
+		if len(later) > 0 {
+			a.alters.mu.Lock()
+			a.alters.queued = append(later, a.alters.queued...)
+			a.alters.mu.Unlock()
+		}
 	}
-	// rec is what the partition now is, committed or already so: under
-	// proposeMu no other change has come between.
+}
+
+// commitAlters validates each call of batch against the image of the
+// moment and commits the changes in one entry; it returns the calls for
+// a partition an earlier call of the batch changes, for the next batch.
+func (c *Controller) commitAlters(a *activeController, batch []*alterCall) (later []*alterCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), alterCommitTimeout)
+	defer cancel()
+	a.proposeMu.Lock()
+	defer a.proposeMu.Unlock()
+	img, err := c.validationImageLocked(ctx, a)
+	if err != nil {
+		for _, call := range batch {
+			call.finish(controlplane.PartitionState{}, err)
+		}
+		return nil
+	}
+	type key struct {
+		topic     metadata.UUID
+		partition int32
+	}
+	changing := map[key]bool{}
+	var recs []metadata.Record
+	var changed []*alterCall
+	for _, call := range batch {
+		if err := call.ctx.Err(); err != nil {
+			call.finish(controlplane.PartitionState{}, fmt.Errorf("%w: %w", controlplane.ErrTimedOut, context.Cause(call.ctx)))
+			continue
+		}
+		k := key{call.req.TopicID, call.req.Partition}
+		if changing[k] {
+			later = append(later, call)
+			continue
+		}
+		rec, isChange, err := planAlterPartition(img, call.req)
+		if err != nil {
+			call.finish(controlplane.PartitionState{}, err)
+			continue
+		}
+		if !isChange {
+			call.finish(stateOf(rec), nil) // under proposeMu: nothing came between
+			continue
+		}
+		changing[k] = true
+		recs = append(recs, rec)
+		changed = append(changed, call)
+	}
+	if len(recs) == 0 {
+		return later
+	}
+	if err := a.proposeLocked(ctx, c, recs); err != nil {
+		for _, call := range changed {
+			call.finish(controlplane.PartitionState{}, err)
+		}
+		return later
+	}
+	for i, call := range changed {
+		rec := recs[i].(metadata.PartitionRecord)
+		t := img.TopicsByID[rec.TopicID]
+		c.log.Info("altered ISR", "topic", t.Name, "partition", rec.Partition,
+			"leader", rec.Leader, "leader_epoch", rec.LeaderEpoch, "isr_from", t.Partitions[rec.Partition].ISR, "isr_to", rec.ISR,
+			"partition_epoch", rec.PartitionEpoch, "batch", len(recs))
+		// rec is what the partition now is: under proposeMu no other
+		// change has come between.
+		call.finish(stateOf(rec), nil)
+	}
+	return later
+}
+
+// alterCommitTimeout bounds one batch's commit (a leader's own request
+// gives up sooner, by its context).
+const alterCommitTimeout = 10 * time.Second
+
+func stateOf(rec metadata.PartitionRecord) controlplane.PartitionState {
 	return controlplane.PartitionState{
 		Leader:         rec.Leader,
 		LeaderEpoch:    rec.LeaderEpoch,
 		PartitionEpoch: rec.PartitionEpoch,
 		ISR:            slices.Clone(rec.ISR),
-	}, nil
+	}
 }
 
 // planAlterPartition checks req against img in Kafka's order (the list

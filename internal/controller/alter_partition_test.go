@@ -201,3 +201,55 @@ func TestAlterPartitionOnlyOnTheActiveController(t *testing.T) {
 		t.Fatalf("partition changed: %+v", p)
 	}
 }
+
+// TestAlterPartitionsCommittedTogether: shrinks of 200 partitions asked
+// at once all commit, in fewer metadata entries than requests (group
+// commit), and two requests for one partition in the same burst are
+// validated one after the other: the second, made against the state
+// before the first, is INVALID_UPDATE_VERSION, never a lost change.
+func TestAlterPartitionsCommittedTogether(t *testing.T) {
+	t.Parallel()
+	ic := openISRCluster(t)
+	const n = 200
+	assign := make([][]int32, n)
+	for i := range assign {
+		assign[i] = []int32{1, 2, 3}
+	}
+	tp := create(t, ic.c, controlplane.CreateTopic{Name: "many", NumPartitions: -1, ReplicationFactor: -1, Assignments: assign})[0]
+	before := ic.c.Image().Offset
+	reqFor := func(p int32, isr ...int32) controlplane.AlterPartition {
+		st := ic.c.Image().Topics["many"].Partitions[p]
+		return controlplane.AlterPartition{TopicID: tp.ID, Partition: p, LeaderID: st.Leader, BrokerEpoch: ic.epochs[st.Leader],
+			LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch, NewISR: isr}
+	}
+	reqs := make([]controlplane.AlterPartition, 0, n+1)
+	for p := range int32(n) {
+		reqs = append(reqs, reqFor(p, 1, 2))
+	}
+	reqs = append(reqs, reqFor(0, 1, 3)) // partition 0 again, from the same state
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Go(func() { _, errs[i] = ic.c.AlterPartition(ctxT(t), r) })
+	}
+	wg.Wait()
+	for p := 1; p < n; p++ {
+		if errs[p] != nil {
+			t.Fatalf("partition %d: %v", p, errs[p])
+		}
+	}
+	if (errs[0] == nil) == (errs[n] == nil) || !errors.Is(errors.Join(errs[0], errs[n]), controlplane.ErrInvalidUpdateVersion) {
+		t.Fatalf("two requests for partition 0 from one state: %v and %v; want one committed, the other INVALID_UPDATE_VERSION", errs[0], errs[n])
+	}
+	img := ic.c.Image()
+	for p := range n {
+		if got := img.Topics["many"].Partitions[p]; len(got.ISR) != 2 || got.PartitionEpoch != 1 {
+			t.Fatalf("partition %d: ISR %v partition epoch %d after one shrink", p, got.ISR, got.PartitionEpoch)
+		}
+	}
+	if entries := img.Offset - before; entries >= n {
+		t.Fatalf("%d requests took %d metadata entries: not committed together", n, entries)
+	} else {
+		t.Logf("%d AlterPartition requests committed in %d metadata entries", n+1, entries)
+	}
+}
