@@ -81,14 +81,26 @@ func (e *env) createTopic(t *testing.T, ctx context.Context, topic string, parti
 // createTopicWith is createTopic with more topic configs.
 func (e *env) createTopicWith(t *testing.T, ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string, replicas ...int32) {
 	t.Helper()
+	var assignments [][]int32
+	if len(replicas) > 0 {
+		assignments = [][]int32{replicas}
+	}
+	e.createTopicAssigned(t, ctx, topic, partitions, rf, configs, assignments)
+}
+
+// createTopicAssigned is createTopicWith with every partition's replicas
+// given (assignments[p] for partition p; nil: the controller places
+// them).
+func (e *env) createTopicAssigned(t *testing.T, ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string, assignments [][]int32) {
+	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 10000
+	req.TimeoutMillis = 60_000
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, rf
-	if len(replicas) > 0 {
+	for p, replicas := range assignments {
 		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		a.Partition, a.Replicas = 0, replicas
-		rt.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{a}
+		a.Partition, a.Replicas = int32(p), replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
 	}
 	if _, ok := configs["min.insync.replicas"]; !ok {

@@ -48,6 +48,7 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("AcksOneTailCut", e.acksOneTailCut)
 	t.Run("CoordinatorKilled", e.coordinatorKilled)
 	t.Run("ControllerKilled", e.controllerKilled)
+	t.Run("LeaderOfManyKilled", e.leaderOfManyKilled)
 }
 
 // Acceptance point 2: RF=3, min.insync.replicas=2, acks=all, 200,000
@@ -560,6 +561,185 @@ func (e *env) twoKilled(t *testing.T) {
 	}
 }
 
+// manyPartitions is how many partitions LeaderOfManyKilled's node leads.
+const manyPartitions = 1000
+
+// Issue 14, acceptance point 9: a node leading 1,000 partitions (RF=3,
+// replicas [a b c] for every one, a the first) SIGKILLed under load.
+// The controller fences it in one decision (one metadata batch: one
+// fencing line electing every one of them), each new leader is the next
+// ISR member at epoch + 1, and the producer carries on. The test logs
+// the time from the kill until the observer's Metadata shows every
+// partition led again, and the Metadata requests the surviving nodes
+// answered per second meanwhile (less the test's own polls), the
+// figures BENCHMARKS.md records; then the node restarts, its 1,000
+// replicas rejoin every ISR (the time is logged too), every
+// acknowledged record is read back once and in order, and the replicas
+// are the same bytes.
+func (e *env) leaderOfManyKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const topic = "many"
+	ctrl, others := e.controllerAndOthers(t)
+	leader, next := others[0], others[1]
+	assignments := make([][]int32, manyPartitions)
+	for p := range assignments {
+		assignments[p] = []int32{leader, next, ctrl}
+	}
+	e.createTopicAssigned(t, ctx, topic, -1, -1, nil, assignments)
+	observer := e.cl.Broker(int(ctrl))
+	// leadersAt is every partition's leader and epoch as node b's
+	// Metadata has them; leaders asks the observer.
+	var polls atomic.Int64
+	leadersAt := func(observer *kgo.Broker) (map[int32][2]int32, error) {
+		polls.Add(1)
+		mreq := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		mreq.Topics = []kmsg.MetadataRequestTopic{mt}
+		r, err := observer.Request(ctx, mreq)
+		if err != nil {
+			return nil, err
+		}
+		out := map[int32][2]int32{}
+		for _, mt := range r.(*kmsg.MetadataResponse).Topics {
+			for _, p := range mt.Partitions {
+				out[p.Partition] = [2]int32{p.Leader, p.LeaderEpoch}
+			}
+		}
+		return out, nil
+	}
+	leaders := func() (map[int32][2]int32, error) { return leadersAt(observer) }
+	// Every node has every partition (its replica manager applies an
+	// image before its Metadata shows it) before the load starts: the
+	// producer gives up on a partition that stays unknown.
+	var before map[int32][2]int32
+	for _, n := range e.c.Nodes() {
+		testutil.Eventually(t, 60*time.Second, func() error {
+			var err error
+			if before, err = leadersAt(e.cl.Broker(int(n.ID()))); err != nil {
+				return err
+			}
+			for p := range int32(manyPartitions) {
+				if l := before[p]; l[0] != leader {
+					return fmt.Errorf("node %d: partition %d led by %d, want %d", n.ID(), p, l[0], leader)
+				}
+			}
+			return nil
+		})
+	}
+	load := e.startLoad(t, ctx, topic, manyPartitions)
+	load.waitAcks(t, 2*manyPartitions) // about two records in every partition
+	metadataServed := func() float64 {
+		var n float64
+		for _, id := range []int32{next, ctrl} {
+			v, ok := testutil.Scrape(t, http.DefaultClient, "http://"+e.c.Node(id).HTTPAddr()+"/metrics").Value("fjord_kafka_requests_total", "api=Metadata")
+			if !ok {
+				t.Fatalf("node %d reports no fjord_kafka_requests_total{api=\"Metadata\"}", id)
+			}
+			n += v
+		}
+		return n
+	}
+	served0, polls0 := metadataServed(), polls.Load()
+
+	killed := time.Now()
+	e.c.Kill(leader)
+	var reled time.Duration
+	testutil.Eventually(t, 30*time.Second, func() error {
+		now, err := leaders()
+		if err != nil {
+			return err
+		}
+		for p := range int32(manyPartitions) {
+			if l := now[p]; l[0] == leader || l[0] < 0 {
+				return fmt.Errorf("partition %d: leader %d", p, l[0])
+			}
+		}
+		reled = time.Since(killed)
+		for p := range int32(manyPartitions) {
+			if l := now[p]; l[0] != next || l[1] != before[p][1]+1 {
+				t.Fatalf("partition %d: leader %d at epoch %d after the kill; want %d, the next ISR member, at epoch %d",
+					p, l[0], l[1], next, before[p][1]+1)
+			}
+		}
+		return nil
+	})
+	fences := 0
+	for _, line := range strings.Split(e.c.Node(ctrl).LogTail(5000), "\n") {
+		if m := fenceLineRE.FindStringSubmatch(line); m != nil && m[1] == strconv.Itoa(int(leader)) {
+			fences++
+			if elected, _ := strconv.Atoi(m[2]); elected < manyPartitions {
+				t.Fatalf("the fence of node %d elected %d leaders in one batch, want all %d: %s", leader, elected, manyPartitions, line)
+			}
+		}
+	}
+	if fences != 1 {
+		t.Fatalf("node %d was fenced %d times for one kill", leader, fences)
+	}
+	load.waitAcks(t, manyPartitions) // about one more record in every partition
+	window := time.Since(killed)
+	metadataRate := (metadataServed() - served0 - float64(polls.Load()-polls0)) / window.Seconds()
+	t.Logf("killed node %d leading %d partitions: all led again, by node %d at epoch + 1, %v after the kill, in one fencing batch; "+
+		"from the kill until %d more records were acknowledged (%v) the surviving nodes answered %.1f Metadata requests/s (the test's own %d polls excluded)",
+		leader, manyPartitions, next, reled.Round(time.Millisecond), manyPartitions, window.Round(time.Millisecond), metadataRate, polls.Load()-polls0)
+
+	restarted := time.Now()
+	e.c.Start(leader)
+	testutil.Eventually(t, 60*time.Second, func() error {
+		mreq := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		mreq.Topics = []kmsg.MetadataRequestTopic{mt}
+		r, err := observer.Request(ctx, mreq)
+		if err != nil {
+			return err
+		}
+		out := 0
+		for _, mt := range r.(*kmsg.MetadataResponse).Topics {
+			for _, p := range mt.Partitions {
+				if !slices.Contains(p.ISR, leader) {
+					out++
+				}
+			}
+		}
+		if out > 0 {
+			return fmt.Errorf("%d partitions' ISRs without node %d", out, leader)
+		}
+		return nil
+	})
+	back := time.Since(restarted)
+	// Where the time went: the node's start (its log's start line) and
+	// the controller's ISR changes for the topic.
+	started := logTime(e.c.Node(leader).LogTail(2000), `msg="fjord node started"`, false)
+	firstISR := logTime(e.c.Node(ctrl).LogTail(20_000), `msg="altered ISR" component=controller topic=`+topic+" ", true)
+	lastISR := logTime(e.c.Node(ctrl).LogTail(20_000), `msg="altered ISR" component=controller topic=`+topic+" ", false)
+	t.Logf("node %d back in all %d ISRs %v after its restart began: started at +%v, the ISR changes committed from +%v to +%v", leader, manyPartitions,
+		back.Round(time.Millisecond), started.Sub(restarted).Round(time.Millisecond), firstISR.Sub(restarted).Round(time.Millisecond), lastISR.Sub(restarted).Round(time.Millisecond))
+	load.finish(t, ctx, e)
+}
+
+// logTime is the time of the first (or last) line of a node's log that
+// contains s; the zero time when none does.
+func logTime(log, s string, first bool) time.Time {
+	var at time.Time
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, s) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if tm, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			at = tm
+			if first {
+				break
+			}
+		}
+	}
+	return at
+}
+
+var fenceLineRE = regexp.MustCompile(`msg="broker fenced: its session lapsed" .*broker=(\d+) .*leaders_elected=(\d+)`)
+
 // sum is a metric family's value summed over the running nodes.
 func (e *env) sum(t *testing.T, family string) float64 {
 	t.Helper()
@@ -627,10 +807,18 @@ func (e *env) startLoad(t *testing.T, ctx context.Context, topic string, partiti
 	return e.startLoadVia(t, ctx, topic, partitions, strings.Split(e.c.Brokers(), ",")...)
 }
 
+// manualAbove is the partition count above which a load writes to every
+// partition in turn (one key each) instead of hashing ten keys.
+const manualAbove = 10
+
 // startLoadVia is startLoad with a producer that first knows only seeds.
 func (e *env) startLoadVia(t *testing.T, ctx context.Context, topic string, partitions int, seeds ...string) *failoverLoad {
 	t.Helper()
-	pr, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+	partitioner := kgo.StickyKeyPartitioner(nil) // franz-go's default
+	if partitions > manualAbove {
+		partitioner = kgo.ManualPartitioner()
+	}
+	pr, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(partitioner),
 		kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
@@ -645,8 +833,13 @@ func (e *env) startLoadVia(t *testing.T, ctx context.Context, topic string, part
 		defer pace.Stop()
 		for i := 0; produceCtx.Err() == nil; i++ {
 			key, value := fmt.Appendf(nil, "k%d", i%10), fmt.Appendf(nil, "%08d", i)
-			l.checker.Sent(topic, key, value)
-			pr.Produce(ctx, &kgo.Record{Key: key, Value: value}, func(r *kgo.Record, err error) {
+			rec := &kgo.Record{Key: key, Value: value}
+			if partitions > manualAbove {
+				// Every partition in turn, one key each.
+				rec.Key, rec.Partition = fmt.Appendf(nil, "k%d", i%partitions), int32(i%partitions)
+			}
+			l.checker.Sent(topic, rec.Key, value)
+			pr.Produce(ctx, rec, func(r *kgo.Record, err error) {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				if err != nil {
