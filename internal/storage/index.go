@@ -24,7 +24,9 @@ import (
 // clean shutdown. They are not written as batches arrive: after a crash the
 // segments past the recovery point are scanned and their indexes rebuilt, so
 // an index on disk is only ever trusted for a segment that was complete
-// when it was written, and it is checked before it is trusted.
+// when it was written, and it is checked before it is trusted. The active
+// segment's rebuilt indexes are not written by recovery either, only at its
+// next seal, for the same reason (see recoverSegmentsFrom).
 
 const (
 	offsetEntrySize = 8

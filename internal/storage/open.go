@@ -47,7 +47,9 @@ type OpenOptions struct {
 // recovery point, validating each batch (length, magic, CRC, records, offset
 // order), truncates at the first bad one and deletes the segments after it:
 // what survives is exactly the longest valid prefix. The indexes of scanned
-// segments are rebuilt. A clean open reads only the active segment's tail.
+// segments are rebuilt; the active segment's are written only when it is
+// sealed (see recoverSegmentsFrom). A clean open reads only the active
+// segment's tail.
 func Open(fsys vfs.FS, dir string, cfg Config, opts OpenOptions) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -339,7 +341,29 @@ func (l *Log) recoverSegmentsFrom(i int) (int64, error) {
 		}
 		s.mu.Lock()
 		n, cut, err := s.rebuildLocked(cfg.IndexIntervalBytes, true, l.noteRecoveredEpoch)
-		if err == nil {
+		// The segment that ends the log (the last, or the one cut here,
+		// after which the rest is deleted) stays active: its rebuilt
+		// indexes are left in memory, marked dirty, and written when it
+		// is sealed, by a roll or a clean close, as an appended batch's
+		// index entries are. Writing them here cost four fsyncs per log
+		// (two atomic file writes, each a file and a directory sync), most
+		// of an unclean start of 10,000 logs (BENCHMARKS.md).
+		//
+		// Until then the files on disk may be stale, torn or missing, and
+		// nothing trusts them: this process has the segment loaded, so it
+		// never reads them; a crash before the seal is an unclean start
+		// again (the manager removes the clean-shutdown marker before it
+		// opens any log), and every unclean start rebuilds the last
+		// segment from the log, whatever its recovery point; and the
+		// marker is written only after every log's Close, and so every
+		// seal, has succeeded. Only a clean start loads an active
+		// segment's index files, and then they were written by that seal.
+		//
+		// An inactive segment is never sealed again, so its indexes are
+		// made current now, unless the files already hold exactly what
+		// the rebuild found (the usual case: a roll wrote them).
+		keepsActive := i+1 == len(segs) || cut > 0
+		if err == nil && !keepsActive && !s.indexFilesMatchLocked() {
 			err = s.writeIndexesLocked()
 		}
 		s.mu.Unlock()
@@ -348,7 +372,22 @@ func (l *Log) recoverSegmentsFrom(i int) (int64, error) {
 		}
 		// Recovered bytes may be only in the page cache (the process died,
 		// the machine did not); make them durable before the recovery
-		// point claims them.
+		// point claims them. This fsync stays, unlike the index writes:
+		//   - Skipping it and keeping the checkpointed recovery point is
+		//     not safe. The checkpoint can claim more than is synced: a
+		//     truncation lowers the recovery point in memory only, so a
+		//     crash after a follower truncated and re-appended, before the
+		//     next checkpoint, leaves unsynced bytes below it.
+		//   - Skipping it and lowering the recovery point to the active
+		//     segment's base (everything below it was synced by the roll
+		//     that sealed it) is safe, but under flush.policy=ack the high
+		//     watermark counts only the leader's recovery point, so an
+		//     idle partition's recovered tail would stay invisible until
+		//     the next produce flushed it.
+		//   - A segment with nothing unsynced costs little to fsync (about
+		//     50 us on this machine's ext4, against ~0.5 ms for each of
+		//     the index writes' four), and one that has unsynced bytes
+		//     must be synced before the recovery point may pass them.
 		if f, err := s.handle(); err != nil {
 			return 0, err
 		} else if err := f.Sync(); err != nil {
@@ -380,9 +419,21 @@ func (l *Log) recoverSegmentsFrom(i int) (int64, error) {
 		}
 		kept := segs[:i]
 		l.segments.Store(&kept)
-		if err := l.fs.SyncDir(l.dir); err != nil {
-			return 0, err
-		}
+	}
+	// What recovery saw must be durable before the recovery point claims
+	// it, names as well as bytes: a segment created just before the
+	// crash may have a name that was never synced (rollLocked leaves
+	// that to the next Flush), and this process's Flush syncs the
+	// directory only after it creates a segment itself. Index files kept
+	// because they matched were read through the page cache too: a crash
+	// between an atomic write's rename and its directory sync leaves the
+	// new name visible but not durable, and a power cut after the next
+	// clean shutdown could bring back the older file, which a clean start
+	// would trust. The index writes this replaces synced the directory as
+	// a side effect; this one sync per log does it on purpose (and makes
+	// the deletions above durable).
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return 0, err
 	}
 	// The active segment measures segment.ms from its first batch.
 	active := l.activeSegment()
