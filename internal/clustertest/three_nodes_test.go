@@ -667,6 +667,9 @@ func (e *env) leaderOfManyKilled(t *testing.T) {
 	})
 	fences := 0
 	for _, line := range strings.Split(e.c.Node(ctrl).LogTail(5000), "\n") {
+		if at := lineTime(line); at.Before(killed) {
+			continue // an earlier subtest's fence of the same node
+		}
 		if m := fenceLineRE.FindStringSubmatch(line); m != nil && m[1] == strconv.Itoa(int(leader)) {
 			fences++
 			if elected, _ := strconv.Atoi(m[2]); elected < manyPartitions {
@@ -727,8 +730,7 @@ func logTime(log, s string, first bool) time.Time {
 		if !strings.Contains(line, s) {
 			continue
 		}
-		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
-		if tm, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+		if tm := lineTime(line); !tm.IsZero() {
 			at = tm
 			if first {
 				break
@@ -736,6 +738,14 @@ func logTime(log, s string, first bool) time.Time {
 		}
 	}
 	return at
+}
+
+// lineTime is the time a node's log line starts with; the zero time for
+// a line without one (the harness's own markers).
+func lineTime(line string) time.Time {
+	ts, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "time="), " ")
+	tm, _ := time.Parse(time.RFC3339Nano, ts)
+	return tm
 }
 
 var fenceLineRE = regexp.MustCompile(`msg="broker fenced: its session lapsed" .*broker=(\d+) .*leaders_elected=(\d+)`)
