@@ -350,7 +350,7 @@ func TestClusterDescribe(t *testing.T) {
 			t.Errorf("cluster describe does not say %q:\n%s", want, r.stdout)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^1\s+` + regexp.QuoteMeta(host) + `\s+` + port + `\s+-\s*$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^1\s+` + regexp.QuoteMeta(host) + `\s+` + port + `\s+-\s+unfenced\s*$`).MatchString(r.stdout) {
 		t.Errorf("cluster describe has no row for broker 1 at %s:%s:\n%s", host, port, r.stdout)
 	}
 }

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,7 +28,7 @@ func newClusterCommand() *cobra.Command {
 	var output string
 	describe := &cobra.Command{
 		Use:   "describe",
-		Short: "Show the cluster id, the active controller, the controller quorum and the brokers",
+		Short: "Show the cluster id, the active controller, the controller quorum and the brokers, fenced ones too",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.applyEnv(cmd); err != nil {
@@ -40,21 +41,9 @@ func newClusterCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			meta, err := adm.BrokerMetadata(ctx)
+			d, err := describeCluster(ctx, cl)
 			if err != nil {
 				return fmt.Errorf("describing cluster: %w", err)
-			}
-			d := clusterDescription{ClusterID: meta.Cluster, Brokers: []brokerDescription{}}
-			if meta.Controller >= 0 {
-				d.Controller = &meta.Controller
-			}
-			for _, b := range meta.Brokers {
-				bd := brokerDescription{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
-				if b.Rack != nil && *b.Rack != "" {
-					bd.Rack = b.Rack
-				}
-				d.Brokers = append(d.Brokers, bd)
 			}
 			q, err := describeQuorum(ctx, cl)
 			if err != nil {
@@ -75,6 +64,50 @@ type clusterDescription struct {
 	Controller *int32              `json:"controller"` // null: no active controller
 	Brokers    []brokerDescription `json:"brokers"`
 	Quorum     quorumDescription   `json:"quorum"`
+
+	// describeClusterVersion is the DescribeCluster version the node
+	// answered; below 2 it could not list fenced brokers (text output
+	// says so; the JSON has no field for it: a script sees every broker
+	// it lists as unfenced, which they are).
+	describeClusterVersion int16
+}
+
+// describeCluster asks a node for the cluster id, the controller and the
+// registered brokers with DescribeCluster. The request always sets
+// IncludeFencedBrokers: kgo sends the highest version both sides serve
+// (ApiVersions), so a node serving v2 (KIP-1073) lists its fenced
+// brokers too, marked, and one serving only v0-1 gets a request without
+// the field and lists its unfenced brokers only. Metadata, which this
+// command asked before, cannot list fenced brokers at any version; every
+// Fjord node serves DescribeCluster, so there is no Metadata fallback.
+func describeCluster(ctx context.Context, cl *kgo.Client) (clusterDescription, error) {
+	d := clusterDescription{Brokers: []brokerDescription{}}
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.IncludeFencedBrokers = true
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return d, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		message := ""
+		if resp.ErrorMessage != nil {
+			message = *resp.ErrorMessage
+		}
+		return d, kafkaError(err, message)
+	}
+	d.ClusterID, d.describeClusterVersion = resp.ClusterID, resp.GetVersion()
+	if resp.ControllerID >= 0 {
+		d.Controller = &resp.ControllerID
+	}
+	for _, b := range resp.Brokers {
+		bd := brokerDescription{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Fenced: b.IsFenced}
+		if b.Rack != nil && *b.Rack != "" {
+			bd.Rack = b.Rack
+		}
+		d.Brokers = append(d.Brokers, bd)
+	}
+	slices.SortFunc(d.Brokers, func(a, b brokerDescription) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	return d, nil
 }
 
 // quorumDescription is the controller quorum as the answering node's
@@ -131,11 +164,30 @@ func (d clusterDescription) printText(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "Controller quorum: voters %s, epoch %d, high watermark %d\n",
 		strings.Join(voters, ", "), d.Quorum.Epoch, d.Quorum.HighWatermark)
-	fmt.Fprintf(out, "Brokers: %d\n", len(d.Brokers))
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tHOST\tPORT\tRACK")
+	fenced := 0
 	for _, b := range d.Brokers {
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", b.NodeID, b.Host, b.Port, dashIfNull(b.Rack))
+		if b.Fenced {
+			fenced++
+		}
+	}
+	switch {
+	case d.describeClusterVersion < 2:
+		fmt.Fprintf(out, "Brokers: %d (fenced brokers not listed: the node answers DescribeCluster v%d, which cannot)\n",
+			len(d.Brokers), d.describeClusterVersion)
+	case fenced > 0:
+		fmt.Fprintf(out, "Brokers: %d (%d fenced)\n", len(d.Brokers), fenced)
+	default:
+		fmt.Fprintf(out, "Brokers: %d\n", len(d.Brokers))
+	}
+	// STATE as Kafka's kafka-cluster.sh list-endpoints shows it.
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tHOST\tPORT\tRACK\tSTATE")
+	for _, b := range d.Brokers {
+		state := "unfenced"
+		if b.Fenced {
+			state = "fenced"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", b.NodeID, b.Host, b.Port, dashIfNull(b.Rack), state)
 	}
 	return w.Flush()
 }
@@ -145,4 +197,8 @@ type brokerDescription struct {
 	Host   string  `json:"host"`
 	Port   int32   `json:"port"`
 	Rack   *string `json:"rack"`
+	// Fenced: the broker is registered but its session lapsed (or it
+	// has not caught up since registering); it leads nothing and
+	// clients are not sent to it.
+	Fenced bool `json:"fenced"`
 }

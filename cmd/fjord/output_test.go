@@ -125,8 +125,9 @@ func TestTopicAndClusterJSON(t *testing.T) {
 	if doc["cluster_id"] != n.ClusterID() || number(t, doc["controller"]) != 1 || len(brokerList) != 1 {
 		t.Fatalf("cluster describe: %v", doc)
 	}
-	b := wantKeys(t, "broker", brokerList[0], "node_id", "host", "port", "rack")
-	if number(t, b["node_id"]) != 1 || b["host"] != host || strconv.FormatInt(number(t, b["port"]), 10) != port || b["rack"] != nil {
+	b := wantKeys(t, "broker", brokerList[0], "node_id", "host", "port", "rack", "fenced")
+	if number(t, b["node_id"]) != 1 || b["host"] != host || strconv.FormatInt(number(t, b["port"]), 10) != port || b["rack"] != nil ||
+		b["fenced"] != false {
 		t.Errorf("broker %v", b)
 	}
 

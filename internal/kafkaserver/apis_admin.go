@@ -35,7 +35,7 @@ var adminAPIs = []api{
 	{key: 37, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions, controlChange: true},
 	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs, controlChange: true},
 	{key: 55, minVersion: 0, maxVersion: 2, handle: handleDescribeQuorum},
-	{key: 60, minVersion: 0, maxVersion: 1, handle: handleDescribeCluster},
+	{key: 60, minVersion: 0, maxVersion: 2, handle: handleDescribeCluster},
 }
 
 // leaderPartition checks, against img, that this node can answer for

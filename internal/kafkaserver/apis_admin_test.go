@@ -31,7 +31,7 @@ var wantAdminVersions = map[int16][2]int16{
 	37: {0, 3}, // CreatePartitions
 	44: {0, 1}, // IncrementalAlterConfigs
 	55: {0, 2}, // DescribeQuorum (v2 is KIP-853's)
-	60: {0, 1}, // DescribeCluster
+	60: {0, 2}, // DescribeCluster (v2 is KIP-1073's)
 }
 
 func TestAdminAPIVersionRanges(t *testing.T) {

@@ -1,8 +1,8 @@
 package kafkaserver
 
-// DescribeCluster: v0-1
+// DescribeCluster: v0-2
 //
-// The cluster id, the controller id and every registered broker (by node
+// The cluster id, the controller id and the registered brokers (by node
 // id), from one metadata image: what Metadata returns, for admin clients
 // (KIP-700). The controller id is Metadata's (advertisedControllerID: the
 // active controller when it is a registered broker, else this node), so
@@ -12,7 +12,26 @@ package kafkaserver
 // type: brokers (1) are served; controllers (2) are not reachable over
 // the Kafka protocol in Fjord (they speak Raft), so that is
 // MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers it; any other type
-// is UNSUPPORTED_ENDPOINT_TYPE.
+// is UNSUPPORTED_ENDPOINT_TYPE. The endpoint type is checked first, so a
+// refused type lists no brokers whatever else the request asks.
+//
+// Which brokers (KIP-1073, v2): as Kafka's broker does (KafkaApis
+// handleDescribeCluster over the KRaft metadata cache's getBrokerNodes,
+// apache/kafka PR #17524), every registered broker is considered and a
+// fenced one is left out unless the request has IncludeFencedBrokers:
+//
+//	v0-1 (no such field)               unfenced brokers only
+//	v2, IncludeFencedBrokers=false     unfenced brokers only, IsFenced false
+//	v2, IncludeFencedBrokers=true      every registered broker, IsFenced
+//	                                   from the image (Broker.Fenced)
+//
+// The v0-1 answer is Metadata's broker list (getAliveBrokerNodes): a
+// fenced broker leads nothing and clients must not be sent to it. A v0-1
+// request struct cannot carry IncludeFencedBrokers on the wire; the
+// handler reads it only at v2 so an in-process caller's stray field
+// cannot change a v0-1 answer either. (Kafka's client refuses to build a
+// v0-1 request with the field set; a broker has nothing to refuse, the
+// field is simply absent.)
 
 import (
 	"cmp"
@@ -53,19 +72,21 @@ func handleDescribeCluster(_ context.Context, s *Server, req *request) (kmsg.Res
 		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(err, "DescribeCluster")
 		return resp, nil, nil
 	}
+	includeFenced := req.version >= 2 && r.IncludeFencedBrokers
 
 	img := s.image()
 	resp.ClusterID = img.ClusterID
 	resp.ControllerID = s.advertisedControllerID(img)
 	for _, b := range img.Brokers {
-		if b.Fenced {
-			continue // v0-1 list live brokers only, as Kafka's
+		if b.Fenced && !includeFenced {
+			continue
 		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
 		if b.Rack != "" {
 			rb.Rack = strp(b.Rack)
 		}
+		rb.IsFenced = b.Fenced // v2+; not encoded below that
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	slices.SortFunc(resp.Brokers, func(a, b kmsg.DescribeClusterResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })

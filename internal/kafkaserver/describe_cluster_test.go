@@ -2,6 +2,8 @@ package kafkaserver
 
 import (
 	"math"
+	"net"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,4 +81,126 @@ func TestDescribeClusterEndpointTypes(t *testing.T) {
 	req.EndpointType = 2
 	resp := adminCall[*kmsg.DescribeClusterResponse](t, f, req, 0)
 	adminWantCode(t, "v0", resp.ErrorCode, nil)
+}
+
+// describeClusterFixture is an admin fixture whose image has this node
+// (1), broker 2 unfenced and broker 3 fenced (its session lapsed).
+func describeClusterFixture(t *testing.T) *adminFixture {
+	t.Helper()
+	f := newAdminFixture(t)
+	f.ctrl.mu.Lock()
+	img := f.ctrl.cloneImageLocked()
+	img.Brokers[2] = metadata.Broker{NodeID: 2, Host: "b2", Port: 9094}
+	img.Brokers[3] = metadata.Broker{NodeID: 3, Host: "b3", Port: 9095, Rack: "r1", Fenced: true}
+	f.ctrl.img = img
+	f.ctrl.mu.Unlock()
+	return f
+}
+
+// describedBroker is what a test checks of one listed broker.
+type describedBroker struct {
+	id     int32
+	fenced bool
+}
+
+func describedBrokers(resp *kmsg.DescribeClusterResponse) []describedBroker {
+	var out []describedBroker
+	for _, b := range resp.Brokers {
+		out = append(out, describedBroker{b.NodeID, b.IsFenced})
+	}
+	return out
+}
+
+// Reference: KIP-1073. Fenced brokers are listed only at v2 and only when
+// asked for, with IsFenced set; every other combination lists the
+// unfenced brokers, as Metadata does (Kafka's KafkaApis over
+// getBrokerNodes, apache/kafka PR #17524).
+func TestDescribeClusterFencedBrokers(t *testing.T) {
+	unfenced := []describedBroker{{1, false}, {2, false}}
+	all := []describedBroker{{1, false}, {2, false}, {3, true}}
+	for _, tc := range []struct {
+		name          string
+		version       int16
+		includeFenced bool
+		want          []describedBroker
+	}{
+		{"v0", 0, false, unfenced},
+		{"v1", 1, false, unfenced},
+		// The field does not exist below v2: a struct that carries it
+		// (an in-process caller; the wire cannot) changes nothing.
+		{"v0 with the v2 field set", 0, true, unfenced},
+		{"v1 with the v2 field set", 1, true, unfenced},
+		{"v2 without IncludeFencedBrokers", 2, false, unfenced},
+		{"v2 with IncludeFencedBrokers", 2, true, all},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := describeClusterFixture(t)
+			req := kmsg.NewPtrDescribeClusterRequest()
+			req.IncludeFencedBrokers = tc.includeFenced
+			resp := adminCall[*kmsg.DescribeClusterResponse](t, f, req, tc.version)
+			adminWantCode(t, "describe", resp.ErrorCode, nil)
+			if got := describedBrokers(resp); !slices.Equal(got, tc.want) {
+				t.Fatalf("brokers %+v, want %+v", got, tc.want)
+			}
+			if tc.version >= 2 && tc.includeFenced {
+				b := resp.Brokers[2]
+				if b.Host != "b3" || b.Port != 9095 || b.Rack == nil || *b.Rack != "r1" {
+					t.Fatalf("fenced broker listed as %+v, want its registration", b)
+				}
+			}
+		})
+	}
+
+	// A refused endpoint type lists nobody, fenced brokers asked for or
+	// not (the endpoint type is checked first, as in Kafka's
+	// computeDescribeClusterResponse).
+	f := describeClusterFixture(t)
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.EndpointType, req.IncludeFencedBrokers = endpointTypeControllers, true
+	resp := adminCall[*kmsg.DescribeClusterResponse](t, f, req, 2)
+	adminWantCode(t, "controllers endpoint", resp.ErrorCode, kerr.MismatchedEndpointType)
+	if len(resp.Brokers) != 0 {
+		t.Fatalf("refused request lists %d brokers", len(resp.Brokers))
+	}
+}
+
+// DescribeCluster v2 over a connection: IncludeFencedBrokers and IsFenced
+// survive kmsg's encoding both ways, and a v2 body cut short (before
+// IncludeFencedBrokers, or before its tagged fields) closes the
+// connection as any undecodable body does, while the server goes on
+// answering others.
+func TestDescribeClusterV2OnTheWire(t *testing.T) {
+	h := newWireHarness(t)
+	h.ctrl.mu.Lock()
+	img := h.ctrl.cloneLocked()
+	img.Brokers[3] = metadata.Broker{NodeID: 3, Host: "b3", Port: 9095, Fenced: true}
+	h.ctrl.img = img
+	h.ctrl.mu.Unlock()
+
+	c := h.dial()
+	for _, include := range []bool{false, true} {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.Version, req.IncludeFencedBrokers = 2, include
+		resp := c.roundTrip(req).(*kmsg.DescribeClusterResponse)
+		want := []describedBroker{{h.ctrl.nodeID, false}}
+		if include {
+			want = append(want, describedBroker{3, true})
+		}
+		if resp.ErrorCode != 0 || !slices.Equal(describedBrokers(resp), want) {
+			t.Fatalf("IncludeFencedBrokers=%v: error %d, brokers %+v, want %+v", include, resp.ErrorCode, describedBrokers(resp), want)
+		}
+	}
+
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.Version, req.IncludeFencedBrokers = 2, true
+	body := req.AppendTo(nil) // operations, endpoint type, include fenced, tags
+	for _, cut := range []int{0, 2, 3} {
+		c := h.dial()
+		c.write(frameOf(append(header(60, 2, 1, true), body[:cut]...)))
+		if tcp, ok := c.nc.(*net.TCPConn); ok {
+			tcp.CloseWrite()
+		}
+		c.expectClosed()
+	}
+	h.dial().roundTrip(apiVersionsReq(3))
 }

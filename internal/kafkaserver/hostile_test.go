@@ -117,6 +117,9 @@ func TestHostileInputLeavesOthersUnharmed(t *testing.T) {
 		{"unknown API key", frameOf(header(1234, 0, 1, false)), nil},
 		{"unsupported version", frameOf(header(1, 0, 1, false)), nil},
 		{"valid header, corrupt body", frameOf(corruptBody), nil},
+		// DescribeCluster v2 with its body cut after the endpoint type:
+		// no IncludeFencedBrokers, no tagged fields (KIP-1073's field).
+		{"DescribeCluster v2, truncated body", frameOf(append(header(60, 2, 1, true), 0, 1)), nil},
 		{"client id longer than the frame", frameOf([]byte{0, 3, 0, 1, 0, 0, 0, 1, 0x7f, 0xff}), nil},
 		{"ApiVersions too new", frameOf(header(18, 99, 1, true)), func(t *testing.T, c *rawConn) {
 			frame, err := c.readFrame()

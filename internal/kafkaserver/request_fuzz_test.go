@@ -80,7 +80,8 @@ func FuzzAPIBodies(f *testing.F) {
 }
 
 // fuzzSeedRequests are valid requests of the data APIs and of every
-// admin API at its lowest and highest version.
+// admin API at its lowest and highest version, plus a few that reach
+// further into their handlers.
 func fuzzSeedRequests(f *testing.F, topicID [16]byte) []kmsg.Request {
 	reqs := []kmsg.Request{
 		apiVersionsReq(3),
@@ -111,7 +112,11 @@ func fuzzSeedRequests(f *testing.F, topicID [16]byte) []kmsg.Request {
 	fetch := kmsg.NewPtrOffsetFetchRequest()
 	fetch.Version = 8
 	fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "fuzz-group"}}
-	return append(reqs, join, commit, fetch)
+	// DescribeCluster v2 asking for fenced brokers (KIP-1073): the
+	// default request leaves the v2 field false.
+	cluster := kmsg.NewPtrDescribeClusterRequest()
+	cluster.Version, cluster.IncludeFencedBrokers = 2, true
+	return append(reqs, join, commit, fetch, cluster)
 }
 
 // fuzzServer is one Server shared by every input of a fuzz run, so "the
