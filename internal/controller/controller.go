@@ -197,7 +197,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: snapshot store in %s: %w", cfg.Dir, err)
 	}
-	c.trans, err = raft.NewTCPTransportWithLogger(cfg.Addr, nil, 3, 10*time.Second, rlog)
+	c.trans, err = newTransport(cfg.Addr, rlog)
 	if err != nil {
 		return nil, fmt.Errorf("controller: raft transport on %s (needs a concrete host, e.g. 127.0.0.1:9093): %w", cfg.Addr, err)
 	}
@@ -582,4 +582,25 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", controlplane.ErrTimedOut, context.Cause(ctx))
 	}
+}
+
+// newTransport is the quorum's TCP transport on addr.
+func newTransport(addr string, log *raftLogger) (*raft.NetworkTransport, error) {
+	return raft.NewTCPTransportWithConfig(addr, nil, &raft.NetworkTransportConfig{
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  log,
+		// One AppendEntries in flight per follower: hashicorp/raft's
+		// pipelined replication (the default, two in flight) can
+		// deadlock when a follower answers Success=false, as a
+		// restarted one does. Its decoder stops reading, the sender
+		// parks on the next send, and replication to that follower
+		// stops for good while heartbeats keep it from standing for
+		// election; Shutdown then waits on the parked sender forever
+		// (the hang behind a SIGTERM that never exits). Synchronous
+		// replication still batches everything appended meanwhile
+		// into the next request, which is what the metadata log's
+		// small, group-committed entries need.
+		MaxRPCsInFlight: 1,
+	})
 }
