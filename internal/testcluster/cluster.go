@@ -42,6 +42,16 @@ type ClusterOptions struct {
 	// StartDelay is the pause between two launches (also in Start), so a
 	// test can let one node run alone before the next arrives.
 	StartDelay time.Duration
+	// Network puts each node in a network namespace of its own, on a
+	// bridge the test process also sits on (network.go), so that Cut,
+	// CutBoth, Isolate, Split, Delay and Heal can fault the links
+	// between nodes while clients still reach every node. Each node
+	// listens on 10.231.X.(10+id), on fjord's default ports. It needs
+	// Linux, root, and the ip and tc commands (Debian's iproute2, which
+	// the harness installs with apt-get if they are missing). false:
+	// every node on 127.0.0.1 with ports of its own, and no faults but
+	// signals.
+	Network bool
 }
 
 // Cluster is a set of nodes sharing one --controller-quorum-voters list,
@@ -49,13 +59,16 @@ type ClusterOptions struct {
 // Node does.
 //
 // Threads: the methods that fail the test (StartCluster, Node, Start,
-// Stop, Kill, Restart, ControllerID, Leader) must be called from the
-// test's goroutine; Nodes, Brokers and Voters are safe from any.
+// Stop, Kill, Restart, ControllerID, Leader, and network.go's Cut,
+// CutBoth, Isolate, Split, Delay and Heal) must be called from the
+// test's goroutine; Nodes, Brokers, Voters and DialFrom are safe from
+// any.
 type Cluster struct {
 	t      owner
 	opts   ClusterOptions // defaults filled in
 	nodes  []*Node        // nodes[i] has id i+1
 	voters string
+	net    *network // nil unless opts.Network
 }
 
 // StartCluster starts the cluster and waits until every node's /readyz
@@ -89,10 +102,18 @@ func startCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 		// A taken port is retried with fresh ports for every node and
 		// fresh data directories: the metadata log the others
 		// bootstrapped names the old controller ports, and a voter list
-		// is read only when the log is new.
-		if attempt < startAttempts && c.portTaken(err) {
+		// is read only when the log is new. In network mode no other
+		// process shares a node's namespace, so no port is taken.
+		if attempt < startAttempts && c.net == nil && c.portTaken(err) {
 			c.killAll()
 			continue
+		}
+		if c.net != nil {
+			// Now, not only at the owner's end, so a start that failed
+			// half-way leaves no namespace behind even for a shared
+			// cluster, whose owner ends with the test binary.
+			c.killAll()
+			err = errors.Join(err, c.net.teardown())
 		}
 		return nil, err
 	}
@@ -142,25 +163,45 @@ func checkOrder(order []int32, n int, all bool) error {
 // newCluster makes the nodes with their ports and voter list; it starts
 // nothing.
 func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
-	// One call, so no two nodes can get the same port.
-	ports, err := freePorts(3 * opts.Nodes)
-	if err != nil {
-		return nil, err
-	}
 	c := &Cluster{t: t, opts: opts}
-	controllerPorts := make([]int, opts.Nodes)
+	var ports []int
+	if opts.Network {
+		// Made before the nodes, so that its removal, registered
+		// first, runs after their cleanups have killed them.
+		nw, err := newNetwork(t, opts.Nodes, execRun)
+		if err != nil {
+			return nil, err
+		}
+		c.net = nw
+	} else {
+		// One call, so no two nodes can get the same port.
+		var err error
+		if ports, err = freePorts(3 * opts.Nodes); err != nil {
+			return nil, err
+		}
+	}
+	controllerAddrs := make([]string, opts.Nodes)
 	for i := range opts.Nodes {
 		nodeOpts := opts.Node
 		nodeOpts.NodeID = int32(i + 1)
 		n, err := newNode(t, nodeOpts)
 		if err != nil {
+			if c.net != nil {
+				err = errors.Join(err, c.net.teardown())
+			}
 			return nil, err
 		}
-		n.setPorts(ports[3*i], ports[3*i+1], ports[3*i+2])
-		controllerPorts[i] = ports[3*i+1]
+		if c.net != nil {
+			nn := c.net.nodes[i]
+			n.netns, n.ipPath = nn.ns, c.net.ip
+			n.setAddrs(nn.addr.String(), networkKafkaPort, networkControllerPort, networkHTTPPort)
+		} else {
+			n.setPorts(ports[3*i], ports[3*i+1], ports[3*i+2])
+		}
+		controllerAddrs[i] = n.controllerAddr
 		c.nodes = append(c.nodes, n)
 	}
-	c.voters = voterList(controllerPorts)
+	c.voters = votersAt(controllerAddrs)
 	for _, n := range c.nodes {
 		n.voters = c.voters
 	}
@@ -170,9 +211,19 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 // voterList is --controller-quorum-voters for nodes 1 to len(ports),
 // node i+1's controller on 127.0.0.1:ports[i].
 func voterList(ports []int) string {
-	entries := make([]string, len(ports))
+	addrs := make([]string, len(ports))
 	for i, p := range ports {
-		entries[i] = strconv.Itoa(i+1) + "@" + hostPort(p)
+		addrs[i] = hostPort(p)
+	}
+	return votersAt(addrs)
+}
+
+// votersAt is --controller-quorum-voters for nodes 1 to len(addrs), node
+// i+1's controller at addrs[i] (host:port).
+func votersAt(addrs []string) string {
+	entries := make([]string, len(addrs))
+	for i, a := range addrs {
+		entries[i] = strconv.Itoa(i+1) + "@" + a
 	}
 	return strings.Join(entries, ",")
 }

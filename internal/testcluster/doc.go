@@ -1,7 +1,8 @@
 // Package testcluster runs real Fjord nodes as separate processes for
-// end-to-end tests: the real `fjord` binary, real sockets on 127.0.0.1,
-// real data directories, and real signals (SIGKILL for crashes, SIGTERM
-// for clean shutdowns).
+// end-to-end tests: the real `fjord` binary, real sockets on 127.0.0.1
+// (or, in network mode, in network namespaces of their own), real data
+// directories, real signals (SIGKILL for crashes, SIGTERM for clean
+// shutdowns) and real network faults.
 //
 // Typical use, in a test package:
 //
@@ -56,6 +57,30 @@
 // log says "address already in use". Restart reuses the node's ports on
 // purpose (clients keep their bootstrap address), so it has the same gap
 // and no retry.
+// In network mode none of this applies: each node has a namespace, and
+// so a network stack, of its own, and listens on fjord's default ports.
+//
+// Network faults. With ClusterOptions.Network each node runs in a
+// network namespace of its own (network.go), on a bridge the test process
+// also sits on, and the cluster can fault the links between nodes while
+// clients still reach every node:
+//
+//	c := testcluster.StartCluster(t, testcluster.ClusterOptions{Network: true})
+//	c.Cut(1, 2)                         // 1's packets to 2 are dropped, silently
+//	c.CutBoth(1, 3)                     // both ways
+//	c.Isolate(2)                        // from every other node, both ways
+//	c.Split([]int32{1}, []int32{2, 3})  // no packet crosses between the groups
+//	c.Delay(1, 2, 200*time.Millisecond) // 1's packets to 2 take 200ms longer
+//	c.Heal()                            // all of it undone
+//	conn, err := c.DialFrom(1, c.Node(2).KafkaAddr(), time.Second) // as node 1 would
+//
+// Network mode needs Linux, root and Debian's iproute2 (ip and tc),
+// which the harness installs with apt-get when it is missing; it never
+// skips. Everything it makes (namespaces, veths, the bridge, the qdiscs
+// and routes of the faults) is removed when the cluster's owner ends, or
+// at once if the start fails, and a later run removes what a crashed run
+// left. Signals and restarts work as on loopback: `ip netns exec` execs
+// fjord in the same process, so the pid signalled is fjord's.
 //
 // Output. Each node's stdout and stderr go to one file (appended to across
 // restarts, with a marker line per start). When the test fails, the tail of

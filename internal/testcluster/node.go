@@ -31,6 +31,9 @@ var (
 	ErrUncleanExit = errors.New("testcluster: node did not exit cleanly")
 	// ErrNotRunning: Kill, Stop or Signal on a node with no live process.
 	ErrNotRunning = errors.New("testcluster: node is not running")
+	// ErrNoNetwork: a network fault (Cut, Delay, Heal, ...) or DialFrom
+	// on a cluster started without ClusterOptions.Network.
+	ErrNoNetwork = errors.New("testcluster: the cluster was not started with ClusterOptions.Network")
 )
 
 // Defaults for Options' zero values.
@@ -95,6 +98,10 @@ type Node struct {
 	// voters is --controller-quorum-voters for a node of a Cluster,
 	// empty for a node alone (a cluster of one).
 	voters string
+	// netns is the network namespace the node runs in (network mode),
+	// through ipPath's `ip netns exec`; empty on loopback.
+	netns  string
+	ipPath string
 
 	httpClient *http.Client
 
@@ -210,12 +217,20 @@ func newNode(t owner, opts Options) (*Node, error) {
 	return n, nil
 }
 
-// setPorts gives the node its listeners' ports, which it keeps across
-// restarts.
+// setPorts gives the node its listeners' ports on 127.0.0.1, which it
+// keeps across restarts.
 func (n *Node) setPorts(kafka, controller, http int) {
-	n.kafkaAddr = hostPort(kafka)
-	n.controllerAddr = hostPort(controller)
-	n.httpAddr = hostPort(http)
+	n.setAddrs(loopbackHost, kafka, controller, http)
+}
+
+// setAddrs gives the node its listeners' host and ports, which it keeps
+// across restarts: 127.0.0.1 on loopback, its namespace's address in
+// network mode. Each listener is also what the node advertises (the
+// Kafka address to clients, the controller address in the voter list).
+func (n *Node) setAddrs(host string, kafka, controller, http int) {
+	n.kafkaAddr = net.JoinHostPort(host, strconv.Itoa(kafka))
+	n.controllerAddr = net.JoinHostPort(host, strconv.Itoa(controller))
+	n.httpAddr = net.JoinHostPort(host, strconv.Itoa(http))
 }
 
 // portTaken reports whether err, a failed launch, was the node finding
@@ -225,7 +240,10 @@ func (n *Node) portTaken(err error) bool {
 	return errors.Is(err, ErrExited) && n.latestOutputContains("address already in use")
 }
 
-func hostPort(p int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)) }
+// loopbackHost is where a node listens outside network mode.
+const loopbackHost = "127.0.0.1"
+
+func hostPort(p int) string { return net.JoinHostPort(loopbackHost, strconv.Itoa(p)) }
 
 // Brokers is the bootstrap address list for Kafka clients.
 func (n *Node) Brokers() string { return n.kafkaAddr }
@@ -314,7 +332,7 @@ func (n *Node) spawn() (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(n.opts.Binary, n.args()...)
+	cmd := n.command()
 	// A flag the node ignored would make it write relative paths (the
 	// default ./fjord-data) into the package directory; here they land
 	// in a temporary directory instead.
@@ -328,7 +346,7 @@ func (n *Node) spawn() (*process, error) {
 
 	n.mu.Lock()
 	n.mu.starts++
-	fmt.Fprintf(f, "=== testcluster: start %d: %s %s\n", n.mu.starts, n.opts.Binary, strings.Join(cmd.Args[1:], " "))
+	fmt.Fprintf(f, "=== testcluster: start %d: %s\n", n.mu.starts, strings.Join(cmd.Args, " "))
 	n.mu.startOffset = st.Size()
 	if err := cmd.Start(); err != nil {
 		n.mu.Unlock()
@@ -342,6 +360,19 @@ func (n *Node) spawn() (*process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// command is the node's process to start: the binary, or in network mode
+// the binary through `ip netns exec`, which enters the namespace and
+// then execs the binary in the same process (no fork, unlike its batch
+// mode), so the pid the harness signals (SIGKILL, SIGSTOP, SIGTERM) and
+// waits for is fjord's own, and Pdeathsig, kept across an exec of a file
+// that is not set-uid, still kills it with the test.
+func (n *Node) command() *exec.Cmd {
+	if n.netns == "" {
+		return exec.Command(n.opts.Binary, n.args()...)
+	}
+	return exec.Command(n.ipPath, append([]string{"netns", "exec", n.netns, n.opts.Binary}, n.args()...)...)
 }
 
 // awaitReady waits for p to be ready (waitReady); on failure p is killed.
@@ -479,8 +510,16 @@ func (n *Node) stop() error {
 	select {
 	case <-p.done:
 	case <-t.C:
+		// A hung shutdown is a bug in the node; SIGQUIT makes the Go
+		// runtime write every goroutine's stack to the node's log, which
+		// is what the next engineer needs to find it.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(2 * time.Second):
+		}
 		killProcess(p)
-		return fmt.Errorf("%w: still running %v after SIGTERM (killed)", ErrUncleanExit, n.opts.StopTimeout)
+		return fmt.Errorf("%w: still running %v after SIGTERM (goroutines dumped to %s, killed)", ErrUncleanExit, n.opts.StopTimeout, n.logPath)
 	}
 	if p.err != nil {
 		return fmt.Errorf("%w after SIGTERM: %v", ErrUncleanExit, p.err)

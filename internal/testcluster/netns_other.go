@@ -1,0 +1,14 @@
+//go:build !linux
+
+package testcluster
+
+import "errors"
+
+// Network mode needs Linux's network namespaces; networkTools refuses it
+// elsewhere before any of these is reached.
+var errNoNamespaces = errors.New("network namespaces need Linux")
+
+func inNamespace(string, func() error) error  { return errNoNamespaces }
+func lockNetworks() (func(), error)           { return nil, errNoNamespaces }
+func processAlive(int) bool                   { return true }
+func openDelayLine(string) (delayLine, error) { return nil, errNoNamespaces }
