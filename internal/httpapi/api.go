@@ -328,12 +328,18 @@ func (a *API) Register(mux *http.ServeMux) {
 
 // limit answers 429 at once while pool is full: a client turned away
 // costs the node nothing, and one that waited would hold a goroutine and
-// a connection anyway.
+// a connection anyway. A request turned away with a body unread gets
+// Connection: close, or net/http would read up to 256 KiB of the body
+// before it sent the answer, and a body that never ends (a slow or
+// hostile client) would hold the goroutine and the connection after all.
 func limit(pool chan struct{}, what string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case pool <- struct{}{}:
 		default:
+			if r.ContentLength != 0 {
+				w.Header().Set("Connection", "close")
+			}
 			writeError(w, &apiError{status: http.StatusTooManyRequests, code: "too_many_requests",
 				msg: fmt.Sprintf("%d %s are being served; try again", cap(pool), what)})
 			return

@@ -307,6 +307,7 @@ func TestConcurrencyLimitAndUnknownRoutes(t *testing.T) {
 	// starts again.
 	holdUntilTurnedAway := func(hold func(ctx context.Context) int, probe, other string) {
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // on a failure too: the server's Close waits for the holder
 		var held chan int
 		start := func() {
 			held = make(chan int, 1)
@@ -347,6 +348,43 @@ func TestConcurrencyLimitAndUnknownRoutes(t *testing.T) {
 		st, _, _ := do(ctx, "GET", longPoll, nil)
 		return st
 	}, "/v1/topics/quiet/partitions/0/records", "/v1/cluster")
+
+	// While the read slot is held, a read turned away whose body never
+	// ends is answered at once, not after the server has waited for the
+	// body (net/http reads an unread body before it answers, unless the
+	// connection closes).
+	func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var held chan int
+		start := func() {
+			held = make(chan int, 1)
+			go func(done chan int) { st, _, _ := do(ctx, "GET", longPoll, nil); done <- st }(held)
+		}
+		start()
+		testutil.Eventually(t, 10*time.Second, func() error {
+			select {
+			case <-held: // turned away by a probe that came first
+				start()
+			default:
+			}
+			if st, _, err := do(context.Background(), "GET", "/v1/topics/quiet/partitions/0/records", nil); err != nil || st != http.StatusTooManyRequests {
+				return fmt.Errorf("probe while the long poll should hold the slot: %d %v", st, err)
+			}
+			return nil
+		})
+		body, w := io.Pipe()
+		defer w.Close()
+		go w.Write([]byte(`{"never": `))
+		probeCtx, probeCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer probeCancel()
+		st, res, err := do(probeCtx, "GET", "/v1/topics/quiet/partitions/0/records", body)
+		if err != nil || st != http.StatusTooManyRequests || res.Error != "too_many_requests" {
+			t.Fatalf("a read turned away with a body that never ends: %d %+v %v; want 429 too_many_requests at once", st, res, err)
+		}
+		cancel()
+		<-held
+	}()
 
 	// A produce whose body never ends holds the only request slot:
 	// requests are turned away, reads are still served.
