@@ -97,7 +97,7 @@ func (c *Controller) startActive() {
 	if c.raft.State() != raft.Leader {
 		return // lost again: the next LeaderCh signal says so
 	}
-	a := &activeController{term: c.raft.CurrentTerm(), lost: make(chan struct{}), sessions: newSessions(c.clock.Now())}
+	a := &activeController{term: c.raft.CurrentTerm(), lost: make(chan struct{}), sessions: newSessions(c.clock.Now(), c.lastOtherLeader.Load())}
 	c.active.Store(a)
 	c.activations.Add(1)
 	c.log.Info("active controller started", "node_id", c.cfg.NodeID, "term", a.term, "metadata_offset", c.fsm.applied.Load().Offset)

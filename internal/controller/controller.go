@@ -139,6 +139,10 @@ type Controller struct {
 	// peerObserver hears Raft's failed heartbeats to other voters
 	// (watchPeers).
 	peerObserver *raft.Observer
+	// lastOtherLeader is the last Raft leader other than this node that
+	// this node saw (-1: none yet): a new active controller's
+	// predecessor (sessions.unreachable).
+	lastOtherLeader atomic.Int32
 	// closing is closed by Close; watchDone when the leadership goroutine
 	// has returned.
 	closing, watchDone chan struct{}
@@ -176,6 +180,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 
 	c := &Controller{cfg: cfg, log: log, clock: cfg.Clock, pub: newPublisher(metadata.Empty(cfg.TopicConfigs)),
 		closing: make(chan struct{}), watchDone: make(chan struct{})}
+	c.lastOtherLeader.Store(-1)
 	c.fsm = newFSM(log, c.pub, cfg.TopicConfigs)
 	defer func() {
 		if err != nil {
@@ -375,6 +380,17 @@ func (c *Controller) QuorumState() controlplane.QuorumState {
 		q.Voters = append(q.Voters, v)
 	}
 	return q
+}
+
+// ActiveTerm is the Raft term this node is the active controller in, 0
+// when it is not active. A term has one leader, so the term names one
+// activation: a broker's lease granted by this node's active controller
+// ends when ActiveTerm stops being that term (node/lease.go).
+func (c *Controller) ActiveTerm() uint64 {
+	if a := c.active.Load(); a != nil {
+		return a.term
+	}
+	return 0
 }
 
 // Activations is how many times this node has become the active

@@ -33,12 +33,19 @@ import (
 //     queues), and a heartbeat counts when it is handled, however late.
 //   - A new active controller counts every broker as heard at the moment
 //     it took over (a fresh session each), since it cannot know what the
-//     last one heard. But a broker it has not heard from in its term and
-//     that Raft cannot reach either (a failed Raft heartbeat to that
-//     voter: the old controller, killed with its broker, say) gets only
-//     a fifth of a session from then, so failing over from a dead
-//     controller does not cost a whole second session on top of the
-//     election.
+//     last one heard. But the broker of the previous active controller,
+//     when this one has not heard from it in its term and Raft cannot
+//     reach it either (a failed Raft heartbeat to that voter: the old
+//     controller, killed with its broker, say), gets only a fifth of a
+//     session from then, so failing over from a dead controller does
+//     not cost a whole second session on top of the election. Only
+//     that broker: a leader's lease (node/lease.go) may run for most of
+//     a session after its last answered heartbeat, which, for any other
+//     broker, the previous controller may have answered just before
+//     this one took over; the previous controller's own broker ended
+//     its lease when that controller stepped down, which Raft's leader
+//     lease (125 ms) makes happen before a successor can win an
+//     election (no sooner than 250 ms of silence).
 //
 // A registration of a node id that is live under another incarnation is
 // refused, DUPLICATE_BROKER_REGISTRATION, since two processes would then
@@ -75,10 +82,14 @@ type sessions struct {
 	lastCheck time.Time
 	// kick asks runSessions to check now (a fenced broker caught up).
 	kick chan struct{}
+	// predecessor is the node that was the active controller before
+	// this term as far as this node saw (-1: none), the one broker
+	// unreachable may shorten the session of.
+	predecessor int32
 }
 
-func newSessions(now time.Time) *sessions {
-	return &sessions{since: now, lastCheck: now, heard: map[int32]time.Time{},
+func newSessions(now time.Time, predecessor int32) *sessions {
+	return &sessions{since: now, lastCheck: now, predecessor: predecessor, heard: map[int32]time.Time{},
 		offsets: map[int32]uint64{}, epochs: map[int32]int64{}, beats: map[int32]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
@@ -98,12 +109,13 @@ func (s *sessions) heartbeat(id int32, epoch int64, offset uint64, now time.Time
 }
 
 // unreachable shortens the session of broker id, which Raft could not
-// reach just now, to grace from now, unless it has been heard from in
-// this term (then its own heartbeats decide).
+// reach just now, to grace from now, when id is the previous active
+// controller's node and has not been heard from in this term (then its
+// own heartbeats decide). Any other broker keeps its whole session.
 func (s *sessions) unreachable(id int32, now time.Time, timeout, grace time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, heard := s.heard[id]; heard {
+	if _, heard := s.heard[id]; heard || id != s.predecessor {
 		return
 	}
 	s.heard[id] = now.Add(grace - timeout)
@@ -115,18 +127,27 @@ func (s *sessions) unreachable(id int32, now time.Time, timeout, grace time.Dura
 func (c *Controller) watchPeers() {
 	ch := make(chan raft.Observation, 16)
 	c.peerObserver = raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.FailedHeartbeatObservation)
-		return ok
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.LeaderObservation:
+			return true
+		}
+		return false
 	})
 	c.raft.RegisterObserver(c.peerObserver)
 	go func() {
 		for {
 			select {
 			case o := <-ch:
-				f := o.Data.(raft.FailedHeartbeatObservation)
-				id, err := strconv.ParseInt(string(f.PeerID), 10, 32)
-				if a := c.active.Load(); a != nil && err == nil {
-					a.sessions.unreachable(int32(id), c.clock.Now(), c.sessionTimeout(), c.sessionTimeout()/5)
+				switch d := o.Data.(type) {
+				case raft.LeaderObservation:
+					if id, err := strconv.ParseInt(string(d.LeaderID), 10, 32); err == nil && int32(id) != c.cfg.NodeID {
+						c.lastOtherLeader.Store(int32(id))
+					}
+				case raft.FailedHeartbeatObservation:
+					id, err := strconv.ParseInt(string(d.PeerID), 10, 32)
+					if a := c.active.Load(); a != nil && err == nil {
+						a.sessions.unreachable(int32(id), c.clock.Now(), c.sessionTimeout(), c.sessionTimeout()/5)
+					}
 				}
 			case <-c.closing:
 				return

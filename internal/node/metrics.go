@@ -61,11 +61,15 @@ var (
 	isrExpandsDesc      = prometheus.NewDesc("fjord_isr_expands_total", "ISR expansions this node's requests committed as a leader.", nil, nil)
 	fetchedBytesDesc    = prometheus.NewDesc("fjord_replica_fetched_bytes_total", "Record bytes this node's fetchers appended from leaders.", nil, nil)
 	fetchedBatchesDesc  = prometheus.NewDesc("fjord_replica_fetched_batches_total", "Record batches this node's fetchers appended from leaders.", nil, nil)
+	truncationsDesc     = prometheus.NewDesc("fjord_replica_divergence_truncations_total", "Times this node cut a follower's log back to where it stops agreeing with its leader's (a divergent tail after a failover).", nil, nil)
+	truncatedDesc       = prometheus.NewDesc("fjord_replica_truncated_records_total", "Offsets those cuts removed from this node's follower logs.", nil, nil)
 	followerLagDesc     = prometheus.NewDesc("fjord_follower_lag_records",
 		"For a partition this node leads: its log end offset less the follower's last fetch offset (-1: not fetched since this node became leader).",
 		[]string{"topic", "partition", "follower"}, nil)
 	controllerActivationsDesc = prometheus.NewDesc("fjord_controller_activations_total", "Times this node has become the active controller since it started.", nil, nil)
 	activeControllerDesc      = prometheus.NewDesc("fjord_controller_active", "1 while this node is the active controller.", nil, nil)
+	leaseHeldDesc             = prometheus.NewDesc("fjord_leader_lease_held", "1 while this node's leader lease is held (a heartbeat answered by the active controller within four fifths of a session); while it is 0 the partitions it leads refuse produce and consumer reads, NOT_LEADER_OR_FOLLOWER.", nil, nil)
+	leaseLapsesDesc           = prometheus.NewDesc("fjord_leader_lease_lapses_total", "Times this node's leader lease lapsed since it started.", nil, nil)
 	fencedBrokersDesc         = prometheus.NewDesc("fjord_controller_fenced_brokers", "Registered brokers that are fenced (not heard from, or not yet caught up); reported by the active controller only (0 elsewhere).", nil, nil)
 	fencingsDesc              = prometheus.NewDesc("fjord_controller_broker_fencings_total", "Brokers this node fenced as the active controller (a lapsed session, or a new process in a live one's place).", nil, nil)
 	unfencingsDesc            = prometheus.NewDesc("fjord_controller_broker_unfencings_total", "Brokers this node unfenced as the active controller.", nil, nil)
@@ -82,8 +86,8 @@ type replicationCollector struct {
 
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
-		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, followerLagDesc,
-		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc} {
+		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc, followerLagDesc,
+		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, leaseHeldDesc, leaseLapsesDesc} {
 		ch <- d
 	}
 }
@@ -106,6 +110,8 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(isrExpandsDesc, s.ISRExpands)
 	counter(fetchedBytesDesc, s.FetchedBytes)
 	counter(fetchedBatchesDesc, s.FetchedBatches)
+	counter(truncationsDesc, s.Truncations)
+	counter(truncatedDesc, s.TruncatedRecords)
 	active, offline, fenced := 0.0, 0, 0
 	if c.n.ctrl.ControllerID() == c.n.cfg.NodeID {
 		active = 1
@@ -132,6 +138,12 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(leaderlessDesc, fs.Leaderless)
 	counter(uncleanElectionsDesc, fs.UncleanElections)
 	gauge(activeControllerDesc, active)
+	held := 0.0
+	if c.n.lease.Held() {
+		held = 1
+	}
+	gauge(leaseHeldDesc, held)
+	counter(leaseLapsesDesc, c.n.leaseLapses.Load())
 	counter(controllerActivationsDesc, c.n.ctrl.Activations())
 }
 

@@ -41,6 +41,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/controlplane/forward"
@@ -108,7 +109,11 @@ type Node struct {
 	// (nil until it starts); it stops when stopping is closed.
 	heartbeatsDone chan struct{}
 	stopping       chan struct{}
-	replicas       *replica.Manager
+	// lease is this broker's leader lease, renewed by its heartbeats
+	// (lease.go); leaseLapses counts the times it lapsed.
+	lease       *lease
+	leaseLapses atomic.Int64
+	replicas    *replica.Manager
 	// replicaLogs answers the controller's questions before an unclean
 	// leader election, once bound to peers and replicas.
 	replicaLogs *replicaLogs
@@ -260,6 +265,10 @@ func (n *Node) start(ctx context.Context) error {
 		Logger: n.log,
 	})
 
+	session := orDefault(cfg.BrokerSessionTimeout, DefaultBrokerSessionTimeout)
+	// A voter list of one (or none: the cluster of one) leaves no one to
+	// take this node's leaderships, so its lease is not enforced.
+	n.lease = newLease(clock.Real(), session*4/5, n.ctrl.ActiveTerm, len(cfg.Voters) > 1)
 	n.leaders = leaderfetch.New(n.peers)
 	n.replicas = replica.NewManager(replica.Options{
 		NodeID:         cfg.NodeID,
@@ -271,6 +280,7 @@ func (n *Node) start(ctx context.Context) error {
 		Leaders:        n.leaders,
 		ISR:            n.control,
 		ReplicaLagTime: cfg.ReplicaLagTime,
+		Lease:          n.lease,
 	})
 	n.replicaLogs.bind(n.peers, n.replicas)
 	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
@@ -521,6 +531,7 @@ func (n *Node) heartbeat() {
 	interval := orDefault(n.cfg.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	held := false
 	for first := true; ; first = false {
 		if !first {
 			select {
@@ -535,12 +546,33 @@ func (n *Node) heartbeat() {
 			continue // this start's registration is not in the image yet
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
+		termBefore, sent := n.ctrl.ActiveTerm(), n.lease.now()
 		err := n.control.BrokerHeartbeat(ctx, n.cfg.NodeID, b.Epoch, img.Offset)
 		cancel()
-		if err != nil && !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) {
+		if err == nil {
+			n.lease.renew(sent, termBefore, n.ctrl.ActiveTerm())
+		} else if !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) {
 			n.log.Warn("broker heartbeat refused", "err", err)
 		}
+		held = n.noteLease(held, err)
 	}
+}
+
+// noteLease logs and counts a change of the leader lease: held is what
+// the previous heartbeat saw, lastErr the latest heartbeat's failure. It
+// returns whether the lease is held now.
+func (n *Node) noteLease(held bool, lastErr error) bool {
+	now := n.lease.Held()
+	switch {
+	case held && !now:
+		n.leaseLapses.Add(1)
+		n.log.Warn("leader lease lapsed: no heartbeat answered by the active controller lately; "+
+			"refusing produce and consumer reads on the partitions this node leads until one is",
+			"lease", n.lease.duration, "last_err", lastErr)
+	case !held && now:
+		n.log.Info("leader lease held", "lease", n.lease.duration)
+	}
+	return now
 }
 
 // fail records the first error of a server that stopped on its own.

@@ -201,6 +201,11 @@ func (f *fetch) readPartition(p *Partition, i int, limit int, minOne bool) (Fetc
 	if err != nil {
 		return FetchPartitionResult{}, err
 	}
+	if f.params.Isolation != IsolationLogEnd {
+		if err := p.checkLease(); err != nil {
+			return FetchPartitionResult{}, err
+		}
+	}
 	if f.params.Isolation == IsolationLogEnd {
 		if err := p.checkFollower(f.params.ReplicaID); err != nil {
 			return FetchPartitionResult{}, err

@@ -395,6 +395,8 @@ func (f *fetcher) truncate(p *Partition, d EpochEndOffset) bool {
 		f.fs.m.log.Error("truncating a follower's log", "partition", p.String(), "to", to, "err", err)
 		return false
 	}
+	f.fs.m.stats.truncations.Add(1)
+	f.fs.m.stats.truncatedRecords.Add(leo - to)
 	return true
 }
 

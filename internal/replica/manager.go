@@ -42,6 +42,12 @@ type Options struct {
 	// DataDir is Storage's data directory, as DescribeLogDirs reports it
 	// (and the file system whose space it reports).
 	DataDir string
+	// Lease says whether this node may answer clients as a leader now
+	// (node/lease.go): without it, produce, consumer fetches, offset
+	// lookups and record deletions on partitions it leads are refused
+	// NOT_LEADER_OR_FOLLOWER; followers' fetches are still served. nil:
+	// always held.
+	Lease interface{ Held() bool }
 }
 
 // Manager is the replica manager: the partitions this node hosts, built
@@ -81,8 +87,9 @@ type Manager struct {
 	fetchers *fetchers
 
 	stats struct {
-		isrShrinks, isrExpands       atomic.Int64
-		fetchedBytes, fetchedBatches atomic.Int64
+		isrShrinks, isrExpands        atomic.Int64
+		fetchedBytes, fetchedBatches  atomic.Int64
+		truncations, truncatedRecords atomic.Int64
 	}
 }
 

@@ -40,6 +40,9 @@ func (m *Manager) ListOffset(topic string, partition int32, currentLeaderEpoch i
 	if err != nil {
 		return none, err
 	}
+	if err := p.checkLease(); err != nil {
+		return none, err
+	}
 	epochOf := func(offset int64) int32 {
 		if e, ok := p.log.LeaderEpochs().EpochForOffset(offset); ok {
 			return e
@@ -115,6 +118,9 @@ func (m *Manager) EndOffsetForEpoch(topic string, partition int32, currentLeader
 	if _, err := p.checkLeader(currentLeaderEpoch); err != nil {
 		return -1, -1, err
 	}
+	if err := p.checkLease(); err != nil {
+		return -1, -1, err
+	}
 	e, end := p.log.LeaderEpochs().EndOffsetFor(epoch, p.log.LogEndOffset())
 	return e, end, nil
 }
@@ -149,6 +155,9 @@ func (m *Manager) DeleteRecords(ctx context.Context, topic string, partition int
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLeaderLocked(-1); err != nil {
+		return -1, err
+	}
+	if err := p.checkLease(); err != nil {
 		return -1, err
 	}
 	hw := p.log.HighWatermark()

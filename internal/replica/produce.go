@@ -147,6 +147,9 @@ func (p *Partition) appendAsLeader(records []byte, acks Acks) (storage.AppendInf
 	if err := p.checkLeaderLocked(-1); err != nil {
 		return storage.AppendInfo{}, err
 	}
+	if err := p.checkLease(); err != nil {
+		return storage.AppendInfo{}, err
+	}
 	if acks == AcksAll && len(p.mu.isr) < p.mu.minInsync {
 		return storage.AppendInfo{}, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
 			ErrNotEnoughReplicas, p, len(p.mu.isr), p.mu.minInsync)

@@ -15,6 +15,11 @@ type ReplicationStats struct {
 	// FetchedBytes and FetchedBatches count what this node's fetchers
 	// appended from leaders, since it started.
 	FetchedBytes, FetchedBatches int64
+	// Truncations counts the times a follower's log was cut back to
+	// where it stops agreeing with its leader's (a divergent tail, KIP-279),
+	// and TruncatedRecords the offsets those cuts removed, since it
+	// started.
+	Truncations, TruncatedRecords int64
 }
 
 // FollowerLag is what a leader knows of one follower of one partition.
@@ -33,6 +38,7 @@ func (m *Manager) ReplicationStats(lag func(FollowerLag)) ReplicationStats {
 	s := ReplicationStats{
 		ISRShrinks: m.stats.isrShrinks.Load(), ISRExpands: m.stats.isrExpands.Load(),
 		FetchedBytes: m.stats.fetchedBytes.Load(), FetchedBatches: m.stats.fetchedBatches.Load(),
+		Truncations: m.stats.truncations.Load(), TruncatedRecords: m.stats.truncatedRecords.Load(),
 	}
 	for _, p := range m.table.Load().partitions {
 		p.mu.RLock()

@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"testing"
+	"time"
+)
+
+// Raft's word that a voter is unreachable shortens only the previous
+// active controller's session, and only while this term has not heard
+// it: any other broker may hold a leader's lease granted by the previous
+// controller just before this one took over, so it keeps its whole
+// session (sessions.go's file comment).
+func TestUnreachableShortensOnlyThePredecessor(t *testing.T) {
+	const timeout, grace = 750 * time.Millisecond, 150 * time.Millisecond
+	start := time.Unix(1_000_000, 0)
+	s := newSessions(start, 1)
+	s.unreachable(1, start, timeout, grace)
+	s.unreachable(2, start, timeout, grace)
+	s.unreachable(3, start, timeout, grace)
+	s.heartbeat(3, 7, 7, start)
+	at := start.Add(grace + time.Millisecond)
+	if s.live(1, at, timeout) {
+		t.Error("the previous controller's broker, unreachable and unheard, is live past the grace")
+	}
+	if !s.live(2, at, timeout) {
+		t.Error("another unreachable broker lost its session after the grace; it must keep a whole session")
+	}
+	if !s.live(2, start.Add(timeout-time.Millisecond), timeout) || s.live(2, start.Add(timeout), timeout) {
+		t.Error("another unreachable broker's session is not the term's whole session")
+	}
+
+	// Heard in this term: its heartbeats decide, even for the predecessor.
+	s = newSessions(start, 3)
+	s.heartbeat(3, 7, 7, start)
+	s.unreachable(3, start, timeout, grace)
+	if !s.live(3, at, timeout) {
+		t.Error("the predecessor, heard in this term, was cut to the grace")
+	}
+
+	// No predecessor seen (-1): nobody is shortened.
+	s = newSessions(start, -1)
+	s.unreachable(1, start, timeout, grace)
+	if !s.live(1, at, timeout) {
+		t.Error("with no known predecessor an unreachable broker was cut to the grace")
+	}
+}
