@@ -165,6 +165,12 @@ func planUnclean(img *metadata.Image, elections []uncleanElection) ([]metadata.R
 type uncleanPass struct {
 	mu      sync.Mutex
 	running bool
+	// none is the last image found to have no candidates: the sessions
+	// loop asks about every image many times a second, and scanning
+	// every topic's config each time would cost a large cluster for
+	// nothing. An image with candidates is scanned again each time, so
+	// a pass that could not decide is retried.
+	none *metadata.Image
 }
 
 // maybeElectUnclean starts a pass over img when there are candidates and
@@ -173,8 +179,17 @@ func (c *Controller) maybeElectUnclean(a *activeController, img *metadata.Image)
 	if c.cfg.ReplicaLogs == nil {
 		return
 	}
+	a.unclean.mu.Lock()
+	unchanged := a.unclean.none == img
+	a.unclean.mu.Unlock()
+	if unchanged {
+		return
+	}
 	candidates := uncleanCandidates(img)
 	if len(candidates) == 0 {
+		a.unclean.mu.Lock()
+		a.unclean.none = img
+		a.unclean.mu.Unlock()
 		return
 	}
 	a.unclean.mu.Lock()
