@@ -136,6 +136,8 @@ type Controller struct {
 	stats struct {
 		fencings, unfencings, elections, leaderless, uncleanElections atomic.Int64
 	}
+	// failovers times the fences of lapsed sessions (failover.go).
+	failovers failoverTimes
 	// peerObserver hears Raft's failed heartbeats to other voters
 	// (watchPeers).
 	peerObserver *raft.Observer

@@ -156,6 +156,14 @@ func (c *Controller) watchPeers() {
 	}()
 }
 
+// lastHeard is when broker id was last heard from in this term, or the
+// term's start.
+func (s *sessions) lastHeard(id int32) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastHeardLocked(id)
+}
+
 // live reports whether broker id was heard from within timeout.
 func (s *sessions) live(id int32, now time.Time, timeout time.Duration) bool {
 	s.mu.Lock()
@@ -247,7 +255,10 @@ func (c *Controller) runSessions(a *activeController) {
 			c.changeBroker(a, id, planUnfence, "broker unfenced")
 		}
 		if fence >= 0 {
-			c.changeBroker(a, fence, planFence, "broker fenced: its session lapsed")
+			lastHeard := a.sessions.lastHeard(fence)
+			if c.changeBroker(a, fence, planFence, "broker fenced: its session lapsed") {
+				c.failovers.observe(c.clock.Now().Sub(lastHeard))
+			}
 		}
 		c.maybeElectUnclean(a, c.fsm.applied.Load())
 	}
@@ -255,24 +266,24 @@ func (c *Controller) runSessions(a *activeController) {
 
 // changeBroker commits plan(image, id), planned against the image of
 // the moment under proposeMu; nothing when the plan is empty (the state
-// changed meanwhile).
-func (c *Controller) changeBroker(a *activeController, id int32, plan func(*metadata.Image, int32) []metadata.Record, what string) {
+// changed meanwhile). It reports whether it committed a change.
+func (c *Controller) changeBroker(a *activeController, id int32, plan func(*metadata.Image, int32) []metadata.Record, what string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), c.sessionTimeout())
 	defer cancel()
 	a.proposeMu.Lock()
 	defer a.proposeMu.Unlock()
 	img, err := c.validationImageLocked(ctx, a)
 	if err != nil {
-		return // not the controller any more, or closing
+		return false // not the controller any more, or closing
 	}
 	recs := plan(img, id)
 	if len(recs) == 0 {
-		return
+		return false
 	}
 	start := c.clock.Now()
 	if err := a.proposeLocked(ctx, c, recs); err != nil {
 		c.log.Warn("could not commit a broker's new state", "broker", id, "change", what, "err", err)
-		return
+		return false
 	}
 	switch recs[0].(type) {
 	case metadata.FenceBrokerRecord:
@@ -287,6 +298,7 @@ func (c *Controller) changeBroker(a *activeController, id int32, plan func(*meta
 	}
 	logAt(what, "broker", id, "broker_epoch", img.Brokers[id].Epoch, "partitions_changed", len(recs)-1,
 		"leaders_elected", elected, "partitions_without_leader", offline, "commit_time", c.clock.Now().Sub(start))
+	return true
 }
 
 // BrokerHeartbeat renews broker nodeID's session. Its broker epoch must

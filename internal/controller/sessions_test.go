@@ -183,6 +183,16 @@ func TestLapsedSessionFencesAndElects(t *testing.T) {
 	if alone.Leader != -1 || alone.LeaderEpoch != 1 || !slices.Equal(alone.ISR, []int32{2}) {
 		t.Errorf("partition it was the last ISR member of: %+v, want no leader, epoch 1, ISR [2]", alone)
 	}
+	// The failover the controller saw: one, from broker 2's last
+	// heartbeat to the fence, a session and at most two checks (the fake
+	// clock moves a tenth of a session a step).
+	buckets, sum, count := c.FailoverHistogram()
+	if count != 1 || sum < session.Seconds() || sum > (session+session/5).Seconds() {
+		t.Errorf("failover histogram: %d observed, %.3f s in all; want one of a session (%v) or a little more", count, sum, session)
+	}
+	if top := controller.FailoverBuckets[len(controller.FailoverBuckets)-1]; buckets[top] != count {
+		t.Errorf("failover histogram's last bucket holds %d of %d", buckets[top], count)
+	}
 
 	// A stalled controller renews sessions but unfences nobody: only a
 	// heartbeat does.

@@ -68,6 +68,7 @@ var (
 		[]string{"topic", "partition", "follower"}, nil)
 	controllerActivationsDesc = prometheus.NewDesc("fjord_controller_activations_total", "Times this node has become the active controller since it started.", nil, nil)
 	activeControllerDesc      = prometheus.NewDesc("fjord_controller_active", "1 while this node is the active controller.", nil, nil)
+	failoverDesc              = prometheus.NewDesc("fjord_controller_failover_seconds", "From the last heartbeat this node heard from a broker as the active controller (or the start of its term) to the commit of the fence that moved the broker's leaderships: the part of a failover the controller sees. Reported by the node that was the active controller.", nil, nil)
 	leaseHeldDesc             = prometheus.NewDesc("fjord_leader_lease_held", "1 while this node's leader lease is held (a heartbeat answered by the active controller within four fifths of a session); while it is 0 the partitions it leads refuse produce and consumer reads, NOT_LEADER_OR_FOLLOWER.", nil, nil)
 	leaseLapsesDesc           = prometheus.NewDesc("fjord_leader_lease_lapses_total", "Times this node's leader lease lapsed since it started.", nil, nil)
 	fencedBrokersDesc         = prometheus.NewDesc("fjord_controller_fenced_brokers", "Registered brokers that are fenced (not heard from, or not yet caught up); reported by the active controller only (0 elsewhere).", nil, nil)
@@ -87,7 +88,7 @@ type replicationCollector struct {
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
 		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc, followerLagDesc,
-		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, leaseHeldDesc, leaseLapsesDesc} {
+		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, failoverDesc, leaseHeldDesc, leaseLapsesDesc} {
 		ch <- d
 	}
 }
@@ -137,6 +138,8 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(electionsDesc, fs.Elections)
 	counter(leaderlessDesc, fs.Leaderless)
 	counter(uncleanElectionsDesc, fs.UncleanElections)
+	buckets, sum, count := c.n.ctrl.FailoverHistogram()
+	ch <- prometheus.MustNewConstHistogram(failoverDesc, count, sum, buckets)
 	gauge(activeControllerDesc, active)
 	held := 0.0
 	if c.n.lease.Held() {
