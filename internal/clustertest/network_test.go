@@ -91,7 +91,10 @@ func (e *env) followerCannotFetch(t *testing.T) {
 	// Writes resume: acknowledged after the shrink, by the two left.
 	acks := load.acked()
 	load.waitAcks(t, 300)
-	if shrunk < netLagTime {
+	// The lag runs from the follower's last catch-up, a moment before
+	// the cut under this load: sooner than the lag time less that moment
+	// would be some other rule shrinking the ISR.
+	if shrunk < netLagTime-200*time.Millisecond {
 		t.Fatalf("node %d left the ISR %v after the cut, sooner than the lag time %v", follower, shrunk, netLagTime)
 	}
 	if f := e.sum(t, "fjord_controller_broker_fencings_total"); f != fencings {
@@ -387,7 +390,7 @@ func (l *acksOneLoad) finish(t *testing.T, ctx context.Context, e *env, cut time
 // in the default suite, longer with FJORD_NEMESIS_DURATION (a Go
 // duration, e.g. 30m).
 func nemesisDuration(t *testing.T) time.Duration {
-	d := 75 * time.Second
+	d := 2 * time.Minute
 	if s := os.Getenv("FJORD_NEMESIS_DURATION"); s != "" {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil || d <= 0 {
