@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
@@ -281,4 +282,49 @@ func TestNewLeaderHidesItsHighWatermarkUntilItCatchesUp(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Producer state travels with the log: an idempotent producer's retry,
+// sent to the new leader after a failover, of a batch the old leader
+// wrote and the follower copied, is answered with the batch's original
+// offset and writes nothing; the next sequence goes on after it.
+func TestNewLeaderAnswersARetryWithTheOriginalOffset(t *testing.T) {
+	_, nodes := newPair(t)
+	old, next := nodes[0], nodes[1]
+	old.set(1, 0, 1, 2)
+	next.set(1, 0, 1, 2)
+	idem := func(seq int32, n int) []byte {
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 42, 0, seq
+		b := record.NewBuilder(opts)
+		for i := range n {
+			b.Add(nil, fmt.Appendf(nil, "s%d", int(seq)+i), nil, 0)
+		}
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if _, err := old.m.Append(context.Background(), "r", 0, batch(t, "plain", 4, 0), AcksAll, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	first, err := old.m.Append(context.Background(), "r", 0, idem(0, 3), AcksAll, 10*time.Second)
+	if err != nil || first.BaseOffset != 4 {
+		t.Fatalf("idempotent append on the old leader at %d (%v), want 4", first.BaseOffset, err)
+	}
+
+	// The failover: node 2 leads at epoch 1, node 1 is gone.
+	old.m.Close()
+	next.set(2, 1, 2)
+	retry, err := next.m.Append(context.Background(), "r", 0, idem(0, 3), AcksAll, 10*time.Second)
+	if err != nil || retry.BaseOffset != first.BaseOffset {
+		t.Fatalf("retry to the new leader answered %d (%v), want the original offset %d", retry.BaseOffset, err, first.BaseOffset)
+	}
+	if end := next.log().LogEndOffset(); end != 7 {
+		t.Fatalf("the retry was written again: log end %d, want 7", end)
+	}
+	if n, err := next.m.Append(context.Background(), "r", 0, idem(3, 1), AcksAll, 10*time.Second); err != nil || n.BaseOffset != 7 {
+		t.Fatalf("next in sequence on the new leader at %d (%v), want 7", n.BaseOffset, err)
+	}
 }
