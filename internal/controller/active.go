@@ -97,7 +97,16 @@ func (c *Controller) startActive() {
 	if c.raft.State() != raft.Leader {
 		return // lost again: the next LeaderCh signal says so
 	}
-	a := &activeController{term: c.raft.CurrentTerm(), lost: make(chan struct{}), sessions: newSessions(c.clock.Now(), c.lastOtherLeader.Load())}
+	a := &activeController{term: c.raft.CurrentTerm(), lost: make(chan struct{}), sessions: newSessions(c.clock.Now(), c.predecessor())}
+	// A broker fenced before this term was fenced at an offset this
+	// controller does not know; the image's offset is at or past it.
+	if img := c.fsm.applied.Load(); img != nil {
+		for id, b := range img.Brokers {
+			if b.Fenced {
+				a.sessions.fenced(id, img.Offset)
+			}
+		}
+	}
 	c.active.Store(a)
 	c.activations.Add(1)
 	c.log.Info("active controller started", "node_id", c.cfg.NodeID, "term", a.term, "metadata_offset", c.fsm.applied.Load().Offset)

@@ -141,10 +141,16 @@ type Controller struct {
 	// peerObserver hears Raft's failed heartbeats to other voters
 	// (watchPeers).
 	peerObserver *raft.Observer
-	// lastOtherLeader is the last Raft leader other than this node that
-	// this node saw (-1: none yet): a new active controller's
-	// predecessor (sessions.unreachable).
-	lastOtherLeader atomic.Int32
+	// leaders is the Raft leader this node last saw and the one before
+	// it (-1: none yet): a new active controller's predecessor
+	// (sessions.unreachable) is the one before itself.
+	leaders struct {
+		sync.Mutex
+		current, previous int32
+		// lost: Raft reported no leader since current was seen, so
+		// current seen again is a new term of it.
+		lost bool
+	}
 	// closing is closed by Close; watchDone when the leadership goroutine
 	// has returned.
 	closing, watchDone chan struct{}
@@ -182,7 +188,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 
 	c := &Controller{cfg: cfg, log: log, clock: cfg.Clock, pub: newPublisher(metadata.Empty(cfg.TopicConfigs)),
 		closing: make(chan struct{}), watchDone: make(chan struct{})}
-	c.lastOtherLeader.Store(-1)
+	c.leaders.current, c.leaders.previous = -1, -1
 	c.fsm = newFSM(log, c.pub, cfg.TopicConfigs)
 	defer func() {
 		if err != nil {

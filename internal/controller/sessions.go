@@ -82,6 +82,13 @@ type sessions struct {
 	lastCheck time.Time
 	// kick asks runSessions to check now (a fenced broker caught up).
 	kick chan struct{}
+	// fencedAt is, per broker this term fenced (or found fenced at its
+	// start), a metadata offset at or past the fence: a fenced broker is
+	// unfenced only from an image that far along, which shows what the
+	// fence moved away from it. Unfenced from an older one, a broker
+	// cut off during its fence would take its lease again while its
+	// image still made it the leader of partitions it had lost.
+	fencedAt map[int32]uint64
 	// predecessor is the node that was the active controller before
 	// this term as far as this node saw (-1: none), the one broker
 	// unreachable may shorten the session of.
@@ -89,7 +96,7 @@ type sessions struct {
 }
 
 func newSessions(now time.Time, predecessor int32) *sessions {
-	return &sessions{since: now, lastCheck: now, predecessor: predecessor, heard: map[int32]time.Time{},
+	return &sessions{since: now, lastCheck: now, predecessor: predecessor, heard: map[int32]time.Time{}, fencedAt: map[int32]uint64{},
 		offsets: map[int32]uint64{}, epochs: map[int32]int64{}, beats: map[int32]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
@@ -140,9 +147,11 @@ func (c *Controller) watchPeers() {
 			case o := <-ch:
 				switch d := o.Data.(type) {
 				case raft.LeaderObservation:
-					if id, err := strconv.ParseInt(string(d.LeaderID), 10, 32); err == nil && int32(id) != c.cfg.NodeID {
-						c.lastOtherLeader.Store(int32(id))
+					id, err := strconv.ParseInt(string(d.LeaderID), 10, 32)
+					if err != nil {
+						id = -1 // no leader
 					}
+					c.sawLeader(int32(id))
 				case raft.FailedHeartbeatObservation:
 					id, err := strconv.ParseInt(string(d.PeerID), 10, 32)
 					if a := c.active.Load(); a != nil && err == nil {
@@ -156,12 +165,65 @@ func (c *Controller) watchPeers() {
 	}()
 }
 
-// lastHeard is when broker id was last heard from in this term, or the
-// term's start.
-func (s *sessions) lastHeard(id int32) time.Time {
+// unfenceOffset is the metadata offset a fenced broker's image must have
+// reached to be unfenced: its registration, and any fence this term
+// knows of (fencedAt).
+func (s *sessions) unfenceOffset(id int32, b metadata.Broker) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastHeardLocked(id)
+	return s.unfenceOffsetLocked(id, b)
+}
+
+func (s *sessions) unfenceOffsetLocked(id int32, b metadata.Broker) uint64 {
+	return max(uint64(b.Epoch), s.fencedAt[id])
+}
+
+// fenced records that broker id is fenced as of metadata offset.
+func (s *sessions) fenced(id int32, offset uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fencedAt[id] = max(s.fencedAt[id], offset)
+}
+
+// lastBeat is when broker id last heartbeat in this term, or the term's
+// start (what the failover histogram times from: unlike heard, not moved
+// by a stalled controller's renewals or an unreachable shortening).
+func (s *sessions) lastBeat(id int32) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at, ok := s.beats[id]; ok {
+		return at
+	}
+	return s.since
+}
+
+// sawLeader records that Raft reports id as the leader (-1: none).
+func (c *Controller) sawLeader(id int32) {
+	c.leaders.Lock()
+	defer c.leaders.Unlock()
+	switch {
+	case id < 0:
+		c.leaders.lost = true
+	case id != c.leaders.current || c.leaders.lost:
+		c.leaders.previous, c.leaders.current, c.leaders.lost = c.leaders.current, id, false
+	}
+}
+
+// predecessor is the active controller before this node's current term
+// as far as this node saw: the leader before itself, or -1 when that was
+// itself (it led the term before too, so no other broker's lease ended
+// with a term of its own) or unknown.
+func (c *Controller) predecessor() int32 {
+	c.leaders.Lock()
+	defer c.leaders.Unlock()
+	prev := c.leaders.previous
+	if c.leaders.current != c.cfg.NodeID {
+		prev = c.leaders.current // its own election not observed yet
+	}
+	if prev == c.cfg.NodeID {
+		return -1
+	}
+	return prev
 }
 
 // live reports whether broker id was heard from within timeout.
@@ -214,7 +276,7 @@ func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Durati
 			if last := s.lastHeardLocked(id); fence == -1 || last.Before(oldest) {
 				fence, oldest = id, last
 			}
-		case b.Fenced && now.Sub(s.beats[id]) < timeout && s.epochs[id] == b.Epoch && s.offsets[id] >= uint64(b.Epoch):
+		case b.Fenced && now.Sub(s.beats[id]) < timeout && s.epochs[id] == b.Epoch && s.offsets[id] >= s.unfenceOffsetLocked(id, b):
 			unfence = append(unfence, id)
 		}
 	}
@@ -255,9 +317,10 @@ func (c *Controller) runSessions(a *activeController) {
 			c.changeBroker(a, id, planUnfence, "broker unfenced")
 		}
 		if fence >= 0 {
-			lastHeard := a.sessions.lastHeard(fence)
+			lastHeard := a.sessions.lastBeat(fence)
 			if c.changeBroker(a, fence, planFence, "broker fenced: its session lapsed") {
 				c.failovers.observe(c.clock.Now().Sub(lastHeard))
+				a.sessions.fenced(fence, c.fsm.applied.Load().Offset)
 			}
 		}
 		c.maybeElectUnclean(a, c.fsm.applied.Load())
@@ -321,11 +384,14 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEp
 			controlplane.ErrStaleBrokerEpoch, nodeID, brokerEpoch, b.Epoch)
 	}
 	a.sessions.heartbeat(nodeID, brokerEpoch, metadataOffset, c.clock.Now())
-	if b.Fenced && metadataOffset >= uint64(b.Epoch) {
-		select { // unfence it now rather than at the next check
-		case a.sessions.kick <- struct{}{}:
-		default:
+	if b.Fenced {
+		if metadataOffset >= a.sessions.unfenceOffset(nodeID, b) {
+			select { // unfence it now rather than at the next check
+			case a.sessions.kick <- struct{}{}:
+			default:
+			}
 		}
+		return controlplane.ErrBrokerFenced
 	}
 	return nil
 }

@@ -44,3 +44,39 @@ func TestUnreachableShortensOnlyThePredecessor(t *testing.T) {
 		t.Error("with no known predecessor an unreachable broker was cut to the grace")
 	}
 }
+
+// The predecessor is the leader before this node's term as Raft reported
+// them: none when this node led the term before too, and the same
+// whether or not this node's own election has been observed yet.
+func TestPredecessor(t *testing.T) {
+	c := &Controller{cfg: Config{NodeID: 2}}
+	c.leaders.current, c.leaders.previous = -1, -1
+	if p := c.predecessor(); p != -1 {
+		t.Fatalf("no leader seen: predecessor %d, want -1", p)
+	}
+	c.sawLeader(1)
+	if p := c.predecessor(); p != 1 {
+		t.Fatalf("leader 1, own election not observed yet: predecessor %d, want 1", p)
+	}
+	c.sawLeader(2)
+	c.sawLeader(2) // repeated: no change
+	if p := c.predecessor(); p != 1 {
+		t.Fatalf("1 then 2: predecessor %d, want 1", p)
+	}
+	// The usual failover: 1 led, no leader, 2 elected.
+	c = &Controller{cfg: Config{NodeID: 2}}
+	c.leaders.current, c.leaders.previous = -1, -1
+	c.sawLeader(1)
+	c.sawLeader(-1)
+	c.sawLeader(2)
+	if p := c.predecessor(); p != 1 {
+		t.Fatalf("1, none, 2: predecessor %d, want 1", p)
+	}
+	// 2 loses its term and wins the next with no other leader between:
+	// it was its own predecessor.
+	c.sawLeader(-1)
+	c.sawLeader(2)
+	if p := c.predecessor(); p != -1 {
+		t.Fatalf("2, none, 2 again: predecessor %d, want -1", p)
+	}
+}

@@ -65,7 +65,7 @@ func TestBrokerSessions(t *testing.T) {
 	beat := func() {
 		img := c.Image()
 		for _, id := range []int32{1, 2} {
-			if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil {
+			if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
 				t.Fatalf("heartbeat of %d: %v", id, err)
 			}
 		}
@@ -95,7 +95,7 @@ func TestBrokerSessions(t *testing.T) {
 	// fenced and a new process is accepted, with a new epoch.
 	advance(t, clk, session+session/10, session/10, func() {
 		img := c.Image()
-		if err := c.BrokerHeartbeat(ctx, 1, img.Brokers[1].Epoch, img.Offset); err != nil {
+		if err := c.BrokerHeartbeat(ctx, 1, img.Brokers[1].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
 			t.Fatal(err)
 		}
 	})
@@ -120,8 +120,8 @@ func TestBrokerSessions(t *testing.T) {
 	if !c.Image().Brokers[2].Fenced {
 		t.Fatal("a new registration is not fenced")
 	}
-	if err := c.BrokerHeartbeat(ctx, 2, newEpoch, uint64(newEpoch)-1); err != nil {
-		t.Fatal(err)
+	if err := c.BrokerHeartbeat(ctx, 2, newEpoch, uint64(newEpoch)-1); !errors.Is(err, controlplane.ErrBrokerFenced) {
+		t.Fatalf("heartbeat of a fenced broker: %v, want ErrBrokerFenced (counted, and told it is fenced)", err)
 	}
 	advance(t, clk, session/5, session/10, nil)
 	if !c.Image().Brokers[2].Fenced {
@@ -148,7 +148,7 @@ func TestLapsedSessionFencesAndElects(t *testing.T) {
 		return func() {
 			img := c.Image()
 			for _, id := range ids {
-				if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil {
+				if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
 					t.Fatalf("heartbeat of %d: %v", id, err)
 				}
 			}
@@ -200,6 +200,28 @@ func TestLapsedSessionFencesAndElects(t *testing.T) {
 	advance(t, clk, session/5, session/10, beat(1, 3))
 	if !c.Image().Brokers[2].Fenced {
 		t.Fatal("a stall of the controller unfenced a broker that is not heartbeating")
+	}
+
+	// It comes back with an image from before its fence (cut off, it
+	// did not see it): the heartbeat counts and is answered fenced, and
+	// it stays fenced, since that image still makes it the leader of what
+	// the fence moved.
+	fencedImg := c.Image()
+	if stale := uint64(fencedImg.Brokers[2].Epoch); stale >= fencedImg.Offset {
+		t.Fatalf("no offset between broker 2's registration (%d) and its fence (image at %d)", stale, fencedImg.Offset)
+	}
+	if err := c.BrokerHeartbeat(ctx, 2, fencedImg.Brokers[2].Epoch, uint64(fencedImg.Brokers[2].Epoch)); !errors.Is(err, controlplane.ErrBrokerFenced) {
+		t.Fatalf("heartbeat of fenced broker 2 from an image before its fence: %v, want ErrBrokerFenced", err)
+	}
+	advance(t, clk, session/5, session/10, func() {
+		img := c.Image()
+		beat(1, 3)()
+		if err := c.BrokerHeartbeat(ctx, 2, img.Brokers[2].Epoch, uint64(img.Brokers[2].Epoch)); !errors.Is(err, controlplane.ErrBrokerFenced) {
+			t.Fatalf("heartbeat of fenced broker 2: %v, want ErrBrokerFenced", err)
+		}
+	})
+	if !c.Image().Brokers[2].Fenced {
+		t.Fatal("unfenced by heartbeats from an image before its fence")
 	}
 
 	// It returns (the same process, heartbeating again).

@@ -33,6 +33,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -186,3 +187,10 @@ var (
 	// registration.
 	ErrBrokerNotRegistered = kerr.BrokerIDNotRegistered
 )
+
+// ErrBrokerFenced answers a heartbeat that renewed the session of a
+// broker the controller holds fenced (BrokerHeartbeat's IsFenced on the
+// wire, not an error code): the heartbeat counted, but the broker must
+// not act as a leader on its say-so (node/lease.go), since its image may
+// not show yet what the fence moved away from it.
+var ErrBrokerFenced = errors.New("broker is fenced")

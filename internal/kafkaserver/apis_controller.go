@@ -40,6 +40,7 @@ package kafkaserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -165,13 +166,16 @@ func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.R
 	default:
 		err = s.controller.BrokerHeartbeat(controlplane.LocalOnly(ctx), r.BrokerID, r.BrokerEpoch, uint64(r.CurrentMetadataOffset))
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, controlplane.ErrBrokerFenced):
+		// Counted, and the broker told it is fenced (Kafka's field):
+		// the forwarding client turns it back into ErrBrokerFenced.
+		resp.IsCaughtUp, resp.IsFenced = true, true
+		return resp, nil, nil
+	case err != nil:
 		resp.ErrorCode = s.errorCodeLogged(err, "BrokerHeartbeat", "node", r.BrokerID)
 		return resp, nil, nil
 	}
 	resp.IsCaughtUp = true
-	if img := s.controller.Image(); img != nil {
-		resp.IsFenced = img.Brokers[r.BrokerID].Fenced
-	}
 	return resp, nil, nil
 }

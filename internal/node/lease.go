@@ -90,9 +90,12 @@ func (l *lease) Held() bool {
 
 // Remaining is how long the lease still runs (0 when lapsed), for logs.
 func (l *lease) Remaining() time.Duration {
-	g := l.grant.Load()
-	if g == nil || !l.Held() {
+	if !l.Held() {
 		return 0
 	}
-	return g.sent + l.duration - l.now()
+	g := l.grant.Load() // may be a newer grant than Held saw: a log line's worth
+	if g == nil {
+		return 0 // not enforced
+	}
+	return max(0, g.sent+l.duration-l.now())
 }

@@ -551,7 +551,7 @@ func (n *Node) heartbeat() {
 		cancel()
 		if err == nil {
 			n.lease.renew(sent, termBefore, n.ctrl.ActiveTerm())
-		} else if !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) {
+		} else if !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) && !errors.Is(err, controlplane.ErrBrokerFenced) {
 			n.log.Warn("broker heartbeat refused", "err", err)
 		}
 		held = n.noteLease(held, err)

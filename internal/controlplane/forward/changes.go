@@ -391,6 +391,13 @@ func (c *Client) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch 
 		if err != nil {
 			return err
 		}
-		return codeError(resp.(*kmsg.BrokerHeartbeatResponse).ErrorCode, nil)
+		r := resp.(*kmsg.BrokerHeartbeatResponse)
+		if err := codeError(r.ErrorCode, nil); err != nil {
+			return err
+		}
+		if r.IsFenced {
+			return controlplane.ErrBrokerFenced
+		}
+		return nil
 	})
 }
