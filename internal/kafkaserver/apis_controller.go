@@ -176,6 +176,8 @@ func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.R
 		resp.ErrorCode = s.errorCodeLogged(err, "BrokerHeartbeat", "node", r.BrokerID)
 		return resp, nil, nil
 	}
-	resp.IsCaughtUp = true
+	// IsFenced defaults to true in Kafka's schema (and in kmsg's
+	// Default): an answer for an unfenced broker must clear it.
+	resp.IsCaughtUp, resp.IsFenced = true, false
 	return resp, nil, nil
 }

@@ -99,6 +99,18 @@ func TestClusterForwardsChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	nodes := startCluster(t, 3)
+	// Every node, the controller's own and those heartbeating it over
+	// the wire, holds its leader lease once started (an answer that left
+	// BrokerHeartbeat's IsFenced at its default, true, would deny it to
+	// all but the controller's node).
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for _, n := range nodes {
+			if !n.lease.Held() {
+				return fmt.Errorf("node %d does not hold its leader lease", n.cfg.NodeID)
+			}
+		}
+		return nil
+	})
 	ctrl := controllerOf(t, nodes, -1)
 	for _, n := range nodes {
 		if img := n.ctrl.Image(); len(img.Brokers) < 3 && n.cfg.NodeID == ctrl {
