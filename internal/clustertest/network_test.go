@@ -447,8 +447,8 @@ type fault struct {
 // from each other, both still reaching the third), a graceful restart)
 // under a queue workload: three idempotent acks=all producers writing
 // keyed records (eight keys each) to six partitions, and a consumer reading every
-// partition as it goes. One fault at a time, held 1-4 s, then undone and
-// 2-4 s to recover. At the end, healed, every acknowledged record is read
+// partition as it goes. One fault at a time, held 1-4 s, then undone,
+// and the next once the producers are acknowledged again. At the end, healed, every acknowledged record is read
 // back at its offset (not lost), once (not duplicated), in per-key send
 // order (not reordered), and every record the consumer was given during
 // the faults is still at the offset it was read at (stable: no read of a
@@ -594,14 +594,25 @@ func (e *env) randomSchedule(t *testing.T) {
 	for time.Now().Before(end) {
 		f := faults[rng.IntN(len(faults))]()
 		hold := time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
-		recover := 2*time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
 		before := acked.Load()
 		f.do()
+		// The fault's duration is what the schedule draws, not a wait
+		// for anything: the faulted cluster is left to itself that long.
 		time.Sleep(hold)
 		f.undo()
-		time.Sleep(recover)
+		undone, during := time.Now(), acked.Load()-before
+		// Recovered once the producers are acknowledged again: 200 more
+		// records since the undo, well within a minute, or the fault
+		// left the cluster unable to take writes.
+		testutil.Eventually(t, time.Minute, func() error {
+			if n := acked.Load() - before - during; n < 200 {
+				return fmt.Errorf("after %s was undone: %d records acknowledged, waiting for 200", f.name, n)
+			}
+			return nil
+		})
 		steps++
-		t.Logf("step %d: %s for %v, then %v to recover: %d acknowledged meanwhile", steps, f.name, hold.Round(time.Millisecond), recover.Round(time.Millisecond), acked.Load()-before)
+		t.Logf("step %d: %s for %v, %d acknowledged meanwhile; writes back %v after the undo",
+			steps, f.name, hold.Round(time.Millisecond), during, time.Since(undone).Round(time.Millisecond))
 	}
 
 	// Healed and all running: the load must make progress again, and the

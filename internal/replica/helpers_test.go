@@ -184,6 +184,23 @@ func (e *testEnv) append(topic string, partition int32, data []byte, acks Acks) 
 	return res
 }
 
+// idempotentBatch is a batch of n records from idempotent producer pid
+// (epoch 0) starting at sequence seq, each value "s<sequence>".
+func idempotentBatch(t testing.TB, pid int64, seq int32, n int) []byte {
+	t.Helper()
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, 0, seq
+	b := record.NewBuilder(opts)
+	for i := range n {
+		b.Add(nil, fmt.Appendf(nil, "s%d", int(seq)+i), nil, 0)
+	}
+	out, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // values decodes the records of a fetch result's batches.
 func values(t testing.TB, b []byte) []string {
 	t.Helper()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/metadata"
-	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -370,19 +369,7 @@ func TestIdempotentRetry(t *testing.T) {
 		e := newEnv(t, "")
 		e.put(newTopic("t", 1, 1, map[string]string{"flush.policy": policy}))
 		e.append("t", 0, batch(t, "plain", 2, 0), AcksLeader)
-		idem := func(seq int32, n int) []byte {
-			opts := record.DefaultBatchOptions()
-			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 7, 0, seq
-			b := record.NewBuilder(opts)
-			for i := range n {
-				b.Add(nil, fmt.Appendf(nil, "s%d", int(seq)+i), nil, 0)
-			}
-			out, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
-		}
+		idem := func(seq int32, n int) []byte { return idempotentBatch(t, 7, seq, n) }
 		first := e.append("t", 0, idem(0, 3), AcksAll)
 		retry := e.append("t", 0, idem(0, 3), AcksAll)
 		if first.BaseOffset != 2 || retry.BaseOffset != first.BaseOffset {

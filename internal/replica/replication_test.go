@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/metadata"
-	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
@@ -293,19 +292,7 @@ func TestNewLeaderAnswersARetryWithTheOriginalOffset(t *testing.T) {
 	old, next := nodes[0], nodes[1]
 	old.set(1, 0, 1, 2)
 	next.set(1, 0, 1, 2)
-	idem := func(seq int32, n int) []byte {
-		opts := record.DefaultBatchOptions()
-		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 42, 0, seq
-		b := record.NewBuilder(opts)
-		for i := range n {
-			b.Add(nil, fmt.Appendf(nil, "s%d", int(seq)+i), nil, 0)
-		}
-		out, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	idem := func(seq int32, n int) []byte { return idempotentBatch(t, 42, seq, n) }
 	if _, err := old.m.Append(context.Background(), "r", 0, batch(t, "plain", 4, 0), AcksAll, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
