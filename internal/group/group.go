@@ -562,15 +562,14 @@ func (g *group) setSyncWaiterLocked(m *member) chan SyncResult {
 	return m.syncWaiter
 }
 
-// answerSyncLocked answers m's parked SyncGroup and reports whether there
-// was one. REQUIRES: g.mu held.
-func (g *group) answerSyncLocked(m *member, res SyncResult) bool {
+// answerSyncLocked answers m's parked SyncGroup, if any.
+// REQUIRES: g.mu held.
+func (g *group) answerSyncLocked(m *member, res SyncResult) {
 	if m.syncWaiter == nil {
-		return false
+		return
 	}
 	m.syncWaiter <- res
 	m.syncWaiter = nil
-	return true
 }
 
 // metadataFor returns m's metadata for protocol.

@@ -285,10 +285,10 @@ func (c *Coordinator) replaceStaticMemberLocked(g *group, oldID, newID string, r
 				err = mapAppendError(err, appendGroup)
 				c.logger.Warn("group: writing a replaced static member failed; restoring the old member id",
 					slog.String("group", g.id), slog.Any("err", err))
-				g.answerJoinLocked(m, joinError("", err))
 				m.protocols, m.sessionTimeout, m.rebalanceTimeout = oldProtocols, oldSession, oldRebalance
 				g.renameMemberLocked(m, oldID)
 				c.scheduleSessionLocked(g, m, m.sessionTimeout)
+				g.answerJoinLocked(m, joinError("", err))
 				return
 			}
 			res := c.currentJoinResultLocked(g, m, false)
@@ -305,12 +305,13 @@ func (c *Coordinator) replaceStaticMemberLocked(g *group, oldID, newID string, r
 				// leader id (never theirs now) keeps them from it.
 				res.LeaderID = oldLeader
 			}
-			g.answerJoinLocked(m, res)
 			// The session timer may have fired while the join was
 			// parked (it spares parked members); answered, the member's
 			// session starts again, or a client that then died would
-			// never be expired.
+			// never be expired. It starts before the answer goes out, so
+			// nothing the client does after the answer can precede it.
 			c.scheduleSessionLocked(g, m, m.sessionTimeout)
+			g.answerJoinLocked(m, res)
 		})
 	case stateCompletingRebalance:
 		// The leader may be assigning to the old id right now; its
@@ -472,8 +473,8 @@ func (c *Coordinator) completeJoinLocked(g *group) {
 		slog.Int("generation", int(g.mu.generation)), slog.Int("members", len(g.mu.members)),
 		slog.String("protocol", g.mu.protocol))
 	for _, m := range g.membersLocked() {
-		g.answerJoinLocked(m, c.currentJoinResultLocked(g, m, m.id == g.mu.leader))
 		c.scheduleSessionLocked(g, m, m.sessionTimeout)
+		g.answerJoinLocked(m, c.currentJoinResultLocked(g, m, m.id == g.mu.leader))
 		m.isNew = false
 		g.mu.pendingSync[m.id] = struct{}{}
 	}
@@ -567,9 +568,11 @@ func (c *Coordinator) propagateAssignmentLocked(g *group, err error) {
 		if err == nil {
 			res = SyncResult{ProtocolType: g.mu.protocolType, Protocol: g.mu.protocol, Assignment: bytes.Clone(m.assignment)}
 		}
-		if g.answerSyncLocked(m, res) {
-			c.scheduleSessionLocked(g, m, m.sessionTimeout)
+		if m.syncWaiter == nil {
+			continue
 		}
+		c.scheduleSessionLocked(g, m, m.sessionTimeout)
+		g.answerSyncLocked(m, res)
 	}
 }
 
