@@ -87,8 +87,10 @@ FJORD_DATA_DIR=/var/lib/fjord) and in a YAML file given with --config whose
 keys are the flag names (e.g. "kafka-addr: 0.0.0.0:9092"). A flag beats the
 environment, which beats the file.
 
-SIGINT or SIGTERM shuts down cleanly (flush, checkpoint, close); a second
-signal exits at once.`,
+SIGINT or SIGTERM shuts down cleanly: in a cluster the node first hands its
+partition leaderships (and, if it is the active controller, the controller)
+to the other nodes while it still serves, then flushes, checkpoints and
+closes; a second signal exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := o.configFile

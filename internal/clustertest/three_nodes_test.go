@@ -49,6 +49,8 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("CoordinatorKilled", e.coordinatorKilled)
 	t.Run("ControllerKilled", e.controllerKilled)
 	t.Run("LeaderOfManyKilled", e.leaderOfManyKilled)
+	t.Run("ControlledShutdown", e.controlledShutdown)
+	t.Run("ControllerShutdown", e.controllerShutdown)
 }
 
 // Acceptance point 2: RF=3, min.insync.replicas=2, acks=all, 200,000

@@ -256,13 +256,17 @@ func planAlterPartition(img *metadata.Image, req controlplane.AlterPartition) (r
 	}
 	for i, id := range req.NewISR {
 		// A fenced member is ineligible, as in Kafka: it is not heard
-		// from, so it could not be elected if the leader failed.
+		// from, so it could not be elected if the leader failed. So is
+		// one in controlled shutdown: it is about to stop.
 		b, ok := img.Brokers[id]
 		if !ok {
 			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d is not a registered broker", id))
 		}
 		if b.Fenced && !slices.Contains(p.ISR, id) {
 			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d is fenced", id))
+		}
+		if b.ShuttingDown && !slices.Contains(p.ISR, id) {
+			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d is in controlled shutdown", id))
 		}
 		if req.NewISRBrokerEpochs != nil {
 			if e := req.NewISRBrokerEpochs[i]; e != -1 && e != b.Epoch {

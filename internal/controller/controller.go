@@ -135,6 +135,7 @@ type Controller struct {
 	// (FenceStats).
 	stats struct {
 		fencings, unfencings, elections, leaderless, uncleanElections atomic.Int64
+		controlledShutdowns                                           atomic.Int64
 	}
 	// failovers times the fences of lapsed sessions (failover.go).
 	failovers failoverTimes
@@ -401,6 +402,25 @@ func (c *Controller) ActiveTerm() uint64 {
 	return 0
 }
 
+// TransferLeadership hands this node's Raft leadership to the most
+// caught-up other voter (Raft's TimeoutNow), so a planned stop does not
+// leave the quorum without a controller for an election timeout. It
+// returns once the transfer finished or failed (raft.ErrNotLeader when
+// this node does not lead; an error when there is no other voter or the
+// chosen one did not take over within an election timeout); ctx bounds
+// the wait only, the transfer itself cannot be cancelled.
+func (c *Controller) TransferLeadership(ctx context.Context) error {
+	f := c.raft.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("handing over Raft leadership: %w", context.Cause(ctx))
+	}
+}
+
 // Activations is how many times this node has become the active
 // controller since it started.
 func (c *Controller) Activations() int64 { return c.activations.Load() }
@@ -419,13 +439,15 @@ type FenceStats struct {
 	// UncleanElections: partitions given a leader from outside their
 	// ISR (unclean.leader.election.enable; unclean.go).
 	UncleanElections int64
+	// ControlledShutdowns: brokers put in controlled shutdown.
+	ControlledShutdowns int64
 }
 
 // FenceStats returns the counts of this node's fencing decisions.
 func (c *Controller) FenceStats() FenceStats {
 	return FenceStats{Fencings: c.stats.fencings.Load(), Unfencings: c.stats.unfencings.Load(),
 		Elections: c.stats.elections.Load(), Leaderless: c.stats.leaderless.Load(),
-		UncleanElections: c.stats.uncleanElections.Load()}
+		UncleanElections: c.stats.uncleanElections.Load(), ControlledShutdowns: c.stats.controlledShutdowns.Load()}
 }
 
 // countElections adds to the stats the leadership changes recs make to

@@ -121,7 +121,7 @@ func unfence(t *testing.T, c *controller.Controller, id int32) {
 			return nil
 		}
 		// Fenced, the answer says so (ErrBrokerFenced) until it is not.
-		if err := c.BrokerHeartbeat(ctxT(t), id, b.Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
+		if err := heartbeatAt(ctxT(t), c, id, b.Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
 			return err
 		}
 		return fmt.Errorf("broker %d still fenced", id)
@@ -1017,4 +1017,11 @@ func TestOpenDoesNotWaitToLead(t *testing.T) {
 	if img := c.Image(); img.ClusterID != "" || len(img.Brokers) != 0 {
 		t.Errorf("an image without a quorum: %+v", img)
 	}
+}
+
+// heartbeatAt sends c one heartbeat of broker id at epoch, which has
+// applied the metadata log to offset, not asking to shut down.
+func heartbeatAt(ctx context.Context, c *controller.Controller, id int32, epoch int64, offset uint64) error {
+	_, err := c.BrokerHeartbeat(ctx, controlplane.Heartbeat{NodeID: id, BrokerEpoch: epoch, MetadataOffset: offset})
+	return err
 }

@@ -24,6 +24,11 @@ import (
 //   - Unfencing a broker (it heartbeats and has applied the metadata log
 //     up to its registration) makes it the leader, epoch + 1, of every
 //     partition that has none and keeps it in its ISR.
+//   - A controlled shutdown (the broker's process asked to stop) moves
+//     its leaderships and ISR places as a fence does, without fencing
+//     it: it keeps serving, so the new leaders' followers, itself
+//     included until it exits, lose nothing in flight. Until it registers
+//     again it is never elected and never joins an ISR (Broker.Active).
 //
 // Every changed partition gets its partition epoch + 1; the broker's
 // Fence/Unfence record comes first in the batch, so Apply sees each
@@ -38,6 +43,31 @@ func planFence(img *metadata.Image, id int32) []metadata.Record {
 	}
 	recs := []metadata.Record{metadata.FenceBrokerRecord{NodeID: id, Epoch: b.Epoch}}
 	return append(recs, removeFromPartitions(img, id)...)
+}
+
+// planControlledShutdown returns the batch that puts broker id in
+// controlled shutdown, or nil when it is not registered, fenced (it leads
+// nothing and is in no ISR it could leave) or in controlled shutdown
+// already.
+func planControlledShutdown(img *metadata.Image, id int32) []metadata.Record {
+	b, ok := img.Brokers[id]
+	if !ok || b.Fenced || b.ShuttingDown || img.MetadataVersion < metadata.ControlledShutdownMetadataVersion {
+		return nil
+	}
+	recs := []metadata.Record{metadata.ControlledShutdownRecord{NodeID: id, Epoch: b.Epoch}}
+	return append(recs, removeFromPartitions(img, id)...)
+}
+
+// leadsAny reports whether broker id leads a partition in img.
+func leadsAny(img *metadata.Image, id int32) bool {
+	for _, t := range img.Topics {
+		for i := range t.Partitions {
+			if t.Partitions[i].Leader == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // removeFromPartitions returns the PartitionRecords that take broker id
@@ -79,13 +109,14 @@ func removeFromPartitions(img *metadata.Image, id int32) []metadata.Record {
 }
 
 // electLeader returns the first of replicas (the preferred order) that is
-// in isr, is not except and is not fenced in img; -1 when there is none.
+// in isr, is not except and is active in img (neither fenced nor in
+// controlled shutdown); -1 when there is none.
 func electLeader(img *metadata.Image, replicas, isr []int32, except int32) int32 {
 	for _, r := range replicas {
 		if r == except || !slices.Contains(isr, r) {
 			continue
 		}
-		if b, ok := img.Brokers[r]; ok && !b.Fenced {
+		if b, ok := img.Brokers[r]; ok && b.Active() {
 			return r
 		}
 	}
@@ -94,10 +125,11 @@ func electLeader(img *metadata.Image, replicas, isr []int32, except int32) int32
 
 // planUnfence returns the batch that unfences broker id and elects it
 // where a partition has no leader and id is in its ISR, or nil when it
-// is not registered or not fenced.
+// is not registered, not fenced, or in controlled shutdown (it is on its
+// way out: its next registration starts afresh).
 func planUnfence(img *metadata.Image, id int32) []metadata.Record {
 	b, ok := img.Brokers[id]
-	if !ok || !b.Fenced {
+	if !ok || !b.Fenced || b.ShuttingDown {
 		return nil
 	}
 	recs := []metadata.Record{metadata.UnfenceBrokerRecord{NodeID: id, Epoch: b.Epoch}}

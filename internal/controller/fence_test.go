@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
@@ -96,6 +97,63 @@ func TestPlanFenceAndUnfence(t *testing.T) {
 	if recs := planUnfence(img, 2); recs != nil {
 		t.Errorf("unfencing an unfenced broker: %v, want nothing", recs)
 	}
+}
+
+// A controlled shutdown moves a broker's leaderships and ISR places as a
+// fence does but leaves it unfenced; while it lasts the broker is never
+// elected, never rejoins an ISR and is not unfenced by heartbeats; its
+// next registration (a new process) ends it.
+func TestPlanControlledShutdown(t *testing.T) {
+	img, id := fencingImage(t)
+	if recs := planControlledShutdown(img, 2); recs != nil {
+		t.Fatalf("a version-%d log cannot say controlled shutdown, yet the plan is %v", img.MetadataVersion, recs)
+	}
+	img = apply(t, img, []metadata.Record{metadata.MetadataVersionRecord{Version: metadata.ControlledShutdownMetadataVersion}})
+	img = apply(t, img, planControlledShutdown(img, 2))
+	if b := img.Brokers[2]; b.Fenced || !b.ShuttingDown || b.Active() {
+		t.Fatalf("broker 2 after its controlled shutdown: %+v, want shutting down, not fenced", b)
+	}
+	wantPartition(t, img, 0, []int32{1, 3}, 1, 0, 1)
+	wantPartition(t, img, 1, []int32{3, 1}, 3, 1, 1)
+	wantPartition(t, img, 2, []int32{1}, 1, 1, 1)
+	wantPartition(t, img, 3, []int32{2}, -1, 1, 1) // the last member: offline, as for a fence
+	wantPartition(t, img, 4, []int32{4}, 4, 1, 1)
+	if leadsAny(img, 2) {
+		t.Error("leadsAny: broker 2 still leads a partition")
+	}
+	if recs := planControlledShutdown(img, 2); recs != nil {
+		t.Errorf("a second controlled shutdown: %v, want nothing", recs)
+	}
+	if recs := planUnfence(img, 2); recs != nil {
+		t.Errorf("unfencing a broker in controlled shutdown: %v, want nothing", recs)
+	}
+
+	// Its leader still takes it for a caught-up follower: refused.
+	p := img.Topics["t"].Partitions[0]
+	req := controlplane.AlterPartition{TopicID: id, Partition: 0, LeaderID: 1, BrokerEpoch: 1,
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{1, 3, 2}}
+	if _, _, err := planAlterPartition(img, req); !errors.Is(err, controlplane.ErrIneligibleReplica) {
+		t.Errorf("ISR join of a broker in controlled shutdown: %v, want ErrIneligibleReplica", err)
+	}
+	// Its session lapses (the process exited): fenced, and still not
+	// elected where it is the last ISR member.
+	img = apply(t, img, planFence(img, 2))
+	if recs := planUnfence(img, 2); recs != nil {
+		t.Errorf("unfencing a fenced broker in controlled shutdown: %v, want nothing", recs)
+	}
+	if _, err := img.Apply(img.Offset+1, metadata.PartitionRecord{TopicID: id, Partition: 3, Replicas: []int32{2}, ISR: []int32{2},
+		Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2}); err == nil || !strings.Contains(err.Error(), "leader 2 is fenced") {
+		t.Errorf("broker 2 made leader while fenced and in controlled shutdown: %v, want refused as fenced", err)
+	}
+
+	// It starts again: a new registration, fenced and not shutting down,
+	// unfenced by its heartbeats, elected where it is the last member.
+	img = apply(t, img, planRegistration(img, metadata.BrokerRecord{NodeID: 2, Host: "h", Port: 9092, IncarnationID: metadata.UUID{3}}))
+	if b := img.Brokers[2]; !b.Fenced || b.ShuttingDown {
+		t.Fatalf("broker 2 registered again: %+v, want fenced and not shutting down", b)
+	}
+	img = apply(t, img, planUnfence(img, 2))
+	wantPartition(t, img, 3, []int32{2}, 2, 2, 2)
 }
 
 // A registration by a new process of a broker that is not fenced yet

@@ -223,12 +223,12 @@ func (pl *placer) place(p, rf int) []int32 {
 	return out
 }
 
-// liveBrokers returns img's unfenced brokers, by id: new replicas go
-// only where a broker is heard from (as in KRaft).
+// liveBrokers returns img's active brokers, by id: new replicas go only
+// where a broker is heard from and not shutting down (as in KRaft).
 func liveBrokers(img *metadata.Image) []metadata.Broker {
 	var out []metadata.Broker
 	for _, id := range img.BrokerIDs() {
-		if b := img.Brokers[id]; !b.Fenced {
+		if b := img.Brokers[id]; b.Active() {
 			out = append(out, b)
 		}
 	}

@@ -47,14 +47,14 @@ func checkAssignments(img *metadata.Image, assignments [][]int32, rf int) (int, 
 			if !ok {
 				return 0, fmt.Errorf("%w: partition %d: broker %d is not registered (brokers: %v)", controlplane.ErrInvalidReplicaAssignment, p, b, img.BrokerIDs())
 			}
-			live = live || !br.Fenced
+			live = live || br.Active()
 			if slices.Contains(reps[:i], b) {
 				return 0, fmt.Errorf("%w: partition %d lists broker %d twice", controlplane.ErrInvalidReplicaAssignment, p, b)
 			}
 		}
 		if !live {
 			// As in KRaft: the partition would start with no leader.
-			return 0, fmt.Errorf("%w: partition %d: none of brokers %v is live (all fenced)", controlplane.ErrInvalidReplicationFactor, p, reps)
+			return 0, fmt.Errorf("%w: partition %d: none of brokers %v is live (all fenced or shutting down)", controlplane.ErrInvalidReplicationFactor, p, reps)
 		}
 	}
 	return rf, nil
@@ -155,14 +155,14 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 	return newPartitions(img, replicas), configs, nil
 }
 
-// newPartitions: the ISR is the replicas that are not fenced in img (a
+// newPartitions: the ISR is the replicas that are active in img (a
 // manual assignment may name a fenced broker, as in KRaft: it joins
 // once it is back and caught up), the leader the first of them, epoch 0.
 // checkAssignments has made sure each partition has one.
 func newPartitions(img *metadata.Image, replicas [][]int32) []metadata.Partition {
 	parts := make([]metadata.Partition, len(replicas))
 	for i, reps := range replicas {
-		isr := slices.DeleteFunc(slices.Clone(reps), func(b int32) bool { return img.Brokers[b].Fenced })
+		isr := slices.DeleteFunc(slices.Clone(reps), func(b int32) bool { return !img.Brokers[b].Active() })
 		parts[i] = metadata.Partition{
 			Replicas: slices.Clone(reps),
 			ISR:      isr,

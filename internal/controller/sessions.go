@@ -47,6 +47,12 @@ import (
 //     lease (125 ms) makes happen before a successor can win an
 //     election (no sooner than 250 ms of silence).
 //
+// A heartbeat that asks to shut down (Kafka's WantShutDown) starts a
+// controlled shutdown: the next check commits planControlledShutdown
+// (fence.go), and the answers say ShouldShutDown once the broker leads
+// nothing in the image. The broker keeps heartbeating meanwhile, so its
+// session, and its leases on what it still leads, run as before.
+//
 // A registration of a node id that is live under another incarnation is
 // refused, DUPLICATE_BROKER_REGISTRATION, since two processes would then
 // claim one broker (a second node started with a copy of the first's
@@ -78,6 +84,10 @@ type sessions struct {
 	offsets map[int32]uint64
 	epochs  map[int32]int64
 	beats   map[int32]time.Time
+	// shutdowns holds, per broker that asked for a controlled shutdown,
+	// the broker epoch it asked at (a later registration is a new
+	// process, which has not).
+	shutdowns map[int32]int64
 	// lastCheck is when the last check ran (the stall guard).
 	lastCheck time.Time
 	// kick asks runSessions to check now (a fenced broker caught up).
@@ -97,7 +107,8 @@ type sessions struct {
 
 func newSessions(now time.Time, predecessor int32) *sessions {
 	return &sessions{since: now, lastCheck: now, predecessor: predecessor, heard: map[int32]time.Time{}, fencedAt: map[int32]uint64{},
-		offsets: map[int32]uint64{}, epochs: map[int32]int64{}, beats: map[int32]time.Time{}, kick: make(chan struct{}, 1)}
+		offsets: map[int32]uint64{}, epochs: map[int32]int64{}, beats: map[int32]time.Time{}, shutdowns: map[int32]int64{},
+		kick: make(chan struct{}, 1)}
 }
 
 func (s *sessions) touch(id int32, now time.Time) {
@@ -106,13 +117,22 @@ func (s *sessions) touch(id int32, now time.Time) {
 	s.heard[id] = now
 }
 
-// heartbeat records a heartbeat of broker id at epoch, which has applied
-// the metadata log up to offset.
-func (s *sessions) heartbeat(id int32, epoch int64, offset uint64, now time.Time) {
+// heartbeat records a heartbeat, at now. It reports whether the
+// heartbeat asks for a controlled shutdown this term has not heard asked
+// for yet at its epoch (the caller kicks the check).
+func (s *sessions) heartbeat(hb controlplane.Heartbeat, now time.Time) (newShutdown bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	id := hb.NodeID
 	s.heard[id], s.beats[id] = now, now
-	s.offsets[id], s.epochs[id] = offset, epoch
+	s.offsets[id], s.epochs[id] = hb.MetadataOffset, hb.BrokerEpoch
+	if hb.WantShutDown {
+		if e, ok := s.shutdowns[id]; !ok || e != hb.BrokerEpoch {
+			s.shutdowns[id] = hb.BrokerEpoch
+			return true
+		}
+	}
+	return false
 }
 
 // unreachable shortens the session of broker id, which Raft could not
@@ -247,12 +267,14 @@ func (s *sessions) lastHeardLocked(id int32) time.Time {
 }
 
 // check returns the broker to fence (the one silent longest among the
-// unfenced brokers whose session lapsed; -1 if none) and the fenced
+// unfenced brokers whose session lapsed; -1 if none), the fenced
 // brokers to unfence (live, heartbeating at their current epoch, caught
-// up with the metadata log to their registration), as of now. A check
-// more than half a session after the previous one renews every session
-// instead of fencing (see the file comment).
-func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Duration) (fence int32, unfence []int32, stalled bool) {
+// up with the metadata log to their registration, not shutting down)
+// and the brokers that asked for a controlled shutdown at their current
+// epoch and are not in one (nor fenced), as of now. A check more than
+// half a session after the previous one renews every session instead of
+// fencing (see the file comment).
+func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Duration) (fence int32, unfence, shutdown []int32, stalled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fence = -1
@@ -276,11 +298,14 @@ func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Durati
 			if last := s.lastHeardLocked(id); fence == -1 || last.Before(oldest) {
 				fence, oldest = id, last
 			}
-		case b.Fenced && now.Sub(s.beats[id]) < timeout && s.epochs[id] == b.Epoch && s.offsets[id] >= s.unfenceOffsetLocked(id, b):
+		case b.Fenced && !b.ShuttingDown && now.Sub(s.beats[id]) < timeout && s.epochs[id] == b.Epoch && s.offsets[id] >= s.unfenceOffsetLocked(id, b):
 			unfence = append(unfence, id)
 		}
+		if e, ok := s.shutdowns[id]; ok && e == b.Epoch && !b.Fenced && !b.ShuttingDown {
+			shutdown = append(shutdown, id)
+		}
 	}
-	return fence, unfence, stalled
+	return fence, unfence, shutdown, stalled
 }
 
 // runSessions checks the sessions every twentieth of a session (and when kicked)
@@ -308,13 +333,16 @@ func (c *Controller) runSessions(a *activeController) {
 		if c.fsm.applied.Load().MetadataVersion < metadata.FencingMetadataVersion {
 			continue // the log cannot say fenced yet (commitClusterID raises it)
 		}
-		fence, unfence, stalled := a.sessions.check(c.fsm.applied.Load(), c.clock.Now(), c.sessionTimeout())
+		fence, unfence, shutdown, stalled := a.sessions.check(c.fsm.applied.Load(), c.clock.Now(), c.sessionTimeout())
 		if stalled {
 			c.log.Warn("the active controller was not scheduled for over half a broker session; counting every session as renewed",
 				"session_timeout", c.sessionTimeout())
 		}
 		for _, id := range unfence {
 			c.changeBroker(a, id, planUnfence, "broker unfenced")
+		}
+		for _, id := range shutdown {
+			c.changeBroker(a, id, planControlledShutdown, "broker in controlled shutdown: its leaderships and ISR places moved")
 		}
 		if fence >= 0 {
 			lastHeard := a.sessions.lastBeat(fence)
@@ -353,6 +381,8 @@ func (c *Controller) changeBroker(a *activeController, id int32, plan func(*meta
 		c.stats.fencings.Add(1)
 	case metadata.UnfenceBrokerRecord:
 		c.stats.unfencings.Add(1)
+	case metadata.ControlledShutdownRecord:
+		c.stats.controlledShutdowns.Add(1)
 	}
 	elected, offline := c.countElections(img, recs)
 	logAt := c.log.Info
@@ -364,36 +394,46 @@ func (c *Controller) changeBroker(a *activeController, id int32, plan func(*meta
 	return true
 }
 
-// BrokerHeartbeat renews broker nodeID's session. Its broker epoch must
-// be its current registration's (STALE_BROKER_EPOCH: a process since
+// BrokerHeartbeat renews a broker's session. Its broker epoch must be
+// its current registration's (STALE_BROKER_EPOCH: a process since
 // replaced); an unregistered broker is BROKER_ID_NOT_REGISTERED.
 //
-// metadataOffset is the metadata offset the broker has applied: a fenced
-// broker is unfenced once it has reached its own registration.
-func (c *Controller) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64, metadataOffset uint64) error {
+// hb.MetadataOffset is the metadata offset the broker has applied: a
+// fenced broker is unfenced once it has reached its own registration.
+// hb.WantShutDown starts a controlled shutdown; the answer says
+// ShouldShutDown once the broker leads nothing (or is fenced).
+func (c *Controller) BrokerHeartbeat(ctx context.Context, hb controlplane.Heartbeat) (controlplane.HeartbeatAnswer, error) {
 	a := c.active.Load()
 	if a == nil {
-		return c.notController()
+		return controlplane.HeartbeatAnswer{}, c.notController()
 	}
-	b, ok := c.fsm.applied.Load().Brokers[nodeID]
+	img := c.fsm.applied.Load()
+	b, ok := img.Brokers[hb.NodeID]
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: broker %d", controlplane.ErrBrokerNotRegistered, nodeID)
-	case b.Epoch != brokerEpoch:
-		return fmt.Errorf("%w: broker %d heartbeats with epoch %d, its registration's is %d",
-			controlplane.ErrStaleBrokerEpoch, nodeID, brokerEpoch, b.Epoch)
+		return controlplane.HeartbeatAnswer{}, fmt.Errorf("%w: broker %d", controlplane.ErrBrokerNotRegistered, hb.NodeID)
+	case b.Epoch != hb.BrokerEpoch:
+		return controlplane.HeartbeatAnswer{}, fmt.Errorf("%w: broker %d heartbeats with epoch %d, its registration's is %d",
+			controlplane.ErrStaleBrokerEpoch, hb.NodeID, hb.BrokerEpoch, b.Epoch)
 	}
-	a.sessions.heartbeat(nodeID, brokerEpoch, metadataOffset, c.clock.Now())
+	kick := a.sessions.heartbeat(hb, c.clock.Now())
+	var ans controlplane.HeartbeatAnswer
+	if hb.WantShutDown {
+		ans.ShouldShutDown = b.Fenced || (b.ShuttingDown && !leadsAny(img, hb.NodeID))
+	}
+	var err error
 	if b.Fenced {
-		if metadataOffset >= a.sessions.unfenceOffset(nodeID, b) {
-			select { // unfence it now rather than at the next check
-			case a.sessions.kick <- struct{}{}:
-			default:
-			}
-		}
-		return controlplane.ErrBrokerFenced
+		// Unfence it now rather than at the next check.
+		kick = kick || hb.MetadataOffset >= a.sessions.unfenceOffset(hb.NodeID, b)
+		err = controlplane.ErrBrokerFenced
 	}
-	return nil
+	if kick {
+		select {
+		case a.sessions.kick <- struct{}{}:
+		default:
+		}
+	}
+	return ans, err
 }
 
 // checkDuplicateLocked refuses b when its node id is registered by

@@ -3,6 +3,8 @@ package controller
 import (
 	"testing"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/controlplane"
 )
 
 // Raft's word that a voter is unreachable shortens only the previous
@@ -17,7 +19,7 @@ func TestUnreachableShortensOnlyThePredecessor(t *testing.T) {
 	s.unreachable(1, start, timeout, grace)
 	s.unreachable(2, start, timeout, grace)
 	s.unreachable(3, start, timeout, grace)
-	s.heartbeat(3, 7, 7, start)
+	s.heartbeat(controlplane.Heartbeat{NodeID: 3, BrokerEpoch: 7, MetadataOffset: 7}, start)
 	at := start.Add(grace + time.Millisecond)
 	if s.live(1, at, timeout) {
 		t.Error("the previous controller's broker, unreachable and unheard, is live past the grace")
@@ -31,7 +33,7 @@ func TestUnreachableShortensOnlyThePredecessor(t *testing.T) {
 
 	// Heard in this term: its heartbeats decide, even for the predecessor.
 	s = newSessions(start, 3)
-	s.heartbeat(3, 7, 7, start)
+	s.heartbeat(controlplane.Heartbeat{NodeID: 3, BrokerEpoch: 7, MetadataOffset: 7}, start)
 	s.unreachable(3, start, timeout, grace)
 	if !s.live(3, at, timeout) {
 		t.Error("the predecessor, heard in this term, was cut to the grace")

@@ -65,7 +65,7 @@ func TestBrokerSessions(t *testing.T) {
 	beat := func() {
 		img := c.Image()
 		for _, id := range []int32{1, 2} {
-			if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
+			if err := heartbeatAt(ctx, c, id, img.Brokers[id].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
 				t.Fatalf("heartbeat of %d: %v", id, err)
 			}
 		}
@@ -85,17 +85,17 @@ func TestBrokerSessions(t *testing.T) {
 	if got := c.Image(); got.Offset != offset || got.Brokers[2].IncarnationID != first.IncarnationID {
 		t.Fatalf("a refused registration changed the image: offset %d -> %d, broker %+v", offset, got.Offset, got.Brokers[2])
 	}
-	if err := c.BrokerHeartbeat(ctx, 2, epoch-1, 0); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
+	if err := heartbeatAt(ctx, c, 2, epoch-1, 0); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
 		t.Errorf("heartbeat with an older epoch: %v, want STALE_BROKER_EPOCH", err)
 	}
-	if err := c.BrokerHeartbeat(ctx, 7, 1, 0); !errors.Is(err, controlplane.ErrBrokerNotRegistered) {
+	if err := heartbeatAt(ctx, c, 7, 1, 0); !errors.Is(err, controlplane.ErrBrokerNotRegistered) {
 		t.Errorf("heartbeat of an unregistered broker: %v, want BROKER_ID_NOT_REGISTERED", err)
 	}
 	// Silent for a session (broker 1 still heartbeating): broker 2 is
 	// fenced and a new process is accepted, with a new epoch.
 	advance(t, clk, session+session/10, session/10, func() {
 		img := c.Image()
-		if err := c.BrokerHeartbeat(ctx, 1, img.Brokers[1].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
+		if err := heartbeatAt(ctx, c, 1, img.Brokers[1].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
 			t.Fatal(err)
 		}
 	})
@@ -112,7 +112,7 @@ func TestBrokerSessions(t *testing.T) {
 	if newEpoch <= epoch || c.Image().Brokers[2].IncarnationID != second.IncarnationID {
 		t.Fatalf("new registration: epoch %d (was %d), broker %+v", newEpoch, epoch, c.Image().Brokers[2])
 	}
-	if err := c.BrokerHeartbeat(ctx, 2, epoch, c.Image().Offset); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
+	if err := heartbeatAt(ctx, c, 2, epoch, c.Image().Offset); !errors.Is(err, controlplane.ErrStaleBrokerEpoch) {
 		t.Errorf("the replaced process's heartbeat: %v, want STALE_BROKER_EPOCH", err)
 	}
 	// A new registration starts fenced and is unfenced only by a
@@ -120,7 +120,7 @@ func TestBrokerSessions(t *testing.T) {
 	if !c.Image().Brokers[2].Fenced {
 		t.Fatal("a new registration is not fenced")
 	}
-	if err := c.BrokerHeartbeat(ctx, 2, newEpoch, uint64(newEpoch)-1); !errors.Is(err, controlplane.ErrBrokerFenced) {
+	if err := heartbeatAt(ctx, c, 2, newEpoch, uint64(newEpoch)-1); !errors.Is(err, controlplane.ErrBrokerFenced) {
 		t.Fatalf("heartbeat of a fenced broker: %v, want ErrBrokerFenced (counted, and told it is fenced)", err)
 	}
 	advance(t, clk, session/5, session/10, nil)
@@ -148,7 +148,7 @@ func TestLapsedSessionFencesAndElects(t *testing.T) {
 		return func() {
 			img := c.Image()
 			for _, id := range ids {
-				if err := c.BrokerHeartbeat(ctx, id, img.Brokers[id].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
+				if err := heartbeatAt(ctx, c, id, img.Brokers[id].Epoch, img.Offset); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
 					t.Fatalf("heartbeat of %d: %v", id, err)
 				}
 			}
@@ -210,13 +210,13 @@ func TestLapsedSessionFencesAndElects(t *testing.T) {
 	if stale := uint64(fencedImg.Brokers[2].Epoch); stale >= fencedImg.Offset {
 		t.Fatalf("no offset between broker 2's registration (%d) and its fence (image at %d)", stale, fencedImg.Offset)
 	}
-	if err := c.BrokerHeartbeat(ctx, 2, fencedImg.Brokers[2].Epoch, uint64(fencedImg.Brokers[2].Epoch)); !errors.Is(err, controlplane.ErrBrokerFenced) {
+	if err := heartbeatAt(ctx, c, 2, fencedImg.Brokers[2].Epoch, uint64(fencedImg.Brokers[2].Epoch)); !errors.Is(err, controlplane.ErrBrokerFenced) {
 		t.Fatalf("heartbeat of fenced broker 2 from an image before its fence: %v, want ErrBrokerFenced", err)
 	}
 	advance(t, clk, session/5, session/10, func() {
 		img := c.Image()
 		beat(1, 3)()
-		if err := c.BrokerHeartbeat(ctx, 2, img.Brokers[2].Epoch, uint64(img.Brokers[2].Epoch)); !errors.Is(err, controlplane.ErrBrokerFenced) {
+		if err := heartbeatAt(ctx, c, 2, img.Brokers[2].Epoch, uint64(img.Brokers[2].Epoch)); !errors.Is(err, controlplane.ErrBrokerFenced) {
 			t.Fatalf("heartbeat of fenced broker 2: %v, want ErrBrokerFenced", err)
 		}
 	})
@@ -234,5 +234,79 @@ func TestLapsedSessionFencesAndElects(t *testing.T) {
 	})
 	if alone := c.Image().Topics["alone"].Partitions[0]; alone.Leader != 2 || alone.LeaderEpoch != 2 {
 		t.Errorf("partition after its last ISR member returned: %+v, want leader 2, epoch 2", alone)
+	}
+}
+
+// A heartbeat asking to shut down puts the broker in controlled shutdown
+// without waiting for a check: its leaderships move, it stays unfenced
+// and its session runs on; the answers say ShouldShutDown only once it
+// leads nothing, and at once for a fenced broker.
+func TestControlledShutdownHeartbeats(t *testing.T) {
+	c, clk, session := sessionController(t)
+	ctx := ctxT(t)
+	for id := int32(2); id <= 3; id++ {
+		registerLive(t, c, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092 + id, IncarnationID: metadata.UUID{byte(id)}})
+	}
+	create(t, c, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2, 3, 1}, {1, 2, 3}}})
+	ask := func(id int32, want bool) (controlplane.HeartbeatAnswer, error) {
+		img := c.Image()
+		return c.BrokerHeartbeat(ctx, controlplane.Heartbeat{NodeID: id, BrokerEpoch: img.Brokers[id].Epoch, MetadataOffset: img.Offset, WantShutDown: want})
+	}
+
+	ans, err := ask(2, true)
+	if err != nil || ans.ShouldShutDown {
+		t.Fatalf("first shutdown heartbeat of the leader of partition 0: %+v, %v; want not yet", ans, err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !c.Image().Brokers[2].ShuttingDown {
+			return errors.New("broker 2 not in controlled shutdown")
+		}
+		return nil
+	})
+	img := c.Image()
+	if p := img.Topics["t"].Partitions[0]; p.Leader != 3 || p.LeaderEpoch != 1 || !slices.Equal(p.ISR, []int32{3, 1}) {
+		t.Errorf("partition 0 after its leader's controlled shutdown: %+v, want leader 3, epoch 1, ISR [3 1]", p)
+	}
+	if p := img.Topics["t"].Partitions[1]; p.Leader != 1 || !slices.Equal(p.ISR, []int32{1, 3}) {
+		t.Errorf("partition 1 after its follower's controlled shutdown: %+v, want leader 1, ISR [1 3]", p)
+	}
+	if got := c.FenceStats().ControlledShutdowns; got != 1 {
+		t.Errorf("FenceStats().ControlledShutdowns = %d, want 1", got)
+	}
+	if ans, err := ask(2, true); err != nil || !ans.ShouldShutDown {
+		t.Fatalf("shutdown heartbeat of a broker that leads nothing: %+v, %v; want ShouldShutDown", ans, err)
+	}
+	if ans, err := ask(2, false); err != nil || ans.ShouldShutDown {
+		t.Errorf("a heartbeat that does not ask: %+v, %v; want no ShouldShutDown", ans, err)
+	}
+
+	// It keeps its session while it heartbeats; silent, it is fenced,
+	// and a fenced broker may stop at once.
+	beat := func(ids ...int32) func() {
+		return func() {
+			for _, id := range ids {
+				if _, err := ask(id, id == 2); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
+					t.Fatalf("heartbeat of %d: %v", id, err)
+				}
+			}
+		}
+	}
+	advance(t, clk, session+session/5, session/10, beat(1, 2, 3))
+	if b := c.Image().Brokers[2]; b.Fenced {
+		t.Fatal("a broker in controlled shutdown that heartbeats was fenced")
+	}
+	advance(t, clk, session+session/5, session/10, beat(1, 3))
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !c.Image().Brokers[2].Fenced {
+			return errors.New("silent broker 2 not fenced")
+		}
+		return nil
+	})
+	if ans, err := ask(2, true); !errors.Is(err, controlplane.ErrBrokerFenced) || !ans.ShouldShutDown {
+		t.Errorf("shutdown heartbeat of a fenced broker: %+v, %v; want ShouldShutDown and ErrBrokerFenced", ans, err)
+	}
+	advance(t, clk, session/5, session/10, beat(1, 2, 3))
+	if b := c.Image().Brokers[2]; !b.Fenced {
+		t.Errorf("a broker in controlled shutdown was unfenced by its heartbeats: %+v", b)
 	}
 }

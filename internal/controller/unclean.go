@@ -36,7 +36,7 @@ import (
 // own (the questions take network round trips), at most one at a time.
 // Its elections are checked again under proposeMu against the image of
 // the moment (the partition is still without a leader, at the same
-// partition epoch, and the chosen broker is still unfenced) and
+// partition epoch, and the chosen broker is still active) and
 // committed in one batch.
 
 // UncleanLeaderElectionConfig is the topic config that allows an unclean
@@ -70,7 +70,7 @@ type uncleanCandidate struct {
 	topic          *metadata.Topic
 	partition      int32
 	partitionEpoch int32
-	live           []int32 // unfenced replicas, in replica order
+	live           []int32 // active replicas, in replica order
 }
 
 // uncleanCandidates returns img's partitions that may elect uncleanly.
@@ -83,12 +83,12 @@ func uncleanCandidates(img *metadata.Image) []uncleanCandidate {
 		}
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
-			if p.Leader != -1 || slices.ContainsFunc(p.ISR, func(id int32) bool { return unfenced(img, id) }) {
+			if p.Leader != -1 || slices.ContainsFunc(p.ISR, func(id int32) bool { return activeBroker(img, id) }) {
 				continue // led, or a clean election is coming (planUnfence)
 			}
 			var live []int32
 			for _, r := range p.Replicas {
-				if unfenced(img, r) {
+				if activeBroker(img, r) {
 					live = append(live, r)
 				}
 			}
@@ -100,9 +100,9 @@ func uncleanCandidates(img *metadata.Image) []uncleanCandidate {
 	return out
 }
 
-func unfenced(img *metadata.Image, id int32) bool {
+func activeBroker(img *metadata.Image, id int32) bool {
 	b, ok := img.Brokers[id]
-	return ok && !b.Fenced
+	return ok && b.Active()
 }
 
 // logEnd is one replica's answer.
@@ -137,7 +137,8 @@ type uncleanElection struct {
 
 // planUnclean returns the PartitionRecords of the elections still valid
 // in img: the partition still has no leader at the same partition epoch,
-// and the chosen broker is unfenced. The new ISR is the leader alone.
+// and the chosen broker is active (neither fenced nor shutting down).
+// The new ISR is the leader alone.
 func planUnclean(img *metadata.Image, elections []uncleanElection) ([]metadata.Record, []uncleanElection) {
 	var recs []metadata.Record
 	var kept []uncleanElection
@@ -147,7 +148,7 @@ func planUnclean(img *metadata.Image, elections []uncleanElection) ([]metadata.R
 			continue // deleted meanwhile
 		}
 		p := &t.Partitions[e.candidate.partition]
-		if p.Leader != -1 || p.PartitionEpoch != e.candidate.partitionEpoch || !unfenced(img, e.leader.broker) ||
+		if p.Leader != -1 || p.PartitionEpoch != e.candidate.partitionEpoch || !activeBroker(img, e.leader.broker) ||
 			!slices.Contains(p.Replicas, e.leader.broker) {
 			continue
 		}

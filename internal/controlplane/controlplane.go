@@ -115,12 +115,32 @@ type Client interface {
 	// it (its host or port may have changed; its incarnation id is new)
 	// and returns its broker epoch.
 	RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (brokerEpoch int64, err error)
-	// BrokerHeartbeat renews broker nodeID's session with the active
-	// controller (in its memory only); brokerEpoch is its current
-	// registration's, and metadataOffset the metadata offset its image
-	// is at (a fenced broker is unfenced once that reaches its
-	// registration).
-	BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64, metadataOffset uint64) error
+	// BrokerHeartbeat renews a broker's session with the active
+	// controller (in its memory only), and asks for its controlled
+	// shutdown when the heartbeat says so.
+	BrokerHeartbeat(ctx context.Context, hb Heartbeat) (HeartbeatAnswer, error)
+}
+
+// Heartbeat is one broker heartbeat (Kafka's BrokerHeartbeat request).
+type Heartbeat struct {
+	NodeID int32
+	// BrokerEpoch is the broker's current registration's.
+	BrokerEpoch int64
+	// MetadataOffset is the metadata offset the broker's image is at: a
+	// fenced broker is unfenced once that reaches its registration.
+	MetadataOffset uint64
+	// WantShutDown asks for a controlled shutdown: the controller moves
+	// the broker's leaderships and ISR places to other brokers and
+	// answers ShouldShutDown once it leads nothing.
+	WantShutDown bool
+}
+
+// HeartbeatAnswer is the active controller's answer to a Heartbeat that
+// renewed the session (with a nil error, or ErrBrokerFenced).
+type HeartbeatAnswer struct {
+	// ShouldShutDown: the broker asked to shut down and leads no
+	// partition any more (or is fenced): it may stop now.
+	ShouldShutDown bool
 }
 
 // CreateTopic asks for one topic.

@@ -613,8 +613,8 @@ func (c *adminFakeController) AllocateProducerIDs(context.Context, int32) (int64
 }
 
 // BrokerHeartbeat: the fake has no sessions.
-func (c *adminFakeController) BrokerHeartbeat(context.Context, int32, int64, uint64) error {
-	return fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
+func (c *adminFakeController) BrokerHeartbeat(context.Context, controlplane.Heartbeat) (controlplane.HeartbeatAnswer, error) {
+	return controlplane.HeartbeatAnswer{}, fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
 }
 
 // QuorumState: node 1 alone leads, in epoch 1.

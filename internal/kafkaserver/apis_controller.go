@@ -25,7 +25,9 @@ package kafkaserver
 // epoch (STALE_BROKER_EPOCH) and a registration (BROKER_ID_NOT_REGISTERED).
 // CurrentMetadataOffset is the image the node has applied, by which the
 // controller unfences a new registration. The answer's IsFenced is the
-// broker's state in this node's image; IsCaughtUp is true.
+// broker's state in this node's image; IsCaughtUp is true. WantShutdown
+// starts the node's controlled shutdown, and ShouldShutdown answers it
+// once the node leads nothing.
 //
 // AllocateProducerIds: v0
 //
@@ -156,7 +158,10 @@ func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.R
 	r := req.body.(*kmsg.BrokerHeartbeatRequest)
 	resp := kmsg.NewPtrBrokerHeartbeatResponse()
 	resp.SetVersion(req.version)
-	var err error
+	var (
+		ans controlplane.HeartbeatAnswer
+		err error
+	)
 	switch node, ok := s.internalPeer(req); {
 	case !ok || node != r.BrokerID:
 		err = fmt.Errorf("%w: BrokerHeartbeat is for Fjord nodes renewing their own sessions (broker %d)",
@@ -164,8 +169,10 @@ func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.R
 	case r.CurrentMetadataOffset < 0:
 		err = fmt.Errorf("%w: BrokerHeartbeat with metadata offset %d", kerr.InvalidRequest, r.CurrentMetadataOffset)
 	default:
-		err = s.controller.BrokerHeartbeat(controlplane.LocalOnly(ctx), r.BrokerID, r.BrokerEpoch, uint64(r.CurrentMetadataOffset))
+		ans, err = s.controller.BrokerHeartbeat(controlplane.LocalOnly(ctx), controlplane.Heartbeat{
+			NodeID: r.BrokerID, BrokerEpoch: r.BrokerEpoch, MetadataOffset: uint64(r.CurrentMetadataOffset), WantShutDown: r.WantShutdown})
 	}
+	resp.ShouldShutdown = ans.ShouldShutDown
 	switch {
 	case errors.Is(err, controlplane.ErrBrokerFenced):
 		// Counted, and the broker told it is fenced (Kafka's field):

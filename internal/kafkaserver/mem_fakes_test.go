@@ -421,8 +421,8 @@ func (c *memController) AllocateProducerIDs(context.Context, int32) (int64, int6
 }
 
 // BrokerHeartbeat: the fake has no sessions.
-func (c *memController) BrokerHeartbeat(context.Context, int32, int64, uint64) error {
-	return fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
+func (c *memController) BrokerHeartbeat(context.Context, controlplane.Heartbeat) (controlplane.HeartbeatAnswer, error) {
+	return controlplane.HeartbeatAnswer{}, fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
 }
 
 // QuorumState: node 1 alone leads, in epoch 1.

@@ -24,15 +24,18 @@ import (
 //     FencingMetadataVersion the broker starts fenced.
 //   - FenceBrokerRecord, UnfenceBrokerRecord: from
 //     FencingMetadataVersion; a registered broker, at its current epoch.
+//   - ControlledShutdownRecord: from ControlledShutdownMetadataVersion;
+//     the same.
 //   - TopicRecord: valid name, non-zero id, neither name nor id live;
 //     by the end of the batch the topic has at least one partition.
 //   - PartitionRecord: known topic id; partition number at most the
 //     current count (equal appends, so partitions stay 0..n-1); replicas
 //     non-empty, distinct, registered brokers; ISR distinct and a subset of
-//     the replicas; leader -1 or an ISR member, and not fenced when the
-//     record makes it leader (a fenced broker may stay a leader it was
-//     when the record changes something else: the controller then ends
-//     that leadership with the fence itself); leader epoch >= 0, never
+//     the replicas; leader -1 or an ISR member, and neither fenced nor in
+//     controlled shutdown when the record makes it leader (such a broker
+//     may stay a leader it was when the record changes something else:
+//     the controller then ends that leadership in the fence's or the
+//     shutdown's own batch); leader epoch >= 0, never
 //     lower than before, and higher whenever the leader changes; partition
 //     epoch 0 for a new partition, and for a replacement the previous
 //     one + 1 if the replicas, ISR (in order), leader or leader epoch
@@ -142,6 +145,12 @@ func (d *draft) apply(r Record) error {
 		if v != nil {
 			return d.fence(v.NodeID, v.Epoch, false)
 		}
+	case ControlledShutdownRecord:
+		return d.controlledShutdown(v)
+	case *ControlledShutdownRecord:
+		if v != nil {
+			return d.controlledShutdown(*v)
+		}
 	case ProducerIDsRecord:
 		return d.producerIDs(v)
 	case *ProducerIDsRecord:
@@ -226,6 +235,27 @@ func (d *draft) fence(id int32, epoch int64, fenced bool) error {
 	return nil
 }
 
+// controlledShutdown puts a broker in controlled shutdown
+// (ControlledShutdownRecord).
+func (d *draft) controlledShutdown(r ControlledShutdownRecord) error {
+	b, ok := d.next.Brokers[r.NodeID]
+	switch {
+	case d.next.MetadataVersion < ControlledShutdownMetadataVersion:
+		return fmt.Errorf("controlled shutdown needs metadata version %d; the log is at %d", ControlledShutdownMetadataVersion, d.next.MetadataVersion)
+	case !ok:
+		return fmt.Errorf("broker %d is not registered", r.NodeID)
+	case b.Epoch != r.Epoch:
+		return fmt.Errorf("broker %d: epoch %d is not its registration's (%d)", r.NodeID, r.Epoch, b.Epoch)
+	}
+	if !d.brokersCopied {
+		d.next.Brokers = cloneMap(d.next.Brokers)
+		d.brokersCopied = true
+	}
+	b.ShuttingDown = true
+	d.next.Brokers[r.NodeID] = b
+	return nil
+}
+
 func (d *draft) topic(r TopicRecord) error {
 	if err := ValidateTopicName(r.Name); err != nil {
 		return err
@@ -278,9 +308,13 @@ func (d *draft) partition(r PartitionRecord) error {
 	if r.Leader != -1 && indexOf(r.ISR, r.Leader) < 0 {
 		return fmt.Errorf("topic %q partition %d: leader %d is not in the ISR", t.Name, r.Partition, r.Leader)
 	}
-	if r.Leader != -1 && d.next.Brokers[r.Leader].Fenced {
+	if b := d.next.Brokers[r.Leader]; r.Leader != -1 && !b.Active() {
 		if int(r.Partition) == len(t.Partitions) || t.Partitions[r.Partition].Leader != r.Leader || t.Partitions[r.Partition].LeaderEpoch != r.LeaderEpoch {
-			return fmt.Errorf("topic %q partition %d: leader %d is fenced", t.Name, r.Partition, r.Leader)
+			state := "fenced"
+			if !b.Fenced {
+				state = "in controlled shutdown"
+			}
+			return fmt.Errorf("topic %q partition %d: leader %d is %s", t.Name, r.Partition, r.Leader, state)
 		}
 	}
 	if r.LeaderEpoch < 0 {

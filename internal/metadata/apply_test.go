@@ -88,6 +88,63 @@ func TestApplyFencing(t *testing.T) {
 	}
 }
 
+// Controlled shutdown, from metadata version 3: it names a registered
+// broker at its current epoch; such a broker is not made leader (it may
+// stay one in a batch that changes something else, as the controller's
+// own shutdown batch does before it moves the leadership); a new
+// registration of the broker (a new process) ends it.
+func TestApplyControlledShutdown(t *testing.T) {
+	v2, err := baseImage(t).Apply(11, MetadataVersionRecord{Version: FencingMetadataVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v2.Apply(12, ControlledShutdownRecord{NodeID: 1, Epoch: 10}); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), "metadata version 3") {
+		t.Fatalf("controlled shutdown in a version-2 log: %v, want ErrBadRecord naming version 3", err)
+	}
+	img, err := v2.Apply(12, MetadataVersionRecord{Version: ControlledShutdownMetadataVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		recs []Record
+		msg  string
+	}{
+		{"unknown broker", []Record{ControlledShutdownRecord{NodeID: 9, Epoch: 10}}, "not registered"},
+		{"old epoch", []Record{ControlledShutdownRecord{NodeID: 1, Epoch: 9}}, "epoch 9"},
+		{"leader elected while shutting down", []Record{ControlledShutdownRecord{NodeID: 2, Epoch: 10},
+			PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 2, LeaderEpoch: 6, PartitionEpoch: 1}},
+			"leader 2 is in controlled shutdown"},
+		{"new partition led by a broker shutting down", []Record{ControlledShutdownRecord{NodeID: 3, Epoch: 10},
+			PartitionRecord{TopicID: idOrders, Partition: 2, Replicas: []int32{3}, ISR: []int32{3}, Leader: 3}},
+			"leader 3 is in controlled shutdown"},
+	} {
+		if _, err := img.Apply(13, tc.recs...); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want ErrBadRecord naming %q", tc.name, err, tc.msg)
+		}
+	}
+	// The controller's batch: the broker's state first, then its
+	// leadership moved and its ISR place given up.
+	next, err := img.Apply(13, ControlledShutdownRecord{NodeID: 1, Epoch: 10},
+		PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 6, PartitionEpoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := next.Brokers[1]; !b.ShuttingDown || b.Fenced || b.Active() {
+		t.Fatalf("broker 1 after its controlled shutdown: %+v (active %v)", b, b.Active())
+	}
+	if b := next.Brokers[2]; b.ShuttingDown || !b.Active() {
+		t.Fatalf("broker 2: %+v", b)
+	}
+	again, err := next.Apply(14, BrokerRecord{NodeID: 1, Host: "h1", Port: 9092})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := again.Brokers[1]; b.ShuttingDown {
+		t.Fatalf("broker 1 registered again is still shutting down: %+v", b)
+	}
+}
+
 func TestApplyBaseImage(t *testing.T) {
 	img := baseImage(t)
 	if img.Offset != 10 || img.ClusterID != "c1" || len(img.Brokers) != 3 {

@@ -73,6 +73,8 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[FenceBrokerRecord](env.Data)
 	case UnfenceBrokerRecord{}.Type():
 		r, err = decodeData[UnfenceBrokerRecord](env.Data)
+	case ControlledShutdownRecord{}.Type():
+		r, err = decodeData[ControlledShutdownRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -186,7 +188,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
 		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack,
-			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced})
+			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown})
 	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
@@ -266,7 +268,7 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 		// Applying the snapshot's records gave every broker the
 		// snapshot's offset; its epoch is its registration's.
 		b := img.Brokers[br.NodeID]
-		b.Epoch, b.Fenced = br.Epoch, br.Fenced
+		b.Epoch, b.Fenced, b.ShuttingDown = br.Epoch, br.Fenced, br.ShuttingDown
 		img.Brokers[br.NodeID] = b
 	}
 	for _, ts := range s.Topics {

@@ -19,6 +19,7 @@ func allRecordKinds() []Record {
 		ProducerIDsRecord{NodeID: 1, NextProducerID: 2000},
 		FenceBrokerRecord{NodeID: 1, Epoch: 12},
 		UnfenceBrokerRecord{NodeID: 1, Epoch: 12},
+		ControlledShutdownRecord{NodeID: 1, Epoch: 12},
 	}
 }
 
@@ -62,6 +63,8 @@ func ptrTo(r Record) Record {
 	case FenceBrokerRecord:
 		return &v
 	case UnfenceBrokerRecord:
+		return &v
+	case ControlledShutdownRecord:
 		return &v
 	}
 	panic(r)
@@ -202,6 +205,28 @@ func TestImageRoundTripKeepsFencing(t *testing.T) {
 	got, _ := roundTrip(t, img)
 	if got.Brokers[1].Fenced || !got.Brokers[2].Fenced {
 		t.Fatalf("brokers after a snapshot: %+v", got.Brokers)
+	}
+}
+
+// A broker in controlled shutdown stays in it through a snapshot, fenced
+// or not.
+func TestImageRoundTripKeepsControlledShutdown(t *testing.T) {
+	img, err := Empty(testConfigs).Apply(3, MetadataVersionRecord{Version: ControlledShutdownMetadataVersion},
+		BrokerRecord{NodeID: 1, Host: "h1", Port: 9092}, BrokerRecord{NodeID: 2, Host: "h2", Port: 9092},
+		BrokerRecord{NodeID: 3, Host: "h3", Port: 9092})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = img.Apply(4, UnfenceBrokerRecord{NodeID: 1, Epoch: 3}, UnfenceBrokerRecord{NodeID: 2, Epoch: 3},
+		ControlledShutdownRecord{NodeID: 1, Epoch: 3}, ControlledShutdownRecord{NodeID: 3, Epoch: 3}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := roundTrip(t, img)
+	want := map[int32][2]bool{1: {false, true}, 2: {false, false}, 3: {true, true}} // fenced, shutting down
+	for id, w := range want {
+		if b := got.Brokers[id]; b.Fenced != w[0] || b.ShuttingDown != w[1] {
+			t.Errorf("broker %d after a snapshot: fenced %v shutting down %v, want %v %v", id, b.Fenced, b.ShuttingDown, w[0], w[1])
+		}
 	}
 }
 

@@ -16,6 +16,9 @@
 //	                                 starts fenced (metadata version 2)
 //	fence_broker  FenceBrokerRecord  a registered broker at its epoch
 //	unfence_broker UnfenceBrokerRecord  the same
+//	controlled_shutdown ControlledShutdownRecord  the same (metadata
+//	                                 version 3); until the broker registers
+//	                                 again it is never made a leader
 //	topic         TopicRecord        valid name; non-zero id; name and id
 //	                                 not live; >= 1 partition by batch end
 //	partition     PartitionRecord    known topic; numbered 0..n-1, never

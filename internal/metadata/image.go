@@ -46,7 +46,15 @@ type Broker struct {
 	// leads nothing and joins no ISR; it may stay the last member of an
 	// ISR (the partition then has no leader until it returns).
 	Fenced bool
+	// ShuttingDown: the broker's process is in controlled shutdown
+	// (ControlledShutdownRecord). Until it registers again it leads
+	// nothing, joins no ISR and takes no new replica, fenced or not.
+	ShuttingDown bool
 }
+
+// Active reports whether b may be elected leader, join an ISR or take a
+// new replica: it is neither fenced nor in controlled shutdown.
+func (b Broker) Active() bool { return !b.Fenced && !b.ShuttingDown }
 
 // Topic is one topic. Partitions[i] is partition i.
 type Topic struct {

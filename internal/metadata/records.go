@@ -51,12 +51,17 @@ type MetadataVersionRecord struct {
 // producer-id blocks, brokers (with incarnations and racks). Version 2
 // adds broker fencing: a registration starts fenced, and
 // FenceBrokerRecord and UnfenceBrokerRecord change it. (In a version 1
-// log a registered broker is unfenced.)
-const KnownMetadataVersion int32 = 2
+// log a registered broker is unfenced.) Version 3 adds controlled
+// shutdown (ControlledShutdownRecord).
+const KnownMetadataVersion int32 = 3
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.
 const FencingMetadataVersion int32 = 2
+
+// ControlledShutdownMetadataVersion is the first metadata version with
+// ControlledShutdownRecord.
+const ControlledShutdownMetadataVersion int32 = 3
 
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
@@ -76,6 +81,9 @@ type BrokerRecord struct {
 	// Fenced, like Epoch, is for image snapshots only: a registration
 	// in the log always starts fenced (from FencingMetadataVersion).
 	Fenced bool `json:"fenced,omitempty"`
+	// ShuttingDown, too, is for image snapshots only: a registration is
+	// a new process, never one in controlled shutdown.
+	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
 
 // FenceBrokerRecord fences a broker (Kafka's FenceBrokerRecord): its
@@ -93,6 +101,19 @@ type FenceBrokerRecord struct {
 // it heartbeats and has applied the metadata log up to its own
 // registration. It may then be elected and join ISRs.
 type UnfenceBrokerRecord struct {
+	NodeID int32 `json:"node_id"`
+	Epoch  int64 `json:"epoch"`
+}
+
+// ControlledShutdownRecord puts a broker in controlled shutdown (Kafka's
+// BrokerRegistrationChangeRecord with InControlledShutdown): its process
+// asked to stop. Like a fenced broker it may lead no partition, join no
+// ISR and take no new replica, but it still serves (followers may fetch
+// from it) until it exits. Epoch is the registration it names. The
+// controller commits it in one batch with the PartitionRecords that move
+// the broker's leaderships and ISR places to others; the broker's next
+// registration (a new process) ends it.
+type ControlledShutdownRecord struct {
 	NodeID int32 `json:"node_id"`
 	Epoch  int64 `json:"epoch"`
 }
@@ -142,13 +163,14 @@ type ProducerIDsRecord struct {
 	NextProducerID int64 `json:"next_producer_id"`
 }
 
-func (ClusterIDRecord) Type() string       { return "cluster_id" }
-func (MetadataVersionRecord) Type() string { return "metadata_version" }
-func (BrokerRecord) Type() string          { return "broker" }
-func (TopicRecord) Type() string           { return "topic" }
-func (PartitionRecord) Type() string       { return "partition" }
-func (ConfigRecord) Type() string          { return "config" }
-func (RemoveTopicRecord) Type() string     { return "remove_topic" }
-func (ProducerIDsRecord) Type() string     { return "producer_ids" }
-func (FenceBrokerRecord) Type() string     { return "fence_broker" }
-func (UnfenceBrokerRecord) Type() string   { return "unfence_broker" }
+func (ClusterIDRecord) Type() string          { return "cluster_id" }
+func (MetadataVersionRecord) Type() string    { return "metadata_version" }
+func (BrokerRecord) Type() string             { return "broker" }
+func (TopicRecord) Type() string              { return "topic" }
+func (PartitionRecord) Type() string          { return "partition" }
+func (ConfigRecord) Type() string             { return "config" }
+func (RemoveTopicRecord) Type() string        { return "remove_topic" }
+func (ProducerIDsRecord) Type() string        { return "producer_ids" }
+func (FenceBrokerRecord) Type() string        { return "fence_broker" }
+func (UnfenceBrokerRecord) Type() string      { return "unfence_broker" }
+func (ControlledShutdownRecord) Type() string { return "controlled_shutdown" }

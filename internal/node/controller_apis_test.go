@@ -92,7 +92,7 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 	}
 	epoch := brokers[1].Epoch
 	hb := kmsg.NewPtrBrokerHeartbeatRequest()
-	hb.BrokerID, hb.BrokerEpoch = 1, epoch
+	hb.BrokerID, hb.BrokerEpoch, hb.WantShutdown = 1, epoch, true // an outsider must not shut a broker down
 	if resp, err := hb.RequestWith(ctx, outside); err != nil {
 		t.Fatal(err)
 	} else if resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
@@ -111,7 +111,8 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 		}
 	}
 	// A node's own heartbeat: a negative metadata offset is refused, a
-	// stale epoch too, and neither changes the image (checked below).
+	// stale epoch too, and neither changes the image (checked below),
+	// even asking for a controlled shutdown.
 	for _, c := range []struct {
 		epoch, offset int64
 		want          *kerr.Error
@@ -121,7 +122,7 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 		{epoch - 1, 1 << 62, kerr.StaleBrokerEpoch},
 	} {
 		hb := kmsg.NewPtrBrokerHeartbeatRequest()
-		hb.BrokerID, hb.BrokerEpoch, hb.CurrentMetadataOffset = 1, c.epoch, c.offset
+		hb.BrokerID, hb.BrokerEpoch, hb.CurrentMetadataOffset, hb.WantShutdown = 1, c.epoch, c.offset, true
 		resp, err := hb.RequestWith(ctx, internal)
 		if err != nil {
 			t.Fatal(err)

@@ -113,7 +113,15 @@ type Node struct {
 	// (lease.go); leaseLapses counts the times it lapsed.
 	lease       *lease
 	leaseLapses atomic.Int64
-	replicas    *replica.Manager
+	// shutdownWanted makes the heartbeats ask for a controlled shutdown
+	// (shutdown.go); shutdownKick sends one at once. answeredAt is when
+	// the active controller last answered a heartbeat (unix nanoseconds)
+	// and shouldShutDown whether that answer let this broker stop.
+	shutdownWanted atomic.Bool
+	shutdownKick   chan struct{}
+	answeredAt     atomic.Int64
+	shouldShutDown atomic.Bool
+	replicas       *replica.Manager
 	// replicaLogs answers the controller's questions before an unclean
 	// leader election, once bound to peers and replicas.
 	replicaLogs *replicaLogs
@@ -155,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), stopping: make(chan struct{}),
-		replicaLogs: &replicaLogs{self: cfg.NodeID}}
+		shutdownKick: make(chan struct{}, 1), replicaLogs: &replicaLogs{self: cfg.NodeID}}
 	if err := n.start(ctx); err != nil {
 		// The start error is the one worth reporting; a close failure
 		// after it is logged only.
@@ -525,7 +533,8 @@ func (n *Node) registerBroker(ctx context.Context, b metadata.BrokerRecord) erro
 // node stops, the first at once. Each says which metadata offset this
 // node has applied: the controller unfences a new registration once it
 // has reached its own. A failed heartbeat is logged when it is not the
-// controller moving (the next one tries again).
+// controller moving (the next one tries again). In a controlled shutdown
+// the heartbeats ask for it, and come more often (shutdown.go).
 func (n *Node) heartbeat() {
 	defer close(n.heartbeatsDone)
 	interval := orDefault(n.cfg.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval)
@@ -536,6 +545,8 @@ func (n *Node) heartbeat() {
 		if !first {
 			select {
 			case <-t.C:
+			case <-n.shutdownKick:
+				t.Reset(min(interval, shutdownHeartbeatInterval))
 			case <-n.stopping:
 				return
 			}
@@ -547,8 +558,14 @@ func (n *Node) heartbeat() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
 		termBefore, sent := n.ctrl.ActiveTerm(), n.lease.now()
-		err := n.control.BrokerHeartbeat(ctx, n.cfg.NodeID, b.Epoch, img.Offset)
+		ans, err := n.control.BrokerHeartbeat(ctx, controlplane.Heartbeat{
+			NodeID: n.cfg.NodeID, BrokerEpoch: b.Epoch, MetadataOffset: img.Offset, WantShutDown: n.shutdownWanted.Load(),
+		})
 		cancel()
+		if err == nil || errors.Is(err, controlplane.ErrBrokerFenced) {
+			n.answeredAt.Store(time.Now().UnixNano())
+			n.shouldShutDown.Store(ans.ShouldShutDown)
+		}
 		if err == nil {
 			n.lease.renew(sent, termBefore, n.ctrl.ActiveTerm())
 		} else if !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) && !errors.Is(err, controlplane.ErrBrokerFenced) {
@@ -635,7 +652,7 @@ func (n *Node) ClusterID() string { return n.clusterID }
 // log at least to it) and the replica manager has applied an image and
 // opened its partitions. Otherwise it says what is missing.
 func (n *Node) Ready() error {
-	if n.closing.Load() {
+	if n.closing.Load() || n.shutdownWanted.Load() {
 		return errors.New("shutting down")
 	}
 	img := n.ctrl.Image()
@@ -651,13 +668,17 @@ func (n *Node) Ready() error {
 	return nil
 }
 
-// Close stops the node: the Kafka listener and its connections, the HTTP
-// listener, the replica manager, the controller and, last, the storage
+// Close stops the node: first a controlled shutdown (shutdown.go), then
+// the Kafka listener and its connections, the HTTP listener, the replica manager, the controller and, last, the storage
 // manager, which flushes every log, writes the checkpoints and the
 // clean-shutdown marker. It is safe to call more than once; every call
 // returns the first error of the first.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		// While the listeners still serve: clients follow the moved
+		// leaderships to their new leaders, and this node's fetchers
+		// copy what they still lead until they do.
+		n.controlledShutdown()
 		n.closing.Store(true)
 		var errs []error
 		add := func(what string, err error) {

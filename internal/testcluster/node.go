@@ -587,14 +587,23 @@ func (n *Node) LogTail(lines int) string {
 	return lastLines(b, lines)
 }
 
-// latestOutputContains reports whether the latest process's own output
-// contains s.
-func (n *Node) latestOutputContains(s string) bool {
+// LatestOutput returns the latest process's own output (its last
+// readTailBytes), after the node's earlier runs in the same log file.
+func (n *Node) LatestOutput() string {
 	n.mu.Lock()
 	off := n.mu.startOffset
 	n.mu.Unlock()
 	b, err := readTail(n.logPath, off)
-	return err == nil && bytes.Contains(b, []byte(s))
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", n.logPath, err)
+	}
+	return string(b)
+}
+
+// latestOutputContains reports whether the latest process's own output
+// contains s.
+func (n *Node) latestOutputContains(s string) bool {
+	return strings.Contains(n.LatestOutput(), s)
 }
 
 // readTailBytes bounds what readTail reads: a node at debug level can

@@ -380,13 +380,17 @@ func sortedKeys(m map[string]string) []string {
 
 // BrokerHeartbeat implements controlplane.Client. It changes nothing in
 // the metadata log, so there is no image to wait for.
-func (c *Client) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch int64, metadataOffset uint64) error {
-	return c.do(ctx, func(ctx context.Context) error {
-		return c.cfg.Local.BrokerHeartbeat(ctx, nodeID, brokerEpoch, metadataOffset)
+func (c *Client) BrokerHeartbeat(ctx context.Context, hb controlplane.Heartbeat) (controlplane.HeartbeatAnswer, error) {
+	var ans controlplane.HeartbeatAnswer
+	err := c.do(ctx, func(ctx context.Context) error {
+		var err error
+		ans, err = c.cfg.Local.BrokerHeartbeat(ctx, hb)
+		return err
 	}, func(ctx context.Context) error {
 		req := kmsg.NewPtrBrokerHeartbeatRequest()
-		req.BrokerID, req.BrokerEpoch = nodeID, brokerEpoch
-		req.CurrentMetadataOffset = int64(metadataOffset)
+		req.BrokerID, req.BrokerEpoch = hb.NodeID, hb.BrokerEpoch
+		req.CurrentMetadataOffset = int64(hb.MetadataOffset)
+		req.WantShutdown = hb.WantShutDown
 		resp, _, err := c.send(ctx, req)
 		if err != nil {
 			return err
@@ -395,9 +399,11 @@ func (c *Client) BrokerHeartbeat(ctx context.Context, nodeID int32, brokerEpoch 
 		if err := codeError(r.ErrorCode, nil); err != nil {
 			return err
 		}
+		ans = controlplane.HeartbeatAnswer{ShouldShutDown: r.ShouldShutdown}
 		if r.IsFenced {
 			return controlplane.ErrBrokerFenced
 		}
 		return nil
 	})
+	return ans, err
 }

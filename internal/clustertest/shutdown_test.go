@@ -1,0 +1,147 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/testutil"
+)
+
+// Issue 15, controlled shutdown: SIGTERM of a node that leads partitions
+// under an acks=all idempotent load moves its leaderships before it
+// closes its listeners, so the producer sees no error at all (franz-go
+// follows NOT_LEADER_FOR_PARTITION to the new leader), the node is gone
+// in under 5 s, and every acknowledged record is read back once it has
+// returned and caught up.
+func (e *env) controlledShutdown(t *testing.T) {
+	_, others := e.controllerAndOthers(t)
+	e.shutDownUnderLoad(t, "controlled-shutdown", others[0], false)
+}
+
+// The same for the active controller, which also hands Raft leadership
+// to another voter before it exits: the quorum has a new controller
+// without waiting an election timeout.
+func (e *env) controllerShutdown(t *testing.T) {
+	ctrl, _ := e.controllerAndOthers(t)
+	e.shutDownUnderLoad(t, "controller-shutdown", ctrl, true)
+}
+
+// controlledShutdownBound is the issue's bound on a clean shutdown of a
+// loaded node; the node's own steps are bounded well inside it
+// (node/shutdown.go).
+const controlledShutdownBound = 5 * time.Second
+
+func (e *env) shutDownUnderLoad(t *testing.T, topic string, id int32, controller bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const partitions = 6
+	e.createTopic(t, ctx, topic, partitions, 3)
+	e.fullISRs(t, ctx, topic, partitions)
+	if led := e.ledBy(t, ctx, topic, id); led == 0 {
+		t.Fatalf("node %d leads no partition of %s; the test needs it to lead some", id, topic)
+	}
+	load := e.startLoad(t, ctx, topic, partitions)
+	load.waitAcks(t, 300)
+	ctrl := e.c.ControllerID(t)
+	before := e.metric(t, ctrl, "fjord_controller_controlled_shutdowns_total")
+
+	start := time.Now()
+	e.c.Stop(id)
+	took := time.Since(start)
+	t.Logf("node %d (the active controller: %v) stopped %v after SIGTERM", id, controller, took.Round(time.Millisecond))
+	if took >= controlledShutdownBound {
+		t.Errorf("node %d took %v to stop after SIGTERM, want under %v", id, took, controlledShutdownBound)
+	}
+	log := e.c.Node(id).LatestOutput()
+	if !strings.Contains(log, "controlled shutdown: this node leads no partition and is in no ISR") {
+		t.Fatalf("node %d stopped without completing a controlled shutdown; its last run's log:\n%s", id, log)
+	}
+	if controller {
+		if !strings.Contains(log, "handed the active controller to another voter") {
+			t.Fatalf("the active controller stopped without handing Raft leadership over; its last run's log:\n%s", log)
+		}
+		if now := e.c.ControllerID(t); now == id {
+			t.Fatalf("node %d, stopped, is still named the controller", id)
+		}
+	}
+	// The survivors lead every partition; the controller that committed
+	// the shutdown counted it (when it was the stopped node itself, its
+	// count left with it).
+	if led := e.ledBy(t, ctx, topic, id); led != 0 {
+		t.Errorf("node %d, stopped, still leads %d partitions", id, led)
+	}
+	if !controller {
+		if after := e.metric(t, ctrl, "fjord_controller_controlled_shutdowns_total"); after <= before {
+			t.Errorf("fjord_controller_controlled_shutdowns_total %v after a controlled shutdown, was %v", after, before)
+		}
+	}
+
+	load.waitAcks(t, 300) // on the survivors
+	t.Logf("acks=all stalled at most %v from the SIGTERM on", load.stall(start).Round(time.Millisecond))
+	e.c.Start(id)
+	e.fullISRs(t, ctx, topic, partitions)
+	load.finish(t, ctx, e) // no produce failed; everything acknowledged read back; replicas identical
+}
+
+// fullISRs waits until every partition of topic has a leader and all
+// three replicas in its ISR.
+func (e *env) fullISRs(t *testing.T, ctx context.Context, topic string, partitions int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		ps, err := e.partitions(ctx, topic, partitions)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.Leader < 0 || len(p.ISR) != 3 {
+				return fmt.Errorf("%s-%d: leader %d, ISR %v", topic, p.Partition, p.Leader, p.ISR)
+			}
+		}
+		return nil
+	})
+}
+
+// ledBy is how many partitions of topic node id leads, as the cluster
+// answers Metadata.
+func (e *env) ledBy(t *testing.T, ctx context.Context, topic string, id int32) int {
+	t.Helper()
+	var led int
+	testutil.Eventually(t, 10*time.Second, func() error {
+		ps, err := e.partitions(ctx, topic, -1)
+		if err != nil {
+			return err
+		}
+		led = 0
+		for _, p := range ps {
+			if p.Leader == id {
+				led++
+			}
+		}
+		return nil
+	})
+	return led
+}
+
+// partitions is topic's partitions in a Metadata answer, which must
+// hold want of them (-1: any number).
+func (e *env) partitions(ctx context.Context, topic string, want int) ([]kmsg.MetadataResponseTopicPartition, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	resp, err := req.RequestWith(ctx, e.cl)
+	if err != nil {
+		return nil, err
+	}
+	for _, mt := range resp.Topics {
+		if mt.Topic != nil && *mt.Topic == topic && mt.ErrorCode == 0 && (want < 0 || len(mt.Partitions) == want) {
+			return mt.Partitions, nil
+		}
+	}
+	return nil, fmt.Errorf("metadata has no %s with %d partitions", topic, want)
+}
