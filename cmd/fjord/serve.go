@@ -45,6 +45,11 @@ type serveOptions struct {
 	// brokerHeartbeatIntervalMs and brokerSessionTimeoutMs are
 	// broker.heartbeat.interval.ms and broker.session.timeout.ms.
 	brokerHeartbeatIntervalMs, brokerSessionTimeoutMs int32
+	// autoLeaderRebalance, leaderImbalanceCheckIntervalSeconds and
+	// leaderImbalancePerBrokerPercentage are Kafka's settings of those
+	// names.
+	autoLeaderRebalance                                                     bool
+	leaderImbalanceCheckIntervalSeconds, leaderImbalancePerBrokerPercentage int32
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
 	httpConsumerIdleTimeoutMs int32
@@ -141,6 +146,12 @@ closes; a second signal exits at once.`,
 		"broker-heartbeat-interval-ms", "how often this node renews its session with the active controller (broker.heartbeat.interval.ms)")
 	f.Var(newIntFlag(&o.brokerSessionTimeoutMs, int32(node.DefaultBrokerSessionTimeout/time.Millisecond), 100, 600_000, ""),
 		"broker-session-timeout-ms", "how long the active controller waits for a broker's heartbeat before it fences the broker and elects new leaders for what it led; at least three heartbeat intervals, the same on every node (broker.session.timeout.ms)")
+	addBoolFlag(f, &o.autoLeaderRebalance, "auto-leader-rebalance-enable", true,
+		"move leaderships back to preferred replicas (each partition's first) when they are out of balance, checked on the active controller (auto.leader.rebalance.enable)")
+	f.Var(newIntFlag(&o.leaderImbalanceCheckIntervalSeconds, int32(node.DefaultLeaderImbalanceCheckInterval/time.Second), 1, 86_400, ""),
+		"leader-imbalance-check-interval-seconds", "how often the active controller checks the balance of leaderships (leader.imbalance.check.interval.seconds)")
+	f.Var(newIntFlag(&o.leaderImbalancePerBrokerPercentage, node.DefaultLeaderImbalancePerBrokerPercentage, 1, 100, ""),
+		"leader-imbalance-per-broker-percentage", "the share of the partitions a broker is the preferred leader of that it may not lead before they are elected back to it (leader.imbalance.per.broker.percentage)")
 	f.Var(newIntFlag(&o.httpIdempotencyWindowMs, int32(httpapi.DefaultIdempotencyWindow/time.Millisecond), 1000, 7*24*3600*1000, ""),
 		"http-idempotency-window-ms", "how long the HTTP API remembers a produce's idempotency_key (http.idempotency.window.ms)")
 	f.Var(newIntFlag(&o.httpConsumerIdleTimeoutMs, int32(httpapi.DefaultConsumerIdleTimeout/time.Millisecond), 1000, 24*3600*1000, ""),
@@ -197,23 +208,26 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 	}()
 
 	n, err := node.Start(ctx, node.Config{
-		NodeID:                     o.nodeID,
-		DataDir:                    o.dataDir,
-		KafkaAddr:                  o.kafkaAddr,
-		AdvertisedKafkaAddr:        o.advertisedKafkaAddr,
-		ControllerAddr:             o.controllerAddr,
-		Voters:                     o.voters,
-		Rack:                       o.rack,
-		HTTPAddr:                   o.httpAddr,
-		PprofAddr:                  o.pprofAddr,
-		AutoCreateTopics:           o.autoCreateTopics,
-		NumPartitions:              o.numPartitions,
-		DefaultReplicationFactor:   o.defaultReplicationFactor,
-		Logger:                     logger,
-		GroupInitialRebalanceDelay: groupInitialRebalanceDelay(o.groupInitialRebalanceDelayMs),
-		ReplicaLagTime:             time.Duration(o.replicaLagTimeMaxMs) * time.Millisecond,
-		BrokerHeartbeatInterval:    time.Duration(o.brokerHeartbeatIntervalMs) * time.Millisecond,
-		BrokerSessionTimeout:       time.Duration(o.brokerSessionTimeoutMs) * time.Millisecond,
+		NodeID:                             o.nodeID,
+		DataDir:                            o.dataDir,
+		KafkaAddr:                          o.kafkaAddr,
+		AdvertisedKafkaAddr:                o.advertisedKafkaAddr,
+		ControllerAddr:                     o.controllerAddr,
+		Voters:                             o.voters,
+		Rack:                               o.rack,
+		HTTPAddr:                           o.httpAddr,
+		PprofAddr:                          o.pprofAddr,
+		AutoCreateTopics:                   o.autoCreateTopics,
+		NumPartitions:                      o.numPartitions,
+		DefaultReplicationFactor:           o.defaultReplicationFactor,
+		Logger:                             logger,
+		GroupInitialRebalanceDelay:         groupInitialRebalanceDelay(o.groupInitialRebalanceDelayMs),
+		ReplicaLagTime:                     time.Duration(o.replicaLagTimeMaxMs) * time.Millisecond,
+		BrokerHeartbeatInterval:            time.Duration(o.brokerHeartbeatIntervalMs) * time.Millisecond,
+		BrokerSessionTimeout:               time.Duration(o.brokerSessionTimeoutMs) * time.Millisecond,
+		DisableAutoLeaderRebalance:         !o.autoLeaderRebalance,
+		LeaderImbalanceCheckInterval:       time.Duration(o.leaderImbalanceCheckIntervalSeconds) * time.Second,
+		LeaderImbalancePerBrokerPercentage: int(o.leaderImbalancePerBrokerPercentage),
 		HTTP: node.HTTPConfig{
 			IdempotencyWindow:   time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
 			ConsumerIdleTimeout: time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,

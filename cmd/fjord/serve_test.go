@@ -273,17 +273,20 @@ func TestServePrecedence(t *testing.T) {
 		rack:             "from-file",
 		logLevel:         "info",
 		// Kafka's group.initial.rebalance.delay.ms, by default.
-		groupInitialRebalanceDelayMs: 3000,
-		replicaLagTimeMaxMs:          30000,
-		brokerHeartbeatIntervalMs:    100,
-		brokerSessionTimeoutMs:       750,
-		httpIdempotencyWindowMs:      5000, // flag
-		httpConsumerIdleTimeoutMs:    300_000,
-		httpMaxConcurrent:            256,
-		httpMaxLongPolls:             9, // file
-		httpMaxConsumers:             100,
-		httpMaxBodyBytes:             16 << 20,
-		defaultReplicationFactor:     3, // default
+		groupInitialRebalanceDelayMs:        3000,
+		replicaLagTimeMaxMs:                 30000,
+		brokerHeartbeatIntervalMs:           100,
+		brokerSessionTimeoutMs:              750,
+		autoLeaderRebalance:                 true,
+		leaderImbalanceCheckIntervalSeconds: 300,
+		leaderImbalancePerBrokerPercentage:  10,
+		httpIdempotencyWindowMs:             5000, // flag
+		httpConsumerIdleTimeoutMs:           300_000,
+		httpMaxConcurrent:                   256,
+		httpMaxLongPolls:                    9, // file
+		httpMaxConsumers:                    100,
+		httpMaxBodyBytes:                    16 << 20,
+		defaultReplicationFactor:            3, // default
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -383,6 +386,9 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"heartbeat too often", []string{"serve", "--broker-heartbeat-interval-ms", "9"}, nil, `"--broker-heartbeat-interval-ms" flag: allowed: an integer from 10 to 60000`},
 		{"heartbeat not a number", []string{"serve", "--broker-heartbeat-interval-ms", "1e3"}, nil, `allowed: an integer from 10 to 60000`},
 		{"session too short", []string{"serve", "--broker-session-timeout-ms", "99"}, nil, `"--broker-session-timeout-ms" flag: allowed: an integer from 100 to 600000`},
+		{"imbalance check interval 0", []string{"serve", "--leader-imbalance-check-interval-seconds", "0"}, nil, `"--leader-imbalance-check-interval-seconds" flag: allowed: an integer from 1 to 86400`},
+		{"imbalance percentage over 100", []string{"serve", "--leader-imbalance-per-broker-percentage", "101"}, nil, `allowed: an integer from 1 to 100`},
+		{"rebalance not a bool", []string{"serve", "--auto-leader-rebalance-enable=maybe"}, nil, `auto-leader-rebalance-enable`},
 		{"session overflows", []string{"serve", "--broker-session-timeout-ms", "99999999999"}, nil, `allowed: an integer from 100 to 600000`},
 		{"session under three heartbeats", []string{"serve", "--broker-heartbeat-interval-ms", "500", "--broker-session-timeout-ms", "1499"}, nil, `broker-session-timeout-ms 1499 is less than three broker-heartbeat-interval-ms (500)`},
 		{"idempotency window too short", []string{"serve", "--http-idempotency-window-ms", "999"}, nil, `"--http-idempotency-window-ms" flag: allowed: an integer from 1000 to 604800000`},

@@ -85,7 +85,53 @@ func (e *env) shutDownUnderLoad(t *testing.T, topic string, id int32, controller
 	t.Logf("acks=all stalled at most %v from the SIGTERM on", load.stall(start).Round(time.Millisecond))
 	e.c.Start(id)
 	e.fullISRs(t, ctx, topic, partitions)
+	// It came back leading nothing; a preferred election on request
+	// (ElectLeaders, every partition) gives it its share back, under the
+	// same load.
+	if e.ledBy(t, ctx, topic, id) != 0 {
+		t.Logf("node %d leads partitions before the election (the automatic balance ran)", id)
+	}
+	e.electPreferred(t, ctx, topic, partitions)
 	load.finish(t, ctx, e) // no produce failed; everything acknowledged read back; replicas identical
+}
+
+// electPreferred asks for preferred elections of every partition and
+// waits until each partition of topic is led by its first replica.
+func (e *env) electPreferred(t *testing.T, ctx context.Context, topic string, partitions int) {
+	t.Helper()
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.ElectionType, req.TimeoutMillis = 0, 10_000 // preferred; Topics nil: every partition
+	resp, err := req.RequestWith(ctx, e.cl)
+	if err != nil {
+		t.Fatalf("ElectLeaders: %v", err)
+	}
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ElectLeaders: error code %d", resp.ErrorCode)
+	}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				msg := ""
+				if p.ErrorMessage != nil {
+					msg = *p.ErrorMessage
+				}
+				t.Errorf("ElectLeaders %s-%d: code %d (%s): every partition needing an election had its preferred replica in the ISR",
+					rt.Topic, p.Partition, p.ErrorCode, msg)
+			}
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		ps, err := e.partitions(ctx, topic, partitions)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if len(p.Replicas) == 0 || p.Leader != p.Replicas[0] {
+				return fmt.Errorf("%s-%d: leader %d, replicas %v", topic, p.Partition, p.Leader, p.Replicas)
+			}
+		}
+		return nil
+	})
 }
 
 // fullISRs waits until every partition of topic has a leader and all

@@ -81,6 +81,16 @@ type Config struct {
 	// BrokerSessionTimeout is broker.session.timeout.ms (0:
 	// DefaultBrokerSessionTimeout; see sessions.go).
 	BrokerSessionTimeout time.Duration
+	// LeaderImbalanceCheckInterval is how often the active controller
+	// checks the balance of leaderships and elects preferred leaders
+	// (elect.go; Kafka's leader.imbalance.check.interval.seconds, with
+	// auto.leader.rebalance.enable). 0: never.
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is the share (percent) of the
+	// partitions a broker is the preferred leader of that it may not
+	// lead before the check elects them back (Kafka's
+	// leader.imbalance.per.broker.percentage).
+	LeaderImbalancePerBrokerPercentage int
 	// ReplicaLogs asks brokers how far their replicas reach, for unclean
 	// leader elections (unclean.go); nil: there are none, whatever the
 	// topics say.
@@ -136,6 +146,7 @@ type Controller struct {
 	stats struct {
 		fencings, unfencings, elections, leaderless, uncleanElections atomic.Int64
 		controlledShutdowns                                           atomic.Int64
+		preferredElections                                            atomic.Int64
 	}
 	// failovers times the fences of lapsed sessions (failover.go).
 	failovers failoverTimes
@@ -441,13 +452,17 @@ type FenceStats struct {
 	UncleanElections int64
 	// ControlledShutdowns: brokers put in controlled shutdown.
 	ControlledShutdowns int64
+	// PreferredElections: partitions whose preferred replica was made
+	// leader again, by the automatic balance or on request (elect.go).
+	PreferredElections int64
 }
 
 // FenceStats returns the counts of this node's fencing decisions.
 func (c *Controller) FenceStats() FenceStats {
 	return FenceStats{Fencings: c.stats.fencings.Load(), Unfencings: c.stats.unfencings.Load(),
 		Elections: c.stats.elections.Load(), Leaderless: c.stats.leaderless.Load(),
-		UncleanElections: c.stats.uncleanElections.Load(), ControlledShutdowns: c.stats.controlledShutdowns.Load()}
+		UncleanElections: c.stats.uncleanElections.Load(), ControlledShutdowns: c.stats.controlledShutdowns.Load(),
+		PreferredElections: c.stats.preferredElections.Load()}
 }
 
 // countElections adds to the stats the leadership changes recs make to

@@ -313,6 +313,8 @@ func (s *sessions) check(img *metadata.Image, now time.Time, timeout time.Durati
 // decides.
 func (c *Controller) runSessions(a *activeController) {
 	interval := max(c.sessionTimeout()/20, 10*time.Millisecond)
+	rebalanceEvery := c.cfg.LeaderImbalanceCheckInterval
+	rebalanceAt := c.clock.Now().Add(rebalanceEvery)
 	for {
 		t := c.clock.AfterFunc(interval, func() {
 			select {
@@ -352,6 +354,12 @@ func (c *Controller) runSessions(a *activeController) {
 			}
 		}
 		c.maybeElectUnclean(a, c.fsm.applied.Load())
+		if now := c.clock.Now(); rebalanceEvery > 0 && !now.Before(rebalanceAt) {
+			rebalanceAt = now.Add(rebalanceEvery)
+			if c.rebalanceLeaders(a) {
+				rebalanceAt = now // a full batch: the rest at the next check
+			}
+		}
 	}
 }
 

@@ -215,7 +215,48 @@ func (c *Controller) maybeElectUnclean(a *activeController, img *metadata.Image)
 func (c *Controller) electUnclean(a *activeController, candidates []uncleanCandidate) {
 	ctx, cancel := context.WithTimeout(context.Background(), uncleanQueryTimeout)
 	defer cancel()
-	go func() { // a lost leadership ends the questions early
+	elections := c.decideUnclean(ctx, a, candidates)
+	if len(elections) == 0 {
+		return
+	}
+
+	commitCtx, commitCancel := context.WithTimeout(context.Background(), c.sessionTimeout())
+	defer commitCancel()
+	a.proposeMu.Lock()
+	defer a.proposeMu.Unlock()
+	img, err := c.validationImageLocked(commitCtx, a)
+	if err != nil {
+		return // not the controller any more, or closing
+	}
+	recs, kept := planUnclean(img, elections)
+	if len(recs) == 0 {
+		return
+	}
+	if err := a.proposeLocked(commitCtx, c, recs); err != nil {
+		c.log.Warn("could not commit unclean leader elections", "partitions", len(recs), "err", err)
+		return
+	}
+	c.reportUnclean(kept)
+}
+
+// reportUnclean counts and logs committed unclean elections.
+func (c *Controller) reportUnclean(kept []uncleanElection) {
+	c.stats.uncleanElections.Add(int64(len(kept)))
+	for _, e := range kept {
+		c.log.Warn("unclean leader election: records only the fenced in-sync replicas held may have been lost",
+			"topic", e.candidate.topic.Name, "partition", e.candidate.partition, "leader", e.leader.broker,
+			"leader_log_end_offset", e.leader.end, "leader_last_epoch", e.leader.epoch, "fenced_isr", e.lostISR)
+	}
+}
+
+// decideUnclean asks every candidate's live replicas how far they reach,
+// all at once, and returns an election for each candidate with an
+// answer: its furthest replica. A lost leadership ends the questions
+// early.
+func (c *Controller) decideUnclean(ctx context.Context, a *activeController, candidates []uncleanCandidate) []uncleanElection {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
 		case <-a.lost:
 			cancel()
@@ -251,30 +292,5 @@ func (c *Controller) electUnclean(a *activeController, candidates []uncleanCandi
 			elections = append(elections, uncleanElection{candidate: cand, leader: best})
 		}
 	}
-	if len(elections) == 0 {
-		return
-	}
-
-	commitCtx, commitCancel := context.WithTimeout(context.Background(), c.sessionTimeout())
-	defer commitCancel()
-	a.proposeMu.Lock()
-	defer a.proposeMu.Unlock()
-	img, err := c.validationImageLocked(commitCtx, a)
-	if err != nil {
-		return // not the controller any more, or closing
-	}
-	recs, kept := planUnclean(img, elections)
-	if len(recs) == 0 {
-		return
-	}
-	if err := a.proposeLocked(commitCtx, c, recs); err != nil {
-		c.log.Warn("could not commit unclean leader elections", "partitions", len(recs), "err", err)
-		return
-	}
-	c.stats.uncleanElections.Add(int64(len(kept)))
-	for _, e := range kept {
-		c.log.Warn("unclean leader election: records only the fenced in-sync replicas held may have been lost",
-			"topic", e.candidate.topic.Name, "partition", e.candidate.partition, "leader", e.leader.broker,
-			"leader_log_end_offset", e.leader.end, "leader_last_epoch", e.leader.epoch, "fenced_isr", e.lostISR)
-	}
+	return elections
 }

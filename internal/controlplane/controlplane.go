@@ -34,6 +34,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -119,6 +120,59 @@ type Client interface {
 	// controller (in its memory only), and asks for its controlled
 	// shutdown when the heartbeat says so.
 	BrokerHeartbeat(ctx context.Context, hb Heartbeat) (HeartbeatAnswer, error)
+	// ElectLeaders runs leader elections (Kafka's ElectLeaders). The
+	// error is the whole request's (ErrNotController, ErrTimedOut);
+	// each partition's outcome is in its result.
+	ElectLeaders(ctx context.Context, req ElectLeaders) ([]ElectionResult, error)
+}
+
+// ElectionType is ElectLeaders' kind of election (Kafka's numbers).
+type ElectionType int8
+
+const (
+	// ElectPreferred makes a partition's preferred replica (its first)
+	// its leader, when that replica is in the ISR and in service.
+	ElectPreferred ElectionType = 0
+	// ElectUnclean gives a leader to a partition that has none: an ISR
+	// member in service if there is one, else the live replica whose
+	// log reaches furthest, whatever the topic's
+	// unclean.leader.election.enable says. Records only the ISR held
+	// are lost.
+	ElectUnclean ElectionType = 1
+)
+
+func (t ElectionType) String() string {
+	switch t {
+	case ElectPreferred:
+		return "preferred"
+	case ElectUnclean:
+		return "unclean"
+	}
+	return "election type " + strconv.Itoa(int(t))
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// ElectLeaders is one ElectLeaders request.
+type ElectLeaders struct {
+	Type ElectionType
+	// Partitions are the partitions to elect, each once. Nil is every
+	// partition, and then the results leave out those that need no
+	// election (as Kafka's controller does).
+	Partitions []TopicPartition
+}
+
+// ElectionResult is one partition's outcome: Err is nil when a leader
+// was elected, else ErrElectionNotNeeded, ErrPreferredLeaderNotAvailable,
+// ErrEligibleLeadersNotAvailable, ErrUnknownTopic, or the error that kept
+// the election from committing.
+type ElectionResult struct {
+	TopicPartition
+	Err error
 }
 
 // Heartbeat is one broker heartbeat (Kafka's BrokerHeartbeat request).
@@ -206,6 +260,14 @@ var (
 	// ErrBrokerNotRegistered: a heartbeat from a node id with no
 	// registration.
 	ErrBrokerNotRegistered = kerr.BrokerIDNotRegistered
+	// ErrElectionNotNeeded: the partition already has the leader the
+	// election would give it.
+	ErrElectionNotNeeded = kerr.ElectionNotNeeded
+	// ErrPreferredLeaderNotAvailable: the preferred replica is out of
+	// the ISR, fenced, or shutting down.
+	ErrPreferredLeaderNotAvailable = kerr.PreferredLeaderNotAvailable
+	// ErrEligibleLeadersNotAvailable: no live replica could be elected.
+	ErrEligibleLeadersNotAvailable = kerr.EligibleLeadersNotAvailable
 )
 
 // ErrBrokerFenced answers a heartbeat that renewed the session of a

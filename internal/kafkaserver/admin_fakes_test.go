@@ -46,6 +46,8 @@ type adminFakeController struct {
 	blockUntilDone bool
 	// calls records the changes asked for, by method name.
 	calls []string
+	// elections records the ElectLeaders requests.
+	elections []controlplane.ElectLeaders
 }
 
 func newAdminFakeController() *adminFakeController {
@@ -635,4 +637,26 @@ func (c *adminFakeController) RegisterBroker(context.Context, metadata.BrokerRec
 // not: the fake refuses.
 func (c *adminFakeController) AlterPartition(context.Context, controlplane.AlterPartition) (controlplane.PartitionState, error) {
 	return controlplane.PartitionState{}, fmt.Errorf("%w: the admin tests alter no ISR", controlplane.ErrInvalidRequest)
+}
+
+// ElectLeaders records the request (elections) and answers every named
+// partition ELECTION_NOT_NEEDED, or, for every partition (nil), names
+// none: the elections themselves are the controller's, tested there
+// and in the cluster tests.
+func (c *adminFakeController) ElectLeaders(ctx context.Context, req controlplane.ElectLeaders) ([]controlplane.ElectionResult, error) {
+	if err := c.begin(ctx, "ElectLeaders"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.elections = append(c.elections, req)
+	c.mu.Unlock()
+	var out []controlplane.ElectionResult
+	seen := map[controlplane.TopicPartition]bool{}
+	for _, tp := range req.Partitions {
+		if !seen[tp] {
+			seen[tp] = true
+			out = append(out, controlplane.ElectionResult{TopicPartition: tp, Err: fmt.Errorf("%w: fake", controlplane.ErrElectionNotNeeded)})
+		}
+	}
+	return out, nil
 }

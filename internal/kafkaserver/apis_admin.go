@@ -33,6 +33,7 @@ var adminAPIs = []api{
 	{key: 33, minVersion: 0, maxVersion: 2, handle: handleAlterConfigs, controlChange: true},
 	{key: 35, minVersion: 0, maxVersion: 4, handle: handleDescribeLogDirs},
 	{key: 37, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions, controlChange: true},
+	{key: 43, minVersion: 0, maxVersion: 2, handle: handleElectLeaders, controlChange: true},
 	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs, controlChange: true},
 	{key: 55, minVersion: 0, maxVersion: 2, handle: handleDescribeQuorum},
 	{key: 60, minVersion: 0, maxVersion: 2, handle: handleDescribeCluster},

@@ -29,6 +29,7 @@ var wantAdminVersions = map[int16][2]int16{
 	33: {0, 2}, // AlterConfigs
 	35: {0, 4}, // DescribeLogDirs
 	37: {0, 3}, // CreatePartitions
+	43: {0, 2}, // ElectLeaders
 	44: {0, 1}, // IncrementalAlterConfigs
 	55: {0, 2}, // DescribeQuorum (v2 is KIP-853's)
 	60: {0, 2}, // DescribeCluster (v2 is KIP-1073's)

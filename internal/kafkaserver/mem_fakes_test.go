@@ -425,6 +425,11 @@ func (c *memController) BrokerHeartbeat(context.Context, controlplane.Heartbeat)
 	return controlplane.HeartbeatAnswer{}, fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
 }
 
+// ElectLeaders: the fake has one replica per partition, always its leader.
+func (c *memController) ElectLeaders(context.Context, controlplane.ElectLeaders) ([]controlplane.ElectionResult, error) {
+	return nil, fmt.Errorf("%w: the listener's tests elect no leaders", controlplane.ErrInvalidRequest)
+}
+
 // QuorumState: node 1 alone leads, in epoch 1.
 func (c *memController) QuorumState() controlplane.QuorumState {
 	return controlplane.QuorumState{Leader: 1, Epoch: 1, HighWatermark: 1, Voters: []controlplane.VoterState{{NodeID: 1, LogEndOffset: 1}}}

@@ -37,6 +37,10 @@ const (
 	// (controller/sessions.go says why these values).
 	DefaultBrokerHeartbeatInterval = controller.DefaultBrokerHeartbeatInterval
 	DefaultBrokerSessionTimeout    = controller.DefaultBrokerSessionTimeout
+	// DefaultLeaderImbalanceCheckInterval and
+	// DefaultLeaderImbalancePerBrokerPercentage are Kafka's (300 s, 10 %).
+	DefaultLeaderImbalanceCheckInterval       = controller.DefaultLeaderImbalanceCheckInterval
+	DefaultLeaderImbalancePerBrokerPercentage = controller.DefaultLeaderImbalancePerBrokerPercentage
 )
 
 // Config is one node's configuration. Its field names follow the flags of
@@ -109,6 +113,21 @@ type Config struct {
 	// heartbeat before it fences the broker. Give every node the same.
 	// 0: DefaultBrokerSessionTimeout.
 	BrokerSessionTimeout time.Duration
+	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false:
+	// the active controller (this node, while it is) never moves
+	// leaderships back to preferred replicas by itself, only on
+	// ElectLeaders.
+	DisableAutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval is
+	// leader.imbalance.check.interval.seconds: how often the active
+	// controller checks the balance of leaderships. 0:
+	// DefaultLeaderImbalanceCheckInterval.
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is
+	// leader.imbalance.per.broker.percentage: the share of the
+	// partitions a broker prefers and does not lead above which they
+	// are elected back to it. 0: DefaultLeaderImbalancePerBrokerPercentage.
+	LeaderImbalancePerBrokerPercentage int
 	// Logger receives the node's logs. nil: slog.Default().
 	Logger *slog.Logger
 }

@@ -77,6 +77,7 @@ var (
 	electionsDesc             = prometheus.NewDesc("fjord_controller_leader_elections_total", "Partitions this node gave a new leader, from the ISR, as the active controller when fencing or unfencing brokers.", nil, nil)
 	leaderlessDesc            = prometheus.NewDesc("fjord_controller_partitions_left_leaderless_total", "Partitions this node left without a leader as the active controller: their last ISR member was fenced.", nil, nil)
 	controlledShutdownsDesc   = prometheus.NewDesc("fjord_controller_controlled_shutdowns_total", "Brokers this node put in controlled shutdown as the active controller (their leaderships and ISR places moved before they stopped).", nil, nil)
+	preferredElectionsDesc    = prometheus.NewDesc("fjord_controller_preferred_leader_elections_total", "Partitions whose preferred replica this node made leader again as the active controller (the automatic leadership balance, or ElectLeaders).", nil, nil)
 	uncleanElectionsDesc      = prometheus.NewDesc("fjord_controller_unclean_leader_elections_total", "Partitions this node gave a leader from outside their ISR as the active controller (unclean.leader.election.enable): records only the fenced ISR held may have been lost.", nil, nil)
 )
 
@@ -89,7 +90,7 @@ type replicationCollector struct {
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
 		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc, followerLagDesc,
-		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, controlledShutdownsDesc, failoverDesc, leaseHeldDesc, leaseLapsesDesc} {
+		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, controlledShutdownsDesc, preferredElectionsDesc, failoverDesc, leaseHeldDesc, leaseLapsesDesc} {
 		ch <- d
 	}
 }
@@ -140,6 +141,7 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(leaderlessDesc, fs.Leaderless)
 	counter(uncleanElectionsDesc, fs.UncleanElections)
 	counter(controlledShutdownsDesc, fs.ControlledShutdowns)
+	counter(preferredElectionsDesc, fs.PreferredElections)
 	buckets, sum, count := c.n.ctrl.FailoverHistogram()
 	ch <- prometheus.MustNewConstHistogram(failoverDesc, count, sum, buckets)
 	gauge(activeControllerDesc, active)

@@ -26,6 +26,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -234,16 +235,18 @@ func (n *Node) start(ctx context.Context) error {
 		defer cancel()
 	}
 	n.ctrl, err = controller.Open(ctx, controller.Config{
-		NodeID:               cfg.NodeID,
-		Dir:                  filepath.Join(cfg.DataDir, metadataDir),
-		Addr:                 cfg.ControllerAddr,
-		Voters:               controllerVoters(cfg.Voters),
-		NumPartitions:        cfg.NumPartitions,
-		ReplicationFactor:    cfg.DefaultReplicationFactor,
-		TopicConfigs:         topicConfigs,
-		BrokerSessionTimeout: cfg.BrokerSessionTimeout,
-		ReplicaLogs:          n.replicaLogs,
-		Logger:               n.log,
+		NodeID:                             cfg.NodeID,
+		Dir:                                filepath.Join(cfg.DataDir, metadataDir),
+		Addr:                               cfg.ControllerAddr,
+		Voters:                             controllerVoters(cfg.Voters),
+		NumPartitions:                      cfg.NumPartitions,
+		ReplicationFactor:                  cfg.DefaultReplicationFactor,
+		TopicConfigs:                       topicConfigs,
+		BrokerSessionTimeout:               cfg.BrokerSessionTimeout,
+		LeaderImbalanceCheckInterval:       leaderImbalanceCheckInterval(cfg),
+		LeaderImbalancePerBrokerPercentage: cmp.Or(cfg.LeaderImbalancePerBrokerPercentage, DefaultLeaderImbalancePerBrokerPercentage),
+		ReplicaLogs:                        n.replicaLogs,
+		Logger:                             n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("opening controller (controller-addr %s, %s): %w",
@@ -760,4 +763,13 @@ func (n *Node) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// leaderImbalanceCheckInterval is the controller's setting: 0 (never)
+// when the automatic balance is off.
+func leaderImbalanceCheckInterval(cfg Config) time.Duration {
+	if cfg.DisableAutoLeaderRebalance {
+		return 0
+	}
+	return orDefault(cfg.LeaderImbalanceCheckInterval, DefaultLeaderImbalanceCheckInterval)
 }

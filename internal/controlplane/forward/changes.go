@@ -407,3 +407,63 @@ func (c *Client) BrokerHeartbeat(ctx context.Context, hb controlplane.Heartbeat)
 	})
 	return ans, err
 }
+
+// ElectLeaders implements controlplane.Client.
+func (c *Client) ElectLeaders(ctx context.Context, req controlplane.ElectLeaders) ([]controlplane.ElectionResult, error) {
+	var results []controlplane.ElectionResult
+	err := c.do(ctx, func(ctx context.Context) error {
+		var err error
+		results, err = c.cfg.Local.ElectLeaders(ctx, req)
+		return err
+	}, func(ctx context.Context) error {
+		var err error
+		results, err = c.electLeadersRemote(ctx, req)
+		return err
+	})
+	return results, err
+}
+
+func (c *Client) electLeadersRemote(ctx context.Context, req controlplane.ElectLeaders) ([]controlplane.ElectionResult, error) {
+	kreq := kmsg.NewPtrElectLeadersRequest()
+	kreq.ElectionType = int8(req.Type)
+	kreq.TimeoutMillis = timeoutMillis(ctx)
+	if req.Partitions != nil {
+		kreq.Topics = []kmsg.ElectLeadersRequestTopic{} // not nil: nil is every partition
+		byTopic := map[string]int{}
+		for _, tp := range req.Partitions {
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				i = len(kreq.Topics)
+				byTopic[tp.Topic] = i
+				t := kmsg.NewElectLeadersRequestTopic()
+				t.Topic = tp.Topic
+				kreq.Topics = append(kreq.Topics, t)
+			}
+			kreq.Topics[i].Partitions = append(kreq.Topics[i].Partitions, tp.Partition)
+		}
+	}
+	resp, offset, err := c.send(ctx, kreq)
+	if err != nil {
+		return nil, err
+	}
+	r := resp.(*kmsg.ElectLeadersResponse)
+	if err := codeError(r.ErrorCode, nil); err != nil {
+		return nil, err
+	}
+	var results []controlplane.ElectionResult
+	elected := false
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			err := codeError(p.ErrorCode, p.ErrorMessage)
+			elected = elected || err == nil
+			results = append(results, controlplane.ElectionResult{
+				TopicPartition: controlplane.TopicPartition{Topic: t.Topic, Partition: p.Partition}, Err: err})
+		}
+	}
+	if elected {
+		if err := c.await(ctx, offset); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
