@@ -20,7 +20,7 @@ func newClusterCommand() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Inspect the cluster",
+		Short: "Inspect the cluster and elect partition leaders",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -54,7 +54,7 @@ func newClusterCommand() *cobra.Command {
 		},
 	}
 	addOutputFlag(describe, &output)
-	cmd.AddCommand(describe)
+	cmd.AddCommand(describe, newElectLeadersCommand(&o))
 	return cmd
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -31,17 +33,11 @@ func ReadAll(ctx context.Context, brokers string, topics ...string) (map[TopicPa
 	}
 	defer admClient.Close()
 	adm := kadm.NewClient(admClient)
-	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, err := listOffsets(ctx, adm.ListStartOffsets, topics)
 	if err != nil {
 		return nil, fmt.Errorf("listing log start offsets of %v: %w", topics, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := listOffsets(ctx, adm.ListEndOffsets, topics)
 	if err != nil {
 		return nil, fmt.Errorf("listing high watermarks of %v: %w", topics, err)
 	}
@@ -115,4 +111,26 @@ func describePending(pending map[TopicPartition]int64) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// listOffsets runs list (kadm's ListStartOffsets or ListEndOffsets)
+// again while a partition's answer is a retriable error: kadm does not
+// retry per-partition errors, and a leadership that just moved (an
+// election, a controlled shutdown) answers NOT_LEADER_FOR_PARTITION from
+// the old leader until the client's metadata catches up.
+func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) (kadm.ListedOffsets, error) {
+	for {
+		listed, err := list(ctx, topics...)
+		if err == nil {
+			err = listed.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) {
+			return listed, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (still, when %w)", err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
