@@ -188,9 +188,18 @@ poll:
 	if _, err := js.Publish(ctx, "r3.1", []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	ostream, err := jetStreamClient(t, urls[0]).Stream(ctx, "r3")
-	if err != nil {
-		t.Fatal(err)
+	// Another server may not know yet where the stream's leader answers
+	// (no response from stream) for a moment after the publish.
+	ojs := jetStreamClient(t, urls[0])
+	var ostream jetstream.Stream
+	for wait := time.Now().Add(10 * time.Second); ; {
+		if ostream, err = ojs.Stream(ctx, "r3"); err == nil {
+			break
+		}
+		if !errors.Is(err, jetstream.ErrNoStreamResponse) || time.Now().After(wait) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	msg, err := ostream.GetLastMsgForSubject(ctx, "r3.1")
 	if err != nil || string(msg.Data) != "hello" {
