@@ -319,7 +319,7 @@ func TestCreateTopicsErrors(t *testing.T) {
 		{topic("a_b", 1), controlplane.ErrInvalidTopic, `collides with existing topic "a.b"`},
 		{topic("zero", 0), controlplane.ErrInvalidPartitions, "0 partitions"},
 		{topic("huge", 20000), controlplane.ErrInvalidPartitions, "20000 partitions"},
-		{controlplane.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, controlplane.ErrInvalidReplicationFactor, "number of live brokers (1"},
+		{controlplane.CreateTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, controlplane.ErrInvalidReplicationFactor, "number of registered brokers (1"},
 		{controlplane.CreateTopic{Name: "rf0", NumPartitions: 1, ReplicationFactor: 0}, controlplane.ErrInvalidReplicationFactor, "replication factor 0"},
 		{controlplane.CreateTopic{Name: "asg", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{2}}}, controlplane.ErrInvalidReplicaAssignment, "broker 2 is not registered"},
 		{controlplane.CreateTopic{Name: "asg2", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1, 1}}}, controlplane.ErrInvalidReplicaAssignment, "twice"},

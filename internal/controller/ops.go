@@ -96,7 +96,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []controlplane.Cre
 			// created while a cluster was still starting is not
 			// mistaken for a replicated one. Not a warning: on a
 			// single node every topic is capped, by design.
-			attrs = append(attrs, "default_replication_factor", want, "live_brokers", len(liveBrokers(img)))
+			attrs = append(attrs, "default_replication_factor", want, "registered_brokers", len(img.Brokers))
 		}
 		c.log.Info("created topic", attrs...)
 	}
@@ -279,9 +279,9 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 		}
 		replicas = assignments
 	} else {
-		brokers := liveBrokers(img)
-		if rf > len(brokers) {
-			return fmt.Errorf("%w: topic %q has replication factor %d but only %d brokers are live (registered and unfenced)", controlplane.ErrInvalidReplicationFactor, topic, rf, len(brokers))
+		brokers := registeredBrokers(img)
+		if err := checkReplicationFactor(brokers, rf); err != nil {
+			return err
 		}
 		existing := make([][]int32, cur)
 		for p := range existing {

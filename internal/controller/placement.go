@@ -65,12 +65,33 @@ func placementStart(topic string, n int) int {
 // replica lists of the topic's partitions so far (none for a new topic);
 // the new ones are partitions len(existing) on. Replicas of existing
 // partitions on brokers not in brokers are not counted.
-// REQUIRES: 1 <= rf <= len(brokers), no broker id twice.
+//
+// New replicas go on active brokers (Broker.Active: heard from and not
+// shutting down) while there are rf of them. When there are fewer, as
+// during a rolling restart of a cluster as large as the replication
+// factor, the rest go on the inactive brokers as a last resort, as
+// KRaft's placer uses fenced brokers: the partition starts under-
+// replicated, with an ISR of its active replicas (newPartitions), and
+// the others join once they are back and caught up. Refusing the topic
+// instead would fail every CreateTopics of a cluster in a roll. A
+// leader is always active.
+// REQUIRES: 1 <= rf <= len(brokers), at least one broker active, no
+// broker id twice.
 func placeReplicas(brokers []metadata.Broker, topic string, existing [][]int32, count, rf int) [][]int32 {
-	if rf < 1 || rf > len(brokers) {
-		panic(fmt.Sprintf("controller: placing %d replicas on %d brokers", rf, len(brokers)))
+	active := slices.DeleteFunc(slices.Clone(brokers), func(b metadata.Broker) bool { return !b.Active() })
+	if rf < 1 || rf > len(brokers) || len(active) == 0 {
+		panic(fmt.Sprintf("controller: placing %d replicas on %d brokers, %d of them active", rf, len(brokers), len(active)))
 	}
-	pl := newPlacer(brokers, placementStart(topic, len(brokers)))
+	var pl *placer
+	if rf <= len(active) {
+		pl = newPlacer(active, placementStart(topic, len(active)))
+	} else {
+		pl = newPlacer(brokers, placementStart(topic, len(brokers)))
+		pl.inactive = make([]bool, len(pl.order))
+		for _, b := range brokers {
+			pl.inactive[pl.index[b.NodeID]] = !b.Active()
+		}
+	}
 	for _, reps := range existing {
 		pl.count(reps)
 	}
@@ -102,7 +123,13 @@ type placer struct {
 	leaders      []int
 	rackReplicas []int
 	index        map[int32]int // broker id -> position in order
+	// inactive[i] marks order[i] a last resort: never a leader, a
+	// follower only when no active broker is left (nil: all active).
+	inactive []bool
 }
+
+// lastResort reports whether position b is an inactive broker.
+func (pl *placer) lastResort(b int) bool { return pl.inactive != nil && pl.inactive[b] }
 
 func newPlacer(brokers []metadata.Broker, start int) *placer {
 	byRack := map[string][]int32{}
@@ -179,6 +206,9 @@ func (pl *placer) place(p, rf int) []int32 {
 	leader := -1
 	for i := range n {
 		b := (pl.start + p + i) % n
+		if pl.lastResort(b) {
+			continue
+		}
 		if leader < 0 || cmp.Or(
 			cmp.Compare(pl.leaders[b], pl.leaders[leader]),
 			cmp.Compare(pl.replicas[b], pl.replicas[leader]),
@@ -205,6 +235,7 @@ func (pl *placer) place(p, rf int) []int32 {
 				continue
 			}
 			if f < 0 || cmp.Or(
+				compareBool(pl.lastResort(b), pl.lastResort(f)),
 				cmp.Compare(inRack[pl.rack[b]], inRack[pl.rack[f]]),
 				cmp.Compare(pl.replicas[b], pl.replicas[f]),
 				cmp.Compare(pl.leaders[f], pl.leaders[b]),
@@ -223,14 +254,34 @@ func (pl *placer) place(p, rf int) []int32 {
 	return out
 }
 
-// liveBrokers returns img's active brokers, by id: new replicas go only
-// where a broker is heard from and not shutting down (as in KRaft).
-func liveBrokers(img *metadata.Image) []metadata.Broker {
-	var out []metadata.Broker
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// registeredBrokers returns img's brokers, by id: where new replicas may
+// go (placeReplicas prefers the active ones).
+func registeredBrokers(img *metadata.Image) []metadata.Broker {
+	out := make([]metadata.Broker, 0, len(img.Brokers))
 	for _, id := range img.BrokerIDs() {
-		if b := img.Brokers[id]; b.Active() {
-			out = append(out, b)
-		}
+		out = append(out, img.Brokers[id])
 	}
 	return out
+}
+
+// activeCount is how many of brokers are active.
+func activeCount(brokers []metadata.Broker) int {
+	n := 0
+	for _, b := range brokers {
+		if b.Active() {
+			n++
+		}
+	}
+	return n
 }

@@ -326,3 +326,62 @@ func TestPlaceReplicasRefusesImpossibleFactors(t *testing.T) {
 		}()
 	}
 }
+
+// Fewer active brokers than the replication factor (one of three
+// fenced, or in controlled shutdown, during a rolling restart): the
+// missing replicas go on the inactive brokers as a last resort, one per
+// partition, never as leader; the leaders spread over the active ones.
+// With enough active brokers the inactive ones get nothing.
+func TestPlacementUsesInactiveBrokersAsLastResort(t *testing.T) {
+	for _, mark := range []struct {
+		name string
+		set  func(*metadata.Broker)
+	}{
+		{"fenced", func(b *metadata.Broker) { b.Fenced = true }},
+		{"shutting down", func(b *metadata.Broker) { b.ShuttingDown = true }},
+	} {
+		t.Run(mark.name, func(t *testing.T) {
+			brokers := brokerSet([]string{"", "", ""})
+			inactive := brokers[1].NodeID
+			mark.set(&brokers[1])
+			const partitions = 6
+			got := placeReplicas(brokers, "t", nil, partitions, 3)
+			leads := map[int32]int{}
+			for p, reps := range got {
+				if len(reps) != 3 || !slices.Contains(reps, inactive) {
+					t.Fatalf("partition %d: replicas %v, want all three brokers", p, reps)
+				}
+				if reps[0] == inactive {
+					t.Fatalf("partition %d: replicas %v: the inactive broker %d is the preferred leader", p, reps, inactive)
+				}
+				leads[reps[0]]++
+			}
+			if leads[brokers[0].NodeID] != partitions/2 || leads[brokers[2].NodeID] != partitions/2 {
+				t.Errorf("preferred leaders %v, want %d each on the active brokers", leads, partitions/2)
+			}
+			for p, reps := range placeReplicas(brokers, "t", nil, partitions, 2) {
+				if slices.Contains(reps, inactive) {
+					t.Errorf("rf 2, partition %d: replicas %v on the inactive broker, with two active ones", p, reps)
+				}
+			}
+			// Growing the topic keeps to the same rules.
+			for p, reps := range placeReplicas(brokers, "t", got, 3, 3) {
+				if reps[0] == inactive || !slices.Contains(reps, inactive) {
+					t.Errorf("added partition %d: replicas %v", partitions+p, reps)
+				}
+			}
+		})
+	}
+	t.Run("none active", func(t *testing.T) {
+		brokers := brokerSet([]string{"", ""})
+		for i := range brokers {
+			brokers[i].Fenced = true
+		}
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "0 of them active") {
+				t.Errorf("recovered %v, want a panic: no leader can be placed", r)
+			}
+		}()
+		placeReplicas(brokers, "t", nil, 1, 1)
+	})
+}

@@ -60,6 +60,23 @@ func checkAssignments(img *metadata.Image, assignments [][]int32, rf int) (int, 
 	return rf, nil
 }
 
+// checkReplicationFactor refuses rf replicas per new partition that
+// placeReplicas cannot place on brokers: none active to lead, or more
+// replicas than brokers registered.
+func checkReplicationFactor(brokers []metadata.Broker, rf int) error {
+	live := activeCount(brokers)
+	switch {
+	case live == 0:
+		return fmt.Errorf("%w: no live brokers (registered, unfenced and not shutting down)", controlplane.ErrInvalidReplicationFactor)
+	case rf < 1:
+		return fmt.Errorf("%w: replication factor %d (allowed: 1 to %d, or -1 for the default)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
+	case rf > len(brokers):
+		return fmt.Errorf("%w: replication factor %d is larger than the number of registered brokers (%d, %d of them live)",
+			controlplane.ErrInvalidReplicationFactor, rf, len(brokers), live)
+	}
+	return nil
+}
+
 // DefaultReplicationFactor is default.replication.factor when
 // Config.ReplicationFactor is not set: Kafka's default is 1, Fjord's 3,
 // so an acknowledged write survives the loss of a broker ("durable by
@@ -96,7 +113,7 @@ func (d topicDefaults) defaultReplicationFactor(brokers int) int {
 // overrides. The topic's id is not part of the plan (it is drawn only when
 // creating).
 func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefaults) ([]metadata.Partition, map[string]string, error) {
-	brokers := liveBrokers(img)
+	brokers := registeredBrokers(img)
 	var replicas [][]int32
 	if len(req.Assignments) > 0 {
 		if req.NumPartitions != -1 || req.ReplicationFactor != -1 {
@@ -123,13 +140,8 @@ func planTopic(img *metadata.Image, req controlplane.CreateTopic, def topicDefau
 		if rf == -1 {
 			rf = def.defaultReplicationFactor(len(brokers))
 		}
-		switch {
-		case len(brokers) == 0:
-			return nil, nil, fmt.Errorf("%w: no live brokers (registered and unfenced)", controlplane.ErrInvalidReplicationFactor)
-		case rf < 1:
-			return nil, nil, fmt.Errorf("%w: replication factor %d (allowed: 1 to %d, or -1 for the default)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
-		case rf > len(brokers):
-			return nil, nil, fmt.Errorf("%w: replication factor %d is larger than the number of live brokers (%d, registered and unfenced)", controlplane.ErrInvalidReplicationFactor, rf, len(brokers))
+		if err := checkReplicationFactor(brokers, rf); err != nil {
+			return nil, nil, err
 		}
 		replicas = placeReplicas(brokers, req.Name, nil, int(n), rf)
 	}

@@ -101,8 +101,8 @@ func TestPlanTopic(t *testing.T) {
 		{"negative partitions", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -2, ReplicationFactor: 1}, want{}, controlplane.ErrInvalidPartitions, "-2 partitions"},
 		{"too many partitions", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: MaxPartitionsPerTopic + 1, ReplicationFactor: 1}, want{}, controlplane.ErrInvalidPartitions, "10001 partitions"},
 		{"too many assignments", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: make([][]int32, MaxPartitionsPerTopic+1)}, want{}, controlplane.ErrInvalidPartitions, "10001 partitions"},
-		{"rf above brokers", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 3 is larger than the number of live brokers (1"},
-		{"explicit rf above brokers with a larger default", three, topicDefaults{replicationFactor: 5}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 4}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 4 is larger than the number of live brokers (3"},
+		{"rf above brokers", one, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 3 is larger than the number of registered brokers (1"},
+		{"explicit rf above brokers with a larger default", three, topicDefaults{replicationFactor: 5}, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 4}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 4 is larger than the number of registered brokers (3"},
 		{"largest explicit rf", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: math.MaxInt16}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor 32767 is larger"},
 		{"negative rf", three, def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -2}, want{}, controlplane.ErrInvalidReplicationFactor, "replication factor -2"},
 		{"no brokers", imageWithBrokers(t), def, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: -1}, want{}, controlplane.ErrInvalidReplicationFactor, "no live brokers"},
@@ -281,5 +281,30 @@ func TestNewUUID(t *testing.T) {
 func TestCollisionKey(t *testing.T) {
 	if collisionKey("a.b_c") != collisionKey("a_b.c") || collisionKey("ab") == collisionKey("a.b") {
 		t.Fatal("collisionKey")
+	}
+}
+
+// A topic created while one of three brokers is fenced (a rolling
+// restart) still gets three replicas: the fenced broker's is out of the
+// ISR and never the leader, and it joins once the broker is back.
+func TestPlanTopicWithABrokerFenced(t *testing.T) {
+	img := imageWithBrokers(t, 1, 2, 3)
+	img, err := img.Apply(img.Offset+1, metadata.MetadataVersionRecord{Version: metadata.FencingMetadataVersion},
+		metadata.FenceBrokerRecord{NodeID: 2, Epoch: img.Brokers[2].Epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, _, err := planTopic(img, controlplane.CreateTopic{Name: "t", NumPartitions: 4, ReplicationFactor: 3}, topicDefaults{})
+	if err != nil {
+		t.Fatalf("rf 3 with one of three brokers fenced: %v", err)
+	}
+	for p, part := range parts {
+		if len(part.Replicas) != 3 || slices.Contains(part.ISR, 2) || len(part.ISR) != 2 || part.Leader == 2 || part.Leader != part.Replicas[0] {
+			t.Errorf("partition %d: replicas %v, ISR %v, leader %d; want three replicas, broker 2 out of the ISR and not leading", p, part.Replicas, part.ISR, part.Leader)
+		}
+	}
+	if _, _, err := planTopic(img, controlplane.CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 4}, topicDefaults{}); !errors.Is(err, controlplane.ErrInvalidReplicationFactor) ||
+		!strings.Contains(err.Error(), "registered brokers (3, 2 of them live)") {
+		t.Errorf("rf 4 on three brokers: %v, want INVALID_REPLICATION_FACTOR naming 3 registered, 2 live", err)
 	}
 }

@@ -48,12 +48,15 @@ type Broker struct {
 	Fenced bool
 	// ShuttingDown: the broker's process is in controlled shutdown
 	// (ControlledShutdownRecord). Until it registers again it leads
-	// nothing, joins no ISR and takes no new replica, fenced or not.
+	// nothing and joins no ISR, fenced or not; a new replica goes on it
+	// only as a last resort, as on a fenced broker (the controller's
+	// placeReplicas).
 	ShuttingDown bool
 }
 
-// Active reports whether b may be elected leader, join an ISR or take a
-// new replica: it is neither fenced nor in controlled shutdown.
+// Active reports whether b may be elected leader, join an ISR or be
+// the first choice for a new replica: it is neither fenced nor in
+// controlled shutdown.
 func (b Broker) Active() bool { return !b.Fenced && !b.ShuttingDown }
 
 // Topic is one topic. Partitions[i] is partition i.

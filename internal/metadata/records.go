@@ -108,7 +108,7 @@ type UnfenceBrokerRecord struct {
 // ControlledShutdownRecord puts a broker in controlled shutdown (Kafka's
 // BrokerRegistrationChangeRecord with InControlledShutdown): its process
 // asked to stop. Like a fenced broker it may lead no partition, join no
-// ISR and take no new replica, but it still serves (followers may fetch
+// ISR and take a new replica only as a last resort, but it still serves (followers may fetch
 // from it) until it exits. Epoch is the registration it names. The
 // controller commits it in one batch with the PartitionRecords that move
 // the broker's leaderships and ISR places to others; the broker's next

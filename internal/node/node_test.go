@@ -434,7 +434,7 @@ func TestDefaultReplicationFactor(t *testing.T) {
 			if err != nil || resp.ReplicationFactor != 1 {
 				t.Fatalf("create with the default: rf %d, %v; want 1 (capped at one broker)", resp.ReplicationFactor, err)
 			}
-			if want := fmt.Sprintf("topic=defaulted topic_id=%s partitions=1 replication_factor=1 configs=map[] default_replication_factor=%d live_brokers=1",
+			if want := fmt.Sprintf("topic=defaulted topic_id=%s partitions=1 replication_factor=1 configs=map[] default_replication_factor=%d registered_brokers=1",
 				metadata.UUID(resp.ID).Base64(), tc.want); !strings.Contains(log.String(), want) {
 				t.Fatalf("log does not say %q:\n%s", want, log.String())
 			}
