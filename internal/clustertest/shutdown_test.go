@@ -51,25 +51,7 @@ func (e *env) shutDownUnderLoad(t *testing.T, topic string, id int32, controller
 	ctrl := e.c.ControllerID(t)
 	before := e.metric(t, ctrl, "fjord_controller_controlled_shutdowns_total")
 
-	start := time.Now()
-	e.c.Stop(id)
-	took := time.Since(start)
-	t.Logf("node %d (the active controller: %v) stopped %v after SIGTERM", id, controller, took.Round(time.Millisecond))
-	if took >= controlledShutdownBound {
-		t.Errorf("node %d took %v to stop after SIGTERM, want under %v", id, took, controlledShutdownBound)
-	}
-	log := e.c.Node(id).LatestOutput()
-	if !strings.Contains(log, "controlled shutdown: this node leads no partition and is in no ISR") {
-		t.Fatalf("node %d stopped without completing a controlled shutdown; its last run's log:\n%s", id, log)
-	}
-	if controller {
-		if !strings.Contains(log, "handed the active controller to another voter") {
-			t.Fatalf("the active controller stopped without handing Raft leadership over; its last run's log:\n%s", log)
-		}
-		if now := e.c.ControllerID(t); now == id {
-			t.Fatalf("node %d, stopped, is still named the controller", id)
-		}
-	}
+	start := e.controlledStop(t, id, controller)
 	// The survivors lead every partition; the controller that committed
 	// the shutdown counted it (when it was the stopped node itself, its
 	// count left with it).
@@ -93,6 +75,36 @@ func (e *env) shutDownUnderLoad(t *testing.T, topic string, id int32, controller
 	}
 	e.electPreferred(t, ctx, topic, partitions)
 	load.finish(t, ctx, e) // no produce failed; everything acknowledged read back; replicas identical
+}
+
+// controlledStop SIGTERMs node id, which must exit within
+// controlledShutdownBound after a completed controlled shutdown, and,
+// when it was the active controller, after handing Raft leadership to
+// another voter: before its listeners closed, so the quorum had a new
+// active controller before the old process was gone. It returns when
+// the signal was sent.
+func (e *env) controlledStop(t *testing.T, id int32, controller bool) time.Time {
+	t.Helper()
+	start := time.Now()
+	e.c.Stop(id)
+	took := time.Since(start)
+	t.Logf("node %d (the active controller: %v) stopped %v after SIGTERM at %s", id, controller, took.Round(time.Millisecond), start.Format("15:04:05.000"))
+	if took >= controlledShutdownBound {
+		t.Errorf("node %d took %v to stop after SIGTERM, want under %v", id, took, controlledShutdownBound)
+	}
+	log := e.c.Node(id).LatestOutput()
+	if !strings.Contains(log, "controlled shutdown: this node leads no partition and is in no ISR") {
+		t.Fatalf("node %d stopped without completing a controlled shutdown; its last run's log:\n%s", id, log)
+	}
+	if controller {
+		if !strings.Contains(log, "handed the active controller to another voter") {
+			t.Fatalf("the active controller stopped without handing Raft leadership over; its last run's log:\n%s", log)
+		}
+		if now := e.c.ControllerID(t); now == id {
+			t.Fatalf("node %d, stopped, is still named the controller", id)
+		}
+	}
+	return start
 }
 
 // electPreferred asks for preferred elections of topic's partitions and
