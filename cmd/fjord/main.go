@@ -42,6 +42,7 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newServeCommand(),
+		newDevCommand(),
 		newTopicCommand(),
 		newProduceCommand(),
 		newConsumeCommand(),
