@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/testcluster"
 	"github.com/fjordmq/fjord/internal/testutil"
@@ -165,6 +167,13 @@ func (e *env) rollOne(t *testing.T, ctx context.Context, l *rollLoad, id int32) 
 	t.Helper()
 	e.allRunning(t)
 	e.controlledStop(t, id, e.c.ControllerID(t) == id)
+	// A failure below must not leave the node down for the next
+	// client's roll: a second node stopped would take the quorum.
+	defer func() {
+		if !e.c.Node(id).Running() {
+			e.c.Start(id)
+		}
+	}()
 	l.waitAcks(t, 200) // on the two left
 	e.c.Start(id)
 	e.clusterFullISRs(t, ctx)
@@ -184,7 +193,9 @@ func (e *env) allRunning(t *testing.T) {
 }
 
 // clusterFullISRs waits until every partition of every topic, the
-// offsets topic's too, has a leader and all its replicas in its ISR.
+// offsets topic's too, has a leader and all its replicas in its ISR, as
+// every running node answers Metadata: the next step of a roll must not
+// go by a node whose image is behind.
 func (e *env) clusterFullISRs(t *testing.T, ctx context.Context) {
 	t.Helper()
 	testutil.Eventually(t, 60*time.Second, func() error {
@@ -198,7 +209,7 @@ func (e *env) clusterFullISRs(t *testing.T, ctx context.Context) {
 }
 
 // preferredLeaders waits up to d until every partition of every topic is
-// led by its first replica.
+// led by its first replica, as every running node answers.
 func (e *env) preferredLeaders(t *testing.T, ctx context.Context, d time.Duration) {
 	t.Helper()
 	testutil.Eventually(t, d, func() error {
@@ -211,25 +222,43 @@ func (e *env) preferredLeaders(t *testing.T, ctx context.Context, d time.Duratio
 	})
 }
 
-// eachPartition calls f for every partition a Metadata request for all
-// topics answers, stopping at its first error.
+// eachPartition calls f for every partition each running node answers
+// a Metadata request for all topics with, stopping at its first error.
 func (e *env) eachPartition(ctx context.Context, f func(topic string, p int32, leader int32, replicas, isr []int32) error) error {
-	adm := kadm.NewClient(e.cl)
-	md, err := adm.Metadata(ctx)
-	if err != nil {
-		return err
-	}
-	for _, td := range md.Topics.Sorted() {
-		if td.Err != nil {
-			return fmt.Errorf("%s: %w", td.Topic, td.Err)
+	for _, n := range e.c.Nodes() {
+		if !n.Running() {
+			continue
 		}
-		for _, pd := range td.Partitions.Sorted() {
-			if err := f(td.Topic, pd.Partition, pd.Leader, pd.Replicas, pd.ISR); err != nil {
-				return err
+		resp, err := allTopicsMetadata(ctx, n.KafkaAddr())
+		if err != nil {
+			return fmt.Errorf("node %d: %w", n.ID(), err)
+		}
+		for _, mt := range resp.Topics {
+			if mt.Topic == nil {
+				continue
+			}
+			if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+				return fmt.Errorf("node %d: %s: %w", n.ID(), *mt.Topic, err)
+			}
+			for _, mp := range mt.Partitions {
+				if err := f(*mt.Topic, mp.Partition, mp.Leader, mp.Replicas, mp.ISR); err != nil {
+					return fmt.Errorf("as node %d answers: %w", n.ID(), err)
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// allTopicsMetadata is the Metadata answer of the node at addr alone.
+func allTopicsMetadata(ctx context.Context, addr string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest() // nil Topics: all of them
+	return req.RequestWith(ctx, cl.SeedBrokers()[0])
 }
 
 // rollLoad is what a roll's clients report: the values sent and
