@@ -72,6 +72,38 @@ func (f *enumFlag) Set(s string) error {
 	return nil
 }
 
+// processRolesFlag is --process-roles (Kafka's process.roles): broker
+// and controller, or broker alone, in either order. A controller-only
+// node is refused: every Fjord voter is also a broker.
+type processRolesFlag struct{ brokerOnly *bool }
+
+func (f *processRolesFlag) String() string {
+	if *f.brokerOnly {
+		return "broker"
+	}
+	return "broker,controller"
+}
+func (f *processRolesFlag) Type() string { return "roles" }
+
+func (f *processRolesFlag) Set(s string) error {
+	roles := map[string]bool{}
+	for _, r := range strings.Split(s, ",") {
+		r = strings.TrimSpace(r)
+		switch {
+		case r != "broker" && r != "controller":
+			return fmt.Errorf("unknown role %q (allowed: broker, controller, comma-separated)", r)
+		case roles[r]:
+			return fmt.Errorf("role %q given twice", r)
+		}
+		roles[r] = true
+	}
+	if !roles["broker"] {
+		return errors.New("a controller-only node is not supported: every controller is also a broker (use broker,controller, or broker for a node that does not vote)")
+	}
+	*f.brokerOnly = !roles["controller"]
+	return nil
+}
+
 // votersFlag is --controller-quorum-voters, read by node.ParseVoters,
 // whose errors name the bad entry and what is allowed.
 type votersFlag struct{ p *[]node.Voter }

@@ -33,6 +33,7 @@ type serveOptions struct {
 	// voters is --controller-quorum-voters; nil: a cluster of one.
 	voters           []node.Voter
 	rack             string
+	brokerOnly       bool
 	httpAddr         string
 	pprofAddr        string
 	autoCreateTopics bool
@@ -127,6 +128,8 @@ closes; a second signal exits at once.`,
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller bind address (host:port; with --controller-quorum-voters the default is this node's entry)")
 	f.Var(&votersFlag{&o.voters}, "controller-quorum-voters",
 		"the controller quorum, id@host:port,... (Kafka's controller.quorum.voters), each the address the other voters dial (default: this node alone, a cluster of one)")
+	f.Var(&processRolesFlag{&o.brokerOnly}, "process-roles",
+		"this node's roles (process.roles): broker,controller (a voter when --controller-quorum-voters names it), or broker (follows the quorum's metadata log without a vote; its id must not be a voter's)")
 	f.StringVar(&o.rack, "rack", "", "this broker's rack (broker.rack), for spreading replicas over racks")
 	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for the HTTP/JSON API, /metrics, /healthz and /readyz (host:port)")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "HTTP address for Go's profiles under /debug/pprof/ (host:port; default: off)")
@@ -214,6 +217,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		AdvertisedKafkaAddr:                o.advertisedKafkaAddr,
 		ControllerAddr:                     o.controllerAddr,
 		Voters:                             o.voters,
+		BrokerOnly:                         o.brokerOnly,
 		Rack:                               o.rack,
 		HTTPAddr:                           o.httpAddr,
 		PprofAddr:                          o.pprofAddr,

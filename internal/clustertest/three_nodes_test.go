@@ -128,33 +128,54 @@ func (e *env) verify(t *testing.T, ctx context.Context, checker *testcluster.Che
 }
 
 // replicasIdentical waits until every replica of topic's partitions
-// holds the same log bytes, none empty.
+// holds the same log bytes, none empty; a partition's replicas are the
+// nodes Metadata names.
 func (e *env) replicasIdentical(t *testing.T, topic string, partitions int) {
 	t.Helper()
-	e.replicasIdenticalOn(t, topic, partitions, e.c.Nodes()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ps []kmsg.MetadataResponseTopicPartition
+	testutil.Eventually(t, 30*time.Second, func() (err error) {
+		ps, err = e.partitions(ctx, topic, partitions)
+		return err
+	})
+	for _, p := range ps {
+		var nodes []*testcluster.Node
+		for _, id := range p.Replicas {
+			nodes = append(nodes, e.c.Node(id))
+		}
+		e.replicasIdenticalOnPartition(t, topic, int(p.Partition), nodes...)
+	}
 }
 
 // replicasIdenticalOn is replicasIdentical for a topic whose replicas are
 // nodes (fewer than the cluster's).
 func (e *env) replicasIdenticalOn(t *testing.T, topic string, partitions int, nodes ...*testcluster.Node) {
 	t.Helper()
+	for p := range partitions {
+		e.replicasIdenticalOnPartition(t, topic, p, nodes...)
+	}
+}
+
+// replicasIdenticalOnPartition waits until partition p of topic holds
+// the same log bytes on nodes, not empty.
+func (e *env) replicasIdenticalOnPartition(t *testing.T, topic string, p int, nodes ...*testcluster.Node) {
+	t.Helper()
 	testutil.Eventually(t, 30*time.Second, func() error {
-		for p := range partitions {
-			var first []byte
-			for _, n := range nodes {
-				b, err := logFiles(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, p)))
-				if err != nil {
-					return err
-				}
-				if first == nil {
-					first = b
-				} else if !bytes.Equal(b, first) {
-					return fmt.Errorf("partition %d: node %d's log (%d bytes) differs from node %d's (%d bytes)", p, n.ID(), len(b), nodes[0].ID(), len(first))
-				}
+		var first []byte
+		for _, n := range nodes {
+			b, err := logFiles(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, p)))
+			if err != nil {
+				return err
 			}
-			if len(first) == 0 {
-				return fmt.Errorf("partition %d is empty", p)
+			if first == nil {
+				first = b
+			} else if !bytes.Equal(b, first) {
+				return fmt.Errorf("partition %d: node %d's log (%d bytes) differs from node %d's (%d bytes)", p, n.ID(), len(b), nodes[0].ID(), len(first))
 			}
+		}
+		if len(first) == 0 {
+			return fmt.Errorf("partition %d is empty", p)
 		}
 		return nil
 	})

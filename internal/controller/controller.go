@@ -67,6 +67,11 @@ type Config struct {
 	// alone, a cluster of one. Once the Raft state exists it is ignored:
 	// the quorum is what the log says.
 	Voters []Voter
+	// Observer makes this node follow the metadata log without a vote
+	// (a broker-only node, --process-roles broker; join.go): it
+	// bootstraps nothing and asks Voters, which must not name it, to add
+	// it. It never becomes the active controller.
+	Observer bool
 	// SnapshotThreshold, SnapshotInterval, TrailingLogs: see the Default
 	// constants (0 takes the default).
 	SnapshotThreshold uint64
@@ -131,6 +136,7 @@ type Controller struct {
 	store *raftboltdb.BoltStore
 	snaps *raft.FileSnapshotStore
 	trans *raft.NetworkTransport
+	mux   *muxLayer // trans's stream layer, which also takes join requests
 	fsm   *fsm
 	pub   *publisher
 
@@ -166,6 +172,8 @@ type Controller struct {
 	// closing is closed by Close; watchDone when the leadership goroutine
 	// has returned.
 	closing, watchDone chan struct{}
+	// joins is an observer's joinQuorum.
+	joins sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -222,7 +230,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: snapshot store in %s: %w", cfg.Dir, err)
 	}
-	c.trans, err = newTransport(cfg.Addr, rlog)
+	c.mux, c.trans, err = newTransport(cfg.Addr, rlog)
 	if err != nil {
 		return nil, fmt.Errorf("controller: raft transport on %s (needs a concrete host, e.g. 127.0.0.1:9093): %w", cfg.Addr, err)
 	}
@@ -244,7 +252,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: reading raft state in %s: %w", cfg.Dir, err)
 	}
-	if !existing {
+	if !existing && !cfg.Observer {
 		servers := []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: c.trans.LocalAddr()}}
 		for _, v := range cfg.Voters {
 			if v.NodeID != cfg.NodeID {
@@ -261,9 +269,15 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: starting raft: %w", err)
 	}
-	if err := c.checkVoter(rc.LocalID); err != nil {
-		close(c.watchDone) // no leadership goroutine to wait for
-		return nil, err
+	c.mux.setJoin(c.handleJoin)
+	if !cfg.Observer {
+		if err := c.checkVoter(rc.LocalID); err != nil {
+			close(c.watchDone) // no leadership goroutine to wait for
+			return nil, err
+		}
+	} else {
+		c.joins.Add(1)
+		go c.joinQuorum()
 	}
 	go c.watchLeadership()
 	c.watchPeers()
@@ -285,6 +299,9 @@ func (cfg *Config) check() error {
 		return errors.New("controller: no topic-config table")
 	}
 	if len(cfg.Voters) == 0 {
+		if cfg.Observer {
+			return errors.New("controller: a broker-only node needs the controller quorum's voters to follow")
+		}
 		return nil
 	}
 	seen := map[int32]bool{}
@@ -297,7 +314,10 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("controller: voter %d address %q: %v", v.NodeID, v.Addr, err)
 		}
 	}
-	if !seen[cfg.NodeID] {
+	switch {
+	case cfg.Observer && seen[cfg.NodeID]:
+		return fmt.Errorf("controller: node %d is a voter of the controller quorum, so it cannot be broker-only", cfg.NodeID)
+	case !cfg.Observer && !seen[cfg.NodeID]:
 		return fmt.Errorf("controller: node %d is not one of the voters", cfg.NodeID)
 	}
 	return nil
@@ -366,14 +386,22 @@ func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord
 
 // Voters is the node ids of the Raft configuration's voters, ascending
 // (nil if the configuration cannot be read: Raft is shutting down).
-func (c *Controller) Voters() []int32 {
+func (c *Controller) Voters() []int32 { return c.members(raft.Voter) }
+
+// observers is the node ids of the Raft configuration's nonvoters (the
+// broker-only nodes), ascending.
+func (c *Controller) observers() []int32 { return c.members(raft.Nonvoter) }
+
+// members is the node ids of the Raft configuration's servers of one
+// suffrage, ascending.
+func (c *Controller) members(suffrage raft.ServerSuffrage) []int32 {
 	f := c.raft.GetConfiguration()
 	if f.Error() != nil {
 		return nil
 	}
 	var ids []int32
 	for _, s := range f.Configuration().Servers {
-		if id, err := strconv.ParseInt(string(s.ID), 10, 32); err == nil && s.Suffrage == raft.Voter {
+		if id, err := strconv.ParseInt(string(s.ID), 10, 32); err == nil && s.Suffrage == suffrage {
 			ids = append(ids, int32(id))
 		}
 	}
@@ -398,6 +426,13 @@ func (c *Controller) QuorumState() controlplane.QuorumState {
 			v.LogEndOffset = num("last_log_index")
 		}
 		q.Voters = append(q.Voters, v)
+	}
+	for _, id := range c.observers() {
+		v := controlplane.VoterState{NodeID: id, LogEndOffset: -1}
+		if id == c.cfg.NodeID {
+			v.LogEndOffset = num("last_log_index")
+		}
+		q.Observers = append(q.Observers, v)
 	}
 	return q
 }
@@ -543,6 +578,7 @@ func (c *Controller) AwaitImage(ctx context.Context, offset uint64) error {
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closing)
+		c.joins.Wait()
 		var errs []error
 		if c.raft != nil {
 			errs = append(errs, c.raft.Shutdown().Error())
@@ -646,8 +682,13 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 }
 
 // newTransport is the quorum's TCP transport on addr.
-func newTransport(addr string, log *raftLogger) (*raft.NetworkTransport, error) {
-	return raft.NewTCPTransportWithConfig(addr, nil, &raft.NetworkTransportConfig{
+func newTransport(addr string, log *raftLogger) (*muxLayer, *raft.NetworkTransport, error) {
+	mux, err := newMuxLayer(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mux, raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  mux,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  log,
@@ -663,5 +704,5 @@ func newTransport(addr string, log *raftLogger) (*raft.NetworkTransport, error) 
 		// into the next request, which is what the metadata log's
 		// small, group-committed entries need.
 		MaxRPCsInFlight: 1,
-	})
+	}), nil
 }

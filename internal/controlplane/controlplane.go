@@ -57,9 +57,9 @@ type Images interface {
 // Quorum describes the controller quorum as this node's Raft
 // configuration has it.
 type Quorum interface {
-	// Voters is the node ids of the quorum's voters, ascending. Every
-	// node is a voter today; a broker-only node (a later issue) will
-	// follow the metadata log without one.
+	// Voters is the node ids of the quorum's voters, ascending. A
+	// broker-only node follows the metadata log without a vote: it is
+	// one of QuorumState's Observers.
 	Voters() []int32
 	// QuorumState is the quorum as this node knows it, for
 	// DescribeQuorum.
@@ -79,6 +79,9 @@ type QuorumState struct {
 	// (-1 for the others: the Raft library keeps no per-follower offsets
 	// it would report).
 	Voters []VoterState
+	// Observers are the broker-only nodes that follow the metadata log
+	// without a vote, ascending by id, known alike.
+	Observers []VoterState
 }
 
 // VoterState is one voter of the quorum.

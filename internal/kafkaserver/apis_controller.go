@@ -67,11 +67,14 @@ func handleBrokerRegistration(ctx context.Context, s *Server, req *request) (kms
 	resp.BrokerEpoch = -1
 
 	rec, err := registrationFromRequest(s.image(), r)
-	if voters := s.controller.Voters(); err == nil && !slices.Contains(voters, r.BrokerID) {
-		// Every node is a controller voter in this version: a
+	if err == nil && !quorumMember(s.controller, r.BrokerID) {
+		// Every node is a voter of the quorum or an observer of its
+		// log (a broker-only node, which asked to be one first): a
 		// registration for any other id is a mistake or a client
 		// making up brokers, which placement would put replicas on.
-		err = fmt.Errorf("%w: broker %d is not a member of the controller quorum (voters %v)", kerr.InvalidRegistration, r.BrokerID, voters)
+		q := s.controller.QuorumState()
+		err = fmt.Errorf("%w: broker %d is not a member of the controller quorum (voters %v, observers %v)",
+			kerr.InvalidRegistration, r.BrokerID, s.controller.Voters(), nodeIDs(q.Observers))
 	}
 	if err == nil {
 		resp.BrokerEpoch, err = s.controller.RegisterBroker(controlplane.LocalOnly(ctx), rec)
@@ -82,6 +85,20 @@ func handleBrokerRegistration(ctx context.Context, s *Server, req *request) (kms
 		s.log.Info("kafkaserver: broker registration refused", "node", r.BrokerID, "err", err)
 	}
 	return resp, nil, nil
+}
+
+// quorumMember reports whether id is a voter or an observer of the
+// quorum q describes.
+func quorumMember(q controlplane.Quorum, id int32) bool {
+	return slices.Contains(q.Voters(), id) || slices.Contains(nodeIDs(q.QuorumState().Observers), id)
+}
+
+func nodeIDs(vs []controlplane.VoterState) []int32 {
+	ids := make([]int32, len(vs))
+	for i, v := range vs {
+		ids[i] = v.NodeID
+	}
+	return ids
 }
 
 // registrationFromRequest checks a BrokerRegistration and turns it into

@@ -5,9 +5,10 @@ package kafkaserver
 // Describes the controller quorum (KIP-595, KIP-853's v2): the metadata
 // log's one partition, __cluster_metadata-0, with its leader (the active
 // controller), epoch, high watermark and voters, as this node's Raft
-// knows them. Kafka serves it on a controller's listener; every Fjord
-// node is a voter and has one listener, so any node answers it. A
-// voter's LogEndOffset is known for the answering node only (-1 for the
+// knows them, and its observers (broker-only nodes, which follow the
+// log without a vote). Kafka serves it on a controller's listener; every
+// Fjord node has one listener, so any node answers it. A replica's
+// LogEndOffset is known for the answering node only (-1 for the
 // others), and the fetch timestamps are -1: the Raft library Fjord uses
 // reports neither. A topic or partition other than
 // __cluster_metadata-0 is UNKNOWN_TOPIC_OR_PARTITION.
@@ -17,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/controlplane"
 )
 
 // quorumTopic is the metadata log's name in DescribeQuorum (Kafka's).
@@ -42,14 +45,21 @@ func handleDescribeQuorum(_ context.Context, s *Server, req *request) (kmsg.Resp
 			}
 			rp.LeaderID, rp.LeaderEpoch, rp.HighWatermark = q.Leader, int32(q.Epoch), q.HighWatermark
 			for _, v := range q.Voters {
-				vs := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
-				vs.ReplicaID, vs.LogEndOffset = v.NodeID, v.LogEndOffset
-				vs.LastFetchTimestamp, vs.LastCaughtUpTimestamp = -1, -1
-				rp.CurrentVoters = append(rp.CurrentVoters, vs)
+				rp.CurrentVoters = append(rp.CurrentVoters, replicaState(v))
+			}
+			for _, v := range q.Observers {
+				rp.Observers = append(rp.Observers, replicaState(v))
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil, nil
+}
+
+func replicaState(v controlplane.VoterState) kmsg.DescribeQuorumResponseTopicPartitionReplicaState {
+	vs := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+	vs.ReplicaID, vs.LogEndOffset = v.NodeID, v.LogEndOffset
+	vs.LastFetchTimestamp, vs.LastCaughtUpTimestamp = -1, -1
+	return vs
 }

@@ -66,6 +66,12 @@ type Config struct {
 	// Once the metadata log exists the quorum is what the log says (see
 	// controller.Config.Voters).
 	Voters []Voter
+	// BrokerOnly is process.roles=broker: the node follows the metadata
+	// log without a vote (an observer of the quorum; controller/join.go)
+	// and is never the active controller. Voters must be given and must
+	// not name this node. false: broker and controller, a voter when
+	// Voters names it.
+	BrokerOnly bool
 	// Rack is broker.rack, registered with this broker
 	// (metadata.ValidateRack says what is allowed). Empty: none.
 	Rack string
@@ -258,6 +264,9 @@ func (c Config) validate() error {
 // node.
 func (c Config) checkVoters() error {
 	if len(c.Voters) == 0 {
+		if c.BrokerOnly {
+			return fmt.Errorf("%w: process-roles broker: a broker-only node follows a controller quorum, so it needs controller-quorum-voters", ErrInvalidConfig)
+		}
 		return nil
 	}
 	if err := checkVoters(c.Voters, nil); err != nil {
@@ -270,6 +279,18 @@ func (c Config) checkVoters() error {
 		if v.NodeID == c.NodeID {
 			own = i
 		}
+	}
+	if c.BrokerOnly {
+		if own >= 0 {
+			return fmt.Errorf("%w: process-roles broker: node-id %d is one of the controller-quorum-voters (%s); "+
+				"a broker-only node needs an id of its own", ErrInvalidConfig, c.NodeID, strings.Join(ids, ", "))
+		}
+		// Port 0 binds a port no leader could replicate to.
+		if _, port, _ := splitHostPort(c.ControllerAddr); port == 0 {
+			return fmt.Errorf("%w: controller-addr %q: a broker-only node is sent the metadata log there, so the port must not be 0",
+				ErrInvalidConfig, c.ControllerAddr)
+		}
+		return nil
 	}
 	if own < 0 {
 		return fmt.Errorf("%w: node-id %d is not one of the controller-quorum-voters (%s): "+

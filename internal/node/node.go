@@ -239,6 +239,7 @@ func (n *Node) start(ctx context.Context) error {
 		Dir:                                filepath.Join(cfg.DataDir, metadataDir),
 		Addr:                               cfg.ControllerAddr,
 		Voters:                             controllerVoters(cfg.Voters),
+		Observer:                           cfg.BrokerOnly,
 		NumPartitions:                      cfg.NumPartitions,
 		ReplicationFactor:                  cfg.DefaultReplicationFactor,
 		TopicConfigs:                       topicConfigs,
@@ -414,6 +415,9 @@ func (n *Node) start(ctx context.Context) error {
 		"node_id", cfg.NodeID, "cluster_id", clusterID, "data_dir", cfg.DataDir,
 		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, fmt.Sprint(port)),
 		"controller_addr", cfg.ControllerAddr, "start", n.storage.StartKind(),
+	}
+	if cfg.BrokerOnly {
+		attrs = append(attrs, "process_roles", "broker")
 	}
 	if n.httpLn != nil {
 		attrs = append(attrs, "http_addr", n.httpLn.Addr().String())

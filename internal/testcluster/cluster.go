@@ -42,6 +42,10 @@ type ClusterOptions struct {
 	// StartDelay is the pause between two launches (also in Start), so a
 	// test can let one node run alone before the next arrives.
 	StartDelay time.Duration
+	// BrokerOnly adds that many broker-only nodes (--process-roles
+	// broker), ids Nodes+1 on: they follow the metadata log of the
+	// Nodes voters without a vote.
+	BrokerOnly int
 	// Network puts each node in a network namespace of its own, on a
 	// bridge the test process also sits on (network.go), so that Cut,
 	// CutBoth, Isolate, Split, Delay and Heal can fault the links
@@ -127,6 +131,10 @@ func (o *ClusterOptions) fill() error {
 	switch {
 	case o.Nodes < 1 || o.Nodes > maxClusterNodes:
 		return fmt.Errorf("ClusterOptions.Nodes %d: allowed: 1 to %d", o.Nodes, maxClusterNodes)
+	case o.BrokerOnly < 0 || o.Nodes+o.BrokerOnly > maxClusterNodes:
+		return fmt.Errorf("ClusterOptions.BrokerOnly %d: allowed: 0 to %d more nodes", o.BrokerOnly, maxClusterNodes-o.Nodes)
+	case o.BrokerOnly > 0 && o.Nodes < 2:
+		return errors.New("ClusterOptions.BrokerOnly needs a quorum of voters to follow (Nodes of 2 or more)")
 	case o.Node.NodeID != 0 || o.Node.DataDir != "":
 		return errors.New("ClusterOptions.Node: NodeID and DataDir are the cluster's to set")
 	case o.StartDelay < 0:
@@ -137,12 +145,15 @@ func (o *ClusterOptions) fill() error {
 		o.Node.ReadyTimeout = DefaultReadyTimeout
 	}
 	if o.Order == nil {
-		for id := range o.Nodes {
+		for id := range o.total() {
 			o.Order = append(o.Order, int32(id+1))
 		}
 	}
-	return checkOrder(o.Order, o.Nodes, true)
+	return checkOrder(o.Order, o.total(), true)
 }
+
+// total is how many nodes: the voters and the broker-only ones.
+func (o *ClusterOptions) total() int { return o.Nodes + o.BrokerOnly }
 
 // checkOrder checks that order names nodes 1 to n at most once each, and
 // every one of them if all.
@@ -168,7 +179,7 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 	if opts.Network {
 		// Made before the nodes, so that its removal, registered
 		// first, runs after their cleanups have killed them.
-		nw, err := newNetwork(t, opts.Nodes, execRun)
+		nw, err := newNetwork(t, opts.total(), execRun)
 		if err != nil {
 			return nil, err
 		}
@@ -176,14 +187,17 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 	} else {
 		// One call, so no two nodes can get the same port.
 		var err error
-		if ports, err = freePorts(3 * opts.Nodes); err != nil {
+		if ports, err = freePorts(3 * opts.total()); err != nil {
 			return nil, err
 		}
 	}
 	controllerAddrs := make([]string, opts.Nodes)
-	for i := range opts.Nodes {
+	for i := range opts.total() {
 		nodeOpts := opts.Node
 		nodeOpts.NodeID = int32(i + 1)
+		if i >= opts.Nodes {
+			nodeOpts.Args = append([]string{"--process-roles", "broker"}, nodeOpts.Args...)
+		}
 		n, err := newNode(t, nodeOpts)
 		if err != nil {
 			if c.net != nil {
@@ -198,7 +212,9 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 		} else {
 			n.setPorts(ports[3*i], ports[3*i+1], ports[3*i+2])
 		}
-		controllerAddrs[i] = n.controllerAddr
+		if i < opts.Nodes {
+			controllerAddrs[i] = n.controllerAddr
+		}
 		c.nodes = append(c.nodes, n)
 	}
 	c.voters = votersAt(controllerAddrs)

@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fjordmq/fjord/internal/testutil"
+)
+
+func openForJoin(t *testing.T, cfg Config) *Controller {
+	t.Helper()
+	cfg.Dir, cfg.TopicConfigs = t.TempDir(), testConfigs
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	c, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func leading(t *testing.T, c *Controller) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if c.raft.State() != raft.Leader {
+			return errString("not the leader yet")
+		}
+		return nil
+	})
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// rawJoin sends b after the join byte and returns the answer line.
+func rawJoin(t *testing.T, addr string, b []byte) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(append([]byte{joinRequestByte}, b...)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, _ := conn.Read(buf)
+	return string(buf[:n])
+}
+
+// The controller port's join requests: bad ones are refused with a
+// message and change nothing; a good one makes the node an observer
+// (a nonvoter), once, and the quorum keeps committing.
+func TestJoinRequests(t *testing.T) {
+	c := openForJoin(t, Config{NodeID: 1})
+	leading(t, c)
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"not json", "hello\n", "malformed join request"},
+		{"no newline, oversized", strings.Repeat("x", 5000), "malformed join request"},
+		{"a voter's id", `{"node_id":1,"addr":"127.0.0.1:1"}` + "\n", "is a voter"},
+		{"negative id", `{"node_id":-3,"addr":"127.0.0.1:1"}` + "\n", "node id -3"},
+		{"no port", `{"node_id":7,"addr":"127.0.0.1"}` + "\n", "not host:port"},
+	} {
+		if got := rawJoin(t, c.Addr(), []byte(tc.body)); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: answer %q, want it to contain %q", tc.name, got, tc.want)
+		}
+	}
+	if obs := c.observers(); len(obs) != 0 {
+		t.Fatalf("observers %v after refused requests, want none", obs)
+	}
+	for range 2 { // the second is a no-op
+		resp, err := askToJoin(c.Addr(), joinRequest{NodeID: 7, Addr: "127.0.0.1:1"})
+		if err != nil || resp.Error != "" {
+			t.Fatalf("join of node 7: %+v, %v", resp, err)
+		}
+	}
+	if obs := c.observers(); !slices.Equal(obs, []int32{7}) {
+		t.Fatalf("observers %v, want [7]", obs)
+	}
+	if q := c.QuorumState(); len(q.Observers) != 1 || q.Observers[0].NodeID != 7 || len(q.Voters) != 1 {
+		t.Fatalf("QuorumState %+v, want voter 1 and observer 7", q)
+	}
+	// An observer that never answers does not count towards commits.
+	if err := c.raft.Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatalf("commit with an unreachable observer: %v", err)
+	}
+}
+
+// An observer controller (a broker-only node) asks the voter to add it,
+// then receives the metadata log, without ever leading.
+func TestObserverFollowsTheLog(t *testing.T) {
+	voter := openForJoin(t, Config{NodeID: 1})
+	leading(t, voter)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if voter.Image().ClusterID == "" {
+			return errString("no cluster id yet")
+		}
+		return nil
+	})
+	obs := openForJoin(t, Config{NodeID: 4, Observer: true, Voters: []Voter{{NodeID: 1, Addr: voter.Addr()}}})
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if obs.Image().ClusterID != voter.Image().ClusterID {
+			return errString("the observer has not the voter's cluster id yet")
+		}
+		if !slices.Equal(voter.observers(), []int32{4}) {
+			return errString("the voter does not list node 4 as an observer yet")
+		}
+		return nil
+	})
+	if obs.raft.State() == raft.Leader || slices.Contains(obs.Voters(), 4) {
+		t.Fatalf("the observer is a leader or a voter: state %v, voters %v", obs.raft.State(), obs.Voters())
+	}
+	if !slices.Equal(obs.Voters(), []int32{1}) {
+		t.Fatalf("the observer's voters %v, want [1]", obs.Voters())
+	}
+}
+
+// An observer's configuration is checked before anything opens.
+func TestObserverConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no voters", Config{NodeID: 4, Observer: true}, "needs the controller quorum's voters"},
+		{"its own id a voter", Config{NodeID: 1, Observer: true, Voters: []Voter{{NodeID: 1, Addr: "127.0.0.1:1"}}}, "is a voter"},
+	} {
+		cfg := tc.cfg
+		cfg.Dir, cfg.Addr, cfg.TopicConfigs = t.TempDir(), "127.0.0.1:0", testConfigs
+		if c, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("%s: Open: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
