@@ -117,11 +117,14 @@ type quorumDescription struct {
 	Epoch         int32   `json:"epoch"`
 	HighWatermark int64   `json:"high_watermark"`
 	Voters        []int32 `json:"voters"`
+	// Observers are the broker-only nodes, which follow the metadata
+	// log without a vote.
+	Observers []int32 `json:"observers"`
 }
 
 // describeQuorum asks for the metadata log's quorum (DescribeQuorum).
 func describeQuorum(ctx context.Context, cl *kgo.Client) (quorumDescription, error) {
-	q := quorumDescription{Voters: []int32{}}
+	q := quorumDescription{Voters: []int32{}, Observers: []int32{}}
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	rt := kmsg.NewDescribeQuorumRequestTopic()
 	rt.Topic = "__cluster_metadata"
@@ -148,6 +151,9 @@ func describeQuorum(ctx context.Context, cl *kgo.Client) (quorumDescription, err
 	for _, v := range p.CurrentVoters {
 		q.Voters = append(q.Voters, v.ReplicaID)
 	}
+	for _, o := range p.Observers {
+		q.Observers = append(q.Observers, o.ReplicaID)
+	}
 	return q, nil
 }
 
@@ -158,12 +164,12 @@ func (d clusterDescription) printText(out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "Controller: %d\n", *d.Controller)
 	}
-	voters := make([]string, len(d.Quorum.Voters))
-	for i, v := range d.Quorum.Voters {
-		voters[i] = strconv.Itoa(int(v))
+	members := "voters " + joinIDs(d.Quorum.Voters)
+	if len(d.Quorum.Observers) > 0 {
+		members += ", observers " + joinIDs(d.Quorum.Observers)
 	}
-	fmt.Fprintf(out, "Controller quorum: voters %s, epoch %d, high watermark %d\n",
-		strings.Join(voters, ", "), d.Quorum.Epoch, d.Quorum.HighWatermark)
+	fmt.Fprintf(out, "Controller quorum: %s, epoch %d, high watermark %d\n",
+		members, d.Quorum.Epoch, d.Quorum.HighWatermark)
 	fenced := 0
 	for _, b := range d.Brokers {
 		if b.Fenced {
@@ -201,4 +207,13 @@ type brokerDescription struct {
 	// has not caught up since registering); it leads nothing and
 	// clients are not sent to it.
 	Fenced bool `json:"fenced"`
+}
+
+// joinIDs is ids as "1, 2, 3".
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ", ")
 }

@@ -167,6 +167,7 @@ func (f *fakeNode) answer(req kmsg.Request) (kmsg.Response, error) {
 		p := kmsg.NewDescribeQuorumResponseTopicPartition()
 		p.LeaderID, p.LeaderEpoch, p.HighWatermark = 1, 4, 17
 		p.CurrentVoters = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{{ReplicaID: 1}}
+		p.Observers = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{{ReplicaID: 3}} // broker-only
 		resp.Topics = []kmsg.DescribeQuorumResponseTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumResponseTopicPartition{p}}}
 		return resp, nil
 	}
@@ -202,7 +203,7 @@ func TestClusterDescribeShowsFencedBrokers(t *testing.T) {
 	for _, want := range []string{
 		"Cluster ID: fake-cluster\n",
 		"Controller: 1\n",
-		"Controller quorum: voters 1, epoch 4, high watermark 17\n",
+		"Controller quorum: voters 1, observers 3, epoch 4, high watermark 17\n",
 		"Brokers: 3 (1 fenced)\n",
 	} {
 		if !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(r.stdout) {

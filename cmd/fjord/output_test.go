@@ -116,8 +116,8 @@ func TestTopicAndClusterJSON(t *testing.T) {
 	n := sharedNode(t)
 	doc = decodeJSON(t, ok(t, "", "cluster", "describe", "-o", "json").stdout)
 	wantKeys(t, "cluster describe", doc, "cluster_id", "controller", "brokers", "quorum")
-	q := wantKeys(t, "quorum", doc["quorum"], "leader", "epoch", "high_watermark", "voters")
-	if number(t, q["leader"]) != 1 || number(t, q["epoch"]) < 1 || number(t, q["high_watermark"]) < 1 || len(list(t, q["voters"])) != 1 {
+	q := wantKeys(t, "quorum", doc["quorum"], "leader", "epoch", "high_watermark", "voters", "observers")
+	if number(t, q["leader"]) != 1 || number(t, q["epoch"]) < 1 || number(t, q["high_watermark"]) < 1 || len(list(t, q["voters"])) != 1 || len(list(t, q["observers"])) != 0 {
 		t.Errorf("cluster describe's quorum: %v, want node 1 leading a quorum of itself", q)
 	}
 	host, port, _ := net.SplitHostPort(n.KafkaAddr().String())
