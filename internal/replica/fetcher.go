@@ -387,7 +387,23 @@ func (f *fetcher) truncate(p *Partition, d EpochEndOffset) bool {
 	}
 	to = min(to, leo)
 	if to >= leo {
-		return false
+		// No record to cut: what differs is an epoch this node began
+		// as leader at its log end and wrote nothing in (a preferred
+		// election took the leadership away at once). TruncateTo drops
+		// that epoch's entry, so the next fetch names the epoch the
+		// leader has; without it the fetches diverge forever and this
+		// replica never catches up.
+		before, _ := p.log.LeaderEpochs().LatestEpoch()
+		if err := p.log.TruncateTo(to); err != nil {
+			f.fs.m.log.Error("truncating a follower's epochs", "partition", p.String(), "to", to, "err", err)
+			return false
+		}
+		after, _ := p.log.LeaderEpochs().LatestEpoch()
+		if after != before {
+			f.fs.m.log.Info("dropped a leader epoch the leader does not have", "partition", p.String(),
+				"leader", f.leader, "epoch", before, "now", after, "diverging_epoch", d.Epoch, "leader_end_offset", d.EndOffset)
+		}
+		return after != before
 	}
 	f.fs.m.log.Info("truncating a follower's log to the leader's history", "partition", p.String(),
 		"leader", f.leader, "from", leo, "to", to, "diverging_epoch", d.Epoch, "leader_end_offset", d.EndOffset)

@@ -308,6 +308,42 @@ func TestLogAssignLeaderEpoch(t *testing.T) {
 	})
 }
 
+// A leader that wrote nothing in its epoch before losing it ends its
+// epoch cache in an entry at the log end. Truncating to the log end (a
+// follower told by its new leader that the histories part there) cuts
+// no record but drops that entry, so the follower's next fetch names the
+// epoch before it; the entry also stays gone after a reopen.
+func TestLogTruncateToTheEndDropsAnEmptyEpoch(t *testing.T) {
+	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		l := openTestLog(t, fsys, dir, logTestConfig(), OpenOptions{})
+		var m logModel
+		m.appendBatch(t, l, 3, 1000, 0)
+		if err := l.AssignLeaderEpoch(1, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.TruncateTo(3); err != nil {
+			t.Fatal(err)
+		}
+		want := []leaderepoch.EpochEntry{{Epoch: 0, StartOffset: 0}}
+		if got := l.LeaderEpochs().Entries(); !slices.Equal(got, want) || l.LogEndOffset() != 3 {
+			t.Fatalf("after TruncateTo(3): epochs %v, log end %d; want %v and 3", got, l.LogEndOffset(), want)
+		}
+		// Past the end: nothing changes.
+		if err := l.TruncateTo(10); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.LeaderEpochs().Entries(); !slices.Equal(got, want) {
+			t.Fatalf("after TruncateTo(10): epochs %v, want %v", got, want)
+		}
+		logClose(t, l)
+		l = openTestLog(t, fsys, dir, logTestConfig(), OpenOptions{})
+		defer logClose(t, l)
+		if got := l.LeaderEpochs().Entries(); !slices.Equal(got, want) {
+			t.Fatalf("epochs after a reopen %v, want %v", got, want)
+		}
+	})
+}
+
 func TestLogAppendAssignsOffsetsAndEpochs(t *testing.T) {
 	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		l := openTestLog(t, fsys, dir, logTestConfig(), OpenOptions{})

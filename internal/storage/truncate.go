@@ -21,6 +21,15 @@ func (l *Log) TruncateTo(offset int64) error {
 		return err
 	}
 	if offset >= l.leo.Load() {
+		// Nothing to cut from the records, but the leader-epoch cache
+		// may end in an entry at the log end: an epoch this node began
+		// as leader and wrote nothing in, which the follower's new
+		// leader does not have. Kafka's truncateTo drops it too. Kept,
+		// the follower's next fetch names that epoch again as its last,
+		// and the leader answers the same divergence forever.
+		if err := l.epochs.TruncateFromEnd(offset); err != nil {
+			return l.fail("truncate", err)
+		}
 		return nil
 	}
 	// Compaction can delete the first segment whole, leaving the log
