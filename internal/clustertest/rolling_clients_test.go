@@ -15,6 +15,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
@@ -92,7 +93,7 @@ func (saramaRoll) consume(t *testing.T, ctx context.Context, l *rollLoad) {
 	wg.Go(func() { // ends when Close closes Errors
 		for err := range cg.Errors() {
 			if saramaTransient(err) {
-				l.notice(fmt.Sprintf("sarama consumer (connection, retried): %v", err))
+				l.notice(fmt.Sprintf("sarama consumer (retried): %v", err))
 				continue
 			}
 			l.fetchFailed(err)
@@ -100,8 +101,17 @@ func (saramaRoll) consume(t *testing.T, ctx context.Context, l *rollLoad) {
 	})
 	for ctx.Err() == nil {
 		// Consume returns at every rebalance and is called again, as
-		// Sarama's example does; an error is the application's.
-		if err := cg.Consume(ctx, []string{l.topic}, saramaRollHandler{l}); err != nil && ctx.Err() == nil {
+		// Sarama's example does; an error other than saramaTransient's
+		// is the application's.
+		err := cg.Consume(ctx, []string{l.topic}, saramaRollHandler{l})
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case saramaTransient(err):
+			// The coordinator's connection broke or is not up yet:
+			// ask again, after a pause an application would take too.
+			l.notice(fmt.Sprintf("sarama Consume (retried): %v", err))
+			time.Sleep(100 * time.Millisecond)
+		default:
 			l.fetchFailed(fmt.Errorf("Consume: %w", err))
 		}
 	}
@@ -112,20 +122,21 @@ func (saramaRoll) consume(t *testing.T, ctx context.Context, l *rollLoad) {
 }
 
 // saramaTransient reports whether err, from a consumer group's Errors
-// channel, is a connection that broke rather than an answer: Sarama
-// reports those too (Consumer.Return.Errors is off by default because
-// of them) and carries on. The one a rolling restart produces is an
-// offset commit sent on a connection to the coordinator that has just
-// stopped: the commit goes to the new coordinator at the next interval,
-// with the same offsets. Every error with a Kafka error code is a
-// failure.
+// channel, is one Sarama reports and then recovers from by itself
+// (Consumer.Return.Errors is off by default because of them): a
+// connection that broke or was not up yet (an offset commit sent to the coordinator that
+// has just stopped; it commits again at the next interval) or a Kafka
+// error marked retriable (NOT_COORDINATOR to a heartbeat after the
+// coordinator moved: Sarama ends the session and joins again). Every
+// other error with a Kafka error code is a failure.
 func saramaTransient(err error) bool {
-	var kerr sarama.KError
-	if errors.As(err, &kerr) {
-		return false
+	var ke sarama.KError
+	if errors.As(err, &ke) {
+		return kerr.IsRetriable(kerr.ErrorForCode(int16(ke)))
 	}
 	var ne net.Error
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+	return errors.Is(err, sarama.ErrNotConnected) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.As(err, &ne)
 }
