@@ -20,7 +20,7 @@ func newClusterCommand() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Inspect the cluster and elect partition leaders",
+		Short: "Inspect the cluster, elect partition leaders, change the controller quorum",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -55,6 +55,7 @@ func newClusterCommand() *cobra.Command {
 	}
 	addOutputFlag(describe, &output)
 	cmd.AddCommand(describe, newElectLeadersCommand(&o))
+	cmd.AddCommand(newVoterCommands(&o)...)
 	return cmd
 }
 

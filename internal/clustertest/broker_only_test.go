@@ -2,7 +2,10 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -29,9 +32,17 @@ func TestBrokerOnlyNode(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	e := &env{t: t, c: c, cl: cl}
+	t.Run("Observer", e.brokerOnlyObserver)
+	t.Run("ReplaceVoter", e.replaceVoter)
+}
+
+// observer is TestBrokerOnlyNode's broker-only node.
+const observer = 4
+
+func (e *env) brokerOnlyObserver(t *testing.T) {
+	c := e.c
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	const observer = 4
 
 	e.quorumIs(t, ctx, []int32{1, 2, 3}, []int32{observer})
 	if !strings.Contains(c.Node(observer).LatestOutput(), "following the metadata log as an observer") {
@@ -70,6 +81,80 @@ func TestBrokerOnlyNode(t *testing.T) {
 	e.fullISRs(t, ctx, topic, partitions)
 	e.quorumIs(t, ctx, []int32{1, 2, 3}, []int32{observer})
 	load.finish(t, ctx, e)
+}
+
+// Issue 15, acceptance point 6: a voter's disk is lost. Node 3 is
+// stopped and its data directory wiped; remove-voter takes it out of
+// the quorum; it comes back broker-only on the empty directory, follows
+// the log as an observer, and add-voter makes it a voter again. Under an
+// acks=all load and a CreateTopics every 200 ms all the while, the
+// quorum keeps committing: no topic creation fails, no produce fails,
+// everything acknowledged is read back.
+func (e *env) replaceVoter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const replaced = 3 // if it is the active controller, its shutdown hands over
+	const topic, partitions = "replace-voter", 12
+	e.createTopic(t, ctx, topic, partitions, 3)
+	e.fullISRs(t, ctx, topic, partitions)
+	load := e.startLoad(t, ctx, topic, partitions)
+	load.waitAcks(t, 300)
+	creates := &rollLoad{topic: topic, brokers: e.c.Brokers()}
+	createCtx, stopCreates := context.WithCancel(ctx)
+	var created []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		created = creates.createTopics(t, createCtx)
+	}()
+	defer func() { stopCreates(); <-done }()
+
+	n := e.c.Node(replaced)
+	e.c.Stop(replaced)
+	if err := os.RemoveAll(n.DataDir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(n.DataDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.fjordCLI(t, "node 3 is no longer a voter", "cluster", "remove-voter", "--node-id", "3")
+	e.quorumIs(t, ctx, []int32{1, 2}, []int32{observer})
+
+	var others []string
+	for _, id := range []int32{1, 2} {
+		others = append(others, fmt.Sprintf("%d@%s", id, e.c.Node(id).ControllerAddr()))
+	}
+	if err := n.Reconfigure(strings.Join(others, ","), []string{"--process-roles", "broker"}); err != nil {
+		t.Fatal(err)
+	}
+	e.c.Start(replaced)
+	e.quorumIs(t, ctx, []int32{1, 2}, []int32{replaced, observer})
+	e.fjordCLI(t, "node 3 is a voter", "cluster", "add-voter", "--node-id", "3", "--controller-addr", n.ControllerAddr())
+	e.quorumIs(t, ctx, []int32{1, 2, 3}, []int32{observer})
+
+	e.fullISRs(t, ctx, topic, partitions) // the empty replica caught up
+	load.waitAcks(t, 300)
+	stopCreates()
+	<-done
+	if len(creates.createErrors) > 0 {
+		t.Fatalf("%d CreateTopics failed while the voter was replaced: %v", len(creates.createErrors), errors.Join(creates.createErrors...))
+	}
+	if len(created) == 0 {
+		t.Fatal("no topic was created while the voter was replaced")
+	}
+	t.Logf("%d topics created while node 3 was replaced", len(created))
+	load.finish(t, ctx, e)
+}
+
+// fjordCLI runs the fjord binary with args against the cluster and
+// wants want in its output.
+func (e *env) fjordCLI(t *testing.T, want string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(testcluster.Binary(t), append(args, "--brokers", e.c.Brokers())...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("fjord %s: %v\n%s\nwant %q", strings.Join(args, " "), err, out, want)
+	}
 }
 
 // quorumIs waits until DescribeQuorum, asked of every running node,

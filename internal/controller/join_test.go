@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -145,5 +147,57 @@ func TestObserverConfig(t *testing.T) {
 			}
 			t.Errorf("%s: Open: %v, want an error containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// AddVoter promotes an observer and RemoveVoter takes a voter out; the
+// bad cases change nothing.
+func TestAddAndRemoveVoter(t *testing.T) {
+	voter := openForJoin(t, Config{NodeID: 1})
+	leading(t, voter)
+	obs := openForJoin(t, Config{NodeID: 4, Observer: true, Voters: []Voter{{NodeID: 1, Addr: voter.Addr()}}})
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !slices.Equal(voter.observers(), []int32{4}) || !obs.inConfiguration() {
+			return errString("node 4 is not an observer yet")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"not the active controller", obs.AddVoter(ctx, 4, ""), controlplane.ErrNotController},
+		{"an unknown node", voter.AddVoter(ctx, 9, "127.0.0.1:1"), controlplane.ErrInvalidRequest},
+		{"a voter already", voter.AddVoter(ctx, 1, ""), controlplane.ErrDuplicateVoter},
+		{"another address", voter.AddVoter(ctx, 4, "127.0.0.1:1"), controlplane.ErrInvalidRequest},
+		{"remove a non-voter", voter.RemoveVoter(ctx, 4), controlplane.ErrVoterNotFound},
+		{"remove the last voter", voter.RemoveVoter(ctx, 1), controlplane.ErrInvalidRequest},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if v := voter.Voters(); !slices.Equal(v, []int32{1}) {
+		t.Fatalf("voters %v after refused changes, want [1]", v)
+	}
+	if err := voter.AddVoter(ctx, 4, obs.Addr()); err != nil {
+		t.Fatalf("AddVoter(4): %v", err)
+	}
+	if v, o := voter.Voters(), voter.observers(); !slices.Equal(v, []int32{1, 4}) || len(o) != 0 {
+		t.Fatalf("voters %v, observers %v; want [1 4] and none", v, o)
+	}
+	if err := voter.raft.Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatalf("commit with two voters: %v", err)
+	}
+	if err := voter.AddVoter(ctx, 4, ""); !errors.Is(err, controlplane.ErrDuplicateVoter) {
+		t.Fatalf("AddVoter(4) twice: %v, want DUPLICATE_VOTER", err)
+	}
+	if err := voter.RemoveVoter(ctx, 4); err != nil {
+		t.Fatalf("RemoveVoter(4): %v", err)
+	}
+	if v := voter.Voters(); !slices.Equal(v, []int32{1}) {
+		t.Fatalf("voters %v after removing 4, want [1]", v)
 	}
 }

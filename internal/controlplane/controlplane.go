@@ -64,6 +64,12 @@ type Quorum interface {
 	// QuorumState is the quorum as this node knows it, for
 	// DescribeQuorum.
 	QuorumState() QuorumState
+	// AddVoter makes node id, an observer of the metadata log (at addr,
+	// its controller address; "" for whatever it joined with), a voter;
+	// RemoveVoter takes a voter out (KIP-853). Only the active
+	// controller changes the quorum: elsewhere ErrNotController.
+	AddVoter(ctx context.Context, id int32, addr string) error
+	RemoveVoter(ctx context.Context, id int32) error
 }
 
 // QuorumState describes the controller quorum (DescribeQuorum).
@@ -271,6 +277,10 @@ var (
 	ErrPreferredLeaderNotAvailable = kerr.PreferredLeaderNotAvailable
 	// ErrEligibleLeadersNotAvailable: no live replica could be elected.
 	ErrEligibleLeadersNotAvailable = kerr.EligibleLeadersNotAvailable
+	// ErrDuplicateVoter: the node is a voter of the quorum already.
+	ErrDuplicateVoter = kerr.DuplicateVoter
+	// ErrVoterNotFound: the node is not a voter of the quorum.
+	ErrVoterNotFound = kerr.VoterNotFound
 )
 
 // ErrBrokerFenced answers a heartbeat that renewed the session of a

@@ -627,6 +627,15 @@ func (c *adminFakeController) QuorumState() controlplane.QuorumState {
 // Voters: the fake is a quorum of node 1 alone.
 func (c *adminFakeController) Voters() []int32 { return []int32{1} }
 
+// AddVoter and RemoveVoter: the fake's quorum does not change.
+func (c *adminFakeController) AddVoter(context.Context, int32, string) error {
+	return fmt.Errorf("%w: the listener's tests change no quorum", controlplane.ErrInvalidRequest)
+}
+
+func (c *adminFakeController) RemoveVoter(context.Context, int32) error {
+	return fmt.Errorf("%w: the listener's tests change no quorum", controlplane.ErrInvalidRequest)
+}
+
 // RegisterBroker, like AllocateProducerIDs, is the control plane's, not
 // the listener's: the fake refuses.
 func (c *adminFakeController) RegisterBroker(context.Context, metadata.BrokerRecord) (int64, error) {

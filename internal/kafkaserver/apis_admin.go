@@ -36,6 +36,8 @@ var adminAPIs = []api{
 	{key: 43, minVersion: 0, maxVersion: 2, handle: handleElectLeaders, controlChange: true},
 	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs, controlChange: true},
 	{key: 55, minVersion: 0, maxVersion: 2, handle: handleDescribeQuorum},
+	{key: 80, minVersion: 0, maxVersion: 1, handle: handleAddRaftVoter},
+	{key: 81, minVersion: 0, maxVersion: 0, handle: handleRemoveRaftVoter},
 	{key: 60, minVersion: 0, maxVersion: 2, handle: handleDescribeCluster},
 }
 

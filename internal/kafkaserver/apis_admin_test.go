@@ -33,6 +33,8 @@ var wantAdminVersions = map[int16][2]int16{
 	44: {0, 1}, // IncrementalAlterConfigs
 	55: {0, 2}, // DescribeQuorum (v2 is KIP-853's)
 	60: {0, 2}, // DescribeCluster (v2 is KIP-1073's)
+	80: {0, 1}, // AddRaftVoter (KIP-853)
+	81: {0, 0}, // RemoveRaftVoter (KIP-853)
 }
 
 func TestAdminAPIVersionRanges(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -259,6 +260,19 @@ func (n *Node) HTTPAddr() string { return n.httpAddr }
 
 // DataDir is the node's --data-dir.
 func (n *Node) DataDir() string { return n.dataDir }
+
+// Reconfigure replaces, for the node's next starts, its
+// --controller-quorum-voters (empty: none) and the extra serve arguments
+// (Options.Args), as an operator changes a unit file between two runs
+// (a voter brought back broker-only, say). Call it while the node is
+// stopped, from the test's goroutine.
+func (n *Node) Reconfigure(voters string, args []string) error {
+	if n.Running() {
+		return fmt.Errorf("testcluster: node %d is running; stop it before reconfiguring it", n.opts.NodeID)
+	}
+	n.voters, n.opts.Args = voters, slices.Clone(args)
+	return nil
+}
 
 // ID is the node's --node-id.
 func (n *Node) ID() int32 { return n.opts.NodeID }
