@@ -177,6 +177,44 @@ func TestFollowerTruncatesADivergedHistory(t *testing.T) {
 	}
 }
 
+// A node elected leader and replaced at once (a preferred election),
+// before it wrote anything in its epoch, holds an epoch its new leader
+// never had, beginning at its log end. Its fetches name that epoch; the
+// leader answers a divergence at the follower's log end, where no record
+// is to be cut: the follower must still drop the epoch, and then copy
+// the leader's records. (It used to ask the same way forever and never
+// catch up.)
+func TestFollowerDropsAnEmptyEpochItLed(t *testing.T) {
+	_, nodes := newPair(t)
+	one, two := nodes[0], nodes[1]
+	one.set(1, 0, 1, 2)
+	two.set(1, 0, 1, 2)
+	if _, err := one.m.Append(context.Background(), "r", 0, batch(t, "common", 5, 1000), AcksAll, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Node 2 leads epoch 1 and writes nothing.
+	one.set(2, 1, 1, 2)
+	two.set(2, 1, 1, 2)
+	if e, _ := two.log().LeaderEpochs().LatestEpoch(); e != 1 {
+		t.Fatalf("node 2's latest epoch %d, want 1 (recorded when it became leader)", e)
+	}
+	// A preferred election gives node 1 epoch 2, and it writes.
+	two.set(1, 2, 1, 2)
+	one.set(1, 2, 1, 2)
+	if _, err := one.m.Append(context.Background(), "r", 0, batch(t, "after", 3, 1000), AcksLeader, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if a, b := readLog(t, one.log()), readLog(t, two.log()); !bytes.Equal(a, b) {
+			return fmt.Errorf("node 2's log (end %d) differs from node 1's (end %d)", two.log().LogEndOffset(), one.log().LogEndOffset())
+		}
+		return nil
+	})
+	if e, _ := two.log().LeaderEpochs().LatestEpoch(); e != 2 {
+		t.Fatalf("node 2's latest epoch %d, want 2 (the leader's)", e)
+	}
+}
+
 // A follower that comes to a partition after the leader's log start
 // has moved past its offset (retention, DeleteRecords) starts again at
 // the leader's log start; afterwards its log start follows the
