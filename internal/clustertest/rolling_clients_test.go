@@ -110,7 +110,10 @@ func (saramaRoll) consume(t *testing.T, ctx context.Context, l *rollLoad) {
 			// The coordinator's connection broke or is not up yet:
 			// ask again, after a pause an application would take too.
 			l.notice(fmt.Sprintf("sarama Consume (retried): %v", err))
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
 		default:
 			l.fetchFailed(fmt.Errorf("Consume: %w", err))
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -213,12 +214,12 @@ func (c *Controller) join(req joinRequest) joinResponse {
 	if leader != raft.ServerID(strconv.Itoa(int(c.cfg.NodeID))) || c.raft.State() != raft.Leader {
 		return joinResponse{Error: "not the leader", Leader: string(addr)}
 	}
-	f := c.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	cfg, err := c.configuration()
+	if err != nil {
 		return joinResponse{Error: err.Error()}
 	}
 	id := raft.ServerID(strconv.Itoa(int(req.NodeID)))
-	for _, s := range f.Configuration().Servers {
+	for _, s := range cfg.Servers {
 		if s.ID != id {
 			continue
 		}
@@ -262,17 +263,12 @@ func askToJoin(addr string, req joinRequest) (joinResponse, error) {
 // inConfiguration reports whether this node is in the Raft
 // configuration it knows.
 func (c *Controller) inConfiguration() bool {
-	f := c.raft.GetConfiguration()
-	if f.Error() != nil {
+	cfg, err := c.configuration()
+	if err != nil {
 		return false
 	}
 	id := raft.ServerID(strconv.Itoa(int(c.cfg.NodeID)))
-	for _, s := range f.Configuration().Servers {
-		if s.ID == id {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return s.ID == id })
 }
 
 // joinQuorum runs on an observer until its configuration lists it or

@@ -377,7 +377,15 @@ func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchRes
 
 // truncate cuts p's log where it stops agreeing with the leader's: the
 // smaller of the leader's end of the diverging epoch and this log's end
-// of the same epoch (or of the largest below it).
+// of the same epoch (or of the largest below it). It reports progress:
+// records cut, or an epoch entry dropped.
+//
+// The cut may be at the log end, with no record to remove: what differs
+// then is an epoch this node began as leader at its log end and wrote
+// nothing in (a preferred election took the leadership away at once).
+// TruncateTo drops that entry too, so the next fetch names the epoch the
+// leader has; kept, the fetches would diverge the same way forever and
+// this replica never catch up.
 func (f *fetcher) truncate(p *Partition, d EpochEndOffset) bool {
 	leo := p.log.LogEndOffset()
 	epoch, end := p.log.LeaderEpochs().EndOffsetFor(d.Epoch, leo)
@@ -386,34 +394,25 @@ func (f *fetcher) truncate(p *Partition, d EpochEndOffset) bool {
 		to = min(to, end)
 	}
 	to = min(to, leo)
-	if to >= leo {
-		// No record to cut: what differs is an epoch this node began
-		// as leader at its log end and wrote nothing in (a preferred
-		// election took the leadership away at once). TruncateTo drops
-		// that epoch's entry, so the next fetch names the epoch the
-		// leader has; without it the fetches diverge forever and this
-		// replica never catches up.
-		before, _ := p.log.LeaderEpochs().LatestEpoch()
-		if err := p.log.TruncateTo(to); err != nil {
-			f.fs.m.log.Error("truncating a follower's epochs", "partition", p.String(), "to", to, "err", err)
-			return false
-		}
-		after, _ := p.log.LeaderEpochs().LatestEpoch()
-		if after != before {
-			f.fs.m.log.Info("dropped a leader epoch the leader does not have", "partition", p.String(),
-				"leader", f.leader, "epoch", before, "now", after, "diverging_epoch", d.Epoch, "leader_end_offset", d.EndOffset)
-		}
-		return after != before
-	}
-	f.fs.m.log.Info("truncating a follower's log to the leader's history", "partition", p.String(),
-		"leader", f.leader, "from", leo, "to", to, "diverging_epoch", d.Epoch, "leader_end_offset", d.EndOffset)
+	before, _ := p.log.LeaderEpochs().LatestEpoch()
 	if err := p.log.TruncateTo(to); err != nil {
 		f.fs.m.log.Error("truncating a follower's log", "partition", p.String(), "to", to, "err", err)
 		return false
 	}
-	f.fs.m.stats.truncations.Add(1)
-	f.fs.m.stats.truncatedRecords.Add(leo - to)
-	return true
+	after, _ := p.log.LeaderEpochs().LatestEpoch()
+	attrs := []any{"partition", p.String(), "leader", f.leader, "from", leo, "to", to,
+		"diverging_epoch", d.Epoch, "leader_end_offset", d.EndOffset}
+	switch {
+	case to < leo:
+		f.fs.m.log.Info("truncating a follower's log to the leader's history", attrs...)
+		f.fs.m.stats.truncations.Add(1)
+		f.fs.m.stats.truncatedRecords.Add(leo - to)
+		return true
+	case after != before:
+		f.fs.m.log.Info("dropped a leader epoch the leader does not have", append(attrs, "epoch", before, "now", after)...)
+		return true
+	}
+	return false
 }
 
 // fromOffset drops the batches that end before offset (a leader's answer
