@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"strings"
 	"sync"
@@ -70,6 +71,46 @@ func (saramaRoll) produce(t *testing.T, ctx context.Context, l *rollLoad) {
 	}
 	pr.AsyncClose()
 	wg.Wait()
+}
+
+// keepSaramaLog sends Sarama's own log (global: one test at a time) to
+// a buffer of its last lines, which a failed test prints: what Sarama
+// tried before it gave a record up is the explanation of the failure.
+func keepSaramaLog(t *testing.T, lines int) {
+	r := &lineRing{max: lines}
+	old := sarama.Logger
+	sarama.Logger = log.New(r, "", log.Ltime|log.Lmicroseconds)
+	t.Cleanup(func() {
+		sarama.Logger = old
+		if t.Failed() {
+			t.Logf("Sarama's last %d log lines:\n%s", lines, r.String())
+		}
+	})
+}
+
+// lineRing is an io.Writer that keeps the last max lines written to it.
+type lineRing struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (r *lineRing) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for line := range strings.SplitSeq(strings.TrimRight(string(p), "\n"), "\n") {
+		r.lines = append(r.lines, line)
+	}
+	if len(r.lines) > 2*r.max {
+		r.lines = append(r.lines[:0], r.lines[len(r.lines)-r.max:]...)
+	}
+	return len(p), nil
+}
+
+func (r *lineRing) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines[max(0, len(r.lines)-r.max):], "\n")
 }
 
 func saramaBytes(e sarama.Encoder) []byte {

@@ -61,7 +61,10 @@ func TestRollingRestart(t *testing.T) {
 	t.Cleanup(cl.Close)
 	e := &env{t: t, c: c, cl: cl}
 	t.Run("FranzGo", func(t *testing.T) { e.rollingRestart(t, franzRoll{}) })
-	t.Run("Sarama", func(t *testing.T) { e.rollingRestart(t, saramaRoll{}) })
+	t.Run("Sarama", func(t *testing.T) {
+		keepSaramaLog(t, 400)
+		e.rollingRestart(t, saramaRoll{})
+	})
 	t.Run("Librdkafka", func(t *testing.T) { e.rollingRestart(t, rdkRoll{}) })
 }
 
@@ -461,16 +464,17 @@ func (l *rollLoad) createTopics(t *testing.T, ctx context.Context) []string {
 		case <-time.After(200 * time.Millisecond):
 		}
 		name := fmt.Sprintf("%s-created-%03d", l.topic, i)
+		start := time.Now()
 		resp, err := adm.CreateTopic(ctx, 1, 3, nil, name)
-		if err == nil {
-			err = resp.Err
+		if err == nil && resp.Err != nil {
+			err = fmt.Errorf("%w (%q)", resp.Err, resp.ErrMessage)
 		}
 		if ctx.Err() != nil {
 			return created // the request was cut short by the end of the roll
 		}
 		if err != nil {
 			l.mu.Lock()
-			l.createErrors = append(l.createErrors, fmt.Errorf("creating %s: %w", name, err))
+			l.createErrors = append(l.createErrors, fmt.Errorf("creating %s (answered after %v): %w", name, time.Since(start).Round(time.Millisecond), err))
 			l.mu.Unlock()
 			continue
 		}

@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -53,6 +54,10 @@ const (
 	readyPollInterval = 20 * time.Millisecond
 	// logTailLines is how much of a node's output a failed test prints.
 	logTailLines = 60
+	// logWarningLines is how many of a node's warnings and errors, from
+	// all of its output, a failed test prints: the line that explains a
+	// failure is often long before the tail.
+	logWarningLines = 80
 	// startAttempts bounds Start's retries when a port was taken in the
 	// gap between finding it and the node binding it.
 	startAttempts = 3
@@ -581,7 +586,35 @@ func (n *Node) cleanup() {
 	}
 	if n.t.Failed() {
 		n.logTail(n.t)
+		n.keepLog()
 	}
+}
+
+// KeepLogsEnv names a directory where a failed test's node logs are
+// copied whole (the test's own temporary directory is removed): set it
+// when a failure needs more than the tail the test prints.
+const KeepLogsEnv = "FJORD_TEST_KEEP_LOGS"
+
+// keepLog copies the node's log into $FJORD_TEST_KEEP_LOGS, if set.
+func (n *Node) keepLog() {
+	dir := os.Getenv(KeepLogsEnv)
+	if dir == "" {
+		return
+	}
+	b, err := os.ReadFile(n.logPath)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	// The log's directory is the cluster's own temporary one: unique.
+	name := filepath.Join(dir, fmt.Sprintf("%s-node-%d.log", filepath.Base(filepath.Dir(n.logPath)), n.opts.NodeID))
+	if err == nil {
+		err = os.WriteFile(name, b, 0o644)
+	}
+	if err != nil {
+		n.t.Logf("keeping node %d's log: %v", n.opts.NodeID, err)
+		return
+	}
+	n.t.Logf("node %d's whole log is in %s", n.opts.NodeID, name)
 }
 
 // logTail logs, through t, where the node lives and its output's last
@@ -590,6 +623,35 @@ func (n *Node) logTail(t owner) {
 	t.Helper()
 	t.Logf("node %d (kafka %s, data %s): last %d lines of %s:\n%s",
 		n.opts.NodeID, n.kafkaAddr, n.dataDir, logTailLines, n.logPath, n.LogTail(logTailLines))
+	if w := n.Warnings(logWarningLines); w != "" {
+		t.Logf("node %d: its last %d warnings and errors, all runs:\n%s", n.opts.NodeID, logWarningLines, w)
+	}
+}
+
+// Warnings returns the last lines of the node's output (all runs) logged
+// at level WARN or ERROR.
+func (n *Node) Warnings(lines int) string {
+	f, err := os.Open(n.logPath)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", n.logPath, err)
+	}
+	defer f.Close()
+	var kept []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			kept = append(kept, line)
+			if len(kept) > 2*lines {
+				kept = append(kept[:0], kept[len(kept)-lines:]...)
+			}
+		}
+	}
+	if len(kept) > lines {
+		kept = kept[len(kept)-lines:]
+	}
+	return strings.Join(kept, "\n")
 }
 
 // LogTail returns the last lines of the node's output (all runs).
