@@ -50,8 +50,18 @@ import (
 // A heartbeat that asks to shut down (Kafka's WantShutDown) starts a
 // controlled shutdown: the next check commits planControlledShutdown
 // (fence.go), and the answers say ShouldShutDown once the broker leads
-// nothing in the image. The broker keeps heartbeating meanwhile, so its
-// session, and its leases on what it still leads, run as before.
+// nothing in the image and every other unfenced broker has said, in a
+// heartbeat, that it has applied that image too. A client that asks any
+// live broker for metadata then learns the new leaders, before the
+// stopped broker's connections break: without that wait a broker whose
+// image lagged by a few hundred ms (one just restarted, on a loaded
+// machine) kept naming the stopped one as leader, and Sarama spent its
+// three default retries dialing it. Brokers heartbeat every 100 ms, so
+// the wait costs about that; a broker that stops heartbeating is fenced
+// after a session and then not waited for, and the broker's own
+// shutdown bounds the whole wait (node/shutdown.go). The broker keeps
+// heartbeating meanwhile, so its session, and its leases on what it
+// still leads, run as before.
 //
 // A registration of a node id that is live under another incarnation is
 // refused, DUPLICATE_BROKER_REGISTRATION, since two processes would then
@@ -88,6 +98,10 @@ type sessions struct {
 	// the broker epoch it asked at (a later registration is a new
 	// process, which has not).
 	shutdowns map[int32]int64
+	// ledNothing holds, per broker in controlled shutdown, the first
+	// image offset in which it led nothing (at its broker epoch): what
+	// the other brokers must have applied before it is told to stop.
+	ledNothing map[int32]ledNothingAt
 	// lastCheck is when the last check ran (the stall guard).
 	lastCheck time.Time
 	// kick asks runSessions to check now (a fenced broker caught up).
@@ -108,7 +122,7 @@ type sessions struct {
 func newSessions(now time.Time, predecessor int32) *sessions {
 	return &sessions{since: now, lastCheck: now, predecessor: predecessor, heard: map[int32]time.Time{}, fencedAt: map[int32]uint64{},
 		offsets: map[int32]uint64{}, epochs: map[int32]int64{}, beats: map[int32]time.Time{}, shutdowns: map[int32]int64{},
-		kick: make(chan struct{}, 1)}
+		ledNothing: map[int32]ledNothingAt{}, kick: make(chan struct{}, 1)}
 }
 
 func (s *sessions) touch(id int32, now time.Time) {
@@ -133,6 +147,34 @@ func (s *sessions) heartbeat(hb controlplane.Heartbeat, now time.Time) (newShutd
 		}
 	}
 	return false
+}
+
+type ledNothingAt struct {
+	epoch  int64
+	offset uint64
+}
+
+// othersApplied reports whether every unfenced broker other than id, as
+// its latest heartbeat at its current epoch says, has applied the first
+// image in which broker id (in controlled shutdown, leading nothing in
+// img) led nothing.
+func (s *sessions) othersApplied(img *metadata.Image, id int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.ledNothing[id]
+	if epoch := img.Brokers[id].Epoch; !ok || at.epoch != epoch {
+		at = ledNothingAt{epoch: epoch, offset: img.Offset}
+		s.ledNothing[id] = at
+	}
+	for other, b := range img.Brokers {
+		if other == id || b.Fenced {
+			continue
+		}
+		if s.epochs[other] != b.Epoch || s.offsets[other] < at.offset {
+			return false
+		}
+	}
+	return true
 }
 
 // unreachable shortens the session of broker id, which Raft could not
@@ -409,7 +451,8 @@ func (c *Controller) changeBroker(a *activeController, id int32, plan func(*meta
 // hb.MetadataOffset is the metadata offset the broker has applied: a
 // fenced broker is unfenced once it has reached its own registration.
 // hb.WantShutDown starts a controlled shutdown; the answer says
-// ShouldShutDown once the broker leads nothing (or is fenced).
+// ShouldShutDown once the broker leads nothing and the other brokers
+// know it (or once it is fenced).
 func (c *Controller) BrokerHeartbeat(ctx context.Context, hb controlplane.Heartbeat) (controlplane.HeartbeatAnswer, error) {
 	a := c.active.Load()
 	if a == nil {
@@ -427,7 +470,7 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, hb controlplane.Heartb
 	kick := a.sessions.heartbeat(hb, c.clock.Now())
 	var ans controlplane.HeartbeatAnswer
 	if hb.WantShutDown {
-		ans.ShouldShutDown = b.Fenced || (b.ShuttingDown && !leadsAny(img, hb.NodeID))
+		ans.ShouldShutDown = b.Fenced || (b.ShuttingDown && !leadsAny(img, hb.NodeID) && a.sessions.othersApplied(img, hb.NodeID))
 	}
 	var err error
 	if b.Fenced {

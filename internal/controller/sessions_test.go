@@ -279,8 +279,27 @@ func TestControlledShutdownHeartbeats(t *testing.T) {
 		}
 		return nil
 	})
+	// It leads nothing, but is told to stop only once the other brokers
+	// have said they applied an image that shows it (their heartbeats so
+	// far came from before the topic existed).
+	if ans, err := ask(2, true); err != nil || ans.ShouldShutDown {
+		t.Fatalf("shutdown heartbeat before the other brokers have the image: %+v, %v; want not yet", ans, err)
+	}
+	at := c.Image().Offset
+	beatFrom := func(id int32, offset uint64) {
+		t.Helper()
+		if _, err := c.BrokerHeartbeat(ctx, controlplane.Heartbeat{NodeID: id, BrokerEpoch: c.Image().Brokers[id].Epoch, MetadataOffset: offset}); err != nil {
+			t.Fatalf("heartbeat of %d from offset %d: %v", id, offset, err)
+		}
+	}
+	beatFrom(3, at)
+	beatFrom(1, at-1)
+	if ans, err := ask(2, true); err != nil || ans.ShouldShutDown {
+		t.Fatalf("shutdown heartbeat while broker 1 is one offset behind: %+v, %v; want not yet", ans, err)
+	}
+	beatFrom(1, at)
 	if ans, err := ask(2, true); err != nil || !ans.ShouldShutDown {
-		t.Fatalf("shutdown heartbeat of a broker that leads nothing: %+v, %v; want ShouldShutDown", ans, err)
+		t.Fatalf("shutdown heartbeat of a broker that leads nothing, every other one caught up: %+v, %v; want ShouldShutDown", ans, err)
 	}
 	if ans, err := ask(2, false); err != nil || ans.ShouldShutDown {
 		t.Errorf("a heartbeat that does not ask: %+v, %v; want no ShouldShutDown", ans, err)
