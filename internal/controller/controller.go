@@ -455,7 +455,26 @@ func (c *Controller) ActiveTerm() uint64 {
 // this node does not lead; an error when there is no other voter or the
 // chosen one did not take over within an election timeout); ctx bounds
 // the wait only, the transfer itself cannot be cancelled.
+//
+// No change is in flight when the transfer starts, and none starts until
+// it ends: a change proposed during a handover may or may not commit
+// under the next leader, and the client, told NOT_CONTROLLER, retries
+// it there (a CreateTopics retried that way answered
+// TOPIC_ALREADY_EXISTS). Held back, the change waits for the handover
+// (at most an election timeout) and then hears NOT_CONTROLLER before
+// anything was proposed, or goes ahead here if the handover failed.
 func (c *Controller) TransferLeadership(ctx context.Context) error {
+	if a := c.active.Load(); a != nil {
+		a.proposeMu.Lock()
+		defer a.proposeMu.Unlock()
+		if a.pending != nil {
+			select {
+			case <-a.pending: // a proposal that outlived its caller's ctx
+			case <-ctx.Done():
+				return fmt.Errorf("handing over Raft leadership: waiting for an earlier metadata change: %w", context.Cause(ctx))
+			}
+		}
+	}
 	f := c.raft.LeadershipTransfer()
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,4 +176,87 @@ func TestQuorumOfThree(t *testing.T) {
 		_, ok := img.Topic("payments")
 		return ok && img.NextProducerID > first && img.ClusterID == clusterID
 	})
+}
+
+// A handover (TransferLeadership, what a controlled shutdown of the
+// active controller does) under a stream of changes: each change either
+// commits and says so, or answers NOT_CONTROLLER having changed nothing,
+// so that the client's retry on the next controller is safe. A change
+// proposed during the handover would be neither: told NOT_CONTROLLER,
+// it could still commit under the next leader, and the retry would
+// answer TOPIC_ALREADY_EXISTS.
+func TestTransferLeadershipUnderChanges(t *testing.T) {
+	t.Parallel()
+	q := newQuorum(t)
+	for i := range 3 {
+		q.open(i)
+	}
+	lead := q.leader()
+	c := q.voters[lead]
+
+	type result struct {
+		name string
+		err  error
+	}
+	var (
+		mu      sync.Mutex
+		results []result
+		wg      sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := fmt.Sprintf("t-%d-%d", g, i)
+				r := c.CreateTopics(ctxT(t), []controlplane.CreateTopic{topic(name, 1)}, false)
+				mu.Lock()
+				results = append(results, result{name, r[0].Err})
+				mu.Unlock()
+				if r[0].Err != nil {
+					return // this node no longer takes changes
+				}
+			}
+		})
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(results) < 20 {
+			return fmt.Errorf("%d changes so far", len(results))
+		}
+		return nil
+	})
+	if err := c.TransferLeadership(ctxT(t)); err != nil {
+		t.Fatalf("TransferLeadership: %v", err)
+	}
+	close(stop)
+	wg.Wait()
+	next := q.leader()
+	if next == lead {
+		t.Fatalf("voter %d still leads after handing over", lead+1)
+	}
+	// Whatever the handover left in flight is applied once a change of
+	// the new controller's is.
+	create(t, q.voters[next], topic("after", 1))
+	img := q.voters[next].Image()
+	refused := 0
+	for _, r := range results {
+		_, exists := img.Topic(r.name)
+		switch {
+		case r.err == nil && !exists:
+			t.Errorf("%s: created, but not in the new controller's image", r.name)
+		case errors.Is(r.err, controlplane.ErrNotController) && exists:
+			t.Errorf("%s: answered %v, but committed", r.name, r.err)
+		case r.err != nil && !errors.Is(r.err, controlplane.ErrNotController):
+			t.Errorf("%s: %v, want success or NOT_CONTROLLER", r.name, r.err)
+		case r.err != nil:
+			refused++
+		}
+	}
+	t.Logf("%d changes, %d answered NOT_CONTROLLER", len(results), refused)
 }
