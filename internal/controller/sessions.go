@@ -50,16 +50,18 @@ import (
 // A heartbeat that asks to shut down (Kafka's WantShutDown) starts a
 // controlled shutdown: the next check commits planControlledShutdown
 // (fence.go), and the answers say ShouldShutDown once the broker leads
-// nothing in the image and every other unfenced broker has said, in a
-// heartbeat, that it has applied that image too. A client that asks any
+// nothing in the image and every other active broker has said, in a
+// heartbeat, that it has applied that image too (or a second has
+// passed: othersAppliedWait). A client that asks any
 // live broker for metadata then learns the new leaders, before the
 // stopped broker's connections break: without that wait a broker whose
 // image lagged by a few hundred ms (one just restarted, on a loaded
 // machine) kept naming the stopped one as leader, and Sarama spent its
 // three default retries dialing it. Brokers heartbeat every 100 ms, so
 // the wait costs about that; a broker that stops heartbeating is fenced
-// after a session and then not waited for, and the broker's own
-// shutdown bounds the whole wait (node/shutdown.go). The broker keeps
+// after a session and then not waited for, and one that heartbeats from
+// a stuck image is waited for a second at most, then named in a log
+// line. The broker keeps
 // heartbeating meanwhile, so its session, and its leases on what it
 // still leads, run as before.
 //
@@ -152,29 +154,53 @@ func (s *sessions) heartbeat(hb controlplane.Heartbeat, now time.Time) (newShutd
 type ledNothingAt struct {
 	epoch  int64
 	offset uint64
+	since  time.Time
+	// gaveUp: the wait ended at othersAppliedWait (logged once).
+	gaveUp bool
 }
 
-// othersApplied reports whether every unfenced broker other than id, as
+// othersAppliedWait bounds how long a broker in controlled shutdown
+// waits for the others to apply the image in which it leads nothing: a
+// broker that heartbeats but whose image is stuck must not hold every
+// shutdown up until the node's own bound (3 s) gives up on all of it.
+const othersAppliedWait = time.Second
+
+// othersApplied reports whether every active broker other than id, as
 // its latest heartbeat at its current epoch says, has applied the first
 // image in which broker id (in controlled shutdown, leading nothing in
-// img) led nothing.
-func (s *sessions) othersApplied(img *metadata.Image, id int32) bool {
+// img) led nothing; or whether othersAppliedWait has passed since, in
+// which case behind names the brokers still behind, the first time.
+func (s *sessions) othersApplied(img *metadata.Image, id int32, now time.Time) (ok bool, behind []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at, ok := s.ledNothing[id]
 	if epoch := img.Brokers[id].Epoch; !ok || at.epoch != epoch {
-		at = ledNothingAt{epoch: epoch, offset: img.Offset}
+		at = ledNothingAt{epoch: epoch, offset: img.Offset, since: now}
 		s.ledNothing[id] = at
 	}
-	for other, b := range img.Brokers {
-		if other == id || b.Fenced {
-			continue
+	for _, other := range img.BrokerIDs() {
+		b := img.Brokers[other]
+		if other == id || !b.Active() {
+			continue // fenced, or on its way out too
 		}
-		if s.epochs[other] != b.Epoch || s.offsets[other] < at.offset {
-			return false
+		switch {
+		case s.epochs[other] != b.Epoch:
+			behind = append(behind, fmt.Sprintf("%d (no heartbeat at epoch %d in this term)", other, b.Epoch))
+		case s.offsets[other] < at.offset:
+			behind = append(behind, fmt.Sprintf("%d (at offset %d of %d)", other, s.offsets[other], at.offset))
 		}
 	}
-	return true
+	switch {
+	case len(behind) == 0:
+		return true, nil
+	case now.Sub(at.since) < othersAppliedWait:
+		return false, nil
+	case at.gaveUp:
+		return true, nil
+	}
+	at.gaveUp = true
+	s.ledNothing[id] = at
+	return true, behind
 }
 
 // unreachable shortens the session of broker id, which Raft could not
@@ -470,7 +496,15 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, hb controlplane.Heartb
 	kick := a.sessions.heartbeat(hb, c.clock.Now())
 	var ans controlplane.HeartbeatAnswer
 	if hb.WantShutDown {
-		ans.ShouldShutDown = b.Fenced || (b.ShuttingDown && !leadsAny(img, hb.NodeID) && a.sessions.othersApplied(img, hb.NodeID))
+		ans.ShouldShutDown = b.Fenced
+		if !b.Fenced && b.ShuttingDown && !leadsAny(img, hb.NodeID) {
+			ok, behind := a.sessions.othersApplied(img, hb.NodeID, c.clock.Now())
+			if behind != nil {
+				c.log.Warn("controlled shutdown: letting the broker stop before every other broker has applied the image in which it leads nothing",
+					"broker", hb.NodeID, "waited", othersAppliedWait, "behind", behind)
+			}
+			ans.ShouldShutDown = ok
+		}
 	}
 	var err error
 	if b.Fenced {

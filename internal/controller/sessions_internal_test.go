@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // Raft's word that a voter is unreachable shortens only the previous
@@ -80,5 +82,55 @@ func TestPredecessor(t *testing.T) {
 	c.sawLeader(2)
 	if p := c.predecessor(); p != -1 {
 		t.Fatalf("2, none, 2 again: predecessor %d, want -1", p)
+	}
+}
+
+// A broker in controlled shutdown waits for the others' heartbeats to
+// reach the image in which it leads nothing: a fenced broker is not
+// waited for, a heartbeat from an older registration does not count,
+// and after othersAppliedWait the wait ends, naming who was behind,
+// once.
+func TestOthersAppliedBeforeAControlledShutdownEnds(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	img := &metadata.Image{Offset: 50, Brokers: map[int32]metadata.Broker{
+		1: {NodeID: 1, Epoch: 10, ShuttingDown: true},
+		2: {NodeID: 2, Epoch: 20},
+		3: {NodeID: 3, Epoch: 30},
+		4: {NodeID: 4, Epoch: 40, Fenced: true},
+	}}
+	s := newSessions(start, -1)
+	s.heartbeat(controlplane.Heartbeat{NodeID: 2, BrokerEpoch: 20, MetadataOffset: 50}, start)
+	s.heartbeat(controlplane.Heartbeat{NodeID: 3, BrokerEpoch: 29, MetadataOffset: 60}, start) // an older registration
+	if ok, behind := s.othersApplied(img, 1, start); ok || behind != nil {
+		t.Fatalf("with broker 3 heard only at an older epoch: %v %v, want not yet", ok, behind)
+	}
+	s.heartbeat(controlplane.Heartbeat{NodeID: 3, BrokerEpoch: 30, MetadataOffset: 49}, start)
+	// The image moves on; the offset to reach stays the first one seen.
+	later := *img
+	later.Offset = 70
+	if ok, _ := s.othersApplied(&later, 1, start); ok {
+		t.Fatal("with broker 3 one offset behind: ok, want not yet")
+	}
+	s.heartbeat(controlplane.Heartbeat{NodeID: 3, BrokerEpoch: 30, MetadataOffset: 50}, start)
+	if ok, behind := s.othersApplied(&later, 1, start); !ok || behind != nil {
+		t.Fatalf("with every unfenced broker at offset 50: %v %v, want ok", ok, behind)
+	}
+
+	// Another shutdown, broker 2 stuck behind: the wait ends after
+	// othersAppliedWait and says so once.
+	img.Offset = 80
+	img.Brokers[3] = metadata.Broker{NodeID: 3, Epoch: 31, ShuttingDown: true}
+	if ok, _ := s.othersApplied(img, 3, start); ok {
+		t.Fatal("broker 2 at offset 50 of 80: ok, want not yet")
+	}
+	if ok, _ := s.othersApplied(img, 3, start.Add(othersAppliedWait-time.Millisecond)); ok {
+		t.Fatal("just before othersAppliedWait: ok, want not yet")
+	}
+	ok, behind := s.othersApplied(img, 3, start.Add(othersAppliedWait))
+	if !ok || len(behind) != 1 || !strings.HasPrefix(behind[0], "2 ") {
+		t.Fatalf("at othersAppliedWait: %v %v, want ok, naming broker 2", ok, behind)
+	}
+	if ok, behind := s.othersApplied(img, 3, start.Add(2*othersAppliedWait)); !ok || behind != nil {
+		t.Fatalf("after giving up once: %v %v, want ok and nothing more to say", ok, behind)
 	}
 }
