@@ -151,6 +151,12 @@ func (d *draft) apply(r Record) error {
 		if v != nil {
 			return d.controlledShutdown(*v)
 		}
+	case ReassignmentRecord:
+		return d.reassignment(v)
+	case *ReassignmentRecord:
+		if v != nil {
+			return d.reassignment(*v)
+		}
 	case ProducerIDsRecord:
 		return d.producerIDs(v)
 	case *ProducerIDsRecord:
@@ -344,6 +350,17 @@ func (d *draft) partition(r PartitionRecord) error {
 				t.Name, r.Partition, r.PartitionEpoch, old.PartitionEpoch)
 		}
 	}
+	var adding, removing []int32
+	if int(r.Partition) < len(t.Partitions) {
+		if old := &t.Partitions[r.Partition]; old.Reassigning() {
+			// The replicas stay as they are until the reassignment ends
+			// (ReassignmentRecord): its Adding and Removing name them.
+			if !slices.Equal(old.Replicas, r.Replicas) {
+				return fmt.Errorf("topic %q partition %d: replicas %v -> %v while a reassignment is in progress", t.Name, r.Partition, old.Replicas, r.Replicas)
+			}
+			adding, removing = old.Adding, old.Removing
+		}
+	}
 	t = d.mutableTopic(t)
 	p := Partition{
 		Replicas:       append(make([]int32, 0, len(r.Replicas)), r.Replicas...),
@@ -351,6 +368,8 @@ func (d *draft) partition(r PartitionRecord) error {
 		Leader:         r.Leader,
 		LeaderEpoch:    r.LeaderEpoch,
 		PartitionEpoch: r.PartitionEpoch,
+		Adding:         adding,
+		Removing:       removing,
 	}
 	if int(r.Partition) == len(t.Partitions) {
 		t.Partitions = append(t.Partitions, p)
@@ -365,6 +384,55 @@ func (d *draft) partition(r PartitionRecord) error {
 func partitionChanged(old Partition, r PartitionRecord) bool {
 	return !slices.Equal(old.Replicas, r.Replicas) || !slices.Equal(old.ISR, r.ISR) ||
 		old.Leader != r.Leader || old.LeaderEpoch != r.LeaderEpoch
+}
+
+func (d *draft) reassignment(r ReassignmentRecord) error {
+	if d.next.MetadataVersion < ReassignmentMetadataVersion {
+		return fmt.Errorf("partition reassignment needs metadata version %d; the log is at %d", ReassignmentMetadataVersion, d.next.MetadataVersion)
+	}
+	t, ok := d.next.TopicsByID[r.TopicID]
+	if !ok {
+		return fmt.Errorf("unknown topic id %s", r.TopicID)
+	}
+	if r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
+		return fmt.Errorf("topic %q: partition %d is not in 0..%d", t.Name, r.Partition, len(t.Partitions)-1)
+	}
+	old := &t.Partitions[r.Partition]
+	starting := len(r.Adding) > 0 || len(r.Removing) > 0
+	if starting && old.Reassigning() {
+		return fmt.Errorf("topic %q partition %d: a reassignment is in progress already (adding %v, removing %v)", t.Name, r.Partition, old.Adding, old.Removing)
+	}
+	if !starting && !old.Reassigning() {
+		return fmt.Errorf("topic %q partition %d: no reassignment in progress to end", t.Name, r.Partition)
+	}
+	for _, set := range [][]int32{r.Adding, r.Removing} {
+		for i, b := range set {
+			if indexOf(old.Replicas, b) < 0 {
+				return fmt.Errorf("topic %q partition %d: reassigned replica %d is not among the replicas %v", t.Name, r.Partition, b, old.Replicas)
+			}
+			if indexOf(set[:i], b) >= 0 {
+				return fmt.Errorf("topic %q partition %d: reassigned replica %d listed twice", t.Name, r.Partition, b)
+			}
+		}
+	}
+	for _, b := range r.Adding {
+		if indexOf(r.Removing, b) >= 0 {
+			return fmt.Errorf("topic %q partition %d: replica %d both added and removed", t.Name, r.Partition, b)
+		}
+	}
+	if len(r.Removing) == len(old.Replicas) {
+		return fmt.Errorf("topic %q partition %d: a reassignment cannot remove every replica", t.Name, r.Partition)
+	}
+	t = d.mutableTopic(t)
+	p := &t.Partitions[r.Partition]
+	p.Adding = slices.Clone(r.Adding)
+	p.Removing = slices.Clone(r.Removing)
+	if starting {
+		d.next.Reassignments++
+	} else {
+		d.next.Reassignments--
+	}
+	return nil
 }
 
 func (d *draft) config(r ConfigRecord) error {
@@ -392,6 +460,11 @@ func (d *draft) removeTopic(r RemoveTopicRecord) error {
 	t, ok := d.next.TopicsByID[r.TopicID]
 	if !ok {
 		return fmt.Errorf("unknown topic id %s", r.TopicID)
+	}
+	for i := range t.Partitions {
+		if t.Partitions[i].Reassigning() {
+			d.next.Reassignments--
+		}
 	}
 	d.copyTopics()
 	delete(d.next.Topics, t.Name)

@@ -3,6 +3,7 @@ package metadata
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -504,5 +505,80 @@ func TestMetadataVersion(t *testing.T) {
 	back, err := DecodeImage(b, img.TopicConfigs)
 	if err != nil || back.MetadataVersion != img.MetadataVersion {
 		t.Fatalf("snapshot: %v, version %d", err, back.MetadataVersion)
+	}
+}
+
+// Reassignment, from metadata version 4: a start names replicas of the
+// partition, disjoint, not all of them removed; while one is in
+// progress the replica set stays (ISR and leader changes go on, keeping
+// the state); the end comes before the PartitionRecord that narrows the
+// replicas; a snapshot keeps the state.
+func TestApplyReassignment(t *testing.T) {
+	base := baseImage(t)
+	if _, err := base.Apply(11, ReassignmentRecord{TopicID: idOrders, Partition: 0, Adding: []int32{3}}); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), "metadata version 4") {
+		t.Fatalf("reassignment in a version-1 log: %v, want ErrBadRecord naming version 4", err)
+	}
+	v4, err := base.Apply(11, MetadataVersionRecord{Version: ReassignmentMetadataVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// orders-0 moves from [1 2] to [3 2]: replicas [3 2 1], adding 3, removing 1.
+	widen := PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{3, 2, 1}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 1}
+	start := ReassignmentRecord{TopicID: idOrders, Partition: 0, Adding: []int32{3}, Removing: []int32{1}}
+	for _, tc := range []struct {
+		name string
+		recs []Record
+		msg  string
+	}{
+		{"not a replica", []Record{ReassignmentRecord{TopicID: idOrders, Partition: 0, Adding: []int32{3}}}, "not among the replicas"},
+		{"unknown partition", []Record{ReassignmentRecord{TopicID: idOrders, Partition: 7, Adding: []int32{1}}}, "partition 7"},
+		{"unknown topic", []Record{ReassignmentRecord{TopicID: UUID{9}, Partition: 0, Adding: []int32{1}}}, "unknown topic id"},
+		{"twice", []Record{widen, ReassignmentRecord{TopicID: idOrders, Partition: 0, Adding: []int32{3, 3}}}, "listed twice"},
+		{"added and removed", []Record{widen, ReassignmentRecord{TopicID: idOrders, Partition: 0, Adding: []int32{3}, Removing: []int32{3}}}, "both added and removed"},
+		{"all removed", []Record{widen, ReassignmentRecord{TopicID: idOrders, Partition: 0, Removing: []int32{3, 2, 1}}}, "every replica"},
+		{"end without one", []Record{ReassignmentRecord{TopicID: idOrders, Partition: 0}}, "no reassignment in progress"},
+		{"started twice", []Record{widen, start, start}, "in progress already"},
+		{"replicas changed during one", []Record{widen, start,
+			PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{3, 2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 6, PartitionEpoch: 2}},
+			"while a reassignment is in progress"},
+	} {
+		if _, err := v4.Apply(12, tc.recs...); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want ErrBadRecord naming %q", tc.name, err, tc.msg)
+		}
+	}
+	img, err := v4.Apply(12, widen, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := img.Topics["orders"].Partitions[0]
+	if img.Reassignments != 1 {
+		t.Errorf("Reassignments = %d during one, want 1", img.Reassignments)
+	}
+	if !p.Reassigning() || !slices.Equal(p.Target(), []int32{3, 2}) || !slices.Equal(p.Original(), []int32{2, 1}) {
+		t.Fatalf("partition during the reassignment: %+v, target %v, original %v", p, p.Target(), p.Original())
+	}
+	// An ISR expansion keeps the state.
+	img, err = img.Apply(13, PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{3, 2, 1}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := img.Topics["orders"].Partitions[0]; !slices.Equal(p.Adding, []int32{3}) || !slices.Equal(p.Removing, []int32{1}) {
+		t.Fatalf("an ISR change dropped the reassignment: %+v", p)
+	}
+	got, _ := roundTrip(t, img)
+	if p := got.Topics["orders"].Partitions[0]; !slices.Equal(p.Adding, []int32{3}) || !slices.Equal(p.Removing, []int32{1}) || got.Reassignments != 1 {
+		t.Fatalf("a snapshot dropped the reassignment: %+v (Reassignments %d)", p, got.Reassignments)
+	}
+	if gone, err := img.Apply(14, RemoveTopicRecord{TopicID: idOrders}); err != nil || gone.Reassignments != 0 {
+		t.Fatalf("deleting the topic: %v, Reassignments %d, want 0", err, gone.Reassignments)
+	}
+	// The end, then the narrowing, with a new leader from the target.
+	done, err := img.Apply(14, ReassignmentRecord{TopicID: idOrders, Partition: 0},
+		PartitionRecord{TopicID: idOrders, Partition: 0, Replicas: []int32{3, 2}, ISR: []int32{2, 3}, Leader: 3, LeaderEpoch: 6, PartitionEpoch: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := done.Topics["orders"].Partitions[0]; p.Reassigning() || !slices.Equal(p.Replicas, []int32{3, 2}) || done.Reassignments != 0 {
+		t.Fatalf("partition after the reassignment: %+v", p)
 	}
 }

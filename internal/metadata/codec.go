@@ -75,6 +75,8 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[UnfenceBrokerRecord](env.Data)
 	case ControlledShutdownRecord{}.Type():
 		r, err = decodeData[ControlledShutdownRecord](env.Data)
+	case ReassignmentRecord{}.Type():
+		r, err = decodeData[ReassignmentRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -172,6 +174,8 @@ type partitionSnapshot struct {
 	Leader         int32   `json:"leader"`
 	LeaderEpoch    int32   `json:"leader_epoch"`
 	PartitionEpoch int32   `json:"partition_epoch"`
+	Adding         []int32 `json:"adding,omitempty"`
+	Removing       []int32 `json:"removing,omitempty"`
 }
 
 // EncodeImage encodes img for a Raft snapshot.
@@ -195,7 +199,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 		ts := topicSnapshot{Name: t.Name, ID: t.ID, Partitions: make([]partitionSnapshot, len(t.Partitions)), Configs: t.Configs}
 		for i, p := range t.Partitions {
 			ts.Partitions[i] = partitionSnapshot{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-				PartitionEpoch: p.PartitionEpoch}
+				PartitionEpoch: p.PartitionEpoch, Adding: p.Adding, Removing: p.Removing}
 		}
 		s.Topics = append(s.Topics, ts)
 	}
@@ -249,6 +253,9 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 				TopicID: ts.ID, Partition: int32(p),
 				Replicas: ps.Replicas, ISR: ps.ISR, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch,
 			})
+			if len(ps.Adding) > 0 || len(ps.Removing) > 0 {
+				recs = append(recs, ReassignmentRecord{TopicID: ts.ID, Partition: int32(p), Adding: ps.Adding, Removing: ps.Removing})
+			}
 		}
 		names := make([]string, 0, len(ts.Configs))
 		for n := range ts.Configs {

@@ -1,6 +1,10 @@
 package metadata
 
-import "github.com/fjordmq/fjord/internal/topicconfig"
+import (
+	"slices"
+
+	"github.com/fjordmq/fjord/internal/topicconfig"
+)
 
 // Image is the cluster metadata at one point of the metadata log: the
 // result of applying every record up to Offset, in order. An Image is
@@ -21,6 +25,10 @@ type Image struct {
 	TopicsByID map[UUID]*Topic
 	// NextProducerID is the first producer id not yet handed out in a block.
 	NextProducerID int64
+	// Reassignments counts the partitions with a reassignment in
+	// progress (Partition.Reassigning), so the controller's checks for
+	// one to complete cost nothing when there is none.
+	Reassignments int
 	// TopicConfigs is every topic config the node knows (node builds it
 	// from the owners' definitions; see KafkaTopicConfigs). Apply checks
 	// config records with it, and it answers defaults. It is the node's
@@ -82,4 +90,33 @@ type Partition struct {
 	// (INVALID_UPDATE_VERSION) rather than undoing a change it has not
 	// seen.
 	PartitionEpoch int32
+	// Adding and Removing describe a reassignment in progress (nil
+	// both: none); see ReassignmentRecord.
+	Adding, Removing []int32
+}
+
+// Reassigning reports whether a reassignment of p is in progress.
+func (p Partition) Reassigning() bool { return len(p.Adding) > 0 || len(p.Removing) > 0 }
+
+// Target is the replica list a reassignment in progress moves p to
+// (Replicas without Removing), or Replicas when none is.
+func (p Partition) Target() []int32 { return without(p.Replicas, p.Removing) }
+
+// Original is the replica list p had before the reassignment in
+// progress (Replicas without Adding), or Replicas when none is.
+func (p Partition) Original() []int32 { return without(p.Replicas, p.Adding) }
+
+// without returns list without the members of drop, in list's order
+// (list itself when drop is empty).
+func without(list, drop []int32) []int32 {
+	if len(drop) == 0 {
+		return list
+	}
+	out := make([]int32, 0, len(list))
+	for _, r := range list {
+		if !slices.Contains(drop, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

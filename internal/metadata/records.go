@@ -52,8 +52,9 @@ type MetadataVersionRecord struct {
 // adds broker fencing: a registration starts fenced, and
 // FenceBrokerRecord and UnfenceBrokerRecord change it. (In a version 1
 // log a registered broker is unfenced.) Version 3 adds controlled
-// shutdown (ControlledShutdownRecord).
-const KnownMetadataVersion int32 = 3
+// shutdown (ControlledShutdownRecord). Version 4 adds partition
+// reassignment (ReassignmentRecord).
+const KnownMetadataVersion int32 = 4
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.
@@ -62,6 +63,10 @@ const FencingMetadataVersion int32 = 2
 // ControlledShutdownMetadataVersion is the first metadata version with
 // ControlledShutdownRecord.
 const ControlledShutdownMetadataVersion int32 = 3
+
+// ReassignmentMetadataVersion is the first metadata version with
+// ReassignmentRecord.
+const ReassignmentMetadataVersion int32 = 4
 
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
@@ -151,6 +156,23 @@ type ConfigRecord struct {
 	Value   *string `json:"value"`
 }
 
+// ReassignmentRecord starts (Adding or Removing non-empty) or ends (both
+// empty) a reassignment of one partition (KIP-455). While one is in
+// progress the partition's Replicas is the target's replicas, in the
+// target's order, followed by the Removing ones; Adding are the
+// target's replicas that were not replicas before. Both are subsets of
+// Replicas, disjoint, and the replica set stays as it is until the
+// reassignment ends: a start follows the PartitionRecord that widens
+// the replicas, an end precedes the one that narrows them, in one batch.
+// The other changes of the partition (ISR, leader) go on meanwhile with
+// PartitionRecords that keep the replicas.
+type ReassignmentRecord struct {
+	TopicID   UUID    `json:"topic_id"`
+	Partition int32   `json:"partition"`
+	Adding    []int32 `json:"adding,omitempty"`
+	Removing  []int32 `json:"removing,omitempty"`
+}
+
 // RemoveTopicRecord deletes a topic and all its partitions.
 type RemoveTopicRecord struct {
 	TopicID UUID `json:"topic_id"`
@@ -174,3 +196,4 @@ func (ProducerIDsRecord) Type() string        { return "producer_ids" }
 func (FenceBrokerRecord) Type() string        { return "fence_broker" }
 func (UnfenceBrokerRecord) Type() string      { return "unfence_broker" }
 func (ControlledShutdownRecord) Type() string { return "controlled_shutdown" }
+func (ReassignmentRecord) Type() string       { return "reassignment" }
