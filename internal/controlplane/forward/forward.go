@@ -3,8 +3,9 @@
 // controller while this node is the active controller, and otherwise
 // sends it to the node that is, over the Kafka protocol, as the request
 // a client would send (CreateTopics, DeleteTopics, CreatePartitions,
-// AlterConfigs, IncrementalAlterConfigs, AllocateProducerIds,
-// BrokerRegistration), or a broker's leader sends (AlterPartition). The
+// AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
+// AlterPartitionReassignments, AllocateProducerIds, BrokerRegistration),
+// or a broker's leader sends (AlterPartition). The
 // rules that keep forwarding safe are in controlplane/forwarding.go.
 //
 // A forwarded change answers once this node's own image includes it (it
@@ -220,6 +221,10 @@ func responseTags(resp kmsg.Response) *kmsg.Tags {
 	case *kmsg.BrokerRegistrationResponse:
 		return &r.UnknownTags
 	case *kmsg.AlterPartitionResponse:
+		return &r.UnknownTags
+	case *kmsg.ElectLeadersResponse:
+		return &r.UnknownTags
+	case *kmsg.AlterPartitionAssignmentsResponse:
 		return &r.UnknownTags
 	}
 	return nil
