@@ -376,6 +376,7 @@ func TestUnreachableNode(t *testing.T) {
 		{"topic", "describe", "t"},
 		{"topic", "delete", "t"},
 		{"topic", "alter", "t", "--partitions", "2"},
+		{"topic", "reassign", "--list"},
 		{"produce", "t"},
 		{"consume", "t"},
 		{"cluster", "describe"},

@@ -23,7 +23,7 @@ func newTopicCommand() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe, alter and delete topics",
+		Short: "Create, list, describe, alter, reassign and delete topics",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -34,6 +34,7 @@ func newTopicCommand() *cobra.Command {
 		newTopicDescribeCommand(&o),
 		newTopicDeleteCommand(&o),
 		newTopicAlterCommand(&o),
+		newTopicReassignCommand(&o),
 	)
 	return cmd
 }

@@ -33,6 +33,7 @@ func TestBrokerOnlyNode(t *testing.T) {
 	t.Cleanup(cl.Close)
 	e := &env{t: t, c: c, cl: cl}
 	t.Run("Observer", e.brokerOnlyObserver)
+	t.Run("Reassign", e.reassignOntoObserver)
 	t.Run("ReplaceVoter", e.replaceVoter)
 }
 

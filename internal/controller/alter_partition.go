@@ -171,6 +171,9 @@ func (c *Controller) commitAlters(a *activeController, batch []*alterCall) (late
 		// change has come between.
 		call.finish(stateOf(rec), nil)
 	}
+	// An added replica that joined the ISR may complete its
+	// partition's reassignment (reassign.go).
+	c.completeReassignmentsLocked(ctx, a)
 	return later
 }
 

@@ -422,6 +422,9 @@ func (c *Controller) runSessions(a *activeController) {
 			}
 		}
 		c.maybeElectUnclean(a, c.fsm.applied.Load())
+		if c.fsm.applied.Load().Reassignments > 0 {
+			c.completeReassignments(a)
+		}
 		if now := c.clock.Now(); rebalanceEvery > 0 && !now.Before(rebalanceAt) {
 			rebalanceAt = now.Add(rebalanceEvery)
 			if c.rebalanceLeaders(a) {

@@ -133,6 +133,30 @@ type Client interface {
 	// error is the whole request's (ErrNotController, ErrTimedOut);
 	// each partition's outcome is in its result.
 	ElectLeaders(ctx context.Context, req ElectLeaders) ([]ElectionResult, error)
+	// AlterPartitionReassignments starts, replaces or cancels partition
+	// reassignments (KIP-455). The error is the whole request's
+	// (ErrNotController, ErrTimedOut); each partition's outcome is in its
+	// result, in the order asked.
+	AlterPartitionReassignments(ctx context.Context, reqs []Reassignment) ([]ReassignmentResult, error)
+}
+
+// Reassignment is one partition of an AlterPartitionReassignments
+// request: Replicas is the partition's target replica list, in order
+// (its first the preferred leader); nil cancels the reassignment in
+// progress.
+type Reassignment struct {
+	TopicPartition
+	Replicas []int32
+}
+
+// ReassignmentResult is one partition's outcome: Err is nil when the
+// reassignment was started, replaced, completed at once or cancelled;
+// else ErrUnknownTopic, ErrInvalidReplicaAssignment,
+// ErrNoReassignmentInProgress (a cancel with none), ErrInvalidRequest
+// (a partition named twice), or the error that kept it from committing.
+type ReassignmentResult struct {
+	TopicPartition
+	Err error
 }
 
 // ElectionType is ElectLeaders' kind of election (Kafka's numbers).
@@ -281,6 +305,9 @@ var (
 	ErrDuplicateVoter = kerr.DuplicateVoter
 	// ErrVoterNotFound: the node is not a voter of the quorum.
 	ErrVoterNotFound = kerr.VoterNotFound
+	// ErrNoReassignmentInProgress: a cancel of a partition that is not
+	// being reassigned.
+	ErrNoReassignmentInProgress = kerr.NoReassignmentInProgress
 )
 
 // ErrBrokerFenced answers a heartbeat that renewed the session of a

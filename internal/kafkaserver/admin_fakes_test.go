@@ -48,6 +48,8 @@ type adminFakeController struct {
 	calls []string
 	// elections records the ElectLeaders requests.
 	elections []controlplane.ElectLeaders
+	// reassignments records the AlterPartitionReassignments requests.
+	reassignments [][]controlplane.Reassignment
 }
 
 func newAdminFakeController() *adminFakeController {
@@ -668,4 +670,83 @@ func (c *adminFakeController) ElectLeaders(ctx context.Context, req controlplane
 		}
 	}
 	return out, nil
+}
+
+// AlterPartitionReassignments records the request (reassignments) and
+// does what the controller's first step does, in the image: a target
+// that only reorders the replicas takes effect at once; any other
+// widens the replicas to the target's followed by the removed ones and
+// marks the adding and removing ones, and stays in progress (the fake
+// has no followers to catch up); a new target for a partition being
+// reassigned starts again from its original replicas; a cancel goes
+// back to them, or is NO_REASSIGNMENT_IN_PROGRESS. It checks what the
+// controller checks again (the topic, the partition, a partition named
+// twice), not the target, which the handler has checked: the tests
+// that send a bad one check it was not asked.
+func (c *adminFakeController) AlterPartitionReassignments(ctx context.Context, reqs []controlplane.Reassignment) ([]controlplane.ReassignmentResult, error) {
+	if err := c.begin(ctx, "AlterPartitionReassignments"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reassignments = append(c.reassignments, slices.Clone(reqs))
+	next := c.cloneImageLocked()
+	out := make([]controlplane.ReassignmentResult, len(reqs))
+	seen := map[controlplane.TopicPartition]bool{}
+	for i, r := range reqs {
+		out[i].TopicPartition = r.TopicPartition
+		t, ok := next.Topics[r.Topic]
+		switch {
+		case seen[r.TopicPartition]:
+			out[i].Err = fmt.Errorf("%w: fake: %s-%d named twice", controlplane.ErrInvalidRequest, r.Topic, r.Partition)
+			continue
+		case !ok || r.Partition < 0 || int(r.Partition) >= len(t.Partitions):
+			out[i].Err = fmt.Errorf("%w: fake: no %s-%d", controlplane.ErrUnknownTopic, r.Topic, r.Partition)
+			continue
+		}
+		seen[r.TopicPartition] = true
+		p := t.Partitions[r.Partition]
+		if r.Replicas == nil && !p.Reassigning() {
+			out[i].Err = fmt.Errorf("%w: fake: %s-%d", controlplane.ErrNoReassignmentInProgress, r.Topic, r.Partition)
+			continue
+		}
+		nt := *t
+		nt.Partitions = slices.Clone(t.Partitions)
+		np := &nt.Partitions[r.Partition]
+		orig := p.Original()
+		np.Replicas, np.Adding, np.Removing = orig, nil, nil
+		if r.Replicas != nil {
+			reassignInFake(np, orig, r.Replicas)
+		}
+		np.PartitionEpoch++
+		next.Topics[nt.Name] = &nt
+		next.TopicsByID[nt.ID] = &nt
+	}
+	next.Reassignments = 0
+	for _, t := range next.Topics {
+		for _, p := range t.Partitions {
+			if p.Reassigning() {
+				next.Reassignments++
+			}
+		}
+	}
+	c.img = next
+	return out, nil
+}
+
+// reassignInFake starts moving p from orig to target, in Kafka's shape.
+func reassignInFake(p *metadata.Partition, orig, target []int32) {
+	replicas := slices.Clone(target)
+	for _, b := range orig {
+		if !slices.Contains(target, b) {
+			p.Removing = append(p.Removing, b)
+			replicas = append(replicas, b)
+		}
+	}
+	for _, b := range target {
+		if !slices.Contains(orig, b) {
+			p.Adding = append(p.Adding, b)
+		}
+	}
+	p.Replicas = replicas
 }

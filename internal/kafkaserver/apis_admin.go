@@ -35,6 +35,8 @@ var adminAPIs = []api{
 	{key: 37, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions, controlChange: true},
 	{key: 43, minVersion: 0, maxVersion: 2, handle: handleElectLeaders, controlChange: true},
 	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs, controlChange: true},
+	{key: 45, minVersion: 0, maxVersion: 0, handle: handleAlterPartitionReassignments, controlChange: true},
+	{key: 46, minVersion: 0, maxVersion: 0, handle: handleListPartitionReassignments},
 	{key: 55, minVersion: 0, maxVersion: 2, handle: handleDescribeQuorum},
 	{key: 80, minVersion: 0, maxVersion: 1, handle: handleAddRaftVoter},
 	{key: 81, minVersion: 0, maxVersion: 0, handle: handleRemoveRaftVoter},

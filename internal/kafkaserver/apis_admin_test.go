@@ -31,6 +31,8 @@ var wantAdminVersions = map[int16][2]int16{
 	37: {0, 3}, // CreatePartitions
 	43: {0, 2}, // ElectLeaders
 	44: {0, 1}, // IncrementalAlterConfigs
+	45: {0, 0}, // AlterPartitionReassignments (v1 is KIP-860's, Kafka 4.1)
+	46: {0, 0}, // ListPartitionReassignments
 	55: {0, 2}, // DescribeQuorum (v2 is KIP-853's)
 	60: {0, 2}, // DescribeCluster (v2 is KIP-1073's)
 	80: {0, 1}, // AddRaftVoter (KIP-853)

@@ -430,6 +430,12 @@ func (c *memController) ElectLeaders(context.Context, controlplane.ElectLeaders)
 	return nil, fmt.Errorf("%w: the listener's tests elect no leaders", controlplane.ErrInvalidRequest)
 }
 
+// AlterPartitionReassignments: the fake's partitions have one replica
+// and stay where they are.
+func (c *memController) AlterPartitionReassignments(context.Context, []controlplane.Reassignment) ([]controlplane.ReassignmentResult, error) {
+	return nil, fmt.Errorf("%w: the listener's tests reassign no partitions", controlplane.ErrInvalidRequest)
+}
+
 // QuorumState: node 1 alone leads, in epoch 1.
 func (c *memController) QuorumState() controlplane.QuorumState {
 	return controlplane.QuorumState{Leader: 1, Epoch: 1, HighWatermark: 1, Voters: []controlplane.VoterState{{NodeID: 1, LogEndOffset: 1}}}

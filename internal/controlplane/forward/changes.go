@@ -467,3 +467,87 @@ func (c *Client) electLeadersRemote(ctx context.Context, req controlplane.ElectL
 	}
 	return results, nil
 }
+
+// AlterPartitionReassignments implements controlplane.Client.
+func (c *Client) AlterPartitionReassignments(ctx context.Context, reqs []controlplane.Reassignment) ([]controlplane.ReassignmentResult, error) {
+	var results []controlplane.ReassignmentResult
+	err := c.do(ctx, func(ctx context.Context) error {
+		var err error
+		results, err = c.cfg.Local.AlterPartitionReassignments(ctx, reqs)
+		return err
+	}, func(ctx context.Context) error {
+		var err error
+		results, err = c.alterPartitionReassignmentsRemote(ctx, reqs)
+		return err
+	})
+	return results, err
+}
+
+// alterPartitionReassignmentsRemote sends reqs as one
+// AlterPartitionReassignments, each topic's partitions in one entry, and
+// answers each in request order. A partition named again is answered
+// INVALID_REQUEST here, as the controller answers it, and not sent: the
+// controller's answer then names each sent partition once, so it maps
+// back by topic and partition.
+func (c *Client) alterPartitionReassignmentsRemote(ctx context.Context, reqs []controlplane.Reassignment) ([]controlplane.ReassignmentResult, error) {
+	results := make([]controlplane.ReassignmentResult, len(reqs))
+	kreq := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	kreq.TimeoutMillis = timeoutMillis(ctx)
+	byTopic := map[string]int{}
+	sent := make(map[controlplane.TopicPartition]int, len(reqs))
+	for i, r := range reqs {
+		results[i].TopicPartition = r.TopicPartition
+		if _, ok := sent[r.TopicPartition]; ok {
+			results[i].Err = fmt.Errorf("%w: %s-%d is named more than once", controlplane.ErrInvalidRequest, r.Topic, r.Partition)
+			continue
+		}
+		sent[r.TopicPartition] = i
+		ti, ok := byTopic[r.Topic]
+		if !ok {
+			ti = len(kreq.Topics)
+			byTopic[r.Topic] = ti
+			t := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+			t.Topic = r.Topic
+			kreq.Topics = append(kreq.Topics, t)
+		}
+		p := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		p.Partition, p.Replicas = r.Partition, r.Replicas // nil stays null: a cancel
+		kreq.Topics[ti].Partitions = append(kreq.Topics[ti].Partitions, p)
+	}
+	if len(sent) == 0 {
+		return results, nil
+	}
+	resp, offset, err := c.send(ctx, kreq)
+	if err != nil {
+		return nil, err
+	}
+	r := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+	if err := codeError(r.ErrorCode, r.ErrorMessage); err != nil {
+		return nil, err
+	}
+	answered := make(map[controlplane.TopicPartition]bool, len(sent))
+	changed := false
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			tp := controlplane.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			i, ok := sent[tp]
+			if !ok || answered[tp] {
+				continue // not asked, or answered twice: the first answer stands
+			}
+			answered[tp] = true
+			results[i].Err = codeError(p.ErrorCode, p.ErrorMessage)
+			changed = changed || results[i].Err == nil
+		}
+	}
+	for tp, i := range sent {
+		if !answered[tp] {
+			results[i].Err = fmt.Errorf("%w: the controller's answer leaves out %s-%d", controlplane.ErrTimedOut, tp.Topic, tp.Partition)
+		}
+	}
+	if changed {
+		if err := c.await(ctx, offset); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
