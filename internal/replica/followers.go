@@ -125,7 +125,7 @@ func (f *followers) offset(id int32) replicaOffset {
 // have not caught up within lag are dropped, replicas outside the ISR
 // that hold everything up to hw and up to the start of this term
 // (termStart) are added. It returns isr itself when nothing changes.
-func (f *followers) isrChange(self int32, replicas, isr []int32, hw, termStart int64, lag time.Duration, now time.Time, inService func(int32) bool) []int32 {
+func (f *followers) isrChange(self int32, replicas, isr []int32, hw, termStart int64, lag time.Duration, now time.Time) []int32 {
 	f.Lock()
 	defer f.Unlock()
 	next := make([]int32, 0, len(replicas))
@@ -140,7 +140,7 @@ func (f *followers) isrChange(self int32, replicas, isr []int32, hw, termStart i
 			}
 		default:
 			s := f.m[id]
-			if s != nil && s.fetchOffset >= hw && s.fetchOffset >= termStart && now.Sub(s.lastCaughtUp) <= lag && inService(id) {
+			if s != nil && s.fetchOffset >= hw && s.fetchOffset >= termStart && now.Sub(s.lastCaughtUp) <= lag {
 				next = append(next, id)
 			}
 		}

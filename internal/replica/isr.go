@@ -69,7 +69,7 @@ func (p *Partition) maybeAlterISR() {
 	}
 	isr := p.mu.isr
 	next := p.followers.isrChange(m.opts.NodeID, p.mu.replicas, isr, p.log.HighWatermark(), termStart,
-		m.opts.ReplicaLagTime, m.opts.Now(), m.inService)
+		m.opts.ReplicaLagTime, m.opts.Now())
 	req := controlplane.AlterPartition{
 		TopicID: p.topicID, Partition: p.partition,
 		LeaderID: m.opts.NodeID, BrokerEpoch: m.brokerEpoch.Load(),

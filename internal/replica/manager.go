@@ -81,12 +81,6 @@ type Manager struct {
 	// (its latest registration), which its requests to the controller
 	// and to leaders carry.
 	brokerEpoch atomic.Int64
-	// outOfService is the brokers the last image has fenced or in
-	// controlled shutdown: a leader does not ask to add them to an ISR
-	// (the controller would refuse, INELIGIBLE_REPLICA, and a caught-up
-	// follower's every fetch would ask again: KIP-841's rule). Replaced
-	// whole by ApplyImage.
-	outOfService atomic.Pointer[[]int32]
 	// closing is closed by Close: background loops stop.
 	closing chan struct{}
 	// fetchers copies the partitions this node follows (fetcher.go).
@@ -330,13 +324,6 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 	if b, ok := img.Brokers[m.opts.NodeID]; ok {
 		m.brokerEpoch.Store(b.Epoch)
 	}
-	var out []int32
-	for id, b := range img.Brokers {
-		if !b.Active() {
-			out = append(out, id)
-		}
-	}
-	m.outOfService.Store(&out)
 	m.lastImage = img
 	m.fetchers.apply(img, next)
 	m.ready.Store(len(failed) == 0)
@@ -388,13 +375,4 @@ func (m *Manager) openPartition(tp storage.TopicPartition, id metadata.UUID, cfg
 		}
 	}
 	return newPartition(m, tp, id, l), nil
-}
-
-// inService reports whether broker id may join an ISR as the last
-// applied image says (registered brokers that are neither fenced nor
-// shutting down; one the image does not know yet counts as in service,
-// and the controller decides).
-func (m *Manager) inService(id int32) bool {
-	out := m.outOfService.Load()
-	return out == nil || !slices.Contains(*out, id)
 }
