@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // `cluster describe` against a fake node: a real node cannot be made to
@@ -85,52 +84,7 @@ func newFakeNode(t *testing.T, describeClusterMax int16) *fakeNode {
 func (f *fakeNode) addr() string { return f.ln.Addr().String() }
 
 // serve answers one connection's requests in order until it closes.
-func (f *fakeNode) serve(nc net.Conn) error {
-	br := bufio.NewReader(nc)
-	for {
-		var size [4]byte
-		if _, err := io.ReadFull(br, size[:]); err != nil {
-			return err
-		}
-		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(br, frame); err != nil {
-			return err
-		}
-		r := kbin.Reader{Src: frame}
-		key, version, corr := r.Int16(), r.Int16(), r.Int32()
-		r.NullableString() // client id
-		req := kmsg.RequestForKey(key)
-		if req == nil {
-			return fmt.Errorf("unknown API key %d", key)
-		}
-		req.SetVersion(version)
-		if req.IsFlexible() {
-			for n := r.Uvarint(); n > 0; n-- { // header tags
-				r.Uvarint()
-				r.Span(int(r.Uvarint()))
-			}
-		}
-		if err := r.Complete(); err != nil {
-			return fmt.Errorf("%s v%d header: %v", kmsg.NameForKey(key), version, err)
-		}
-		if err := req.ReadFrom(r.Src); err != nil {
-			return fmt.Errorf("%s v%d body: %v", kmsg.NameForKey(key), version, err)
-		}
-		resp, err := f.answer(req)
-		if err != nil {
-			return err
-		}
-		resp.SetVersion(version)
-		out := binary.BigEndian.AppendUint32(nil, uint32(corr))
-		if resp.IsFlexible() && key != 18 { // ApiVersions' header is always v0
-			out = append(out, 0)
-		}
-		out = resp.AppendTo(out)
-		if _, err := nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...)); err != nil {
-			return err
-		}
-	}
-}
+func (f *fakeNode) serve(nc net.Conn) error { return testutil.ServeKafka(nc, f.answer) }
 
 func (f *fakeNode) answer(req kmsg.Request) (kmsg.Response, error) {
 	switch req := req.(type) {

@@ -1,9 +1,7 @@
 package forward
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/peers"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // The forwarding of a change to a remote controller, against a fake
@@ -126,60 +124,21 @@ func (f *fakeController) requests() []kmsg.Request {
 }
 
 func (f *fakeController) serve(nc net.Conn) error {
-	br := bufio.NewReader(nc)
-	for {
-		var size [4]byte
-		if _, err := io.ReadFull(br, size[:]); err != nil {
-			return err
-		}
-		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(br, frame); err != nil {
-			return err
-		}
-		r := kbin.Reader{Src: frame}
-		key, version, corr := r.Int16(), r.Int16(), r.Int32()
-		r.NullableString() // client id
-		req := kmsg.RequestForKey(key)
-		if req == nil {
-			return fmt.Errorf("unknown API key %d", key)
-		}
-		req.SetVersion(version)
-		if req.IsFlexible() {
-			for n := r.Uvarint(); n > 0; n-- { // header tags
-				r.Uvarint()
-				r.Span(int(r.Uvarint()))
-			}
-		}
-		if err := r.Complete(); err != nil {
-			return fmt.Errorf("%s v%d header: %v", kmsg.NameForKey(key), version, err)
-		}
-		if err := req.ReadFrom(r.Src); err != nil {
-			return fmt.Errorf("%s v%d body: %v", kmsg.NameForKey(key), version, err)
-		}
-		var resp kmsg.Response
+	return testutil.ServeKafka(nc, func(req kmsg.Request) (kmsg.Response, error) {
 		if v, ok := req.(*kmsg.ApiVersionsRequest); ok {
 			a := v.ResponseKind().(*kmsg.ApiVersionsResponse)
 			for _, k := range []struct{ key, max int16 }{{18, 3}, {43, 2}, {45, 0}} {
 				a.ApiKeys = append(a.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k.key, MaxVersion: k.max})
 			}
-			resp = a
-		} else {
-			f.mu.Lock()
-			f.asked = append(f.asked, req)
-			f.mu.Unlock()
-			resp = f.answer(req)
-			TagMetadataOffset(resp, taggedOffset)
+			return a, nil
 		}
-		resp.SetVersion(version)
-		out := binary.BigEndian.AppendUint32(nil, uint32(corr))
-		if resp.IsFlexible() && key != 18 { // ApiVersions' header is always v0
-			out = append(out, 0)
-		}
-		out = resp.AppendTo(out)
-		if _, err := nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...)); err != nil {
-			return err
-		}
-	}
+		f.mu.Lock()
+		f.asked = append(f.asked, req)
+		f.mu.Unlock()
+		resp := f.answer(req)
+		TagMetadataOffset(resp, taggedOffset)
+		return resp, nil
+	})
 }
 
 // newForwarder is node 1's forwarding client, the active controller
