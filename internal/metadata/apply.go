@@ -44,6 +44,12 @@ import (
 //   - ConfigRecord: known topic id; known config; a set value passes
 //     the image's TopicConfigs (ValidateTopicConfig).
 //   - RemoveTopicRecord: known topic id.
+//   - UnregisterBrokerRecord: from BrokerConfigMetadataVersion; a
+//     registered broker at its current epoch that no partition names
+//     among its replicas.
+//   - BrokerConfigRecord: from BrokerConfigMetadataVersion; broker -1
+//     or a registered one; a dynamic broker config
+//     (ValidateBrokerConfig).
 //   - ProducerIDsRecord: node id >= 0; NextProducerID grows.
 //
 // Records may be values or non-nil pointers to them.
@@ -85,8 +91,11 @@ type draft struct {
 	offset        uint64
 	brokersCopied bool
 	topicsCopied  bool
-	owned         map[*Topic]bool // topics cloned by this draft, safe to modify
-	created       map[UUID]bool   // topics created by this batch
+	// brokerConfigsCopied: the draft has its own BrokerConfigs map (the
+	// per-broker maps in it are replaced whole, never edited).
+	brokerConfigsCopied bool
+	owned               map[*Topic]bool // topics cloned by this draft, safe to modify
+	created             map[UUID]bool   // topics created by this batch
 }
 
 func (d *draft) apply(r Record) error {
@@ -156,6 +165,18 @@ func (d *draft) apply(r Record) error {
 	case *ReassignmentRecord:
 		if v != nil {
 			return d.reassignment(*v)
+		}
+	case UnregisterBrokerRecord:
+		return d.unregisterBroker(v)
+	case *UnregisterBrokerRecord:
+		if v != nil {
+			return d.unregisterBroker(*v)
+		}
+	case BrokerConfigRecord:
+		return d.brokerConfig(v)
+	case *BrokerConfigRecord:
+		if v != nil {
+			return d.brokerConfig(*v)
 		}
 	case ProducerIDsRecord:
 		return d.producerIDs(v)
@@ -452,6 +473,66 @@ func (d *draft) config(r ConfigRecord) error {
 		delete(t.Configs, r.Name)
 	} else {
 		t.Configs[r.Name] = *r.Value
+	}
+	return nil
+}
+
+func (d *draft) unregisterBroker(r UnregisterBrokerRecord) error {
+	b, ok := d.next.Brokers[r.NodeID]
+	switch {
+	case d.next.MetadataVersion < BrokerConfigMetadataVersion:
+		return fmt.Errorf("unregistering a broker needs metadata version %d; the log is at %d", BrokerConfigMetadataVersion, d.next.MetadataVersion)
+	case !ok:
+		return fmt.Errorf("broker %d is not registered", r.NodeID)
+	case b.Epoch != r.Epoch:
+		return fmt.Errorf("broker %d is at epoch %d, not %d", r.NodeID, b.Epoch, r.Epoch)
+	}
+	if n, first := d.next.ReplicasOn(r.NodeID); n > 0 {
+		return fmt.Errorf("broker %d still holds replicas of %d partitions (%s among them)", r.NodeID, n, first)
+	}
+	if !d.brokersCopied {
+		d.next.Brokers = cloneMap(d.next.Brokers)
+		d.brokersCopied = true
+	}
+	delete(d.next.Brokers, r.NodeID)
+	if _, ok := d.next.BrokerConfigs[r.NodeID]; ok {
+		if !d.brokerConfigsCopied {
+			d.next.BrokerConfigs = cloneMap(d.next.BrokerConfigs)
+			d.brokerConfigsCopied = true
+		}
+		delete(d.next.BrokerConfigs, r.NodeID)
+	}
+	return nil
+}
+
+func (d *draft) brokerConfig(r BrokerConfigRecord) error {
+	if d.next.MetadataVersion < BrokerConfigMetadataVersion {
+		return fmt.Errorf("dynamic broker configs need metadata version %d; the log is at %d", BrokerConfigMetadataVersion, d.next.MetadataVersion)
+	}
+	if _, ok := d.next.Brokers[r.Broker]; !ok && r.Broker != -1 {
+		return fmt.Errorf("broker config %q for broker %d, which is not registered", r.Name, r.Broker)
+	}
+	if r.Value != nil {
+		if err := ValidateBrokerConfig(r.Name, *r.Value); err != nil {
+			return err
+		}
+	} else if _, ok := DynamicBrokerConfigs[r.Name]; !ok {
+		return fmt.Errorf("%q is not a dynamic broker config", r.Name)
+	}
+	if !d.brokerConfigsCopied {
+		d.next.BrokerConfigs = cloneMap(d.next.BrokerConfigs)
+		d.brokerConfigsCopied = true
+	}
+	cfg := cloneMap(d.next.BrokerConfigs[r.Broker])
+	if r.Value == nil {
+		delete(cfg, r.Name)
+	} else {
+		cfg[r.Name] = *r.Value
+	}
+	if len(cfg) == 0 {
+		delete(d.next.BrokerConfigs, r.Broker)
+	} else {
+		d.next.BrokerConfigs[r.Broker] = cfg
 	}
 	return nil
 }

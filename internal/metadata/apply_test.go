@@ -582,3 +582,104 @@ func TestApplyReassignment(t *testing.T) {
 		t.Fatalf("partition after the reassignment: %+v", p)
 	}
 }
+
+// Dynamic broker configs: a broker's own value wins over the cluster
+// default (-1); only dynamic configs with valid values, for a registered
+// broker or the default, from metadata version 5.
+func TestApplyBrokerConfig(t *testing.T) {
+	base := baseImage(t)
+	set := func(broker int32, v string) BrokerConfigRecord {
+		return BrokerConfigRecord{Broker: broker, Name: FollowerThrottleRateConfig, Value: &v}
+	}
+	if _, err := base.Apply(11, set(-1, "100")); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), "metadata version 5") {
+		t.Fatalf("broker config in a version-1 log: %v, want ErrBadRecord naming version 5", err)
+	}
+	v5, err := base.Apply(11, MetadataVersionRecord{Version: BrokerConfigMetadataVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		rec  BrokerConfigRecord
+		msg  string
+	}{
+		{"unregistered broker", set(7, "100"), "not registered"},
+		{"below the default", set(-2, "100"), "not registered"},
+		{"zero", set(1, "0"), "at least 1"},
+		{"negative", set(1, "-5"), "at least 1"},
+		{"not a number", set(1, "10MB"), "whole number"},
+		{"overflow", set(1, "99999999999999999999"), "whole number"},
+		{"static config", BrokerConfigRecord{Broker: 1, Name: "num.partitions", Value: strp("3")}, "not a dynamic broker config"},
+		{"Kafka's leader-side rate", BrokerConfigRecord{Broker: 1, Name: "leader.replication.throttled.rate", Value: strp("3")}, "not a dynamic broker config"},
+		{"delete of an unknown one", BrokerConfigRecord{Broker: 1, Name: "nope"}, "not a dynamic broker config"},
+	} {
+		if _, err := v5.Apply(12, tc.rec); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want ErrBadRecord naming %q", tc.name, err, tc.msg)
+		}
+	}
+	img, err := v5.Apply(12, set(-1, "1000"), set(2, "50"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for broker, want := range map[int32]int64{1: 1000, 2: 50, 3: 1000} {
+		if got := img.FollowerThrottleRate(broker); got != want {
+			t.Errorf("broker %d rate %d, want %d", broker, got, want)
+		}
+	}
+	if v, fromDefault, ok := img.BrokerConfig(2, FollowerThrottleRateConfig); v != "50" || fromDefault || !ok {
+		t.Errorf("broker 2's own config: %q default %v ok %v", v, fromDefault, ok)
+	}
+	if v5.FollowerThrottleRate(1) != 0 || len(v5.BrokerConfigs) != 0 {
+		t.Errorf("the image before the change moved: %v", v5.BrokerConfigs)
+	}
+	got, _ := roundTrip(t, img)
+	if !reflect.DeepEqual(got.BrokerConfigs, img.BrokerConfigs) {
+		t.Errorf("after a snapshot: %v, want %v", got.BrokerConfigs, img.BrokerConfigs)
+	}
+	img, err = img.Apply(13, BrokerConfigRecord{Broker: -1, Name: FollowerThrottleRateConfig}, BrokerConfigRecord{Broker: 2, Name: FollowerThrottleRateConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.FollowerThrottleRate(2) != 0 || len(img.BrokerConfigs) != 0 {
+		t.Errorf("after deleting both: %v", img.BrokerConfigs)
+	}
+}
+
+// Unregistering, from metadata version 5: only a registered broker at
+// its epoch that no partition names; its dynamic configs go with it.
+func TestApplyUnregisterBroker(t *testing.T) {
+	base := baseImage(t)
+	if _, err := base.Apply(11, UnregisterBrokerRecord{NodeID: 1, Epoch: 10}); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), "metadata version 5") {
+		t.Fatalf("unregister in a version-1 log: %v", err)
+	}
+	v := "100"
+	img, err := base.Apply(11, MetadataVersionRecord{Version: BrokerConfigMetadataVersion},
+		BrokerRecord{NodeID: 4, Host: "h4", Port: 9092},
+		BrokerConfigRecord{Broker: 4, Name: FollowerThrottleRateConfig, Value: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		rec  UnregisterBrokerRecord
+		msg  string
+	}{
+		{"unknown", UnregisterBrokerRecord{NodeID: 9, Epoch: 10}, "broker 9 is not registered"},
+		{"older epoch", UnregisterBrokerRecord{NodeID: 4, Epoch: 10}, "at epoch 11, not 10"},
+		{"holds replicas", UnregisterBrokerRecord{NodeID: 2, Epoch: 10}, "still holds replicas of 2 partitions (orders-0 among them)"},
+	} {
+		if _, err := img.Apply(12, tc.rec); !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want ErrBadRecord naming %q", tc.name, err, tc.msg)
+		}
+	}
+	after, err := img.Apply(12, UnregisterBrokerRecord{NodeID: 4, Epoch: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := after.Brokers[4]; ok || len(after.BrokerConfigs) != 0 {
+		t.Fatalf("after unregistering 4: brokers %v, configs %v", after.BrokerIDs(), after.BrokerConfigs)
+	}
+	if _, ok := img.Brokers[4]; !ok || img.FollowerThrottleRate(4) != 100 {
+		t.Fatal("the image before the change moved")
+	}
+}

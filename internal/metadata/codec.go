@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/fjordmq/fjord/internal/topicconfig"
@@ -77,6 +78,10 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[ControlledShutdownRecord](env.Data)
 	case ReassignmentRecord{}.Type():
 		r, err = decodeData[ReassignmentRecord](env.Data)
+	case BrokerConfigRecord{}.Type():
+		r, err = decodeData[BrokerConfigRecord](env.Data)
+	case UnregisterBrokerRecord{}.Type():
+		r, err = decodeData[UnregisterBrokerRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -159,6 +164,9 @@ type imageSnapshot struct {
 	Brokers         []BrokerRecord  `json:"brokers"`
 	Topics          []topicSnapshot `json:"topics"`
 	NextProducerID  int64           `json:"next_producer_id"`
+	// BrokerConfigs are the dynamic broker configs by broker id (-1:
+	// the cluster default), omitted when there is none.
+	BrokerConfigs map[int32]map[string]string `json:"broker_configs,omitempty"`
 }
 
 type topicSnapshot struct {
@@ -188,6 +196,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 		Brokers:         []BrokerRecord{},
 		Topics:          []topicSnapshot{},
 		NextProducerID:  img.NextProducerID,
+		BrokerConfigs:   img.BrokerConfigs,
 	}
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
@@ -265,6 +274,12 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 		for _, n := range names {
 			v := ts.Configs[n]
 			recs = append(recs, ConfigRecord{TopicID: ts.ID, Name: n, Value: &v})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.BrokerConfigs)) {
+		for _, n := range slices.Sorted(maps.Keys(s.BrokerConfigs[id])) {
+			v := s.BrokerConfigs[id][n]
+			recs = append(recs, BrokerConfigRecord{Broker: id, Name: n, Value: &v})
 		}
 	}
 	img, err := applyRecords(Empty(configs), s.Offset, recs)

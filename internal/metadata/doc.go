@@ -30,6 +30,12 @@
 //	config        ConfigRecord       known topic and config; value valid
 //	                                 (Image.ValidateTopicConfig); nil resets
 //	remove_topic  RemoveTopicRecord  known topic; removes its partitions
+//	unregister_broker UnregisterBrokerRecord  a registered broker at its
+//	                                 epoch, named by no partition
+//	                                 (metadata version 5)
+//	broker_config BrokerConfigRecord  broker -1 (default) or registered;
+//	                                 a dynamic broker config, value valid
+//	                                 (metadata version 5); nil resets
 //	producer_ids  ProducerIDsRecord  NextProducerID only grows, so blocks
 //	                                 never overlap
 //

@@ -29,6 +29,10 @@ type Image struct {
 	// progress (Partition.Reassigning), so the controller's checks for
 	// one to complete cost nothing when there is none.
 	Reassignments int
+	// BrokerConfigs are the dynamic broker configs (BrokerConfigRecord)
+	// by broker id, -1 for the cluster default; nil when there is none.
+	// Read them with BrokerConfig.
+	BrokerConfigs map[int32]map[string]string
 	// TopicConfigs is every topic config the node knows (node builds it
 	// from the owners' definitions; see KafkaTopicConfigs). Apply checks
 	// config records with it, and it answers defaults. It is the node's

@@ -53,8 +53,10 @@ type MetadataVersionRecord struct {
 // FenceBrokerRecord and UnfenceBrokerRecord change it. (In a version 1
 // log a registered broker is unfenced.) Version 3 adds controlled
 // shutdown (ControlledShutdownRecord). Version 4 adds partition
-// reassignment (ReassignmentRecord).
-const KnownMetadataVersion int32 = 4
+// reassignment (ReassignmentRecord). Version 5 adds dynamic broker
+// configs (BrokerConfigRecord) and unregistering a broker
+// (UnregisterBrokerRecord).
+const KnownMetadataVersion int32 = 5
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.
@@ -67,6 +69,10 @@ const ControlledShutdownMetadataVersion int32 = 3
 // ReassignmentMetadataVersion is the first metadata version with
 // ReassignmentRecord.
 const ReassignmentMetadataVersion int32 = 4
+
+// BrokerConfigMetadataVersion is the first metadata version with
+// BrokerConfigRecord and UnregisterBrokerRecord.
+const BrokerConfigMetadataVersion int32 = 5
 
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
@@ -156,6 +162,29 @@ type ConfigRecord struct {
 	Value   *string `json:"value"`
 }
 
+// BrokerConfigRecord sets (Value non-nil) or removes (Value nil) a
+// dynamic broker config, Kafka's ConfigRecord for a BROKER resource: for
+// the registered broker Broker, or with Broker -1 for every broker (the
+// cluster default, Kafka's resource named ""). A broker's own value wins
+// over the default. Only the configs of DynamicBrokerConfigs may be set;
+// every other broker setting is static (flags, FJORD_* variables, the
+// config file).
+type BrokerConfigRecord struct {
+	Broker int32   `json:"broker"`
+	Name   string  `json:"name"`
+	Value  *string `json:"value"`
+}
+
+// UnregisterBrokerRecord removes a broker's registration (Kafka's
+// UnregisterBroker, the end of a decommission): the broker, at the
+// epoch given, holds no replica of any partition. Its dynamic broker
+// configs go with it. A process of the same id that registers later is
+// a new broker.
+type UnregisterBrokerRecord struct {
+	NodeID int32 `json:"node_id"`
+	Epoch  int64 `json:"epoch"`
+}
+
 // ReassignmentRecord starts (Adding or Removing non-empty) or ends (both
 // empty) a reassignment of one partition (KIP-455). While one is in
 // progress the partition's Replicas is the target's replicas, in the
@@ -197,3 +226,5 @@ func (FenceBrokerRecord) Type() string        { return "fence_broker" }
 func (UnfenceBrokerRecord) Type() string      { return "unfence_broker" }
 func (ControlledShutdownRecord) Type() string { return "controlled_shutdown" }
 func (ReassignmentRecord) Type() string       { return "reassignment" }
+func (BrokerConfigRecord) Type() string       { return "broker_config" }
+func (UnregisterBrokerRecord) Type() string   { return "unregister_broker" }
