@@ -29,9 +29,11 @@ import (
 // entry moves nothing. --execute, like Kafka's tool, refuses to start
 // while other reassignments are in progress unless --additional is
 // given, and prints the partitions' current replicas as a plan first, to
-// roll back with. Not yet: --throttle and --replica-alter-log-dirs-throttle
-// (refused, never ignored: a move the operator meant to throttle must
-// not run at full speed), --generate, and log directories other than
+// roll back with. --throttle sets follower.replication.throttled.rate
+// on each broker the plan adds a replica to, before the moves start, and
+// --verify removes it from every broker once no reassignment is left in
+// progress, as Kafka's tool does. Not yet: --replica-alter-log-dirs-throttle
+// (refused, never ignored), --generate, and log directories other than
 // "any".
 
 // maxPlanBytes bounds a plan file: ample for every partition of a large
@@ -43,7 +45,8 @@ func newTopicReassignCommand(o *clientOptions) *cobra.Command {
 		planPath                          string
 		execute, verify, cancel, listOnly bool
 		additional                        bool
-		throttle, logDirThrottle          string
+		throttle                          int64
+		logDirThrottle                    string
 		output                            string
 	)
 	cmd := &cobra.Command{
@@ -63,10 +66,14 @@ it deletes its copy once the move completes.
   --execute  start the plan's reassignments. The partitions' current
              replicas are printed first, as a plan to roll back with.
              Refused while other reassignments are in progress, unless
-             --additional is given.
+             --additional is given. With --throttle BYTES, each broker
+             that gets a new replica copies for it at most BYTES per
+             second (follower.replication.throttled.rate); other
+             replication is never throttled.
   --verify   show where each of the plan's partitions stands: complete,
              in progress, or not at its target. Fails until all are
-             complete, so a script can wait on it.
+             complete, so a script can wait on it. Once none is in
+             progress in the cluster, it removes the throttle.
   --cancel   stop the plan's reassignments that are in progress; each
              partition goes back to the replicas it had.
   --list     every reassignment in progress (no plan).
@@ -82,12 +89,18 @@ the node's answer, printed per partition.`,
 				return err
 			}
 			// Refused first, so a throttle is never silently dropped.
-			for _, name := range []string{"throttle", "replica-alter-log-dirs-throttle"} {
-				if cmd.Flags().Changed(name) {
-					return fmt.Errorf("--%s is not supported yet: Fjord cannot throttle reassignment traffic, and refuses rather than move at full speed; without --%s the moves are not throttled", name, name)
-				}
+			if cmd.Flags().Changed("replica-alter-log-dirs-throttle") {
+				return errors.New("--replica-alter-log-dirs-throttle is not supported: Fjord has one log directory per node, so there are no moves between directories to throttle")
 			}
 			actions := givenFlags(cmd, "execute", "verify", "cancel", "list")
+			if cmd.Flags().Changed("throttle") {
+				switch {
+				case !execute:
+					return errors.New("--throttle goes with --execute (--verify removes it once the moves are done)")
+				case throttle < 1:
+					return fmt.Errorf("--throttle %d: want the bytes per second each receiving broker may copy, at least 1", throttle)
+				}
+			}
 			switch {
 			case len(actions) == 0:
 				return errors.New("give one action: --execute, --verify, --cancel (each with --reassignment-json-file) or --list")
@@ -116,7 +129,7 @@ the node's answer, printed per partition.`,
 			defer cl.Close()
 			switch {
 			case execute:
-				return executeReassignment(ctx, cmd, cl, plan, additional, planPath, output)
+				return executeReassignment(ctx, cmd, cl, plan, reassignOptions{additional: additional, throttle: throttle}, planPath, output)
 			case verify:
 				return verifyReassignment(ctx, cmd, cl, plan, output)
 			case cancel:
@@ -132,8 +145,8 @@ the node's answer, printed per partition.`,
 	f.BoolVar(&cancel, "cancel", false, "cancel the plan's reassignments in progress")
 	f.BoolVar(&listOnly, "list", false, "list every reassignment in progress")
 	f.BoolVar(&additional, "additional", false, "with --execute: start even though other reassignments are in progress")
-	f.StringVar(&throttle, "throttle", "", "not supported yet (refused)")
-	f.StringVar(&logDirThrottle, "replica-alter-log-dirs-throttle", "", "not supported yet (refused)")
+	f.Int64Var(&throttle, "throttle", 0, "with --execute: bytes per second each broker receiving a replica may copy (follower.replication.throttled.rate)")
+	f.StringVar(&logDirThrottle, "replica-alter-log-dirs-throttle", "", "not supported (refused): one log directory per node")
 	addOutputFlag(cmd, &output)
 	return cmd
 }
@@ -571,8 +584,18 @@ type reassignExecution struct {
 	// a plan to roll back with.
 	Current    reassignmentPlanJSON `json:"current"`
 	Partitions []reassignOutcome    `json:"partitions"`
+	// Throttle is the bytes per second set on ThrottledBrokers (the
+	// ones the plan adds replicas to) before the moves started; 0: none.
+	Throttle         int64   `json:"throttle,omitempty"`
+	ThrottledBrokers []int32 `json:"throttled_brokers,omitempty"`
 	// planPath is the plan's file, for the hint to --verify.
 	planPath string
+}
+
+// reassignOptions are --execute's modifiers.
+type reassignOptions struct {
+	additional bool
+	throttle   int64 // bytes per second; 0: none
 }
 
 func (r reassignExecution) printText(out io.Writer) error {
@@ -581,6 +604,10 @@ func (r reassignExecution) printText(out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "Current replicas of these partitions (save this plan to roll back with --execute):\n%s\n\n", cur)
+	if r.Throttle > 0 {
+		fmt.Fprintf(out, "Throttle: brokers %s copy for their new replicas at most %d bytes per second (%s); --verify removes it once the moves are done.\n\n",
+			ids(r.ThrottledBrokers), r.Throttle, followerThrottleConfig)
+	}
 	if err := printOutcomes(out, r.Partitions); err != nil {
 		return err
 	}
@@ -606,7 +633,8 @@ func printOutcomes(out io.Writer, outcomes []reassignOutcome) error {
 	return w.Flush()
 }
 
-func executeReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client, plan []planPartition, additional bool, planPath, output string) error {
+func executeReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client, plan []planPartition, opts reassignOptions, planPath, output string) error {
+	additional := opts.additional
 	_, inProgress, err := listOngoing(ctx, cl, nil)
 	if err != nil {
 		return err
@@ -643,6 +671,9 @@ func executeReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client
 		}
 		r.Current.Partitions = append(r.Current.Partitions, planPartition{Topic: p.Topic, Partition: p.Partition, Replicas: nonNil(before)})
 	}
+	if r.Throttle, r.ThrottledBrokers, err = throttleReceivers(ctx, cl, opts.throttle, plan, current); err != nil {
+		return err
+	}
 	errs, err := alterReassignments(ctx, cl, plan, false)
 	if err != nil {
 		return fmt.Errorf("starting the reassignments: %w", err)
@@ -654,6 +685,73 @@ func executeReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client
 		return err
 	}
 	return failures("reassignments could not be started", r.Partitions)
+}
+
+// followerThrottleConfig is the dynamic broker config the throttle is.
+const followerThrottleConfig = "follower.replication.throttled.rate"
+
+// receivingBrokers are the brokers plan adds a replica to: in a
+// partition's target and not among its replicas now, sorted.
+func receivingBrokers(plan []planPartition, current map[partitionKey][]int32) []int32 {
+	var out []int32
+	for _, p := range plan {
+		for _, b := range p.Replicas {
+			if !slices.Contains(current[p.key()], b) && !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// throttleReceivers sets the throttle (rate > 0; 0 does nothing) on
+// the brokers plan adds replicas to, before the moves start, so the
+// first byte copied is throttled. It returns the rate set (0 when no
+// broker receives a replica) and the brokers.
+func throttleReceivers(ctx context.Context, cl *kgo.Client, rate int64, plan []planPartition, current map[partitionKey][]int32) (int64, []int32, error) {
+	if rate <= 0 {
+		return 0, nil, nil
+	}
+	brokers := receivingBrokers(plan, current)
+	if len(brokers) == 0 {
+		return 0, nil, nil
+	}
+	return rate, brokers, setThrottle(ctx, cl, rate, brokers)
+}
+
+// setThrottle sets (rate > 0) or removes (rate 0) the throttle on
+// brokers.
+func setThrottle(ctx context.Context, cl *kgo.Client, rate int64, brokers []int32) error {
+	if len(brokers) == 0 {
+		return nil
+	}
+	c := kadm.AlterConfig{Op: kadm.DeleteConfig, Name: followerThrottleConfig}
+	verb := "removing"
+	if rate > 0 {
+		v := strconv.FormatInt(rate, 10)
+		c, verb = kadm.AlterConfig{Op: kadm.SetConfig, Name: followerThrottleConfig, Value: &v}, "setting"
+	}
+	resps, err := kadm.NewClient(cl).AlterBrokerConfigs(ctx, []kadm.AlterConfig{c}, brokers...)
+	if err == nil {
+		for _, r := range resps {
+			if r.Err != nil {
+				err = fmt.Errorf("broker %s: %w%s", r.Name, r.Err, messageSuffix(r.ErrMessage))
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s the reassignment throttle (%s): %w", verb, followerThrottleConfig, err)
+	}
+	return nil
+}
+
+func messageSuffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
 }
 
 // reassignCancellation is topic reassign --cancel -o json.
@@ -703,6 +801,9 @@ func cancelReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client,
 // reassignVerification is topic reassign --verify -o json.
 type reassignVerification struct {
 	Partitions []partitionReassignState `json:"partitions"`
+	// ThrottleRemovedFrom are the brokers whose throttle was removed
+	// (every registered one, once no reassignment is in progress).
+	ThrottleRemovedFrom []int32 `json:"throttle_removed_from,omitempty"`
 }
 
 type partitionReassignState struct {
@@ -733,7 +834,14 @@ func (r reassignVerification) printText(out io.Writer) error {
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, replicas, ids(p.Target),
 			orNone(ids(p.Adding)), orNone(ids(p.Removing)), p.Status)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(r.ThrottleRemovedFrom) > 0 {
+		_, err := fmt.Fprintf(out, "\nNo reassignment is in progress: removed the throttle (%s) from brokers %s.\n", followerThrottleConfig, ids(r.ThrottleRemovedFrom))
+		return err
+	}
+	return nil
 }
 
 func verifyReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client, plan []planPartition, output string) error {
@@ -775,6 +883,11 @@ func verifyReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client,
 		}
 		r.Partitions = append(r.Partitions, s)
 	}
+	if notDone == 0 {
+		if r.ThrottleRemovedFrom, err = clearThrottles(ctx, cl); err != nil {
+			return err
+		}
+	}
 	if err := printResult(cmd, output, r); err != nil {
 		return err
 	}
@@ -785,6 +898,24 @@ func verifyReassignment(ctx context.Context, cmd *cobra.Command, cl *kgo.Client,
 		return fmt.Errorf("%d of %d reassignments are still in progress", inProgress, len(plan))
 	}
 	return fmt.Errorf("%d of %d partitions are not at their target (%d still in progress)", notDone, len(plan), inProgress)
+}
+
+// clearThrottles removes the reassignment throttle from every
+// registered broker once no reassignment is in progress in the cluster
+// (another plan's may still be moving, and keeps its throttle). It
+// returns the brokers it cleared, none when some move goes on.
+func clearThrottles(ctx context.Context, cl *kgo.Client) ([]int32, error) {
+	_, inProgress, err := listOngoing(ctx, cl, nil)
+	if err != nil || len(inProgress) > 0 {
+		return nil, err
+	}
+	brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing brokers to remove the throttle from: %w", err)
+	}
+	ids := brokers.NodeIDs()
+	slices.Sort(ids)
+	return ids, setThrottle(ctx, cl, 0, ids)
 }
 
 // reassignList is topic reassign --list -o json.

@@ -91,10 +91,19 @@ func changeQuorum(cmd *cobra.Command, o *clientOptions, req kmsg.Request, done s
 		return err
 	}
 	defer cl.Close()
+	if err := toController(ctx, cl, req); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), done)
+	return nil
+}
+
+// toController sends req to the active controller, asking Metadata for
+// it again while the controller moves (NOT_CONTROLLER).
+func toController(ctx context.Context, cl *kgo.Client, req kmsg.Request) error {
 	for {
 		err := sendQuorumChange(ctx, cl, req)
 		if err == nil {
-			fmt.Fprintln(cmd.OutOrStdout(), done)
 			return nil
 		}
 		if !errors.Is(err, kerr.NotController) || ctx.Err() != nil {
@@ -128,6 +137,8 @@ func sendQuorumChange(ctx context.Context, cl *kgo.Client, req kmsg.Request) err
 	case *kmsg.AddRaftVoterResponse:
 		code, msg = r.ErrorCode, r.ErrorMessage
 	case *kmsg.RemoveRaftVoterResponse:
+		code, msg = r.ErrorCode, r.ErrorMessage
+	case *kmsg.UnregisterBrokerResponse:
 		code, msg = r.ErrorCode, r.ErrorMessage
 	}
 	if err := kerr.ErrorForCode(code); err != nil {

@@ -1025,3 +1025,56 @@ func heartbeatAt(ctx context.Context, c *controller.Controller, id int32, epoch 
 	_, err := c.BrokerHeartbeat(ctx, controlplane.Heartbeat{NodeID: id, BrokerEpoch: epoch, MetadataOffset: offset})
 	return err
 }
+
+func TestAlterBrokerConfigs(t *testing.T) {
+	t.Parallel()
+	c := open(t, baseConfig(t, t.TempDir()))
+	ctx := ctxT(t)
+	s := func(v string) *string { return &v }
+	const throttle = metadata.FollowerThrottleRateConfig
+	set := func(v string) []controlplane.ConfigOp {
+		return []controlplane.ConfigOp{{Name: throttle, Op: controlplane.ConfigSet, Value: s(v)}}
+	}
+	before := c.Image()
+	for _, tc := range []struct {
+		name   string
+		broker int32
+		ops    []controlplane.ConfigOp
+		want   error
+		msg    string
+	}{
+		{"unregistered broker", 42, set("5"), controlplane.ErrInvalidRequest, "not registered"},
+		{"static config", -1, []controlplane.ConfigOp{{Name: "num.partitions", Op: controlplane.ConfigSet, Value: s("3")}}, controlplane.ErrInvalidConfig, "not a dynamic broker config"},
+		{"zero", -1, set("0"), controlplane.ErrInvalidConfig, "at least 1"},
+		{"append", -1, []controlplane.ConfigOp{{Name: throttle, Op: controlplane.ConfigAppend, Value: s("5")}}, controlplane.ErrInvalidConfig, "set or deleted"},
+		{"named twice", -1, append(set("5"), controlplane.ConfigOp{Name: throttle, Op: controlplane.ConfigDelete}), controlplane.ErrInvalidRequest, "more than once"},
+		{"null", -1, []controlplane.ConfigOp{{Name: throttle, Op: controlplane.ConfigSet}}, controlplane.ErrInvalidConfig, "null"},
+	} {
+		err := c.AlterBrokerConfigs(ctx, tc.broker, tc.ops, false)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want %v naming %q", tc.name, err, tc.want, tc.msg)
+		}
+	}
+	if c.Image() != before {
+		t.Fatal("a refused change committed an entry")
+	}
+	if err := c.AlterBrokerConfigs(ctx, -1, set("2048"), true); err != nil || c.Image() != before {
+		t.Fatalf("validate only: %v, image changed %v", err, c.Image() != before)
+	}
+	if err := c.AlterBrokerConfigs(ctx, -1, set("2048"), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Image().FollowerThrottleRate(1); got != 2048 {
+		t.Fatalf("broker 1's rate after setting the default: %d", got)
+	}
+	same := c.Image()
+	if err := c.AlterBrokerConfigs(ctx, -1, set("2048"), false); err != nil || c.Image() != same {
+		t.Fatalf("a no-op change: %v, committed %v", err, c.Image() != same)
+	}
+	if err := c.AlterBrokerConfigs(ctx, -1, []controlplane.ConfigOp{{Name: throttle, Op: controlplane.ConfigDelete}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Image().FollowerThrottleRate(1); got != 0 || len(c.Image().BrokerConfigs) != 0 {
+		t.Fatalf("after delete: rate %d, configs %v", got, c.Image().BrokerConfigs)
+	}
+}

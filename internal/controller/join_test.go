@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -150,18 +151,26 @@ func TestObserverConfig(t *testing.T) {
 	}
 }
 
-// AddVoter promotes an observer and RemoveVoter takes a voter out; the
-// bad cases change nothing.
-func TestAddAndRemoveVoter(t *testing.T) {
-	voter := openForJoin(t, Config{NodeID: 1})
+// voterAndObserver is a quorum of voter 1, leading, and node 4 following
+// its log as an observer.
+func voterAndObserver(t *testing.T) (voter, obs *Controller) {
+	t.Helper()
+	voter = openForJoin(t, Config{NodeID: 1})
 	leading(t, voter)
-	obs := openForJoin(t, Config{NodeID: 4, Observer: true, Voters: []Voter{{NodeID: 1, Addr: voter.Addr()}}})
+	obs = openForJoin(t, Config{NodeID: 4, Observer: true, Voters: []Voter{{NodeID: 1, Addr: voter.Addr()}}})
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if !slices.Equal(voter.observers(), []int32{4}) || !obs.inConfiguration() {
 			return errString("node 4 is not an observer yet")
 		}
 		return nil
 	})
+	return voter, obs
+}
+
+// AddVoter promotes an observer and RemoveVoter takes a voter out; the
+// bad cases change nothing.
+func TestAddAndRemoveVoter(t *testing.T) {
+	voter, obs := voterAndObserver(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -199,5 +208,62 @@ func TestAddAndRemoveVoter(t *testing.T) {
 	}
 	if v := voter.Voters(); !slices.Equal(v, []int32{1}) {
 		t.Fatalf("voters %v after removing 4, want [1]", v)
+	}
+}
+
+// UnregisterBroker: refused, changing nothing, for a broker that holds
+// a replica, a voter, an unknown id, and on a node that is not the
+// active controller; then the broker-only node 4, holding nothing, is
+// unregistered and leaves the metadata log's configuration.
+func TestUnregisterBroker(t *testing.T) {
+	voter, obs := voterAndObserver(t)
+	ctx := context.Background()
+	for _, id := range []int32{1, 4} {
+		epoch, err := voter.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: id, Host: "127.0.0.1", Port: 9092, IncarnationID: metadata.UUID{byte(id)}})
+		if err != nil {
+			t.Fatalf("registering broker %d: %v", id, err)
+		}
+		testutil.Eventually(t, 10*time.Second, func() error {
+			voter.BrokerHeartbeat(ctx, controlplane.Heartbeat{NodeID: id, BrokerEpoch: epoch, MetadataOffset: voter.Image().Offset})
+			if voter.Image().Brokers[id].Fenced {
+				return errString("still fenced")
+			}
+			return nil
+		})
+	}
+	res := voter.CreateTopics(ctx, []controlplane.CreateTopic{{Name: "on-4", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{4}}}}, false)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	before := voter.Image()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+		msg  string
+	}{
+		{"holds a replica", voter.UnregisterBroker(ctx, 4), controlplane.ErrInvalidRequest, "still holds replicas of 1 partitions (on-4-0 among them)"},
+		{"a voter", voter.UnregisterBroker(ctx, 1), controlplane.ErrInvalidRequest, "is a controller voter"},
+		{"unknown", voter.UnregisterBroker(ctx, 9), controlplane.ErrBrokerNotRegistered, "broker 9"},
+		{"not the active controller", obs.UnregisterBroker(ctx, 4), controlplane.ErrNotController, "not the active controller"},
+	} {
+		if !errors.Is(tc.err, tc.want) || !strings.Contains(tc.err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want %v naming %q", tc.name, tc.err, tc.want, tc.msg)
+		}
+	}
+	if voter.Image() != before || !slices.Equal(voter.observers(), []int32{4}) {
+		t.Fatal("a refused unregister changed something")
+	}
+	if errs := voter.DeleteTopics(ctx, []string{"on-4"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if err := voter.UnregisterBroker(ctx, 4); err != nil {
+		t.Fatalf("unregistering broker 4, holding nothing: %v", err)
+	}
+	if _, ok := voter.Image().Brokers[4]; ok || len(voter.observers()) != 0 {
+		t.Fatalf("after unregistering: brokers %v, observers %v", voter.Image().BrokerIDs(), voter.observers())
+	}
+	if err := voter.UnregisterBroker(ctx, 4); !errors.Is(err, controlplane.ErrBrokerNotRegistered) {
+		t.Fatalf("unregistering broker 4 again: %v, want BROKER_ID_NOT_REGISTERED", err)
 	}
 }

@@ -300,6 +300,26 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	return nil
 }
 
+// AlterBrokerConfigs changes broker's dynamic configs (-1: the cluster
+// default). Each op sets or deletes one config; deleting one that is
+// not set commits nothing.
+func (c *Controller) AlterBrokerConfigs(ctx context.Context, broker int32, ops []controlplane.ConfigOp, validateOnly bool) error {
+	a, img, err := c.beginChange(ctx)
+	if err != nil {
+		return err
+	}
+	defer a.proposeMu.Unlock()
+	recs, err := planBrokerConfigs(img, broker, ops)
+	if err != nil || validateOnly || len(recs) == 0 {
+		return err
+	}
+	if err := a.proposeLocked(ctx, c, recs); err != nil {
+		return err
+	}
+	c.log.Info("altered broker configs", "broker", broker, "records", len(recs))
+	return nil
+}
+
 // AlterConfigs changes topic's config overrides; see planConfigs for the
 // two modes. A change that leaves the overrides as they are commits
 // nothing.

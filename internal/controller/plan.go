@@ -236,6 +236,51 @@ func configRecords(id metadata.UUID, old, new map[string]string) []metadata.Reco
 // exists, and so does Fjord, so tools built for Kafka behave the same.
 func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
+// planBrokerConfigs turns a dynamic broker config change into records:
+// for a registered broker or the default (-1), each config named once,
+// set to a valid value or deleted.
+func planBrokerConfigs(img *metadata.Image, broker int32, ops []controlplane.ConfigOp) ([]metadata.Record, error) {
+	if img.MetadataVersion < metadata.BrokerConfigMetadataVersion {
+		return nil, fmt.Errorf("%w: dynamic broker configs need metadata version %d; the log is at %d",
+			controlplane.ErrInvalidRequest, metadata.BrokerConfigMetadataVersion, img.MetadataVersion)
+	}
+	if _, ok := img.Brokers[broker]; !ok && broker != -1 {
+		return nil, fmt.Errorf("%w: broker %d is not registered", controlplane.ErrInvalidRequest, broker)
+	}
+	current := img.BrokerConfigs[broker]
+	seen := make(map[string]bool, len(ops))
+	var recs []metadata.Record
+	for _, op := range ops {
+		if seen[op.Name] {
+			return nil, fmt.Errorf("%w: config %q appears more than once in the request", controlplane.ErrInvalidRequest, op.Name)
+		}
+		seen[op.Name] = true
+		switch op.Op {
+		case controlplane.ConfigSet:
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: config %q: set with a null value", controlplane.ErrInvalidConfig, op.Name)
+			}
+			if err := metadata.ValidateBrokerConfig(op.Name, *op.Value); err != nil {
+				return nil, err
+			}
+			if v, ok := current[op.Name]; !ok || v != *op.Value {
+				recs = append(recs, metadata.BrokerConfigRecord{Broker: broker, Name: op.Name, Value: op.Value})
+			}
+		case controlplane.ConfigDelete:
+			if _, ok := metadata.DynamicBrokerConfigs[op.Name]; !ok {
+				return nil, fmt.Errorf("%w: %q is not a dynamic broker config", controlplane.ErrInvalidConfig, op.Name)
+			}
+			if _, ok := current[op.Name]; ok {
+				recs = append(recs, metadata.BrokerConfigRecord{Broker: broker, Name: op.Name})
+			}
+		default:
+			return nil, fmt.Errorf("%w: broker config %q: %s is not allowed: a broker config is set or deleted",
+				controlplane.ErrInvalidConfig, op.Name, opName(op.Op))
+		}
+	}
+	return recs, nil
+}
+
 // planConfigs applies ops to a topic's overrides and returns the new
 // overrides. replaceAll (legacy AlterConfigs): the Set ops are the new
 // complete set. Otherwise (IncrementalAlterConfigs) each op edits the

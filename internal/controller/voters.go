@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // Voter changes (KIP-853's AddRaftVoter and RemoveRaftVoter), for
@@ -106,4 +107,56 @@ func (c *Controller) changeConfiguration(ctx context.Context, f raft.IndexFuture
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", controlplane.ErrTimedOut, context.Cause(ctx))
 	}
+}
+
+// UnregisterBroker removes broker id's registration (Kafka's
+// UnregisterBroker), the end of a decommission: the broker must hold no
+// replica (a drain moves them first) and must not be a voter (remove it
+// from the quorum first). A broker-only node is also taken out of the
+// Raft configuration, so the log is no longer sent to it. Unknown is
+// BROKER_ID_NOT_REGISTERED, unless the node is still an observer (an
+// earlier unregister that committed and then failed to change the
+// configuration): then the configuration change is made again.
+func (c *Controller) UnregisterBroker(ctx context.Context, id int32) error {
+	a, img, err := c.beginChange(ctx)
+	if err != nil {
+		return err
+	}
+	b, registered := img.Brokers[id]
+	observer := slices.Contains(c.observers(), id)
+	switch {
+	case slices.Contains(c.Voters(), id):
+		a.proposeMu.Unlock()
+		return fmt.Errorf("%w: broker %d is a controller voter: take it out of the quorum first (fjord cluster remove-voter)", controlplane.ErrInvalidRequest, id)
+	case !registered && !observer:
+		a.proposeMu.Unlock()
+		return fmt.Errorf("%w: broker %d", controlplane.ErrBrokerNotRegistered, id)
+	case img.MetadataVersion < metadata.BrokerConfigMetadataVersion:
+		a.proposeMu.Unlock()
+		return fmt.Errorf("%w: unregistering a broker needs metadata version %d; the log is at %d",
+			controlplane.ErrInvalidRequest, metadata.BrokerConfigMetadataVersion, img.MetadataVersion)
+	}
+	if registered {
+		if n, first := img.ReplicasOn(id); n > 0 {
+			a.proposeMu.Unlock()
+			return fmt.Errorf("%w: broker %d still holds replicas of %d partitions (%s among them): move them first (fjord cluster drain %d)",
+				controlplane.ErrInvalidRequest, id, n, first, id)
+		}
+		err := a.proposeLocked(ctx, c, []metadata.Record{metadata.UnregisterBrokerRecord{NodeID: id, Epoch: b.Epoch}})
+		a.proposeMu.Unlock()
+		if err != nil {
+			return err
+		}
+		c.log.Info("unregistered a broker", "node_id", id, "broker_epoch", b.Epoch)
+	} else {
+		a.proposeMu.Unlock()
+	}
+	if !observer {
+		return nil
+	}
+	if err := c.changeConfiguration(ctx, c.raft.RemoveServer(raft.ServerID(strconv.Itoa(int(id))), 0, voterChangeTimeout)); err != nil {
+		return fmt.Errorf("broker %d is unregistered, but it is still an observer of the metadata log (ask again to remove it): %w", id, err)
+	}
+	c.log.Info("removed an observer from the metadata log's configuration", "node_id", id, "observers", c.observers())
+	return nil
 }

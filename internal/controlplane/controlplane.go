@@ -70,6 +70,11 @@ type Quorum interface {
 	// controller changes the quorum: elsewhere ErrNotController.
 	AddVoter(ctx context.Context, id int32, addr string) error
 	RemoveVoter(ctx context.Context, id int32) error
+	// UnregisterBroker removes a broker that holds no replica and is
+	// not a voter from the cluster, and a broker-only node from the
+	// metadata log's configuration (Kafka's UnregisterBroker). Only the
+	// active controller: elsewhere ErrNotController.
+	UnregisterBroker(ctx context.Context, id int32) error
 }
 
 // QuorumState describes the controller quorum (DescribeQuorum).
@@ -118,6 +123,10 @@ type Client interface {
 	// AlterConfigs changes a topic's config overrides. replaceAll is the
 	// legacy AlterConfigs API: the given set replaces every override.
 	AlterConfigs(ctx context.Context, topic string, ops []ConfigOp, replaceAll, validateOnly bool) error
+	// AlterBrokerConfigs changes dynamic broker configs
+	// (metadata.DynamicBrokerConfigs): broker's own, or with broker -1
+	// the cluster default. Set and Delete only.
+	AlterBrokerConfigs(ctx context.Context, broker int32, ops []ConfigOp, validateOnly bool) error
 	// AllocateProducerIDs commits a new block of producer ids for nodeID
 	// and returns it as [first, first+count).
 	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)
@@ -290,8 +299,8 @@ var (
 	ErrDuplicateBrokerRegistration = kerr.DuplicateBrokerRegistration
 	// ErrInconsistentClusterID: the request names another cluster.
 	ErrInconsistentClusterID = kerr.InconsistentClusterID
-	// ErrBrokerNotRegistered: a heartbeat from a node id with no
-	// registration.
+	// ErrBrokerNotRegistered: a heartbeat from, or an unregister of, a
+	// node id with no registration.
 	ErrBrokerNotRegistered = kerr.BrokerIDNotRegistered
 	// ErrElectionNotNeeded: the partition already has the leader the
 	// election would give it.

@@ -257,6 +257,38 @@ func (c *adminFakeController) CreatePartitions(ctx context.Context, topic string
 	return nil
 }
 
+// AlterBrokerConfigs applies what the handler checked (the real rules
+// are the controller's planBrokerConfigs, tested there).
+func (c *adminFakeController) AlterBrokerConfigs(ctx context.Context, broker int32, ops []controlplane.ConfigOp, validateOnly bool) error {
+	if err := c.begin(ctx, "AlterBrokerConfigs"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if validateOnly {
+		return nil
+	}
+	next := *c.img
+	next.BrokerConfigs = maps.Clone(next.BrokerConfigs)
+	if next.BrokerConfigs == nil {
+		next.BrokerConfigs = map[int32]map[string]string{}
+	}
+	cfg := maps.Clone(next.BrokerConfigs[broker])
+	if cfg == nil {
+		cfg = map[string]string{}
+	}
+	for _, op := range ops {
+		if op.Op == controlplane.ConfigSet {
+			cfg[op.Name] = *op.Value
+		} else {
+			delete(cfg, op.Name)
+		}
+	}
+	next.BrokerConfigs[broker] = cfg
+	c.img = &next
+	return nil
+}
+
 func (c *adminFakeController) AlterConfigs(ctx context.Context, topic string, ops []controlplane.ConfigOp, replaceAll, validateOnly bool) error {
 	if err := c.begin(ctx, "AlterConfigs"); err != nil {
 		return err
@@ -636,6 +668,10 @@ func (c *adminFakeController) AddVoter(context.Context, int32, string) error {
 
 func (c *adminFakeController) RemoveVoter(context.Context, int32) error {
 	return fmt.Errorf("%w: the listener's tests change no quorum", controlplane.ErrInvalidRequest)
+}
+
+func (c *adminFakeController) UnregisterBroker(_ context.Context, id int32) error {
+	return fmt.Errorf("%w: broker %d: the listener's tests unregister no broker", controlplane.ErrBrokerNotRegistered, id)
 }
 
 // RegisterBroker, like AllocateProducerIDs, is the control plane's, not

@@ -6,9 +6,10 @@ package kafkaserver
 // replace all of its overrides; a config left out goes back to its
 // default. Checks, per resource in request order: the resource appears
 // once in the request (else INVALID_REQUEST for each occurrence, as
-// Kafka), its type is topic (broker configs are static in Fjord and
-// refused with INVALID_REQUEST saying so, rather than pretending to
-// apply them; other types are INVALID_REQUEST naming the type), the
+// Kafka), its type is topic (broker configs are refused with
+// INVALID_REQUEST pointing to IncrementalAlterConfigs, the one that
+// changes Fjord's dynamic broker configs; other types are
+// INVALID_REQUEST naming the type), the
 // topic name is valid and the topic exists, no config name repeats, no
 // value is null (INVALID_REQUEST), and every name and value is a valid
 // topic config (INVALID_CONFIG naming the value). Then the controller
@@ -17,6 +18,7 @@ package kafkaserver
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,14 +85,15 @@ func (s *Server) alterConfigResources(ctx context.Context, resources []configAlt
 	for i := range resources {
 		res := &resources[i]
 		errs[i] = func() error {
-			if err := checkAlterResource(img, res.key, counts[res.key]); err != nil {
+			broker, err := checkAlterResource(img, res.key, counts[res.key], !replaceAll)
+			if err != nil {
 				return err
 			}
 			ops := make([]controlplane.ConfigOp, 0, len(res.ops))
 			seen := make(map[string]bool, len(res.ops))
 			for j, toOp := range res.ops {
 				if seen[res.names[j]] {
-					return invalidRequest("topic %q: config %q given more than once", res.key.name, res.names[j])
+					return invalidRequest("%s %q: config %q given more than once", resourceNoun(res.key.typ), res.key.name, res.names[j])
 				}
 				seen[res.names[j]] = true
 				op, err := toOp()
@@ -98,6 +101,9 @@ func (s *Server) alterConfigResources(ctx context.Context, resources []configAlt
 					return err
 				}
 				ops = append(ops, op)
+			}
+			if res.key.typ == kmsg.ConfigResourceTypeBroker {
+				return s.controller.AlterBrokerConfigs(ctx, broker, ops, validateOnly)
 			}
 			return s.controller.AlterConfigs(ctx, res.key.name, ops, replaceAll, validateOnly)
 		}()
@@ -120,24 +126,62 @@ func countResources(keys []configResourceKey) map[configResourceKey]int {
 }
 
 // checkAlterResource checks what both alter APIs check before the
-// configs themselves: the resource is named once in the request, is a
-// topic, and the topic exists.
-func checkAlterResource(img *metadata.Image, k configResourceKey, count int) error {
+// configs themselves: the resource is named once in the request, and is
+// a topic that exists or, for IncrementalAlterConfigs (brokerOK), a
+// broker: "" (the cluster default, broker -1) or a registered broker's
+// id, which it returns.
+func checkAlterResource(img *metadata.Image, k configResourceKey, count int, brokerOK bool) (broker int32, err error) {
 	if count > 1 {
-		return invalidRequest("resource %s %q appears %d times in the request", k.typ, k.name, count)
+		return 0, invalidRequest("resource %s %q appears %d times in the request", k.typ, k.name, count)
 	}
 	switch k.typ {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeBroker:
-		return invalidRequest("broker configs cannot be changed at run time in Fjord: set them with flags, FJORD_* variables or the --config file and restart the node")
+		if !brokerOK {
+			return 0, invalidRequest("broker configs cannot be changed with the legacy AlterConfigs in Fjord: use IncrementalAlterConfigs for the dynamic ones (%s); set the others with flags, FJORD_* variables or the --config file and restart the node",
+				metadata.FollowerThrottleRateConfig)
+		}
+		return brokerResource(img, k.name)
 	default:
-		return unsupportedResourceType(k.typ)
+		return 0, unsupportedResourceType(k.typ)
 	}
 	if err := metadata.ValidateTopicName(k.name); err != nil {
-		return err
+		return 0, err
 	}
 	if _, ok := lookupTopic(img, k.name); !ok {
-		return fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, k.name)
+		return 0, fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, k.name)
 	}
-	return nil
+	return 0, nil
+}
+
+// brokerResource reads a BROKER resource's name: "" is the cluster
+// default (-1), otherwise a registered broker's id in decimal.
+func brokerResource(img *metadata.Image, name string) (int32, error) {
+	if name == "" {
+		return -1, nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil || id < 0 || strconv.Itoa(int(id)) != name {
+		return 0, invalidRequest("broker resource %q: want a broker id, or an empty name for the cluster default", truncateForMessage(name))
+	}
+	if _, ok := img.Brokers[int32(id)]; !ok {
+		return 0, invalidRequest("broker %d is not registered", id)
+	}
+	return int32(id), nil
+}
+
+func resourceNoun(typ kmsg.ConfigResourceType) string {
+	if typ == kmsg.ConfigResourceTypeBroker {
+		return "broker"
+	}
+	return "topic"
+}
+
+// truncateForMessage keeps an error message about a hostile name short.
+func truncateForMessage(name string) string {
+	const limit = 64
+	if len(name) <= limit {
+		return name
+	}
+	return name[:limit] + "..."
 }

@@ -40,6 +40,7 @@ var adminAPIs = []api{
 	{key: 55, minVersion: 0, maxVersion: 2, handle: handleDescribeQuorum},
 	{key: 80, minVersion: 0, maxVersion: 1, handle: handleAddRaftVoter},
 	{key: 81, minVersion: 0, maxVersion: 0, handle: handleRemoveRaftVoter},
+	{key: 64, minVersion: 0, maxVersion: 0, handle: handleUnregisterBroker},
 	{key: 60, minVersion: 0, maxVersion: 2, handle: handleDescribeCluster},
 }
 

@@ -27,6 +27,7 @@ package kafkaserver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -166,19 +167,32 @@ func topicConfigEntries(img *metadata.Image, t *metadata.Topic, names []string) 
 }
 
 // describeBrokerConfigs answers a broker resource. name is "" (the
-// cluster-wide dynamic defaults: Fjord has none) or a node id, which must
-// be this node's.
+// cluster-wide dynamic defaults) or a node id, which must be this
+// node's. A dynamic config is listed only when it is set (there is no
+// value meaning "unthrottled" to show otherwise).
 func (s *Server) describeBrokerConfigs(name string, names []string) ([]configEntry, error) {
+	want := func(n string) bool { return names == nil || slices.Contains(names, n) }
+	img := s.image()
 	if name == "" {
-		return nil, nil
+		var out []configEntry
+		for _, n := range slices.Sorted(maps.Keys(img.BrokerConfigs[-1])) {
+			if want(n) {
+				out = append(out, dynamicBrokerEntry(img, -1, n))
+			}
+		}
+		return out, nil
 	}
 	id, err := strconv.ParseInt(name, 10, 32)
 	if err != nil || int32(id) != s.cfg.NodeID {
 		return nil, invalidRequest("broker resource %q: this is node %d; ask for %q, or \"\" for the cluster-wide defaults",
 			name, s.cfg.NodeID, strconv.Itoa(int(s.cfg.NodeID)))
 	}
-	want := func(n string) bool { return names == nil || slices.Contains(names, n) }
 	var out []configEntry
+	for _, n := range slices.Sorted(maps.Keys(metadata.DynamicBrokerConfigs)) {
+		if _, _, ok := img.BrokerConfig(s.cfg.NodeID, n); ok && want(n) {
+			out = append(out, dynamicBrokerEntry(img, s.cfg.NodeID, n))
+		}
+	}
 	add := func(n, v string, typ kmsg.ConfigType, doc string) {
 		if !want(n) {
 			return
@@ -204,4 +218,23 @@ func (s *Server) describeBrokerConfigs(name string, names []string) ([]configEnt
 		add("log.dirs", dir, kmsg.ConfigTypeString, "The directory holding this node's partition logs (--data-dir).")
 	}
 	return out, nil
+}
+
+// dynamicBrokerEntry describes a dynamic broker config that is set for
+// broker (-1: the cluster default), with its synonyms in Kafka's order
+// of precedence: the broker's own value, then the default.
+func dynamicBrokerEntry(img *metadata.Image, broker int32, name string) configEntry {
+	v, fromDefault, _ := img.BrokerConfig(broker, name)
+	e := configEntry{name: name, value: v, source: kmsg.ConfigSourceDynamicBrokerConfig, typ: kmsg.ConfigTypeLong,
+		doc: metadata.DynamicBrokerConfigs[name].Doc}
+	if fromDefault || broker == -1 {
+		e.source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	}
+	if own, ok := img.BrokerConfigs[broker][name]; ok && broker >= 0 {
+		e.synonyms = append(e.synonyms, configSynonym{name: name, value: own, source: kmsg.ConfigSourceDynamicBrokerConfig})
+	}
+	if def, ok := img.BrokerConfigs[-1][name]; ok {
+		e.synonyms = append(e.synonyms, configSynonym{name: name, value: def, source: kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+	}
+	return e
 }

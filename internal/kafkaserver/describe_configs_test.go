@@ -235,3 +235,39 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 		t.Fatalf("broker.id type %v", c.ConfigType)
 	}
 }
+
+// A dynamic broker config that is set shows with Kafka's sources: the
+// broker's own value as DYNAMIC_BROKER_CONFIG with the default as a
+// synonym, the default alone as DYNAMIC_DEFAULT_BROKER_CONFIG.
+func TestDescribeDynamicBrokerConfigs(t *testing.T) {
+	const throttle = "follower.replication.throttled.rate"
+	f := newAdminFixture(t)
+	describe := func() (mine, defaults map[string]kmsg.DescribeConfigsResponseResourceConfig) {
+		resp := adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(true, false,
+			configResource(kmsg.ConfigResourceTypeBroker, "1"),
+			configResource(kmsg.ConfigResourceTypeBroker, "")), 1)
+		return configsByName(resp.Resources[0].Configs), configsByName(resp.Resources[1].Configs)
+	}
+	if mine, defaults := describe(); len(defaults) != 0 || mine[throttle].Value != nil {
+		t.Fatalf("before any is set: node %+v, defaults %+v", mine[throttle], defaults)
+	}
+	set := func(broker, v string) {
+		resp := incAlter(t, f, 1, false, incResource(kmsg.ConfigResourceTypeBroker, broker, incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp(v))))
+		adminWantCode(t, "set", resp.Resources[0].ErrorCode, nil)
+	}
+	set("", "1000")
+	mine, defaults := describe()
+	if c := defaults[throttle]; c.Value == nil || *c.Value != "1000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("the default: %+v", c)
+	}
+	if c := mine[throttle]; c.Value == nil || *c.Value != "1000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || c.ReadOnly {
+		t.Fatalf("node 1 with only the default: %+v", c)
+	}
+	set("1", "50")
+	mine, _ = describe()
+	c := mine[throttle]
+	if c.Value == nil || *c.Value != "50" || c.Source != kmsg.ConfigSourceDynamicBrokerConfig || len(c.ConfigSynonyms) != 2 ||
+		c.ConfigSynonyms[1].Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("node 1 with its own: %+v", c)
+	}
+}

@@ -5,8 +5,7 @@ package kafkaserver
 // Changes single topic configs (KIP-339): SET a value, DELETE an override
 // (back to the default), APPEND to or SUBTRACT from a list config
 // (cleanup.policy). The resource checks are AlterConfigs' (once per
-// request, topic only, valid name, exists: broker configs are refused
-// with INVALID_REQUEST, as they are static in Fjord). Then per config: a
+// request, a topic that exists, or a broker). Then per config: a
 // name given twice is INVALID_REQUEST (as Kafka), an unknown operation is
 // INVALID_REQUEST, SET with a null value is INVALID_REQUEST, an unknown
 // config name is INVALID_CONFIG, APPEND/SUBTRACT on a config that is not a
@@ -15,6 +14,11 @@ package kafkaserver
 // The controller applies the operations to the current overrides and
 // checks the result when it commits (ValidateOnly: checks, changes
 // nothing).
+//
+// A BROKER resource (named by a registered broker's id, or "" for the
+// cluster default, Kafka's <default> entity) takes only the dynamic
+// broker configs (metadata.DynamicBrokerConfigs), SET or DELETE: any
+// other broker config is static and INVALID_CONFIG says so.
 
 import (
 	"context"
@@ -37,7 +41,11 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 		rr := &r.Resources[i]
 		res := configAlteration{key: configResourceKey{rr.ResourceType, rr.ResourceName}}
 		for _, c := range rr.Configs {
-			res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return incrementalConfigOp(s.image(), rr.ResourceName, c) })
+			if rr.ResourceType == kmsg.ConfigResourceTypeBroker {
+				res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return brokerConfigOp(rr.ResourceName, c) })
+			} else {
+				res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return incrementalConfigOp(s.image(), rr.ResourceName, c) })
+			}
 			res.names = append(res.names, c.Name)
 		}
 		resources[i] = res
@@ -50,6 +58,29 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp, nil, nil
+}
+
+// brokerConfigOp checks one requested operation on a dynamic broker
+// config: SET a valid value or DELETE; the lists' APPEND and SUBTRACT do
+// not apply.
+func brokerConfigOp(broker string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) (controlplane.ConfigOp, error) {
+	op := controlplane.ConfigOp{Name: c.Name, Value: c.Value}
+	if _, ok := metadata.DynamicBrokerConfigs[c.Name]; !ok {
+		return op, fmt.Errorf("%w: broker %q: %q cannot be changed at run time (the only dynamic broker config is %s; set the others with flags, FJORD_* variables or the --config file and restart the node)",
+			kerr.InvalidConfig, broker, c.Name, metadata.FollowerThrottleRateConfig)
+	}
+	switch c.Op {
+	case kmsg.IncrementalAlterConfigOpSet:
+		op.Op = controlplane.ConfigSet
+		if c.Value == nil {
+			return op, invalidRequest("broker %q: SET %q with a null value; use DELETE to remove it", broker, c.Name)
+		}
+		return op, metadata.ValidateBrokerConfig(c.Name, *c.Value)
+	case kmsg.IncrementalAlterConfigOpDelete:
+		op.Op, op.Value = controlplane.ConfigDelete, nil
+		return op, nil
+	}
+	return op, invalidRequest("broker %q: config %q: operation %d is not allowed (want 0 SET or 1 DELETE)", broker, c.Name, int8(c.Op))
 }
 
 // incrementalConfigOp checks one requested operation on topic's config

@@ -55,7 +55,8 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 }
 
 func TestIncrementalAlterConfigsErrors(t *testing.T) {
-	topic := kmsg.ConfigResourceTypeTopic
+	topic, broker := kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker
+	const throttle = "follower.replication.throttled.rate"
 	for _, tc := range []struct {
 		name     string
 		resource kmsg.IncrementalAlterConfigsRequestResource
@@ -73,7 +74,18 @@ func TestIncrementalAlterConfigsErrors(t *testing.T) {
 			incOp("retention.ms", kmsg.IncrementalAlterConfigOpDelete, nil)), kerr.InvalidRequest, "more than once"},
 		{"unknown topic", incResource(topic, "nope", incOp("retention.ms", kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.UnknownTopicOrPartition, "nope"},
 		{"invalid topic name", incResource(topic, "a b", incOp("retention.ms", kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidTopicException, "a b"},
-		{"broker", incResource(kmsg.ConfigResourceTypeBroker, "1", incOp("log.retention.ms", kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidRequest, "broker configs cannot be changed"},
+		{"static broker config", incResource(broker, "1", incOp("log.retention.ms", kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidConfig, "cannot be changed at run time"},
+		{"Kafka's leader-side throttle", incResource(broker, "", incOp("leader.replication.throttled.rate", kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidConfig, "follower.replication.throttled.rate"},
+		{"unregistered broker", incResource(broker, "7", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidRequest, "broker 7 is not registered"},
+		{"negative broker", incResource(broker, "-1", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidRequest, "want a broker id"},
+		{"broker id with a leading zero", incResource(broker, "01", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidRequest, "want a broker id"},
+		{"broker id too large", incResource(broker, "4294967297", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidRequest, "want a broker id"},
+		{"hostile broker name", incResource(broker, strings.Repeat("\xff", 40000), incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidRequest, "..."},
+		{"throttle zero", incResource(broker, "1", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("0"))), kerr.InvalidConfig, "at least 1"},
+		{"throttle with a unit", incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("10MB"))), kerr.InvalidConfig, "whole number"},
+		{"throttle null", incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, nil)), kerr.InvalidRequest, "null"},
+		{"throttle appended", incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpAppend, strp("5"))), kerr.InvalidRequest, "want 0 SET or 1 DELETE"},
+		{"throttle twice", incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("5")), incOp(throttle, kmsg.IncrementalAlterConfigOpDelete, nil)), kerr.InvalidRequest, "more than once"},
 		{"group", incResource(kmsg.ConfigResourceTypeGroupConfig, "g"), kerr.InvalidRequest, "GROUP_CONFIG"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +102,9 @@ func TestIncrementalAlterConfigsErrors(t *testing.T) {
 			}
 			if got := f.ctrl.Image().Topics["t"].Configs; !maps.Equal(got, map[string]string{"retention.ms": "1000"}) {
 				t.Fatalf("configs changed to %v", got)
+			}
+			if got := f.ctrl.Image().BrokerConfigs; len(got) != 0 {
+				t.Fatalf("broker configs changed to %v", got)
 			}
 		})
 	}
@@ -108,5 +123,37 @@ func TestIncrementalAlterConfigsDuplicateResourceAndValidateOnly(t *testing.T) {
 	adminWantCode(t, "validate only", resp.Resources[0].ErrorCode, nil)
 	if got := f.ctrl.Image().Topics["t"].Configs; len(got) != 0 {
 		t.Fatalf("validate-only changed configs to %v", got)
+	}
+}
+
+// The dynamic broker config: set for the cluster default ("") and for a
+// broker by id, then deleted; the other topics' configs untouched.
+func TestIncrementalAlterBrokerConfigs(t *testing.T) {
+	broker := kmsg.ConfigResourceTypeBroker
+	const throttle = "follower.replication.throttled.rate"
+	f := newAdminFixture(t)
+	resp := incAlter(t, f, 1, false,
+		incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("1000"))),
+		incResource(broker, "1", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("50"))))
+	for _, r := range resp.Resources {
+		adminWantCode(t, r.ResourceName, r.ErrorCode, nil)
+	}
+	img := f.ctrl.Image()
+	if img.FollowerThrottleRate(1) != 50 || img.FollowerThrottleRate(2) != 1000 {
+		t.Fatalf("rates %d and %d, want 50 (broker 1's own) and 1000 (the default)", img.FollowerThrottleRate(1), img.FollowerThrottleRate(2))
+	}
+	resp = incAlter(t, f, 1, false, incResource(broker, "1", incOp(throttle, kmsg.IncrementalAlterConfigOpDelete, nil)))
+	adminWantCode(t, "delete", resp.Resources[0].ErrorCode, nil)
+	if got := f.ctrl.Image().FollowerThrottleRate(1); got != 1000 {
+		t.Fatalf("broker 1's rate after deleting its own: %d, want the default 1000", got)
+	}
+	// The legacy AlterConfigs still refuses broker resources, naming the
+	// API that works.
+	req := kmsg.NewPtrAlterConfigsRequest()
+	req.Resources = []kmsg.AlterConfigsRequestResource{alterResource(broker, "1", strp(throttle), strp("5"))}
+	legacy := adminCall[*kmsg.AlterConfigsResponse](t, f, req, 1)
+	adminWantCode(t, "legacy", legacy.Resources[0].ErrorCode, kerr.InvalidRequest)
+	if m := legacy.Resources[0].ErrorMessage; m == nil || !strings.Contains(*m, "IncrementalAlterConfigs") {
+		t.Fatalf("legacy AlterConfigs on a broker: %s, want it to name IncrementalAlterConfigs", adminMsg(m))
 	}
 }

@@ -160,6 +160,10 @@ func (c *memController) AlterConfigs(context.Context, string, []controlplane.Con
 	return errMemUnsupported
 }
 
+func (c *memController) AlterBrokerConfigs(context.Context, int32, []controlplane.ConfigOp, bool) error {
+	return errMemUnsupported
+}
+
 // memReplicas keeps each partition's batches in memory.
 type memReplicas struct {
 	ctrl *memController
@@ -451,6 +455,10 @@ func (c *memController) AddVoter(context.Context, int32, string) error {
 
 func (c *memController) RemoveVoter(context.Context, int32) error {
 	return fmt.Errorf("%w: the listener's tests change no quorum", controlplane.ErrInvalidRequest)
+}
+
+func (c *memController) UnregisterBroker(_ context.Context, id int32) error {
+	return fmt.Errorf("%w: broker %d: the listener's tests unregister no broker", controlplane.ErrBrokerNotRegistered, id)
 }
 
 // RegisterBroker, like AllocateProducerIDs, is the control plane's, not

@@ -1,6 +1,7 @@
 package kafkaserver
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,5 +33,17 @@ func TestRaftVoterRequests(t *testing.T) {
 	}
 	if resp := adminCall[*kmsg.RemoveRaftVoterResponse](t, f, rm, 0); resp.ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("RemoveRaftVoter: code %d, want the fake controller's INVALID_REQUEST", resp.ErrorCode)
+	}
+}
+
+// UnregisterBroker goes to the controller and answers with its error,
+// code and message.
+func TestUnregisterBrokerRequest(t *testing.T) {
+	f := newAdminFixture(t)
+	req := kmsg.NewPtrUnregisterBrokerRequest()
+	req.BrokerID = 7
+	resp := adminCall[*kmsg.UnregisterBrokerResponse](t, f, req, 0)
+	if resp.ErrorCode != kerr.BrokerIDNotRegistered.Code || resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, "broker 7") {
+		t.Errorf("UnregisterBroker: code %d message %s, want BROKER_ID_NOT_REGISTERED naming broker 7", resp.ErrorCode, adminMsg(resp.ErrorMessage))
 	}
 }

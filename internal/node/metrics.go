@@ -60,6 +60,8 @@ var (
 	isrShrinksDesc      = prometheus.NewDesc("fjord_isr_shrinks_total", "ISR shrinks this node's requests committed as a leader.", nil, nil)
 	isrExpandsDesc      = prometheus.NewDesc("fjord_isr_expands_total", "ISR expansions this node's requests committed as a leader.", nil, nil)
 	fetchedBytesDesc    = prometheus.NewDesc("fjord_replica_fetched_bytes_total", "Record bytes this node's fetchers appended from leaders.", nil, nil)
+	throttledBytesDesc  = prometheus.NewDesc("fjord_replica_throttled_fetched_bytes_total", "Record bytes this node's fetchers appended for replicas a partition reassignment is adding here (the ones follower.replication.throttled.rate holds back).", nil, nil)
+	throttleRateDesc    = prometheus.NewDesc("fjord_replica_throttle_rate_bytes", "This node's follower.replication.throttled.rate in bytes per second; 0 when none is set.", nil, nil)
 	fetchedBatchesDesc  = prometheus.NewDesc("fjord_replica_fetched_batches_total", "Record batches this node's fetchers appended from leaders.", nil, nil)
 	truncationsDesc     = prometheus.NewDesc("fjord_replica_divergence_truncations_total", "Times this node cut a follower's log back to where it stops agreeing with its leader's (a divergent tail after a failover).", nil, nil)
 	truncatedDesc       = prometheus.NewDesc("fjord_replica_truncated_records_total", "Offsets those cuts removed from this node's follower logs.", nil, nil)
@@ -89,7 +91,7 @@ type replicationCollector struct {
 
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
-		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc, followerLagDesc,
+		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, throttledBytesDesc, throttleRateDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc, followerLagDesc,
 		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, controlledShutdownsDesc, preferredElectionsDesc, failoverDesc, leaseHeldDesc, leaseLapsesDesc} {
 		ch <- d
 	}
@@ -112,6 +114,8 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(isrShrinksDesc, s.ISRShrinks)
 	counter(isrExpandsDesc, s.ISRExpands)
 	counter(fetchedBytesDesc, s.FetchedBytes)
+	counter(throttledBytesDesc, s.ThrottledBytes)
+	gauge(throttleRateDesc, float64(s.ThrottleRate))
 	counter(fetchedBatchesDesc, s.FetchedBatches)
 	counter(truncationsDesc, s.Truncations)
 	counter(truncatedDesc, s.TruncatedRecords)

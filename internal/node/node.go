@@ -547,7 +547,7 @@ func (n *Node) heartbeat() {
 	interval := orDefault(n.cfg.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	held := false
+	held, registered, unregistered := false, false, false
 	for first := true; ; first = false {
 		if !first {
 			select {
@@ -560,9 +560,14 @@ func (n *Node) heartbeat() {
 		}
 		img := n.ctrl.Image()
 		b, ok := img.Brokers[n.cfg.NodeID]
-		if !ok || b.IncarnationID != n.incarnation {
-			continue // this start's registration is not in the image yet
+		if !ok && registered && !unregistered {
+			unregistered = true
+			n.log.Warn(unregisteredMessage)
 		}
+		if unregistered || !ok || b.IncarnationID != n.incarnation {
+			continue // this start's registration is not in the image yet (or no longer)
+		}
+		registered = true
 		ctx, cancel := context.WithTimeout(context.Background(), interval)
 		termBefore, sent := n.ctrl.ActiveTerm(), n.lease.now()
 		ans, err := n.control.BrokerHeartbeat(ctx, controlplane.Heartbeat{
@@ -575,12 +580,24 @@ func (n *Node) heartbeat() {
 		}
 		if err == nil {
 			n.lease.renew(sent, termBefore, n.ctrl.ActiveTerm())
+		} else if errors.Is(err, controlplane.ErrBrokerNotRegistered) {
+			// Unregistered, and this node's image has not caught up
+			// with it (a broker-only node is taken out of the metadata
+			// log's configuration as well, so it may never).
+			unregistered = true
+			n.log.Warn(unregisteredMessage)
 		} else if !errors.Is(err, controlplane.ErrNotController) && !errors.Is(err, controlplane.ErrTimedOut) && !errors.Is(err, controlplane.ErrBrokerFenced) {
 			n.log.Warn("broker heartbeat refused", "err", err)
 		}
 		held = n.noteLease(held, err)
 	}
 }
+
+// unregisteredMessage is logged once when an operator has unregistered
+// this broker (fjord cluster drain): it holds no replica, and it does not
+// register again, since the decommission is what was asked.
+const unregisteredMessage = "this broker was unregistered from the cluster (fjord cluster drain, or UnregisterBroker): " +
+	"it holds no partition and sends no heartbeats; stop this process (started again with a wiped data directory, it joins as a new broker)"
 
 // noteLease logs and counts a change of the leader lease: held is what
 // the previous heartbeat saw, lastErr the latest heartbeat's failure. It

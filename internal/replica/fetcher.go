@@ -216,9 +216,18 @@ func (f *fetcher) run() {
 	backoff := fetcherBackoffMin
 	for ctx.Err() == nil {
 		parts := *f.parts.Load()
-		req, sent := f.request(parts)
+		req, sent, held := f.request(parts)
+		if held > 0 {
+			// A throttled partition waits for the bucket; the others'
+			// long poll must not keep it waiting longer.
+			req.MaxWait = min(req.MaxWait, max(held, time.Millisecond))
+		}
 		if len(sent) == 0 {
-			f.sleep(ctx, &backoff)
+			if held > 0 {
+				f.pause(ctx, req.MaxWait)
+			} else {
+				f.sleep(ctx, &backoff)
+			}
 			continue
 		}
 		rctx, cancelRound := context.WithCancel(ctx)
@@ -268,9 +277,13 @@ func (f *fetcher) run() {
 }
 
 func (f *fetcher) sleep(ctx context.Context, backoff *time.Duration) {
-	t := time.NewTimer(*backoff)
-	defer t.Stop()
+	f.pause(ctx, *backoff)
 	*backoff = min(*backoff*2, fetcherBackoffMax)
+}
+
+func (f *fetcher) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
@@ -278,20 +291,41 @@ func (f *fetcher) sleep(ctx context.Context, backoff *time.Duration) {
 }
 
 // request builds a fetch of every partition that still follows this
-// fetcher's leader, returning the partitions in request order.
-func (f *fetcher) request(parts []*Partition) (LeaderFetch, []*Partition) {
+// fetcher's leader, returning the partitions in request order. A
+// throttled partition (one a reassignment is adding) asks for no more
+// than the reassignment throttle has left, and is left out while it has
+// nothing left: held is then how long until it has (0: none held).
+func (f *fetcher) request(parts []*Partition) (req LeaderFetch, sent []*Partition, held time.Duration) {
 	m := f.fs.m
-	req := LeaderFetch{
+	req = LeaderFetch{
 		ReplicaID: m.opts.NodeID, BrokerEpoch: m.brokerEpoch.Load(),
 		MaxWait: followerMaxWait, MinBytes: 1, MaxBytes: followerFetchBytes,
 	}
-	sent := make([]*Partition, 0, len(parts))
+	sent = make([]*Partition, 0, len(parts))
+	// The throttled partitions share what the throttle has left evenly:
+	// given whole to the first, it would take it every round, caught up
+	// or not, and the others wait for it to finish.
+	share := int64(0)
+	if n := countThrottled(parts, f.leader); n > 0 {
+		if budget := m.throttle.available(m.opts.Now()); budget > 0 {
+			share = max(budget/int64(n), 1)
+		} else {
+			held = max(m.throttle.wait(m.opts.Now()), time.Millisecond)
+		}
+	}
 	for _, p := range parts {
 		p.mu.RLock()
-		leader, epoch, gone := p.mu.leader, p.mu.leaderEpoch, p.mu.gone
+		leader, epoch, gone, throttled := p.mu.leader, p.mu.leaderEpoch, p.mu.gone, p.mu.throttled
 		p.mu.RUnlock()
 		if gone != nil || leader != f.leader {
 			continue
+		}
+		maxBytes := int32(followerPartitionBytes)
+		if throttled {
+			if held > 0 {
+				continue
+			}
+			maxBytes = int32(min(share, followerPartitionBytes))
 		}
 		last, ok := p.log.LeaderEpochs().LatestEpoch()
 		if !ok {
@@ -300,11 +334,24 @@ func (f *fetcher) request(parts []*Partition) (LeaderFetch, []*Partition) {
 		req.Partitions = append(req.Partitions, LeaderFetchPartition{
 			Topic: p.topic, TopicID: p.topicID, Partition: p.partition,
 			FetchOffset: p.log.LogEndOffset(), LastFetchedEpoch: last,
-			CurrentLeaderEpoch: epoch, MaxBytes: followerPartitionBytes,
+			CurrentLeaderEpoch: epoch, MaxBytes: maxBytes,
 		})
 		sent = append(sent, p)
 	}
-	return req, sent
+	return req, sent, held
+}
+
+// countThrottled counts parts' throttled partitions that follow leader.
+func countThrottled(parts []*Partition, leader int32) int {
+	n := 0
+	for _, p := range parts {
+		p.mu.RLock()
+		if p.mu.throttled && p.mu.gone == nil && p.mu.leader == leader {
+			n++
+		}
+		p.mu.RUnlock()
+	}
+	return n
 }
 
 // handle applies one partition's answer. appended: records were added;
@@ -352,6 +399,10 @@ func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchRes
 			if appended = err == nil; appended {
 				f.fs.m.stats.fetchedBytes.Add(int64(len(data)))
 				f.fs.m.stats.fetchedBatches.Add(int64(info.NumBatches))
+				if p.mu.throttled {
+					f.fs.m.throttle.charge(len(data), f.fs.m.opts.Now())
+					f.fs.m.stats.throttledBytes.Add(int64(len(data)))
+				}
 			}
 		}
 		if err != nil {

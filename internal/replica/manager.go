@@ -90,7 +90,13 @@ type Manager struct {
 		isrShrinks, isrExpands        atomic.Int64
 		fetchedBytes, fetchedBatches  atomic.Int64
 		truncations, truncatedRecords atomic.Int64
+		// throttledBytes counts what the fetchers appended for replicas
+		// a reassignment is adding (the throttled ones).
+		throttledBytes atomic.Int64
 	}
+	// throttle is follower.replication.throttled.rate, set from each
+	// image (throttle.go).
+	throttle byteRate
 }
 
 type partitionTable struct {
@@ -324,6 +330,7 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 	if b, ok := img.Brokers[m.opts.NodeID]; ok {
 		m.brokerEpoch.Store(b.Epoch)
 	}
+	m.throttle.setRate(img.FollowerThrottleRate(m.opts.NodeID), m.opts.Now())
 	m.lastImage = img
 	m.fetchers.apply(img, next)
 	m.ready.Store(len(failed) == 0)

@@ -39,7 +39,10 @@ type Partition struct {
 		partitionEpoch int32
 		replicas       []int32
 		isr            []int32
-		minInsync      int
+		// throttled: a reassignment is adding this node's replica, so
+		// its follower fetches draw on the reassignment throttle.
+		throttled bool
+		minInsync int
 		// epochStart is this node's log end when it became leader in
 		// leaderEpoch (recorded in the log's epoch history then, as
 		// Kafka does); -1 while it does not lead.
@@ -426,6 +429,7 @@ func (p *Partition) update(part *metadata.Partition, cfg storage.Config, minInsy
 		}
 	}
 	p.mu.minInsync = minInsync
+	p.mu.throttled = slices.Contains(part.Adding, p.m.opts.NodeID)
 	err := p.log.SetConfig(cfg)
 	// A new leader, a shrunk ISR or a policy change can each move the
 	// high watermark: a single-node leader's is its flushed log end.

@@ -15,6 +15,11 @@ type ReplicationStats struct {
 	// FetchedBytes and FetchedBatches count what this node's fetchers
 	// appended from leaders, since it started.
 	FetchedBytes, FetchedBatches int64
+	// ThrottledBytes is the part of FetchedBytes copied for replicas a
+	// reassignment is adding here, the ones the reassignment throttle
+	// (follower.replication.throttled.rate) holds back; ThrottleRate is
+	// that rate now, 0 for none.
+	ThrottledBytes, ThrottleRate int64
 	// Truncations counts the times a follower's log was cut back to
 	// where it stops agreeing with its leader's (a divergent tail, KIP-279),
 	// and TruncatedRecords the offsets those cuts removed, since it
@@ -38,6 +43,7 @@ func (m *Manager) ReplicationStats(lag func(FollowerLag)) ReplicationStats {
 	s := ReplicationStats{
 		ISRShrinks: m.stats.isrShrinks.Load(), ISRExpands: m.stats.isrExpands.Load(),
 		FetchedBytes: m.stats.fetchedBytes.Load(), FetchedBatches: m.stats.fetchedBatches.Load(),
+		ThrottledBytes: m.stats.throttledBytes.Load(), ThrottleRate: m.throttle.currentRate(),
 		Truncations: m.stats.truncations.Load(), TruncatedRecords: m.stats.truncatedRecords.Load(),
 	}
 	for _, p := range m.table.Load().partitions {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -259,55 +260,77 @@ func (c *Client) AlterConfigs(ctx context.Context, topic string, ops []controlpl
 	return c.do(ctx, func(ctx context.Context) error {
 		return c.cfg.Local.AlterConfigs(ctx, topic, ops, replaceAll, validateOnly)
 	}, func(ctx context.Context) error {
-		var req kmsg.Request
-		if replaceAll {
-			r := kmsg.NewPtrAlterConfigsRequest()
-			r.ValidateOnly = validateOnly
-			res := kmsg.NewAlterConfigsRequestResource()
-			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-			for _, op := range ops {
-				cfg := kmsg.NewAlterConfigsRequestResourceConfig()
-				cfg.Name, cfg.Value = op.Name, op.Value
-				res.Configs = append(res.Configs, cfg)
-			}
-			r.Resources = []kmsg.AlterConfigsRequestResource{res}
-			req = r
-		} else {
-			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
-			r.ValidateOnly = validateOnly
-			res := kmsg.NewIncrementalAlterConfigsRequestResource()
-			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-			for _, op := range ops {
-				cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-				cfg.Name, cfg.Op, cfg.Value = op.Name, kmsg.IncrementalAlterConfigOp(op.Op), op.Value
-				res.Configs = append(res.Configs, cfg)
-			}
-			r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{res}
-			req = r
-		}
-		resp, offset, err := c.send(ctx, req)
-		if err != nil {
-			return err
-		}
-		var code int16
-		var msg *string
-		switch r := resp.(type) {
-		case *kmsg.AlterConfigsResponse:
-			if len(r.Resources) != 1 {
-				return fmt.Errorf("%w: the controller answered %d resources for one", controlplane.ErrTimedOut, len(r.Resources))
-			}
-			code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
-		case *kmsg.IncrementalAlterConfigsResponse:
-			if len(r.Resources) != 1 {
-				return fmt.Errorf("%w: the controller answered %d resources for one", controlplane.ErrTimedOut, len(r.Resources))
-			}
-			code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
-		}
-		if err := codeError(code, msg); err != nil || validateOnly {
-			return err
-		}
-		return c.await(ctx, offset)
+		return c.alterConfigsRemote(ctx, kmsg.ConfigResourceTypeTopic, topic, ops, replaceAll, validateOnly)
 	})
+}
+
+// AlterBrokerConfigs implements controlplane.Client with
+// IncrementalAlterConfigs on a BROKER resource: named by the broker's
+// id, or "" for the cluster default.
+func (c *Client) AlterBrokerConfigs(ctx context.Context, broker int32, ops []controlplane.ConfigOp, validateOnly bool) error {
+	return c.do(ctx, func(ctx context.Context) error {
+		return c.cfg.Local.AlterBrokerConfigs(ctx, broker, ops, validateOnly)
+	}, func(ctx context.Context) error {
+		name := ""
+		if broker >= 0 {
+			name = strconv.Itoa(int(broker))
+		}
+		return c.alterConfigsRemote(ctx, kmsg.ConfigResourceTypeBroker, name, ops, false, validateOnly)
+	})
+}
+
+// alterConfigsRemote sends one resource's config change to the active
+// controller: the legacy AlterConfigs for replaceAll,
+// IncrementalAlterConfigs otherwise.
+func (c *Client) alterConfigsRemote(ctx context.Context, typ kmsg.ConfigResourceType, name string, ops []controlplane.ConfigOp, replaceAll, validateOnly bool) error {
+	var req kmsg.Request
+	if replaceAll {
+		r := kmsg.NewPtrAlterConfigsRequest()
+		r.ValidateOnly = validateOnly
+		res := kmsg.NewAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = typ, name
+		for _, op := range ops {
+			cfg := kmsg.NewAlterConfigsRequestResourceConfig()
+			cfg.Name, cfg.Value = op.Name, op.Value
+			res.Configs = append(res.Configs, cfg)
+		}
+		r.Resources = []kmsg.AlterConfigsRequestResource{res}
+		req = r
+	} else {
+		r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r.ValidateOnly = validateOnly
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = typ, name
+		for _, op := range ops {
+			cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			cfg.Name, cfg.Op, cfg.Value = op.Name, kmsg.IncrementalAlterConfigOp(op.Op), op.Value
+			res.Configs = append(res.Configs, cfg)
+		}
+		r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{res}
+		req = r
+	}
+	resp, offset, err := c.send(ctx, req)
+	if err != nil {
+		return err
+	}
+	var code int16
+	var msg *string
+	switch r := resp.(type) {
+	case *kmsg.AlterConfigsResponse:
+		if len(r.Resources) != 1 {
+			return fmt.Errorf("%w: the controller answered %d resources for one", controlplane.ErrTimedOut, len(r.Resources))
+		}
+		code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+	case *kmsg.IncrementalAlterConfigsResponse:
+		if len(r.Resources) != 1 {
+			return fmt.Errorf("%w: the controller answered %d resources for one", controlplane.ErrTimedOut, len(r.Resources))
+		}
+		code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+	}
+	if err := codeError(code, msg); err != nil || validateOnly {
+		return err
+	}
+	return c.await(ctx, offset)
 }
 
 // AllocateProducerIDs implements controlplane.Client.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,11 @@ type fakeLocal struct {
 }
 
 func (l *fakeLocal) ControllerID() int32 { return controllerNode }
+
+func (l *fakeLocal) AlterBrokerConfigs(context.Context, int32, []controlplane.ConfigOp, bool) error {
+	l.calls++
+	return fmt.Errorf("%w: the fake local controller is not active", controlplane.ErrNotController)
+}
 
 func (l *fakeLocal) AlterPartitionReassignments(context.Context, []controlplane.Reassignment) ([]controlplane.ReassignmentResult, error) {
 	l.calls++
@@ -127,7 +133,7 @@ func (f *fakeController) serve(nc net.Conn) error {
 	return testutil.ServeKafka(nc, func(req kmsg.Request) (kmsg.Response, error) {
 		if v, ok := req.(*kmsg.ApiVersionsRequest); ok {
 			a := v.ResponseKind().(*kmsg.ApiVersionsResponse)
-			for _, k := range []struct{ key, max int16 }{{18, 3}, {43, 2}, {45, 0}} {
+			for _, k := range []struct{ key, max int16 }{{18, 3}, {43, 2}, {44, 1}, {45, 0}} {
 				a.ApiKeys = append(a.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k.key, MaxVersion: k.max})
 			}
 			return a, nil
@@ -312,5 +318,53 @@ func TestElectLeadersForwardedWaitsForTheImage(t *testing.T) {
 	}
 	if w := images.waitedFor(); !slices.Equal(w, []uint64{taggedOffset}) {
 		t.Errorf("waited for offsets %v, want [%d]", w, taggedOffset)
+	}
+}
+
+// A dynamic broker config change goes to the controller as
+// IncrementalAlterConfigs on a BROKER resource, named "" for the
+// cluster default and by id for one broker; the controller's error
+// comes back as the call's, and a success waits for the tagged offset.
+func TestAlterBrokerConfigsForwarded(t *testing.T) {
+	f := newFakeController(t, func(req kmsg.Request) kmsg.Response {
+		r := req.(*kmsg.IncrementalAlterConfigsRequest)
+		resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		out := kmsg.NewIncrementalAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = r.Resources[0].ResourceType, r.Resources[0].ResourceName
+		if *r.Resources[0].Configs[0].Value == "0" {
+			out.ErrorCode, out.ErrorMessage = kerr.InvalidConfig.Code, kmsg.StringPtr("want at least 1")
+		}
+		resp.Resources = append(resp.Resources, out)
+		return resp
+	})
+	c, images, _ := newForwarder(t, f)
+	v := "1000"
+	ops := []controlplane.ConfigOp{{Name: metadata.FollowerThrottleRateConfig, Op: controlplane.ConfigSet, Value: &v}}
+	if err := c.AlterBrokerConfigs(t.Context(), -1, ops, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AlterBrokerConfigs(t.Context(), 3, ops, false); err != nil {
+		t.Fatal(err)
+	}
+	zero := "0"
+	err := c.AlterBrokerConfigs(t.Context(), 3, []controlplane.ConfigOp{{Name: metadata.FollowerThrottleRateConfig, Op: controlplane.ConfigSet, Value: &zero}}, false)
+	if !errors.Is(err, controlplane.ErrInvalidConfig) || !strings.Contains(err.Error(), "at least 1") {
+		t.Fatalf("a refused change: %v, want INVALID_CONFIG with the controller's message", err)
+	}
+	var names []string
+	for _, req := range f.requests() {
+		r := req.(*kmsg.IncrementalAlterConfigsRequest)
+		res := r.Resources[0]
+		if len(r.Resources) != 1 || res.ResourceType != kmsg.ConfigResourceTypeBroker || len(res.Configs) != 1 ||
+			res.Configs[0].Name != metadata.FollowerThrottleRateConfig || res.Configs[0].Op != kmsg.IncrementalAlterConfigOpSet {
+			t.Fatalf("sent %+v", r)
+		}
+		names = append(names, res.ResourceName)
+	}
+	if !slices.Equal(names, []string{"", "3", "3"}) {
+		t.Fatalf("resources named %q, want the default then broker 3", names)
+	}
+	if got := images.waitedFor(); !slices.Equal(got, []uint64{taggedOffset, taggedOffset}) {
+		t.Fatalf("waited for %v, want the tagged offset after each success", got)
 	}
 }
