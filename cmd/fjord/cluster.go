@@ -54,7 +54,7 @@ func newClusterCommand() *cobra.Command {
 		},
 	}
 	addOutputFlag(describe, &output)
-	cmd.AddCommand(describe, newElectLeadersCommand(&o))
+	cmd.AddCommand(describe, newElectLeadersCommand(&o), newRebalanceCommand(&o), newDrainCommand(&o))
 	cmd.AddCommand(newVoterCommands(&o)...)
 	return cmd
 }

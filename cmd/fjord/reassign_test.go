@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,8 +78,8 @@ func TestReassignmentPlanParse(t *testing.T) {
 }
 
 // Usage errors and bad plans fail before the command connects (the
-// brokers named are a closed port), with one line on stderr; a throttle
-// is refused, never ignored.
+// brokers named are a closed port), with one line on stderr; a bad
+// throttle is refused, never ignored.
 func TestTopicReassignBadInput(t *testing.T) {
 	addr := closedPort(t)
 	dir := t.TempDir()
@@ -102,9 +103,12 @@ func TestTopicReassignBadInput(t *testing.T) {
 		{"--verify needs --reassignment-json-file", "", []string{"--verify"}},
 		{"--list lists every reassignment in progress: it takes no --reassignment-json-file", "", []string{"--list", "--reassignment-json-file", good}},
 		{"--additional goes with --execute", "", []string{"--verify", "--additional", "--reassignment-json-file", good}},
-		{"--throttle is not supported yet: Fjord cannot throttle reassignment traffic, and refuses rather than move at full speed", "", []string{"--execute", "--throttle", "50000000", "--reassignment-json-file", good}},
-		{"--throttle is not supported yet", "", []string{"--verify", "--throttle", "-1", "--reassignment-json-file", good}},
-		{"--replica-alter-log-dirs-throttle is not supported yet", "", []string{"--execute", "--replica-alter-log-dirs-throttle", "1000", "--reassignment-json-file", good}},
+		{"--throttle goes with --execute (--verify removes it once the moves are done)", "", []string{"--verify", "--throttle", "1000", "--reassignment-json-file", good}},
+		{"--throttle 0: want the bytes per second each receiving broker may copy, at least 1", "", []string{"--execute", "--throttle", "0", "--reassignment-json-file", good}},
+		{"--throttle -1: want the bytes per second", "", []string{"--execute", "--throttle", "-1", "--reassignment-json-file", good}},
+		{`invalid argument "50MB" for "--throttle" flag`, "", []string{"--execute", "--throttle", "50MB", "--reassignment-json-file", good}},
+		{`invalid argument "99999999999999999999" for "--throttle" flag`, "", []string{"--execute", "--throttle", "99999999999999999999", "--reassignment-json-file", good}},
+		{"--replica-alter-log-dirs-throttle is not supported: Fjord has one log directory per node", "", []string{"--execute", "--replica-alter-log-dirs-throttle", "1000", "--reassignment-json-file", good}},
 		{"reading --reassignment-json-file: open " + filepath.Join(dir, "missing.json"), "", []string{"--execute", "--reassignment-json-file", filepath.Join(dir, "missing.json")}},
 		{"reassignment plan " + twice + ": partitions[1] (t-0): the partition is listed twice (first at partitions[0])", "", []string{"--execute", "--reassignment-json-file", twice}},
 		{`reassignment plan the plan on stdin: partitions[0] (t-0): "replicas" names broker 2 twice`,
@@ -204,7 +208,13 @@ func TestTopicReassignOnANode(t *testing.T) {
 		t.Errorf("--verify:\n%s", r.stdout)
 	}
 	doc = decodeJSON(t, ok(t, "", "topic", "reassign", "--verify", "-o", "json", "--reassignment-json-file", same).stdout)
-	for _, p := range list(t, wantKeys(t, "reassign --verify", doc, "partitions")["partitions"]) {
+	// Complete, and nothing else in progress: the throttle is cleared on
+	// every broker (here, the one).
+	keys := wantKeys(t, "reassign --verify", doc, "partitions", "throttle_removed_from")
+	if got := list(t, keys["throttle_removed_from"]); len(got) != 1 || fmt.Sprint(got[0]) != "1" {
+		t.Errorf("--verify -o json: throttle removed from %v, want [1]", got)
+	}
+	for _, p := range list(t, keys["partitions"]) {
 		m := wantKeys(t, "reassign --verify partition", p, "topic", "partition", "status", "replicas", "target", "adding_replicas", "removing_replicas")
 		if m["status"] != "complete" || len(list(t, m["adding_replicas"])) != 0 {
 			t.Errorf("--verify -o json: %v", m)
@@ -223,5 +233,69 @@ func TestTopicReassignOnANode(t *testing.T) {
 	}
 	if r := ok(t, "", "topic", "reassign", "--list"); !strings.Contains(r.stdout, "No partition reassignments in progress.") {
 		t.Errorf("--list at the end: %s", r.stdout)
+	}
+}
+
+// cluster rebalance and cluster drain: usage errors fail before the
+// command connects (the brokers named are a closed port), one line each.
+func TestClusterMovesBadInput(t *testing.T) {
+	addr := closedPort(t)
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"--throttle goes with --execute", []string{"rebalance", "--throttle", "1000"}},
+		{"--timeout goes with --execute", []string{"rebalance", "--timeout", "1m"}},
+		{"--throttle 0: want the bytes per second", []string{"rebalance", "--execute", "--throttle", "0"}},
+		{"--throttle -5: want the bytes per second", []string{"rebalance", "--execute", "--throttle", "-5"}},
+		{`invalid argument "1MB" for "--throttle" flag`, []string{"rebalance", "--execute", "--throttle", "1MB"}},
+		{"--timeout -1s: want a duration of 0 (no limit) or more", []string{"rebalance", "--execute", "--timeout", "-1s"}},
+		{`invalid argument "soon" for "--timeout" flag`, []string{"rebalance", "--execute", "--timeout", "soon"}},
+		{"accepts 1 arg(s), received 0", []string{"drain"}},
+		{"accepts 1 arg(s), received 2", []string{"drain", "1", "2"}},
+		{`broker "x": want a broker id`, []string{"drain", "x"}},
+		{"unknown shorthand flag: '1' in -1", []string{"drain", "-1"}},
+		{`broker "99999999999": want a broker id`, []string{"drain", "99999999999"}},
+		{`broker "` + strings.Repeat("9", 64) + `...": want a broker id`, []string{"drain", strings.Repeat("9", 100000)}},
+		{"--throttle goes with --execute", []string{"drain", "4", "--dry-run", "--throttle", "1000"}},
+		{"--throttle 0: want the bytes per second", []string{"drain", "4", "--throttle", "0"}},
+	} {
+		r := fjord(t, "", append([]string{"cluster"}, append(tc.args, "--brokers", addr)...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "cannot reach") {
+			t.Errorf("fjord cluster %s: exit %d, stderr %q; want exit 1 before connecting, saying %q", short(tc.args), r.code, r.stderr, tc.want)
+		}
+		if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n > 0 {
+			t.Errorf("fjord cluster %s: error is %d lines, want one", short(tc.args), n+1)
+		}
+	}
+}
+
+// short is args for a message, a long one cut.
+func short(args []string) string {
+	s := strings.Join(args, " ")
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+// On the shared node (broker 1 alone): a cluster of one is even; a
+// drain of its only broker would lower every replication factor and is
+// refused, moving nothing; an unknown broker is refused.
+func TestClusterMovesOnANode(t *testing.T) {
+	topic := topicName("moves")
+	ok(t, "", "topic", "create", topic, "--partitions", "2")
+	if r := ok(t, "", "cluster", "rebalance"); !strings.Contains(r.stdout, "The cluster is even: nothing to move.") {
+		t.Errorf("rebalance of one broker:\n%s", r.stdout)
+	}
+	doc := decodeJSON(t, ok(t, "", "cluster", "rebalance", "--execute", "-o", "json").stdout)
+	if doc["executed"] != true || doc["done"] != true || len(list(t, doc["moves"])) != 0 {
+		t.Errorf("rebalance --execute of one broker: %v", doc)
+	}
+	b := brokers(t)
+	fails(t, "would lower its replication factor; nothing was moved", "cluster", "drain", "1", "--brokers", b)
+	fails(t, "broker 7 is not registered (brokers 1)", "cluster", "drain", "7", "--brokers", b)
+	if r := ok(t, "", "topic", "reassign", "--list"); !strings.Contains(r.stdout, "No partition reassignments in progress.") {
+		t.Errorf("after the refused drains: %s", r.stdout)
 	}
 }
