@@ -376,3 +376,18 @@ func mapValues(m map[int32]int) []int {
 	}
 	return out
 }
+
+// BenchmarkPlan: a seventh broker joins six holding partitions of three
+// replicas (the plan moves a seventh of them).
+func BenchmarkPlan(b *testing.B) {
+	for _, n := range []int{300, 1000} {
+		before := roundRobin("t", n, 3, 1, 2, 3, 4, 5, 6)
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Plan(brokers(1, 2, 3, 4, 5, 6, 7), before, Options{Even: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -46,6 +46,10 @@ type ClusterOptions struct {
 	// broker), ids Nodes+1 on: they follow the metadata log of the
 	// Nodes voters without a vote.
 	BrokerOnly int
+	// Later are broker-only nodes the first start leaves stopped, for a
+	// test that adds them to a running cluster (Start). Order then
+	// names the others.
+	Later []int32
 	// Network puts each node in a network namespace of its own, on a
 	// bridge the test process also sits on (network.go), so that Cut,
 	// CutBoth, Isolate, Split, Delay and Heal can fault the links
@@ -144,12 +148,19 @@ func (o *ClusterOptions) fill() error {
 	if o.Node.ReadyTimeout <= 0 {
 		o.Node.ReadyTimeout = DefaultReadyTimeout
 	}
-	if o.Order == nil {
-		for id := range o.total() {
-			o.Order = append(o.Order, int32(id+1))
+	for _, id := range o.Later {
+		if int(id) <= o.Nodes {
+			return fmt.Errorf("ClusterOptions.Later names node %d, a voter: only broker-only nodes can join later", id)
 		}
 	}
-	return checkOrder(o.Order, o.total(), true)
+	if o.Order == nil {
+		for id := range o.total() {
+			if !slices.Contains(o.Later, int32(id+1)) {
+				o.Order = append(o.Order, int32(id+1))
+			}
+		}
+	}
+	return checkOrder(append(slices.Clone(o.Order), o.Later...), o.total(), true)
 }
 
 // total is how many nodes: the voters and the broker-only ones.
@@ -318,11 +329,12 @@ func (c *Cluster) Brokers() string {
 // Voters is the --controller-quorum-voters list every node is given.
 func (c *Cluster) Voters() string { return c.voters }
 
-// ids returns the nodes named, or all in the start order when none is.
+// ids returns the nodes named, or all in the start order (the Later
+// ones last) when none is.
 func (c *Cluster) ids(ids []int32) []int32 {
 	c.t.Helper()
 	if len(ids) == 0 {
-		return c.opts.Order
+		return append(slices.Clone(c.opts.Order), c.opts.Later...)
 	}
 	if err := checkOrder(ids, len(c.nodes), false); err != nil {
 		c.t.Fatal(err)

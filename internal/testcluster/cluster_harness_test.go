@@ -97,6 +97,9 @@ func TestClusterOptionsRefused(t *testing.T) {
 		{"order names one twice", ClusterOptions{Order: []int32{1, 2, 2}}, "2 is not one of nodes 1 to 3, or is given twice"},
 		{"order names node 0", ClusterOptions{Order: []int32{0, 1, 2}}, "0 is not one of nodes 1 to 3"},
 		{"order names an unknown node", ClusterOptions{Nodes: 2, Order: []int32{1, 3}}, "3 is not one of nodes 1 to 2"},
+		{"a voter later", ClusterOptions{Nodes: 3, BrokerOnly: 1, Later: []int32{2}}, "Later names node 2, a voter"},
+		{"later and in the order", ClusterOptions{Nodes: 3, BrokerOnly: 1, Later: []int32{4}, Order: []int32{1, 2, 3, 4}}, "4 is not one of nodes 1 to 4, or is given twice"},
+		{"later, unknown", ClusterOptions{Nodes: 3, BrokerOnly: 1, Later: []int32{5}}, "5 is not one of nodes 1 to 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := startCluster(t, tc.opts)
