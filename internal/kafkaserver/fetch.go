@@ -2,7 +2,7 @@ package kafkaserver
 
 // Fetch: v4-16
 //
-// Reads record batches for consumers (and, later, followers) through the
+// Reads record batches for consumers and followers through the
 // replica manager, which long-polls: it answers once MinBytes are ready,
 // MaxWaitMillis passes, or the connection closes, woken by appends and
 // high-watermark moves rather than a timer. v4 is the first version that
@@ -46,10 +46,16 @@ package kafkaserver
 // into its write buffer (the one copy the framing costs) before the
 // buffers go back to the pool (the release func returned here).
 //
-// PreferredReadReplica (v11+) is always -1: consumers read from the
-// leader until follower fetching (KIP-392) exists. Partitions answered
-// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the current leader
-// (v12+, KIP-951) and v16 answers the leader's endpoint.
+// Follower fetching (v11+, KIP-392; replica/selector.go): a consumer's
+// fetch carries its rack (any bytes, even empty or 64 KiB; only ever
+// compared), and may be answered by any in-sync replica from its own
+// copy below its own high watermark; a replica out of the ISR answers
+// NOT_LEADER_OR_FOLLOWER. A leader started with --replica-selector rack
+// answers a consumer in another replica's rack with that replica as
+// PreferredReadReplica and no records, at once. Older versions read from
+// the leader only. Partitions answered NOT_LEADER_OR_FOLLOWER or
+// FENCED_LEADER_EPOCH carry the current leader (v12+, KIP-951) and v16
+// answers the leader's endpoint.
 
 import (
 	"context"
@@ -83,12 +89,17 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			if req.version >= 12 {
 				lastFetched = rp.LastFetchedEpoch
 			}
+			logStart := int64(-1)
+			if req.version >= 5 {
+				logStart = rp.LogStartOffset
+			}
 			parts = append(parts, fetchReqPartition{
 				key:                fetchKey(usesIDs, rt.Topic, rt.TopicID, rp.Partition),
 				fetchOffset:        rp.FetchOffset,
 				maxBytes:           rp.PartitionMaxBytes,
 				currentLeaderEpoch: rp.CurrentLeaderEpoch,
 				lastFetchedEpoch:   lastFetched,
+				logStartOffset:     logStart,
 			})
 		}
 	}
@@ -146,6 +157,11 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	case body.IsolationLevel == 1:
 		params.Isolation = replica.IsolationTxnCommitted
 	}
+	if replicaID < 0 && req.version >= 11 {
+		// Kafka's rule: v11 brought the rack, and with it reads from
+		// any in-sync replica; before it, the leader only.
+		params.Client = &replica.ClientMetadata{RackID: body.Rack}
+	}
 
 	// Resolve topics at the edge; the rest go to the replica manager.
 	img := s.image()
@@ -183,6 +199,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			CurrentLeaderEpoch: p.currentLeaderEpoch,
 			MaxBytes:           p.maxBytes,
 			LastFetchedEpoch:   p.lastFetchedEpoch,
+			LogStartOffset:     p.logStartOffset,
 		})
 		readIdx = append(readIdx, i)
 	}
@@ -210,6 +227,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	states := make([]partState, len(fc.parts))
 	var ranges []storage.FileRange              // ranges[i]: parts[i]'s, when it has one
 	lastOffsets := make([]int64, len(fc.parts)) // the last offset in each part's answer
+	fromFollower := make([]bool, len(fc.parts)) // read from this node's copy as a follower
 	for i, p := range fc.parts {
 		a := kmsg.NewFetchResponseTopicPartition()
 		a.Partition = p.key.partition
@@ -247,7 +265,10 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		if r.DivergingEpoch.Epoch >= 0 {
 			a.DivergingEpoch.Epoch, a.DivergingEpoch.EndOffset = r.DivergingEpoch.Epoch, r.DivergingEpoch.EndOffset
 		}
-		lastOffsets[i] = r.LastOffset
+		lastOffsets[i], fromFollower[i] = r.LastOffset, r.FromFollower
+		if r.Redirect {
+			a.PreferredReadReplica = r.PreferredReadReplica
+		}
 		if r.Range.File != nil {
 			if ranges == nil {
 				ranges = make([]storage.FileRange, len(fc.parts))
@@ -270,6 +291,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			lastStableOffset: a.LastStableOffset,
 			logStartOffset:   a.LogStartOffset,
 			hasRecords:       len(a.RecordBatches) > 0,
+			redirects:        a.PreferredReadReplica >= 0,
 		}
 		if req.version >= 12 && (a.ErrorCode == kerr.NotLeaderForPartition.Code || a.ErrorCode == kerr.FencedLeaderEpoch.Code) {
 			if t, ok := lookupTopic(img, names[i]); ok {
@@ -297,7 +319,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			size = ranges[i].Size
 		}
 		if size > 0 && replicaID < 0 {
-			s.metrics.fetched(names[i], size, fc.parts[i].fetchOffset, lastOffsets[i])
+			s.metrics.fetched(names[i], size, fc.parts[i].fetchOffset, lastOffsets[i], fromFollower[i])
 		}
 		n := len(resp.Topics)
 		if n == 0 || !sameFetchTopic(&resp.Topics[n-1], fc.parts[i].key, usesIDs) {

@@ -81,6 +81,9 @@ type fetchReqPartition struct {
 	currentLeaderEpoch int32
 	// lastFetchedEpoch is a follower's (v12+), -1 when not given.
 	lastFetchedEpoch int32
+	// logStartOffset is a follower's log start offset (v5+), -1 when
+	// not given.
+	logStartOffset int64
 }
 
 // partState is what a fetch answered for one partition: what the session
@@ -91,6 +94,9 @@ type partState struct {
 	lastStableOffset int64
 	logStartOffset   int64
 	hasRecords       bool
+	// redirects: the answer names a preferred read replica (KIP-392),
+	// which an incremental answer always carries, as Kafka's does.
+	redirects bool
 }
 
 // sessionPartition is a partition in a session: the client's settings and
@@ -235,7 +241,7 @@ func (fc *fetchContext) update(results []partState) (include []bool) {
 
 // news reports whether r tells the client something it was not told.
 func (sp *sessionPartition) news(r partState) bool {
-	if !sp.sentOnce || r.errCode != 0 || r.hasRecords {
+	if !sp.sentOnce || r.errCode != 0 || r.hasRecords || r.redirects {
 		return true
 	}
 	return r.highWatermark != sp.sent.highWatermark ||

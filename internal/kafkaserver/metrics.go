@@ -22,6 +22,11 @@ type serverMetrics struct {
 	connections prometheus.Gauge
 
 	bytesIn, recordsIn, bytesOut, recordsOut *prometheus.CounterVec // by topic
+	// consumerBytes and consumerRecords are bytesOut and recordsOut for
+	// the whole node, by the role it served them in (servedAs): the
+	// leader's copy or, for consumers sent to their rack's replica
+	// (KIP-392), a follower's. Two series each, never more.
+	consumerBytes, consumerRecords [2]prometheus.Counter
 	// topics caches each topic's four counters: the produce and fetch
 	// paths would otherwise hash the label four times per partition.
 	topics sync.Map // topic name -> *topicCounters
@@ -62,10 +67,32 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Name: "fjord_topic_records_out_total", Help: "Offsets handed to consumers in fetch responses, from each fetch offset to the last offset sent, by topic; in a compacted topic the offsets compaction removed count too.",
 		}, []string{"topic"}),
 	}
+	consumerBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fjord_consumer_fetch_bytes_total", Help: "Record batch bytes this node sent to consumers, by the replica it served them as: leader, or follower (a consumer reading from its rack's replica, KIP-392).",
+	}, []string{"served_as"})
+	consumerRecords := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fjord_consumer_fetch_records_total", Help: "Offsets this node handed to consumers (as fjord_topic_records_out_total counts them), by the replica it served them as: leader or follower.",
+	}, []string{"served_as"})
+	for role, name := range servedAs {
+		m.consumerBytes[role] = consumerBytes.WithLabelValues(name)
+		m.consumerRecords[role] = consumerRecords.WithLabelValues(name)
+	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut)
+		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
+			consumerBytes, consumerRecords)
 	}
 	return m
+}
+
+// servedAs names the served_as label's values: index 1 is a read from a
+// follower's copy.
+var servedAs = [2]string{"leader", "follower"}
+
+func servedAsIndex(fromFollower bool) int {
+	if fromFollower {
+		return 1
+	}
+	return 0
 }
 
 func (m *serverMetrics) topic(name string) *topicCounters {
@@ -92,12 +119,16 @@ func (m *serverMetrics) produced(topic string, size int, records int64) {
 }
 
 // fetched counts what a consumer's fetch of topic from fetchOffset sent:
-// size bytes of batches ending at lastOffset.
-func (m *serverMetrics) fetched(topic string, size int, fetchOffset, lastOffset int64) {
+// size bytes of batches ending at lastOffset, read from this node's copy
+// as a follower or as the leader.
+func (m *serverMetrics) fetched(topic string, size int, fetchOffset, lastOffset int64, fromFollower bool) {
 	c := m.topic(topic)
+	role := servedAsIndex(fromFollower)
 	c.bytesOut.Add(float64(size))
+	m.consumerBytes[role].Add(float64(size))
 	if lastOffset >= fetchOffset {
 		c.recordsOut.Add(float64(lastOffset - fetchOffset + 1))
+		m.consumerRecords[role].Add(float64(lastOffset - fetchOffset + 1))
 	}
 }
 

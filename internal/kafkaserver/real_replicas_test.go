@@ -37,6 +37,7 @@ func newRealReplicasHarness(t *testing.T, opts ...harnessOpt) *wireHarness {
 	h := newWireHarness(t, append(opts, withReplicas(func(h *wireHarness) Replicas {
 		h.ctrl.onImage = rm.ApplyImage
 		rm.ApplyImage(h.ctrl.Image())
+		h.manager = rm
 		return rm
 	}))...)
 	// Cleanups run last-registered first: stop the server before the

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/replica"
 )
 
 type wireHarness struct {
@@ -32,6 +33,9 @@ type wireHarness struct {
 	reps   *memReplicas
 	groups Groups // nil unless withGroups
 	addr   string
+	// manager is the real replica manager under newRealReplicasHarness,
+	// nil otherwise.
+	manager *replica.Manager
 }
 
 // harnessOpt changes the harness before the server starts serving.

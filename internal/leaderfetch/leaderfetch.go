@@ -79,7 +79,7 @@ func (c *Client) Fetch(ctx context.Context, leader int32, f replica.LeaderFetch)
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch = p.Partition, p.CurrentLeaderEpoch
 		rp.FetchOffset, rp.LastFetchedEpoch = p.FetchOffset, p.LastFetchedEpoch
-		rp.LogStartOffset, rp.PartitionMaxBytes = -1, p.MaxBytes
+		rp.LogStartOffset, rp.PartitionMaxBytes = p.LogStartOffset, p.MaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	kresp, err := b.Request(ctx, req)

@@ -62,6 +62,11 @@ type FetchParams struct {
 	// the caller to send with sendfile; 0 reads every answer into
 	// Records.
 	MinRangeBytes int
+	// Client is a consumer's client metadata (Fetch v11+, KIP-392):
+	// with it the consumer may read from an in-sync follower and the
+	// leader may name one (selector.go). nil (older versions,
+	// followers): the leader only.
+	Client *ClientMetadata
 }
 
 // FetchPartition is one partition of a fetch, in request order.
@@ -77,6 +82,9 @@ type FetchPartition struct {
 	// against its own epochs and answers DivergingEpoch instead of
 	// records when the follower's log has gone its own way.
 	LastFetchedEpoch int32
+	// LogStartOffset is a follower's log start offset (Fetch v5+), -1
+	// when not given; consumers' is ignored.
+	LogStartOffset int64
 }
 
 // FetchPartitionResult is one partition's answer, in request order.
@@ -100,6 +108,15 @@ type FetchPartitionResult struct {
 	// differs from the leader's after EndOffset in that epoch: it
 	// truncates there and fetches again. Nothing is read then.
 	DivergingEpoch EpochEndOffset
+	// Redirect: the consumer should read this partition from replica
+	// PreferredReadReplica instead (KIP-392), and nothing was read. A
+	// flag beside the id, not a -1 id, so that a result built without
+	// it (node 0 is a real node) never sends a consumer away.
+	Redirect             bool
+	PreferredReadReplica int32
+	// FromFollower: the records were read from this node's copy as a
+	// follower, not as the partition's leader.
+	FromFollower bool
 }
 
 // EpochEndOffset is a leader epoch and the offset its records end at.

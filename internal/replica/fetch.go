@@ -60,10 +60,11 @@ func sameBuffer(records, buf []byte) bool {
 
 // fetchSatisfied is the delayed fetch's completion rule (Kafka's
 // DelayedFetch, simplified to what exists): answer at once when the
-// request does not wait, when a partition failed (the client must act on
-// it), or when enough bytes are ready.
-func fetchSatisfied(params FetchParams, bytes int, anyErr bool) bool {
-	return params.MaxWait <= 0 || anyErr || bytes >= int(params.MinBytes)
+// request does not wait, when a partition must be acted on (it failed,
+// or names another replica to read from), or when enough bytes are
+// ready.
+func fetchSatisfied(params FetchParams, bytes int, actOn bool) bool {
+	return params.MaxWait <= 0 || actOn || bytes >= int(params.MinBytes)
 }
 
 // fetch is one Fetch call's state.
@@ -157,9 +158,10 @@ func (f *fetch) releaseBuffers() {
 }
 
 // readAll reads every partition afresh, in request order, applying the
-// byte limits; it returns the bytes read and whether any partition
-// failed.
-func (f *fetch) readAll() (bytes int, anyErr bool) {
+// byte limits; it returns the bytes read and whether any partition's
+// answer is one the client must act on at once (an error, a preferred
+// read replica).
+func (f *fetch) readAll() (bytes int, actOn bool) {
 	f.releaseBuffers()
 	remaining := int64(f.params.MaxBytes)
 	minOne := true
@@ -173,59 +175,100 @@ func (f *fetch) readAll() (bytes int, anyErr bool) {
 			*r, err = f.readPartition(p, i, limit, minOne)
 		}
 		if err != nil {
-			*r = FetchPartitionResult{Err: err, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, DivergingEpoch: noDivergence}
+			*r = FetchPartitionResult{Err: err, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1,
+				DivergingEpoch: noDivergence}
 			if p != nil && f.params.Isolation == IsolationLogEnd && errors.Is(err, ErrOffsetOutOfRange) {
 				// A follower behind this log's start (retention or
 				// DeleteRecords passed it) starts again there: it needs
 				// to know where that is.
 				r.LogStartOffset, r.HighWatermark = p.log.LogStartOffset(), p.log.HighWatermark()
 			}
-			anyErr = true
+			actOn = true
 			continue
 		}
+		actOn = actOn || r.Redirect
 		if n := r.Size(); n > 0 {
 			minOne = false
 			remaining -= int64(n)
 			bytes += n
 		}
 	}
-	return bytes, anyErr
+	return bytes, actOn
 }
 
 // readPartition checks leadership and the epoch fence and reads at most
 // limit bytes (at least one whole batch when minOne) below the bound the
-// isolation level sets.
+// isolation level sets, or names the replica a consumer should read
+// from instead (selector.go).
 func (f *fetch) readPartition(p *Partition, i int, limit int, minOne bool) (FetchPartitionResult, error) {
+	fp := &f.parts[i]
+	if f.params.Isolation == IsolationLogEnd {
+		return f.readForFollower(p, i, limit, minOne)
+	}
+	var asFollower bool
+	var err error
+	if f.params.Client != nil {
+		asFollower, err = p.checkConsumerRead(fp.CurrentLeaderEpoch)
+	} else {
+		_, err = p.checkLeader(fp.CurrentLeaderEpoch)
+	}
+	if err != nil {
+		return FetchPartitionResult{}, err
+	}
+	if !asFollower {
+		// The lease is a leader's: a follower's copy below its high
+		// watermark is committed whoever leads now.
+		if err := p.checkLease(); err != nil {
+			return FetchPartitionResult{}, err
+		}
+		if id := p.preferredReadReplica(f.params.Client, fp.FetchOffset); id >= 0 {
+			// Kafka's answer: no records, the offsets, and the replica.
+			hw := p.log.HighWatermark()
+			return FetchPartitionResult{
+				HighWatermark: hw, LastStableOffset: hw, LogStartOffset: p.log.LogStartOffset(),
+				LastOffset: -1, DivergingEpoch: noDivergence, Redirect: true, PreferredReadReplica: id,
+			}, nil
+		}
+	}
+	r, err := f.readLog(p, fp, limit, minOne)
+	r.FromFollower = asFollower
+	return r, err
+}
+
+// readForFollower is readPartition for a follower's fetch: a leader's
+// checks of the follower and of its history, the fetch recorded, then
+// the read to the log end.
+func (f *fetch) readForFollower(p *Partition, i int, limit int, minOne bool) (FetchPartitionResult, error) {
 	fp := &f.parts[i]
 	term, err := p.checkLeader(fp.CurrentLeaderEpoch)
 	if err != nil {
 		return FetchPartitionResult{}, err
 	}
-	if f.params.Isolation != IsolationLogEnd {
-		if err := p.checkLease(); err != nil {
-			return FetchPartitionResult{}, err
-		}
+	if err := p.checkFollower(f.params.ReplicaID); err != nil {
+		return FetchPartitionResult{}, err
 	}
-	if f.params.Isolation == IsolationLogEnd {
-		if err := p.checkFollower(f.params.ReplicaID); err != nil {
-			return FetchPartitionResult{}, err
-		}
-		if d, diverged := p.divergence(fp.FetchOffset, fp.LastFetchedEpoch); diverged {
-			return FetchPartitionResult{
-				HighWatermark:    p.log.HighWatermark(),
-				LastStableOffset: p.log.HighWatermark(),
-				LogStartOffset:   p.log.LogStartOffset(),
-				LastOffset:       -1,
-				DivergingEpoch:   d,
-			}, nil
-		}
-		// Before the read, so the high watermark answered already
-		// counts what this fetch says the follower holds.
-		if !f.noted[i] {
-			f.noted[i] = true
-			p.noteFollowerFetch(term, f.params.ReplicaID, f.params.ReplicaEpoch, fp.FetchOffset, f.start)
-		}
+	if d, diverged := p.divergence(fp.FetchOffset, fp.LastFetchedEpoch); diverged {
+		return FetchPartitionResult{
+			HighWatermark:    p.log.HighWatermark(),
+			LastStableOffset: p.log.HighWatermark(),
+			LogStartOffset:   p.log.LogStartOffset(),
+			LastOffset:       -1,
+			DivergingEpoch:   d,
+		}, nil
 	}
+	// Before the read, so the high watermark answered already counts
+	// what this fetch says the follower holds.
+	if !f.noted[i] {
+		f.noted[i] = true
+		p.noteFollowerFetch(followerFetch{term: term, id: f.params.ReplicaID, brokerEpoch: f.params.ReplicaEpoch,
+			offset: fp.FetchOffset, logStart: fp.LogStartOffset}, f.start)
+	}
+	return f.readLog(p, fp, limit, minOne)
+}
+
+// readLog reads p's log for fp, the checks done: at most limit bytes (at
+// least one whole batch when minOne) below the isolation level's bound.
+func (f *fetch) readLog(p *Partition, fp *FetchPartition, limit int, minOne bool) (FetchPartitionResult, error) {
 	// The high watermark is read before the records, so every record
 	// returned is below the high watermark returned.
 	hw := p.log.HighWatermark()
@@ -246,6 +289,7 @@ func (f *fetch) readPartition(p *Partition, i int, limit int, minOne bool) (Fetc
 	}
 	buf := bufpool.Get(min(limit, maxReadBufBytes))
 	var rr storage.ReadResult
+	var err error
 	if f.params.MinRangeBytes > 0 && len(f.files) < maxFetchRanges {
 		rr, err = p.log.ReadRange(buf, fp.FetchOffset, limit, bound, f.params.MinRangeBytes)
 	} else {

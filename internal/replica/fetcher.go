@@ -71,6 +71,10 @@ type LeaderFetchPartition struct {
 	LastFetchedEpoch   int32
 	CurrentLeaderEpoch int32
 	MaxBytes           int32
+	// LogStartOffset is this follower's log start offset: the leader
+	// names the follower to consumers only for offsets its copy holds
+	// (selector.go).
+	LogStartOffset int64
 }
 
 // LeaderFetchResult is the leader's answer for one partition.
@@ -335,6 +339,7 @@ func (f *fetcher) request(parts []*Partition) (req LeaderFetch, sent []*Partitio
 			Topic: p.topic, TopicID: p.topicID, Partition: p.partition,
 			FetchOffset: p.log.LogEndOffset(), LastFetchedEpoch: last,
 			CurrentLeaderEpoch: epoch, MaxBytes: maxBytes,
+			LogStartOffset: p.log.LogStartOffset(),
 		})
 		sent = append(sent, p)
 	}
@@ -414,6 +419,7 @@ func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchRes
 	if hw > p.log.HighWatermark() {
 		p.log.SetHighWatermark(hw)
 		progress = true
+		p.notifyAll() // consumers parked on this replica's high watermark
 	}
 	// The log start follows the leader's (KIP-107), up to what is
 	// committed here: records deleted on the leader are deleted here

@@ -34,7 +34,12 @@ type followerState struct {
 	// fetchOffset is the offset of the follower's last fetch, -1 before
 	// its first in this term.
 	fetchOffset int64
-	lastFetch   time.Time
+	// logStartOffset is the follower's log start offset as its last
+	// fetch named it (-1: not named), for the choice of a consumer's
+	// read replica (selector.go): its copy holds only what lies between
+	// the two.
+	logStartOffset int64
+	lastFetch      time.Time
 	// leaderEndAtLastFetch is the leader's log end offset at the last
 	// fetch.
 	leaderEndAtLastFetch int64
@@ -69,29 +74,59 @@ func (f *followers) resetLocked(term int32, now time.Time) {
 func (f *followers) stateLocked(id int32) *followerState {
 	s := f.m[id]
 	if s == nil {
-		s = &followerState{fetchOffset: -1, leaderEndAtLastFetch: -1, lastCaughtUp: f.since, brokerEpoch: -1}
+		s = &followerState{fetchOffset: -1, logStartOffset: -1, leaderEndAtLastFetch: -1, lastCaughtUp: f.since, brokerEpoch: -1}
 		f.m[id] = s
 	}
 	return s
 }
 
-// recordFetch notes a follower's fetch at offset, the leader's log end
-// being leaderEnd, in the leader epoch the fetch was checked against.
-func (f *followers) recordFetch(term, id int32, brokerEpoch, offset, leaderEnd int64, now time.Time) {
+// followerFetch is one follower fetch of a partition as the leader
+// records it.
+type followerFetch struct {
+	term        int32 // the leader epoch the fetch was checked against
+	id          int32
+	brokerEpoch int64
+	offset      int64 // the fetch offset
+	logStart    int64 // the follower's log start offset, -1: not named
+	leaderEnd   int64 // the leader's log end offset at the fetch
+}
+
+// recordFetch notes a follower's fetch.
+func (f *followers) recordFetch(ff followerFetch, now time.Time) {
 	f.Lock()
 	defer f.Unlock()
-	if term != f.term {
+	if ff.term != f.term {
 		return // leadership moved since the fetch was checked
 	}
-	s := f.stateLocked(id)
+	s := f.stateLocked(ff.id)
 	switch {
-	case offset >= leaderEnd:
+	case ff.offset >= ff.leaderEnd:
 		s.lastCaughtUp = now
-	case s.leaderEndAtLastFetch >= 0 && offset >= s.leaderEndAtLastFetch:
+	case s.leaderEndAtLastFetch >= 0 && ff.offset >= s.leaderEndAtLastFetch:
 		s.lastCaughtUp = s.lastFetch
 	}
-	s.fetchOffset, s.lastFetch, s.leaderEndAtLastFetch = offset, now, leaderEnd
-	s.brokerEpoch = brokerEpoch
+	s.fetchOffset, s.lastFetch, s.leaderEndAtLastFetch = ff.offset, now, ff.leaderEnd
+	s.logStartOffset, s.brokerEpoch = ff.logStart, ff.brokerEpoch
+}
+
+// views returns what the leader knows of each of ids but self, for the
+// choice of a consumer's read replica; a follower not heard from in this
+// term has log end -1.
+func (f *followers) views(ids []int32, self int32) []replicaView {
+	f.Lock()
+	defer f.Unlock()
+	out := make([]replicaView, 0, len(ids))
+	for _, id := range ids {
+		if id == self {
+			continue
+		}
+		v := replicaView{id: id, logEnd: -1, logStart: -1}
+		if s := f.m[id]; s != nil {
+			v.logEnd, v.logStart, v.lastCaughtUp = s.fetchOffset, s.logStartOffset, s.lastCaughtUp
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // brokerEpochs returns the broker epoch each of ids last fetched with

@@ -32,20 +32,21 @@ const DefaultReplicaLagTime = 30 * time.Second
 // NOT_CONTROLLER within it).
 const alterTimeout = 10 * time.Second
 
-// noteFollowerFetch records follower id's fetch at offset, which arrived
-// at at and was checked in leader epoch term, moves the high watermark, and asks for an ISR
-// expansion when the follower qualifies.
-func (p *Partition) noteFollowerFetch(term, id int32, brokerEpoch, offset int64, at time.Time) {
+// noteFollowerFetch records a follower's fetch (ff.leaderEnd is filled
+// in here), which arrived at at, moves the high watermark, and asks for
+// an ISR expansion when the follower qualifies.
+func (p *Partition) noteFollowerFetch(ff followerFetch, at time.Time) {
 	leo := p.log.LogEndOffset()
-	if offset > leo || offset < 0 {
+	if ff.offset > leo || ff.offset < 0 {
 		return // out of range: the read answers OFFSET_OUT_OF_RANGE
 	}
-	p.followers.recordFetch(term, id, brokerEpoch, offset, leo, at)
+	ff.leaderEnd = leo
+	p.followers.recordFetch(ff, at)
 	p.maybeAdvanceHighWatermark()
 	p.mu.RLock()
-	inISR := slices.Contains(p.mu.isr, id)
+	inISR := slices.Contains(p.mu.isr, ff.id)
 	p.mu.RUnlock()
-	if !inISR && offset >= p.log.HighWatermark() {
+	if !inISR && ff.offset >= p.log.HighWatermark() {
 		p.maybeAlterISR()
 	}
 }

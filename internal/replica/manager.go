@@ -48,6 +48,10 @@ type Options struct {
 	// NOT_LEADER_OR_FOLLOWER; followers' fetches are still served. nil:
 	// always held.
 	Lease interface{ Held() bool }
+	// ReplicaSelector is replica.selector.class: whether, as a leader,
+	// this node names consumers a replica in their rack to read from
+	// (selector.go). Zero: SelectLeader.
+	ReplicaSelector ReplicaSelector
 }
 
 // Manager is the replica manager: the partitions this node hosts, built
@@ -67,6 +71,9 @@ type Manager struct {
 	// (the controller's publisher), but Close may come from anywhere.
 	applyMu   sync.Mutex
 	lastImage *metadata.Image // the image last applied; guarded by applyMu
+	// image is lastImage for the fetch path, which reads the brokers'
+	// racks and states from it without applyMu; nil before the first.
+	image atomic.Pointer[metadata.Image]
 
 	// lifecycle guards background goroutines against Close: they are
 	// added to wg only while not closed, so Close's Wait cannot race an
@@ -332,6 +339,7 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 	}
 	m.throttle.setRate(img.FollowerThrottleRate(m.opts.NodeID), m.opts.Now())
 	m.lastImage = img
+	m.image.Store(img)
 	m.fetchers.apply(img, next)
 	m.ready.Store(len(failed) == 0)
 }

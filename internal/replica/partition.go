@@ -263,7 +263,12 @@ func (p *Partition) notifyAppend() {
 // notifyAllLocked wakes every waiter: leadership changed or the
 // partition is gone, and each must look again.
 // REQUIRES: p.mu held exclusively.
-func (p *Partition) notifyAllLocked() {
+func (p *Partition) notifyAllLocked() { p.notifyAll() }
+
+// notifyAll wakes every waiter. The fetcher calls it when it moves a
+// follower's high watermark, for the consumers parked on this replica
+// (follower fetching): a leader's advance notifies under wait itself.
+func (p *Partition) notifyAll() {
 	p.wait.Lock()
 	defer p.wait.Unlock()
 	for w := range p.wait.waiters {
@@ -307,6 +312,29 @@ func (p *Partition) checkLeaderLocked(currentLeaderEpoch int32) error {
 		return fmt.Errorf("%w: %s: leader is node %d", ErrNotLeader, p, p.mu.leader)
 	}
 	return checkLeaderEpoch(p.mu.leaderEpoch, currentLeaderEpoch)
+}
+
+// checkConsumerRead is checkLeader for a consumer's fetch that may be
+// answered by any in-sync replica (KIP-392; selector.go): this node
+// leads (asFollower false, checked as checkLeaderLocked does), or it
+// follows, the leader epoch passes the fence (checked first, as Kafka's
+// follower does) and its image has it in the ISR.
+func (p *Partition) checkConsumerRead(currentLeaderEpoch int32) (asFollower bool, err error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.mu.gone != nil || p.mu.leader == p.m.opts.NodeID {
+		return false, p.checkLeaderLocked(currentLeaderEpoch)
+	}
+	if err := checkLeaderEpoch(p.mu.leaderEpoch, currentLeaderEpoch); err != nil {
+		return true, err
+	}
+	if !slices.Contains(p.mu.isr, p.m.opts.NodeID) {
+		// A replica out of the ISR may lag without bound: the client
+		// is sent back to the leader, which names someone else.
+		return true, fmt.Errorf("%w: %s: this replica is not in the ISR %v (leader is node %d)",
+			ErrNotLeader, p, p.mu.isr, p.mu.leader)
+	}
+	return true, nil
 }
 
 // checkLease refuses a client's request on a partition this node leads

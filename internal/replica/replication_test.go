@@ -34,7 +34,8 @@ func (l *memLeaders) Fetch(ctx context.Context, leader int32, req LeaderFetch) (
 	parts := make([]FetchPartition, len(req.Partitions))
 	for i, p := range req.Partitions {
 		parts[i] = FetchPartition{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Partition, FetchOffset: p.FetchOffset,
-			CurrentLeaderEpoch: p.CurrentLeaderEpoch, MaxBytes: p.MaxBytes, LastFetchedEpoch: p.LastFetchedEpoch}
+			CurrentLeaderEpoch: p.CurrentLeaderEpoch, MaxBytes: p.MaxBytes, LastFetchedEpoch: p.LastFetchedEpoch,
+			LogStartOffset: p.LogStartOffset}
 	}
 	res := m.Fetch(ctx, FetchParams{ReplicaID: req.ReplicaID, ReplicaEpoch: req.BrokerEpoch, MaxWait: req.MaxWait,
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Isolation: IsolationLogEnd}, parts)
@@ -53,9 +54,13 @@ type node struct {
 	id  int32
 	m   *Manager
 	img *metadata.Image
+	// brokers, when set, are the images' registered brokers.
+	brokers map[int32]metadata.Broker
 }
 
-func newPair(t *testing.T) (leaders *memLeaders, nodes []*node) {
+// newPair starts nodes 1 and 2; configure, when given, changes both
+// managers' options.
+func newPair(t *testing.T, configure ...func(*Options)) (leaders *memLeaders, nodes []*node) {
 	leaders = &memLeaders{managers: map[int32]*Manager{}}
 	for _, id := range []int32{1, 2} {
 		dir := t.TempDir()
@@ -63,7 +68,11 @@ func newPair(t *testing.T) (leaders *memLeaders, nodes []*node) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := NewManager(Options{NodeID: id, Storage: sm, Defaults: storage.DefaultConfig(), Logger: quietLogger, DataDir: dir, Leaders: leaders})
+		opts := Options{NodeID: id, Storage: sm, Defaults: storage.DefaultConfig(), Logger: quietLogger, DataDir: dir, Leaders: leaders}
+		for _, fn := range configure {
+			fn(&opts)
+		}
+		m := NewManager(opts)
 		t.Cleanup(func() {
 			m.Close()
 			sm.Close()
@@ -80,7 +89,8 @@ func (n *node) set(leader, epoch int32, isr ...int32) {
 	t := &metadata.Topic{Name: "r", ID: topicID(9), Partitions: []metadata.Partition{{
 		Replicas: []int32{1, 2}, ISR: isr, Leader: leader, LeaderEpoch: epoch,
 	}}}
-	img := &metadata.Image{ClusterID: "c", Offset: 1, Topics: map[string]*metadata.Topic{"r": t}, TopicsByID: map[metadata.UUID]*metadata.Topic{t.ID: t}}
+	img := &metadata.Image{ClusterID: "c", Offset: 1, Topics: map[string]*metadata.Topic{"r": t}, TopicsByID: map[metadata.UUID]*metadata.Topic{t.ID: t},
+		Brokers: n.brokers}
 	if n.img != nil {
 		img.Offset = n.img.Offset + 1
 	}
