@@ -31,8 +31,10 @@ type serveOptions struct {
 	advertisedKafkaAddr string
 	controllerAddr      string
 	// voters is --controller-quorum-voters; nil: a cluster of one.
-	voters           []node.Voter
-	rack             string
+	voters []node.Voter
+	rack   string
+	// replicaSelector is replica.selector.class: leader or rack.
+	replicaSelector  string
 	brokerOnly       bool
 	httpAddr         string
 	pprofAddr        string
@@ -131,6 +133,8 @@ closes; a second signal exits at once.`,
 	f.Var(&processRolesFlag{&o.brokerOnly}, "process-roles",
 		"this node's roles (process.roles): broker,controller (a voter when --controller-quorum-voters names it), or broker (follows the quorum's metadata log without a vote; its id must not be a voter's)")
 	f.StringVar(&o.rack, "rack", "", "this broker's rack (broker.rack), for spreading replicas over racks")
+	f.Var(newEnumFlag(&o.replicaSelector, "leader", "leader", "rack"), "replica-selector",
+		"where consumers read a partition this node leads (replica.selector.class): leader, or rack (an in-sync replica in the consumer's client.rack, KIP-392)")
 	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for the HTTP/JSON API, /metrics, /healthz and /readyz (host:port)")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "HTTP address for Go's profiles under /debug/pprof/ (host:port; default: off)")
 	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
@@ -219,6 +223,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		Voters:                             o.voters,
 		BrokerOnly:                         o.brokerOnly,
 		Rack:                               o.rack,
+		ReplicaSelector:                    o.replicaSelector,
 		HTTPAddr:                           o.httpAddr,
 		PprofAddr:                          o.pprofAddr,
 		AutoCreateTopics:                   o.autoCreateTopics,

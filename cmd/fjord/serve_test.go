@@ -247,7 +247,7 @@ func writeFile(t *testing.T, path, s string) {
 // for each kind of flag, without starting a node.
 func TestServePrecedence(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "fjord.yaml")
-	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\nhttp-max-long-polls: 9\nrack: from-file\n")
+	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\nhttp-max-long-polls: 9\nrack: from-file\nreplica-selector: rack\n")
 	t.Setenv("FJORD_NODE_ID", "5")
 	t.Setenv("FJORD_PPROF_ADDR", "10.0.0.2:6060")
 	t.Setenv("FJORD_KAFKA_ADDR", "10.0.0.2:2")
@@ -271,6 +271,7 @@ func TestServePrecedence(t *testing.T) {
 		httpAddr:         "127.0.0.1:8082",
 		pprofAddr:        "10.0.0.2:6060", // env beats file
 		rack:             "from-file",
+		replicaSelector:  "rack", // file beats default (leader)
 		logLevel:         "info",
 		// Kafka's group.initial.rebalance.delay.ms, by default.
 		groupInitialRebalanceDelayMs:        3000,
@@ -364,6 +365,7 @@ func TestServeRejectsBadInput(t *testing.T) {
 	notMap := cfg("notmap.yaml", "- kafka-addr\n")
 	badVoters := cfg("voters.yaml", "controller-quorum-voters: 1@0.0.0.0:9093\n")
 	badRack := cfg("rack.yaml", "rack: \" r1\"\n")
+	badSelector := cfg("selector.yaml", "replica-selector: RackAwareReplicaSelector\n")
 	hugeRF := cfg("rf.yaml", "default-replication-factor: 99999999999999999999999\n")
 	listRF := cfg("rflist.yaml", "default-replication-factor: [3]\n")
 	for _, tc := range []struct {
@@ -455,6 +457,12 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"rack too long", []string{"serve", "--rack", strings.Repeat("r", 256)}, nil, "rack is 256 bytes long (allowed: at most 255)"},
 		{"rack with a newline in env", []string{"serve"}, []string{"FJORD_RACK=r1\nr2"}, `rack "r1\nr2" contains U+000A`},
 		{"rack with spaces in file", []string{"serve", "--config", badRack}, nil, `rack " r1" starts or ends with a space`},
+		{"bad replica selector", []string{"serve", "--replica-selector", "closest"}, nil, `invalid argument "closest" for "--replica-selector" flag: allowed: leader, rack`},
+		{"empty replica selector", []string{"serve", "--replica-selector="}, nil, `"--replica-selector" flag: allowed: leader, rack`},
+		{"replica selector in other case", []string{"serve", "--replica-selector", "Rack"}, nil, `"--replica-selector" flag: allowed: leader, rack`},
+		{"replica selector class name in env", []string{"serve"}, []string{"FJORD_REPLICA_SELECTOR=org.apache.kafka.common.replica.RackAwareReplicaSelector"},
+			`FJORD_REPLICA_SELECTOR="org.apache.kafka.common.replica.RackAwareReplicaSelector": allowed: leader, rack`},
+		{"replica selector in file", []string{"serve", "--config", badSelector}, nil, `replica-selector "RackAwareReplicaSelector": allowed: leader, rack`},
 		{"extra argument", []string{"serve", "extra"}, nil, "unknown command"},
 		{"unknown command", []string{"bogus"}, nil, "unknown command"},
 	} {

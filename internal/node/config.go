@@ -75,6 +75,10 @@ type Config struct {
 	// Rack is broker.rack, registered with this broker
 	// (metadata.ValidateRack says what is allowed). Empty: none.
 	Rack string
+	// ReplicaSelector is replica.selector.class: "leader" (or empty,
+	// the default) or "rack", where consumers read the partitions this
+	// node leads (replica.ParseReplicaSelector, KIP-392).
+	ReplicaSelector string
 	// HTTPAddr is the HTTP listener (the HTTP/JSON API, /metrics,
 	// /healthz, /readyz). Empty: no HTTP listener.
 	HTTPAddr string
@@ -220,6 +224,9 @@ func (c Config) validate() error {
 		// metadata's message names the rack and what is allowed; the
 		// Kafka error code in front of it means nothing here.
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(err.Error(), metadata.ErrInvalidRack.Error()+": "))
+	}
+	if _, err := replica.ParseReplicaSelector(c.ReplicaSelector); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if c.HTTPAddr != "" {
 		if err := checkBindAddr("http-addr", c.HTTPAddr); err != nil {

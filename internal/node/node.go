@@ -293,6 +293,8 @@ func (n *Node) start(ctx context.Context) error {
 		ISR:            n.control,
 		ReplicaLagTime: cfg.ReplicaLagTime,
 		Lease:          n.lease,
+		// validate refused a value this could not parse.
+		ReplicaSelector: replicaSelector(cfg.ReplicaSelector),
 	})
 	n.replicaLogs.bind(n.peers, n.replicas)
 	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
@@ -793,4 +795,11 @@ func leaderImbalanceCheckInterval(cfg Config) time.Duration {
 		return 0
 	}
 	return orDefault(cfg.LeaderImbalanceCheckInterval, DefaultLeaderImbalanceCheckInterval)
+}
+
+// replicaSelector is cfg.ReplicaSelector parsed; validate has refused
+// anything else, so a bad value cannot reach here.
+func replicaSelector(s string) replica.ReplicaSelector {
+	sel, _ := replica.ParseReplicaSelector(s)
+	return sel
 }
