@@ -50,6 +50,9 @@ type ClusterOptions struct {
 	// test that adds them to a running cluster (Start). Order then
 	// names the others.
 	Later []int32
+	// NodeArgs are more serve arguments for single nodes, by id, after
+	// Node.Args (a rack of its own for each, say).
+	NodeArgs map[int32][]string
 	// Network puts each node in a network namespace of its own, on a
 	// bridge the test process also sits on (network.go), so that Cut,
 	// CutBoth, Isolate, Split, Delay and Heal can fault the links
@@ -144,6 +147,11 @@ func (o *ClusterOptions) fill() error {
 	case o.StartDelay < 0:
 		return fmt.Errorf("ClusterOptions.StartDelay %v is negative", o.StartDelay)
 	}
+	for id := range o.NodeArgs {
+		if id < 1 || int(id) > o.total() {
+			return fmt.Errorf("ClusterOptions.NodeArgs names node %d: allowed: 1 to %d", id, o.total())
+		}
+	}
 	// Set here, not only by newNode, because the cluster's waits use it.
 	if o.Node.ReadyTimeout <= 0 {
 		o.Node.ReadyTimeout = DefaultReadyTimeout
@@ -209,6 +217,8 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 		if i >= opts.Nodes {
 			nodeOpts.Args = append([]string{"--process-roles", "broker"}, nodeOpts.Args...)
 		}
+		// A new slice: the nodes must not share one backing array.
+		nodeOpts.Args = slices.Concat(nodeOpts.Args, opts.NodeArgs[nodeOpts.NodeID])
 		n, err := newNode(t, nodeOpts)
 		if err != nil {
 			if c.net != nil {

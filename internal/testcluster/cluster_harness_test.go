@@ -100,6 +100,7 @@ func TestClusterOptionsRefused(t *testing.T) {
 		{"a voter later", ClusterOptions{Nodes: 3, BrokerOnly: 1, Later: []int32{2}}, "Later names node 2, a voter"},
 		{"later and in the order", ClusterOptions{Nodes: 3, BrokerOnly: 1, Later: []int32{4}, Order: []int32{1, 2, 3, 4}}, "4 is not one of nodes 1 to 4, or is given twice"},
 		{"later, unknown", ClusterOptions{Nodes: 3, BrokerOnly: 1, Later: []int32{5}}, "5 is not one of nodes 1 to 4"},
+		{"node args for an unknown node", ClusterOptions{NodeArgs: map[int32][]string{4: {"--rack", "d"}}}, "NodeArgs names node 4: allowed: 1 to 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := startCluster(t, tc.opts)
@@ -107,6 +108,24 @@ func TestClusterOptionsRefused(t *testing.T) {
 				t.Fatalf("startCluster: %v, %v; want an error saying %q", c, err, tc.want)
 			}
 		})
+	}
+}
+
+// NodeArgs go to their node only, after the arguments every node gets.
+func TestClusterNodeArgs(t *testing.T) {
+	opts := ClusterOptions{Node: Options{Args: []string{"--replica-selector", "rack"}},
+		NodeArgs: map[int32][]string{2: {"--rack", "b"}, 3: {"--rack", "c"}}}
+	if err := opts.fill(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCluster(t, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int32]string{1: "--replica-selector rack", 2: "--replica-selector rack --rack b", 3: "--replica-selector rack --rack c"} {
+		if got := strings.Join(c.node(id).args(), " "); !strings.HasSuffix(got, "--controller-quorum-voters "+c.voters+" "+want) {
+			t.Errorf("node %d runs with %q, want it to end %q", id, got, want)
+		}
 	}
 }
 
