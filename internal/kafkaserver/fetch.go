@@ -47,8 +47,8 @@ package kafkaserver
 // buffers go back to the pool (the release func returned here).
 //
 // Follower fetching (v11+, KIP-392; replica/selector.go): a consumer's
-// fetch carries its rack (any bytes, even empty or 64 KiB; only ever
-// compared), and may be answered by any in-sync replica from its own
+// fetch carries its rack (any bytes, empty, or 64 KiB from the flexible
+// v12; only ever compared), and may be answered by any in-sync replica from its own
 // copy below its own high watermark; a replica out of the ISR answers
 // NOT_LEADER_OR_FOLLOWER. A leader started with --replica-selector rack
 // answers a consumer in another replica's rack with that replica as
