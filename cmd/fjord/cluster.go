@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/kafkaserver"
 )
 
 func newClusterCommand() *cobra.Command {
@@ -28,7 +30,7 @@ func newClusterCommand() *cobra.Command {
 	var output string
 	describe := &cobra.Command{
 		Use:   "describe",
-		Short: "Show the cluster id, the active controller, the controller quorum and the brokers, fenced ones too",
+		Short: "Show the cluster: controller, quorum and lag, brokers and their state, partitions in trouble, reassignments",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.applyEnv(cmd); err != nil {
@@ -45,11 +47,19 @@ func newClusterCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("describing cluster: %w", err)
 			}
-			q, err := describeQuorum(ctx, cl)
+			// The active controller knows how far every node has
+			// the metadata log (from their heartbeats); others do not.
+			q, err := describeQuorumAt(ctx, cl, d.Controller)
+			if err != nil && d.Controller != nil {
+				q, err = describeQuorum(ctx, cl) // any node: no lag, but the quorum
+			}
 			if err != nil {
 				return fmt.Errorf("describing the controller quorum: %w", err)
 			}
 			d.Quorum = q
+			if d.Partitions, err = describePartitionHealth(ctx, cl); err != nil {
+				return err
+			}
 			return printResult(cmd, output, d)
 		},
 	}
@@ -65,6 +75,7 @@ type clusterDescription struct {
 	Controller *int32              `json:"controller"` // null: no active controller
 	Brokers    []brokerDescription `json:"brokers"`
 	Quorum     quorumDescription   `json:"quorum"`
+	Partitions partitionHealth     `json:"partitions"`
 
 	// describeClusterVersion is the DescribeCluster version the node
 	// answered; below 2 it could not list fenced brokers (text output
@@ -102,6 +113,11 @@ func describeCluster(ctx context.Context, cl *kgo.Client) (clusterDescription, e
 	}
 	for _, b := range resp.Brokers {
 		bd := brokerDescription{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Fenced: b.IsFenced}
+		b.UnknownTags.Each(func(tag uint32, v []byte) {
+			if tag == kafkaserver.ShuttingDownTag && len(v) == 1 && v[0] == 1 {
+				bd.ShuttingDown = true
+			}
+		})
 		if b.Rack != nil && *b.Rack != "" {
 			bd.Rack = b.Rack
 		}
@@ -121,17 +137,43 @@ type quorumDescription struct {
 	// Observers are the broker-only nodes, which follow the metadata
 	// log without a vote.
 	Observers []int32 `json:"observers"`
+	// Replicas are the voters then the observers with how far each has
+	// the log (null when the answering node does not know: only the
+	// active controller does) and its lag behind the high watermark.
+	Replicas []quorumReplica `json:"replicas"`
 }
 
-// describeQuorum asks for the metadata log's quorum (DescribeQuorum).
+type quorumReplica struct {
+	NodeID       int32  `json:"node_id"`
+	Voter        bool   `json:"voter"`
+	LogEndOffset *int64 `json:"log_end_offset"`
+	Lag          *int64 `json:"lag"`
+}
+
+// describeQuorum asks any node for the metadata log's quorum
+// (DescribeQuorum).
 func describeQuorum(ctx context.Context, cl *kgo.Client) (quorumDescription, error) {
-	q := quorumDescription{Voters: []int32{}, Observers: []int32{}}
+	return describeQuorumAt(ctx, cl, nil)
+}
+
+// describeQuorumAt asks node (nil: any) for the quorum.
+func describeQuorumAt(ctx context.Context, cl *kgo.Client, node *int32) (quorumDescription, error) {
+	q := quorumDescription{Voters: []int32{}, Observers: []int32{}, Replicas: []quorumReplica{}}
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	rt := kmsg.NewDescribeQuorumRequestTopic()
 	rt.Topic = "__cluster_metadata"
 	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
 	req.Topics = []kmsg.DescribeQuorumRequestTopic{rt}
-	resp, err := req.RequestWith(ctx, cl)
+	var resp *kmsg.DescribeQuorumResponse
+	var err error
+	if node != nil {
+		var r kmsg.Response
+		if r, err = cl.Broker(int(*node)).Request(ctx, req); err == nil {
+			resp = r.(*kmsg.DescribeQuorumResponse)
+		}
+	} else {
+		resp, err = req.RequestWith(ctx, cl)
+	}
 	if err != nil {
 		return q, err
 	}
@@ -149,11 +191,21 @@ func describeQuorum(ctx context.Context, cl *kgo.Client) (quorumDescription, err
 		q.Leader = &p.LeaderID
 	}
 	q.Epoch, q.HighWatermark = p.LeaderEpoch, p.HighWatermark
+	member := func(v kmsg.DescribeQuorumResponseTopicPartitionReplicaState, voter bool) {
+		r := quorumReplica{NodeID: v.ReplicaID, Voter: voter}
+		if v.LogEndOffset >= 0 {
+			end, lag := v.LogEndOffset, max(p.HighWatermark-v.LogEndOffset, 0)
+			r.LogEndOffset, r.Lag = &end, &lag
+		}
+		q.Replicas = append(q.Replicas, r)
+	}
 	for _, v := range p.CurrentVoters {
 		q.Voters = append(q.Voters, v.ReplicaID)
+		member(v, true)
 	}
 	for _, o := range p.Observers {
 		q.Observers = append(q.Observers, o.ReplicaID)
+		member(o, false)
 	}
 	return q, nil
 }
@@ -171,6 +223,17 @@ func (d clusterDescription) printText(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "Controller quorum: %s, epoch %d, high watermark %d\n",
 		members, d.Quorum.Epoch, d.Quorum.HighWatermark)
+	var lags []string
+	for _, r := range d.Quorum.Replicas {
+		if r.Lag != nil {
+			lags = append(lags, fmt.Sprintf("%d: %d", r.NodeID, *r.Lag))
+		} else {
+			lags = append(lags, fmt.Sprintf("%d: unknown", r.NodeID))
+		}
+	}
+	if len(lags) > 0 {
+		fmt.Fprintf(out, "Metadata log lag (records behind the high watermark): %s\n", strings.Join(lags, ", "))
+	}
 	fenced := 0
 	for _, b := range d.Brokers {
 		if b.Fenced {
@@ -190,13 +253,24 @@ func (d clusterDescription) printText(out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tHOST\tPORT\tRACK\tSTATE")
 	for _, b := range d.Brokers {
-		state := "unfenced"
-		if b.Fenced {
-			state = "fenced"
-		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", b.NodeID, b.Host, b.Port, dashIfNull(b.Rack), state)
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", b.NodeID, b.Host, b.Port, dashIfNull(b.Rack), b.state())
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return d.Partitions.printText(out)
+}
+
+// state is the broker's STATE: Kafka's kafka-cluster.sh words (fenced,
+// unfenced), and shutting down for a broker in controlled shutdown.
+func (b brokerDescription) state() string {
+	switch {
+	case b.Fenced:
+		return "fenced"
+	case b.ShuttingDown:
+		return "shutting down"
+	}
+	return "unfenced"
 }
 
 type brokerDescription struct {
@@ -208,6 +282,9 @@ type brokerDescription struct {
 	// has not caught up since registering); it leads nothing and
 	// clients are not sent to it.
 	Fenced bool `json:"fenced"`
+	// ShuttingDown: the broker's process is in controlled shutdown
+	// (moving its leaderships away); a second or two at most.
+	ShuttingDown bool `json:"shutting_down"`
 }
 
 // joinIDs is ids as "1, 2, 3".

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/kafkaserver"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -30,6 +31,15 @@ var fakeBrokers = []kmsg.DescribeClusterResponseBroker{
 	{NodeID: 1},
 	{NodeID: 2, Host: "b2.example", Port: 9094},
 	{NodeID: 3, Host: "b3.example", Port: 9095, Rack: strPtr("r1"), IsFenced: true},
+}
+
+// fakePartitions is the fake cluster's one topic: partition 0 healthy
+// (and being reassigned), 1 under-replicated, 2 offline with one
+// replica in sync, below min.insync.replicas (2).
+var fakePartitions = []kmsg.MetadataResponseTopicPartition{
+	{Partition: 0, Leader: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}},
+	{Partition: 1, Leader: 2, Replicas: []int32{2, 3, 1}, ISR: []int32{2, 1}},
+	{Partition: 2, Leader: -1, Replicas: []int32{3, 1, 2}, ISR: []int32{3}},
 }
 
 func strPtr(s string) *string { return &s }
@@ -90,7 +100,7 @@ func (f *fakeNode) answer(req kmsg.Request) (kmsg.Response, error) {
 	switch req := req.(type) {
 	case *kmsg.ApiVersionsRequest:
 		resp := kmsg.NewPtrApiVersionsResponse()
-		for _, k := range []struct{ key, max int16 }{{18, 3}, {3, 12}, {60, f.describeClusterMax}, {55, 2}} {
+		for _, k := range []struct{ key, max int16 }{{18, 3}, {3, 12}, {60, f.describeClusterMax}, {55, 2}, {32, 4}, {46, 0}} {
 			resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k.key, MaxVersion: k.max})
 		}
 		return resp, nil
@@ -99,6 +109,23 @@ func (f *fakeNode) answer(req kmsg.Request) (kmsg.Response, error) {
 		resp := kmsg.NewPtrMetadataResponse()
 		resp.ClusterID, resp.ControllerID = strPtr("fake-cluster"), 1
 		resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 1, Host: f.host, Port: f.port}}
+		if req.Topics == nil { // every topic: cluster describe's partitions
+			resp.Topics = []kmsg.MetadataResponseTopic{{Topic: strPtr("t"), Partitions: fakePartitions}}
+		}
+		return resp, nil
+	case *kmsg.DescribeConfigsRequest:
+		resp := kmsg.NewPtrDescribeConfigsResponse()
+		for _, r := range req.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{{Name: "min.insync.replicas", Value: strPtr("2")}}
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil
+	case *kmsg.ListPartitionReassignmentsRequest:
+		resp := kmsg.NewPtrListPartitionReassignmentsResponse()
+		resp.Topics = []kmsg.ListPartitionReassignmentsResponseTopic{{Topic: "t", Partitions: []kmsg.ListPartitionReassignmentsResponseTopicPartition{
+			{Partition: 0, Replicas: []int32{1, 2, 3}, AddingReplicas: []int32{3}, RemovingReplicas: []int32{}}}}}
 		return resp, nil
 	case *kmsg.DescribeClusterRequest:
 		f.mu.Lock()
@@ -113,6 +140,9 @@ func (f *fakeNode) answer(req kmsg.Request) (kmsg.Response, error) {
 			if b.NodeID == 1 {
 				b.Host, b.Port = f.host, f.port
 			}
+			if b.NodeID == 2 { // in controlled shutdown: Fjord's tag
+				b.UnknownTags.Set(kafkaserver.ShuttingDownTag, []byte{1})
+			}
 			resp.Brokers = append(resp.Brokers, b)
 		}
 		return resp, nil
@@ -120,8 +150,8 @@ func (f *fakeNode) answer(req kmsg.Request) (kmsg.Response, error) {
 		resp := kmsg.NewPtrDescribeQuorumResponse()
 		p := kmsg.NewDescribeQuorumResponseTopicPartition()
 		p.LeaderID, p.LeaderEpoch, p.HighWatermark = 1, 4, 17
-		p.CurrentVoters = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{{ReplicaID: 1}}
-		p.Observers = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{{ReplicaID: 3}} // broker-only
+		p.CurrentVoters = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{{ReplicaID: 1, LogEndOffset: 17}}
+		p.Observers = []kmsg.DescribeQuorumResponseTopicPartitionReplicaState{{ReplicaID: 3, LogEndOffset: 15}} // broker-only, 2 behind
 		resp.Topics = []kmsg.DescribeQuorumResponseTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumResponseTopicPartition{p}}}
 		return resp, nil
 	}
@@ -159,6 +189,9 @@ func TestClusterDescribeShowsFencedBrokers(t *testing.T) {
 		"Controller: 1\n",
 		"Controller quorum: voters 1, observers 3, epoch 4, high watermark 17\n",
 		"Brokers: 3 (1 fenced)\n",
+		"Metadata log lag (records behind the high watermark): 1: 0, 3: 2\n",
+		"Partitions: 3; offline 1, under min ISR 1, under-replicated 2; reassignments in progress 1\n",
+		"Partitions in trouble:\n",
 	} {
 		if !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(r.stdout) {
 			t.Errorf("text output does not say %q:\n%s", want, r.stdout)
@@ -167,8 +200,11 @@ func TestClusterDescribeShowsFencedBrokers(t *testing.T) {
 	for _, row := range []string{
 		`^ID\s+HOST\s+PORT\s+RACK\s+STATE\s*$`,
 		`^1\s+` + regexp.QuoteMeta(f.host) + `\s+` + strconv.Itoa(int(f.port)) + `\s+-\s+unfenced\s*$`,
-		`^2\s+b2\.example\s+9094\s+-\s+unfenced\s*$`,
+		`^2\s+b2\.example\s+9094\s+-\s+shutting down\s*$`,
 		`^3\s+b3\.example\s+9095\s+r1\s+fenced\s*$`,
+		`^TOPIC\s+PARTITION\s+LEADER\s+REPLICAS\s+ISR\s+STATUS\s*$`,
+		`^t\s+2\s+-1\s+3,1,2\s+3\s+offline,under-min-isr,under-replicated\s*$`,
+		`^t\s+1\s+2\s+2,3,1\s+2,1\s+under-replicated\s*$`,
 	} {
 		if !regexp.MustCompile(`(?m)` + row).MatchString(r.stdout) {
 			t.Errorf("text output has no line matching %s:\n%s", row, r.stdout)
@@ -180,7 +216,16 @@ func TestClusterDescribeShowsFencedBrokers(t *testing.T) {
 		t.Fatalf("-o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	doc := decodeJSON(t, r.stdout)
-	wantKeys(t, "cluster describe", doc, "cluster_id", "controller", "brokers", "quorum")
+	wantKeys(t, "cluster describe", doc, "cluster_id", "controller", "brokers", "quorum", "partitions")
+	health := wantKeys(t, "partitions", doc["partitions"], "partitions", "offline", "under_min_isr", "under_replicated",
+		"reassignments_in_progress", "troubled")
+	if number(t, health["under_replicated"]) != 2 || number(t, health["reassignments_in_progress"]) != 1 || len(list(t, health["troubled"])) != 2 {
+		t.Errorf("cluster describe partitions: %v", health)
+	}
+	quorum := wantKeys(t, "quorum", doc["quorum"], "leader", "epoch", "high_watermark", "voters", "observers", "replicas")
+	if r := list(t, quorum["replicas"]); len(r) != 2 || number(t, r[1].(map[string]any)["lag"]) != 2 {
+		t.Errorf("cluster describe quorum replicas: %v", quorum["replicas"])
+	}
 	if doc["cluster_id"] != "fake-cluster" || number(t, doc["controller"]) != 1 {
 		t.Errorf("cluster describe: %v", doc)
 	}
@@ -194,7 +239,7 @@ func TestClusterDescribeShowsFencedBrokers(t *testing.T) {
 		rack   any
 		fenced bool
 	}{{1, f.host, nil, false}, {2, "b2.example", nil, false}, {3, "b3.example", "r1", true}} {
-		b := wantKeys(t, "broker", brokers[i], "node_id", "host", "port", "rack", "fenced")
+		b := wantKeys(t, "broker", brokers[i], "node_id", "host", "port", "rack", "fenced", "shutting_down")
 		if number(t, b["node_id"]) != want.id || b["host"] != want.host || b["rack"] != want.rack || b["fenced"] != want.fenced {
 			t.Errorf("broker %d: %v, want %+v", i, b, want)
 		}
@@ -229,7 +274,7 @@ func TestClusterDescribeBeforeDescribeClusterV2(t *testing.T) {
 		t.Fatalf("%d brokers, want 2: %v", len(brokers), brokers)
 	}
 	for i, b := range brokers {
-		if m := wantKeys(t, "broker", b, "node_id", "host", "port", "rack", "fenced"); m["fenced"] != false {
+		if m := wantKeys(t, "broker", b, "node_id", "host", "port", "rack", "fenced", "shutting_down"); m["fenced"] != false {
 			t.Errorf("broker %d: %v, want unfenced", i, m)
 		}
 	}

@@ -115,8 +115,8 @@ func TestTopicAndClusterJSON(t *testing.T) {
 
 	n := sharedNode(t)
 	doc = decodeJSON(t, ok(t, "", "cluster", "describe", "-o", "json").stdout)
-	wantKeys(t, "cluster describe", doc, "cluster_id", "controller", "brokers", "quorum")
-	q := wantKeys(t, "quorum", doc["quorum"], "leader", "epoch", "high_watermark", "voters", "observers")
+	wantKeys(t, "cluster describe", doc, "cluster_id", "controller", "brokers", "quorum", "partitions")
+	q := wantKeys(t, "quorum", doc["quorum"], "leader", "epoch", "high_watermark", "voters", "observers", "replicas")
 	if number(t, q["leader"]) != 1 || number(t, q["epoch"]) < 1 || number(t, q["high_watermark"]) < 1 || len(list(t, q["voters"])) != 1 || len(list(t, q["observers"])) != 0 {
 		t.Errorf("cluster describe's quorum: %v, want node 1 leading a quorum of itself", q)
 	}
@@ -125,9 +125,9 @@ func TestTopicAndClusterJSON(t *testing.T) {
 	if doc["cluster_id"] != n.ClusterID() || number(t, doc["controller"]) != 1 || len(brokerList) != 1 {
 		t.Fatalf("cluster describe: %v", doc)
 	}
-	b := wantKeys(t, "broker", brokerList[0], "node_id", "host", "port", "rack", "fenced")
+	b := wantKeys(t, "broker", brokerList[0], "node_id", "host", "port", "rack", "fenced", "shutting_down")
 	if number(t, b["node_id"]) != 1 || b["host"] != host || strconv.FormatInt(number(t, b["port"]), 10) != port || b["rack"] != nil ||
-		b["fenced"] != false {
+		b["fenced"] != false || b["shutting_down"] != false {
 		t.Errorf("broker %v", b)
 	}
 

@@ -315,9 +315,16 @@ func (e *env) clusterDescribe(t *testing.T) {
 			Fenced bool  `json:"fenced"`
 		} `json:"brokers"`
 		Quorum struct {
-			Leader *int32  `json:"leader"`
-			Voters []int32 `json:"voters"`
+			Leader   *int32  `json:"leader"`
+			Voters   []int32 `json:"voters"`
+			Replicas []struct {
+				NodeID int32  `json:"node_id"`
+				Lag    *int64 `json:"lag"`
+			} `json:"replicas"`
 		} `json:"quorum"`
+		Partitions *struct {
+			Partitions int `json:"partitions"`
+		} `json:"partitions"`
 	}
 	for _, n := range e.c.Nodes() {
 		var out []byte
@@ -343,10 +350,17 @@ func (e *env) clusterDescribe(t *testing.T) {
 			if live != 3 {
 				return fmt.Errorf("fjord cluster describe through node %d lists %d unfenced brokers:\n%s", n.ID(), live, out)
 			}
+			// The lag of every voter comes from the active controller,
+			// which knows it from their heartbeats.
+			for _, r := range d.Quorum.Replicas {
+				if r.Lag == nil {
+					return fmt.Errorf("fjord cluster describe through node %d: no lag for voter %d:\n%s", n.ID(), r.NodeID, out)
+				}
+			}
 			return nil
 		})
 		if d.Controller == nil || *d.Controller != ctrl || len(d.Brokers) != 3 || d.Quorum.Leader == nil ||
-			*d.Quorum.Leader != ctrl || !slices.Equal(d.Quorum.Voters, []int32{1, 2, 3}) {
+			*d.Quorum.Leader != ctrl || !slices.Equal(d.Quorum.Voters, []int32{1, 2, 3}) || len(d.Quorum.Replicas) != 3 || d.Partitions == nil {
 			t.Errorf("cluster describe through node %d: %s; want controller %d, three brokers and voters 1, 2, 3", n.ID(), out, ctrl)
 		}
 	}

@@ -420,19 +420,30 @@ func (c *Controller) QuorumState() controlplane.QuorumState {
 		return n
 	}
 	q := controlplane.QuorumState{Leader: c.ControllerID(), Epoch: num("term"), HighWatermark: num("commit_index")}
-	for _, id := range c.Voters() {
+	// The Raft library reports no follower's log position; the active
+	// controller knows, from each node's heartbeats, how far it has
+	// applied the log, which is what an operator asks of a lagging one.
+	var heard func(id int32) (uint64, time.Time, bool)
+	if a := c.active.Load(); a != nil {
+		heard = a.sessions.applied
+	}
+	state := func(id int32) controlplane.VoterState {
 		v := controlplane.VoterState{NodeID: id, LogEndOffset: -1}
-		if id == c.cfg.NodeID {
+		switch {
+		case id == c.cfg.NodeID:
 			v.LogEndOffset = num("last_log_index")
+		case heard != nil:
+			if offset, at, ok := heard(id); ok {
+				v.LogEndOffset, v.LastHeard = int64(offset), at
+			}
 		}
-		q.Voters = append(q.Voters, v)
+		return v
+	}
+	for _, id := range c.Voters() {
+		q.Voters = append(q.Voters, state(id))
 	}
 	for _, id := range c.observers() {
-		v := controlplane.VoterState{NodeID: id, LogEndOffset: -1}
-		if id == c.cfg.NodeID {
-			v.LogEndOffset = num("last_log_index")
-		}
-		q.Observers = append(q.Observers, v)
+		q.Observers = append(q.Observers, state(id))
 	}
 	return q
 }

@@ -267,3 +267,40 @@ func TestUnregisterBroker(t *testing.T) {
 		t.Fatalf("unregistering broker 4 again: %v, want BROKER_ID_NOT_REGISTERED", err)
 	}
 }
+
+// The active controller's QuorumState knows how far each other node has
+// the log from its heartbeats; another node does not.
+func TestQuorumStateLagFromHeartbeats(t *testing.T) {
+	voter, obs := voterAndObserver(t)
+	ctx := context.Background()
+	epoch, err := voter.RegisterBroker(ctx, metadata.BrokerRecord{NodeID: 4, Host: "127.0.0.1", Port: 9092, IncarnationID: metadata.UUID{4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observerState := func(c *Controller) controlplane.VoterState {
+		for _, o := range c.QuorumState().Observers {
+			if o.NodeID == 4 {
+				return o
+			}
+		}
+		t.Fatalf("node 4 is not an observer: %+v", c.QuorumState())
+		return controlplane.VoterState{}
+	}
+	if o := observerState(voter); o.LogEndOffset != -1 || !o.LastHeard.IsZero() {
+		t.Fatalf("before a heartbeat: %+v, want unknown", o)
+	}
+	if _, err := voter.BrokerHeartbeat(ctx, controlplane.Heartbeat{NodeID: 4, BrokerEpoch: epoch, MetadataOffset: 3}); err != nil && !errors.Is(err, controlplane.ErrBrokerFenced) {
+		t.Fatal(err)
+	}
+	if o := observerState(voter); o.LogEndOffset != 3 || o.LastHeard.IsZero() {
+		t.Fatalf("after a heartbeat at offset 3: %+v", o)
+	}
+	if o := observerState(obs); o.LogEndOffset < 1 {
+		t.Fatalf("the observer's own log end: %+v", o)
+	}
+	for _, v := range obs.QuorumState().Voters {
+		if v.LogEndOffset != -1 {
+			t.Fatalf("a node that is not the active controller knows voter %d's log end: %+v", v.NodeID, v)
+		}
+	}
+}

@@ -127,6 +127,15 @@ func newSessions(now time.Time, predecessor int32) *sessions {
 		ledNothing: map[int32]ledNothingAt{}, kick: make(chan struct{}, 1)}
 }
 
+// applied is the metadata offset broker id's last heartbeat of this
+// term said it had applied, and when it came; ok is false before one.
+func (s *sessions) applied(id int32) (offset uint64, at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok = s.beats[id]
+	return s.offsets[id], at, ok
+}
+
 func (s *sessions) touch(id int32, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

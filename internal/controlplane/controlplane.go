@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -97,8 +98,14 @@ type QuorumState struct {
 
 // VoterState is one voter of the quorum.
 type VoterState struct {
-	NodeID       int32
+	NodeID int32
+	// LogEndOffset is how far the node has the metadata log: this
+	// node's own log end, or, on the active controller, the offset the
+	// node's last heartbeat said it had applied; -1 when not known.
 	LogEndOffset int64
+	// LastHeard is when that heartbeat came (zero: none this term, or
+	// not the active controller).
+	LastHeard time.Time
 }
 
 // Client asks the active controller for changes. Each method returns

@@ -49,6 +49,13 @@ const (
 	endpointTypeControllers int8 = 2
 )
 
+// ShuttingDownTag is a tagged field Fjord adds to a DescribeCluster
+// broker in controlled shutdown (one byte, 1): Kafka's answer has no
+// field for the state, and a tag a client does not know is skipped, so
+// every other client reads the answer as before. fjord cluster describe
+// reads it. The number is far above Kafka's own tags, which start at 0.
+const ShuttingDownTag = 0xF10D
+
 func handleDescribeCluster(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	r := req.body.(*kmsg.DescribeClusterRequest)
 	resp := kmsg.NewPtrDescribeClusterResponse()
@@ -87,6 +94,9 @@ func handleDescribeCluster(_ context.Context, s *Server, req *request) (kmsg.Res
 			rb.Rack = strp(b.Rack)
 		}
 		rb.IsFenced = b.Fenced // v2+; not encoded below that
+		if b.ShuttingDown {
+			rb.UnknownTags.Set(ShuttingDownTag, []byte{1})
+		}
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	slices.SortFunc(resp.Brokers, func(a, b kmsg.DescribeClusterResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })

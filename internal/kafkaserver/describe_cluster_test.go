@@ -204,3 +204,33 @@ func TestDescribeClusterV2OnTheWire(t *testing.T) {
 	}
 	h.dial().roundTrip(apiVersionsReq(3))
 }
+
+// A broker in controlled shutdown carries Fjord's tagged field, through
+// the encoding (a tag a client does not know is skipped); the others
+// carry none.
+func TestDescribeClusterShuttingDownTag(t *testing.T) {
+	f := describeClusterFixture(t)
+	f.ctrl.mu.Lock()
+	img := f.ctrl.cloneImageLocked()
+	b := img.Brokers[2]
+	b.ShuttingDown = true
+	img.Brokers[2] = b
+	f.ctrl.img = img
+	f.ctrl.mu.Unlock()
+	resp := adminCall[*kmsg.DescribeClusterResponse](t, f, kmsg.NewPtrDescribeClusterRequest(), 2)
+	// Through the wire format and back, as a client reads it.
+	decoded := kmsg.NewPtrDescribeClusterResponse()
+	decoded.SetVersion(2)
+	if err := decoded.ReadFrom(resp.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range decoded.Brokers {
+		var tags []uint32
+		var value []byte
+		b.UnknownTags.Each(func(tag uint32, v []byte) { tags, value = append(tags, tag), v })
+		want := b.NodeID == 2
+		if got := len(tags) == 1 && tags[0] == ShuttingDownTag && len(value) == 1 && value[0] == 1; got != want || (!want && len(tags) != 0) {
+			t.Errorf("broker %d: tags %v value %v; want the shutting-down tag %v", b.NodeID, tags, value, want)
+		}
+	}
+}

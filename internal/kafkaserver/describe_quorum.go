@@ -7,10 +7,13 @@ package kafkaserver
 // controller), epoch, high watermark and voters, as this node's Raft
 // knows them, and its observers (broker-only nodes, which follow the
 // log without a vote). Kafka serves it on a controller's listener; every
-// Fjord node has one listener, so any node answers it. A replica's
-// LogEndOffset is known for the answering node only (-1 for the
-// others), and the fetch timestamps are -1: the Raft library Fjord uses
-// reports neither. A topic or partition other than
+// Fjord node has one listener, so any node answers it. The Raft library
+// Fjord uses reports no follower's log position: a replica's
+// LogEndOffset is the answering node's own log end for itself, and on
+// the active controller the offset each other node's last heartbeat
+// said it had applied, with LastFetchTimestamp when that heartbeat came
+// (-1 for both when not known: on other nodes, or before a heartbeat).
+// LastCaughtUpTimestamp is -1. A topic or partition other than
 // __cluster_metadata-0 is UNKNOWN_TOPIC_OR_PARTITION.
 
 import (
@@ -61,5 +64,8 @@ func replicaState(v controlplane.VoterState) kmsg.DescribeQuorumResponseTopicPar
 	vs := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
 	vs.ReplicaID, vs.LogEndOffset = v.NodeID, v.LogEndOffset
 	vs.LastFetchTimestamp, vs.LastCaughtUpTimestamp = -1, -1
+	if !v.LastHeard.IsZero() {
+		vs.LastFetchTimestamp = v.LastHeard.UnixMilli()
+	}
 	return vs
 }
