@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -383,12 +384,12 @@ func (l *acksOneLoad) finish(t *testing.T, ctx context.Context, e *env, cut time
 	if err := l.pr.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	logs, err := testcluster.ReadAll(ctx, e.c.Brokers(), l.topic)
+	logs, err := history.ReadAll(ctx, e.c.Brokers(), l.topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := map[int64]string{}
-	for _, r := range logs[testcluster.TopicPartition{Topic: l.topic, Partition: 0}] {
+	for _, r := range logs[history.TopicPartition{Topic: l.topic, Partition: 0}] {
 		at[r.Offset] = string(r.Value)
 	}
 	l.mu.Lock()
@@ -460,7 +461,7 @@ func (e *env) randomSchedule(t *testing.T) {
 	defer cancel()
 	const topic, partitions, producers = "nemesis", 6, 3
 	e.createTopic(t, ctx, topic, partitions, 3)
-	checker := testcluster.NewChecker()
+	checker := history.NewChecker()
 	seeds := strings.Split(e.c.Brokers(), ",")
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -488,7 +489,7 @@ func (e *env) randomSchedule(t *testing.T) {
 						return // not acknowledged: may or may not be in the log, once
 					}
 					acked.Add(1)
-					checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+					checker.Acked(history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 				})
 				select {
 				case <-pace.C:
@@ -499,7 +500,7 @@ func (e *env) randomSchedule(t *testing.T) {
 	}
 	// The consumer: every partition from the start, what it was given.
 	var seenMu sync.Mutex
-	seen := map[testcluster.TopicPartition]map[int64]string{}
+	seen := map[history.TopicPartition]map[int64]string{}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: func() map[int32]kgo.Offset {
 			m := map[int32]kgo.Offset{}
@@ -517,7 +518,7 @@ func (e *env) randomSchedule(t *testing.T) {
 		for loadCtx.Err() == nil {
 			fs := cons.PollFetches(loadCtx)
 			fs.EachRecord(func(r *kgo.Record) {
-				tp := testcluster.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+				tp := history.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 				seenMu.Lock()
 				if seen[tp] == nil {
 					seen[tp] = map[int64]string{}
@@ -631,7 +632,7 @@ func (e *env) randomSchedule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	logs, err := testcluster.ReadAll(ctx, e.c.Brokers(), topic)
+	logs, err := history.ReadAll(ctx, e.c.Brokers(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +640,7 @@ func (e *env) randomSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after %d faults: %v", steps, err)
 	}
-	final := map[testcluster.TopicPartition]map[int64]string{}
+	final := map[history.TopicPartition]map[int64]string{}
 	for tp, recs := range logs {
 		final[tp] = map[int64]string{}
 		for _, r := range recs {

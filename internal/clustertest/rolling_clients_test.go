@@ -16,9 +16,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
 // saramaRoll is Sarama: an AsyncProducer made idempotent the way
@@ -45,7 +44,7 @@ func (saramaRoll) produce(t *testing.T, ctx context.Context, l *rollLoad) {
 	// Both end when AsyncClose has delivered everything.
 	wg.Go(func() {
 		for m := range pr.Successes() {
-			l.acked(testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+			l.acked(history.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
 				Key: saramaBytes(m.Key), Value: saramaBytes(m.Value)})
 		}
 	})
@@ -241,7 +240,7 @@ func (rdkRoll) produce(t *testing.T, ctx context.Context, l *rollLoad) {
 					l.produceFailed(fmt.Errorf("%s: %w", e.Value, e.TopicPartition.Error))
 					continue
 				}
-				l.acked(testcluster.Record{Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition,
+				l.acked(history.Record{Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition,
 					Offset: int64(e.TopicPartition.Offset), Key: e.Key, Value: e.Value})
 			case kafka.Error:
 				rdkError(logs, l, e, l.produceFailed)

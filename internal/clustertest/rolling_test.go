@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -93,7 +94,7 @@ func (e *env) rollingRestart(t *testing.T, client rollClient) {
 	e.createTopic(t, ctx, topic, rollPartitions, 3)
 	e.clusterFullISRs(t, ctx)
 
-	l := &rollLoad{topic: topic, group: group, brokers: e.c.Brokers(), checker: testcluster.NewChecker(),
+	l := &rollLoad{topic: topic, group: group, brokers: e.c.Brokers(), checker: history.NewChecker(),
 		consumed: map[string]bool{}, committed: map[int32]int64{}}
 	produceCtx, stopProduce := context.WithCancel(ctx)
 	consumeCtx, stopConsume := context.WithCancel(ctx)
@@ -269,7 +270,7 @@ func allTopicsMetadata(ctx context.Context, addr string) (*kmsg.MetadataResponse
 // committed as an outside admin client sees them, and every failure.
 type rollLoad struct {
 	topic, group, brokers string
-	checker               *testcluster.Checker
+	checker               *history.Checker
 
 	mu             sync.Mutex
 	seq            int
@@ -297,7 +298,7 @@ func (l *rollLoad) next() (partition int32, key, value []byte) {
 	return partition, key, value
 }
 
-func (l *rollLoad) acked(r testcluster.Record) {
+func (l *rollLoad) acked(r history.Record) {
 	l.checker.Acked(r)
 	l.mu.Lock()
 	l.acks++
@@ -530,7 +531,7 @@ func (franzRoll) produce(t *testing.T, ctx context.Context, l *rollLoad) {
 				l.produceFailed(fmt.Errorf("%s: %w", r.Value, err))
 				return
 			}
-			l.acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+			l.acked(history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 		})
 		select {
 		case <-pace.C:

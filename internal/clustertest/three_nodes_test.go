@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -64,7 +65,7 @@ func (e *env) acknowledgedRecords(t *testing.T) {
 	const topic, partitions, producers, perProducer = "keyed", 12, 4, 50_000
 	e.createTopic(t, ctx, topic, partitions, 3)
 
-	checker := testcluster.NewChecker()
+	checker := history.NewChecker()
 	var mu sync.Mutex
 	var failures []error
 	var wg sync.WaitGroup
@@ -89,7 +90,7 @@ func (e *env) acknowledgedRecords(t *testing.T) {
 						mu.Unlock()
 						return
 					}
-					checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+					checker.Acked(history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 				})
 			}
 			if err := pr.Flush(ctx); err != nil {
@@ -114,9 +115,9 @@ func (e *env) acknowledgedRecords(t *testing.T) {
 
 // verify reads topic back from the cluster and checks it against what
 // checker was told was sent and acknowledged.
-func (e *env) verify(t *testing.T, ctx context.Context, checker *testcluster.Checker, topic string) testcluster.Summary {
+func (e *env) verify(t *testing.T, ctx context.Context, checker *history.Checker, topic string) history.Summary {
 	t.Helper()
-	logs, err := testcluster.ReadAll(ctx, e.c.Brokers(), topic)
+	logs, err := history.ReadAll(ctx, e.c.Brokers(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -857,7 +858,7 @@ type failoverLoad struct {
 	// replicas holds every partition's replicas (nil: every node).
 	replicas []*testcluster.Node
 	pr       *kgo.Client
-	checker  *testcluster.Checker
+	checker  *history.Checker
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -893,7 +894,7 @@ func (e *env) startLoadVia(t *testing.T, ctx context.Context, topic string, part
 		t.Fatal(err)
 	}
 	t.Cleanup(pr.Close)
-	l := &failoverLoad{topic: topic, partitions: partitions, pr: pr, checker: testcluster.NewChecker()}
+	l := &failoverLoad{topic: topic, partitions: partitions, pr: pr, checker: history.NewChecker()}
 	produceCtx, stop := context.WithCancel(ctx)
 	l.stop = stop
 	l.wg.Go(func() {
@@ -915,7 +916,7 @@ func (e *env) startLoadVia(t *testing.T, ctx context.Context, topic string, part
 					return
 				}
 				l.acks = append(l.acks, failoverAck{time.Now(), r.Offset})
-				l.checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+				l.checker.Acked(history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 			})
 			select {
 			case <-pace.C:

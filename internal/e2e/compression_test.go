@@ -10,9 +10,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
 // codec is one compression codec under each client's name for it.
@@ -74,10 +73,10 @@ func TestCompression(t *testing.T) {
 			topic := "compressed-" + c.name
 			createTopic(ctx, t, adm, topic, compressionPartitions)
 			rng := rand.New(rand.NewPCG(uint64(c.id), 7))
-			want := make(map[testcluster.TopicPartition][]testcluster.Record)
+			want := make(map[history.TopicPartition][]history.Record)
 			add := func(p int32, key, value []byte) {
-				tp := testcluster.TopicPartition{Topic: topic, Partition: p}
-				want[tp] = append(want[tp], testcluster.Record{Topic: topic, Partition: p, Offset: int64(len(want[tp])), Key: key, Value: value})
+				tp := history.TopicPartition{Topic: topic, Partition: p}
+				want[tp] = append(want[tp], history.Record{Topic: topic, Partition: p, Offset: int64(len(want[tp])), Key: key, Value: value})
 			}
 
 			// franz-go.

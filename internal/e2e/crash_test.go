@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
 // TestCrashKeepsAckedRecords: a franz-go idempotent producer with acks=all
@@ -36,7 +35,7 @@ func TestCrashKeepsAckedRecords(t *testing.T) {
 		// never comes back fails the test instead of hanging it.
 		kgo.RecordDeliveryTimeout(time.Minute),
 	)
-	checker := testcluster.NewChecker()
+	checker := history.NewChecker()
 	var failures errorList
 	stop := make(chan struct{})
 	var sent int
@@ -62,7 +61,7 @@ func TestCrashKeepsAckedRecords(t *testing.T) {
 					failures.add(fmt.Errorf("%s: %w", r.Value, err))
 					return
 				}
-				checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+				checker.Acked(history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 			})
 		}
 	}()

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
 // TestFranzGoIdempotentKeyed: franz-go's idempotent producer with acks=all
@@ -32,7 +31,7 @@ func testFranzGoIdempotentKeyed(t *testing.T, g target) {
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is franz-go's default with acks=all
 	)
-	checker := testcluster.NewChecker()
+	checker := history.NewChecker()
 	var failures errorList
 	begin := time.Now()
 	for i := range records {
@@ -44,7 +43,7 @@ func testFranzGoIdempotentKeyed(t *testing.T, g target) {
 				failures.add(fmt.Errorf("%s: %w", r.Value, err))
 				return
 			}
-			checker.Acked(testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+			checker.Acked(history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 		})
 	}
 	if err := producer.Flush(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
@@ -27,22 +28,22 @@ import (
 // consume runs one session of the client's group consumer until it has
 // received want records, commits what it received, closes the consumer
 // (which leaves the group) and returns what it received.
-type groupConsume func(ctx context.Context, t *testing.T, want int) []testcluster.Record
+type groupConsume func(ctx context.Context, t *testing.T, want int) []history.Record
 
 func groupRunChecks(ctx context.Context, t *testing.T, n *testcluster.Node, adm *kadm.Client, topic, group string, partitions int32, records int, consume groupConsume) {
 	t.Helper()
 	producer := newClient(t, n, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
-	produce := func(from, to int) map[testcluster.TopicPartition][]testcluster.Record {
+	produce := func(from, to int) map[history.TopicPartition][]history.Record {
 		t.Helper()
 		var recs []*kgo.Record
 		for i := from; i < to; i++ {
 			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%03d", i%101), Value: fmt.Appendf(nil, "%s %06d", group, i)})
 		}
 		produceRecordsSync(ctx, t, producer, recs...)
-		sent := make(map[testcluster.TopicPartition][]testcluster.Record)
+		sent := make(map[history.TopicPartition][]history.Record)
 		for _, r := range recs {
-			tp := testcluster.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-			sent[tp] = append(sent[tp], testcluster.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+			tp := history.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+			sent[tp] = append(sent[tp], history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
 		}
 		return sent
 	}
@@ -53,7 +54,7 @@ func groupRunChecks(ctx context.Context, t *testing.T, n *testcluster.Node, adm 
 			t.Fatalf("%s: %v", run, err)
 		}
 		for p := range partitions {
-			if o, ok := got[testcluster.TopicPartition{Topic: topic, Partition: p}]; !ok || o.At != want[p] {
+			if o, ok := got[history.TopicPartition{Topic: topic, Partition: p}]; !ok || o.At != want[p] {
 				t.Errorf("%s: partition %d: committed %s, want offset %d (the log end)", run, p, describeCommit(o, ok), want[p])
 			}
 		}
@@ -85,9 +86,9 @@ func groupRunChecks(ctx context.Context, t *testing.T, n *testcluster.Node, adm 
 
 // compareGroupRun checks that a group consumer received exactly the
 // records sent: each once, per partition in offset order.
-func compareGroupRun(t *testing.T, run string, sent map[testcluster.TopicPartition][]testcluster.Record, got []testcluster.Record) {
+func compareGroupRun(t *testing.T, run string, sent map[history.TopicPartition][]history.Record, got []history.Record) {
 	t.Helper()
-	byPartition := make(map[testcluster.TopicPartition][]testcluster.Record)
+	byPartition := make(map[history.TopicPartition][]history.Record)
 	for _, r := range got {
 		byPartition[r.TopicPartition()] = append(byPartition[r.TopicPartition()], r)
 	}
@@ -132,7 +133,7 @@ func TestGroupSarama(t *testing.T) {
 			// commit alone.
 			cfg.Consumer.Offsets.AutoCommit.Enable = false
 			groupRunChecks(ctx, t, n, adm, topic, group, partitions, scale(3000, 30_000),
-				func(ctx context.Context, t *testing.T, want int) []testcluster.Record {
+				func(ctx context.Context, t *testing.T, want int) []history.Record {
 					return saramaGroupConsume(ctx, t, n, cfg, topic, group, want)
 				})
 		})
@@ -145,7 +146,7 @@ type saramaHandler struct {
 
 	mu struct {
 		sync.Mutex
-		got      []testcluster.Record
+		got      []history.Record
 		sessions []sarama.ConsumerGroupSession
 	}
 }
@@ -175,7 +176,7 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama
 				return nil
 			}
 			h.mu.Lock()
-			h.mu.got = append(h.mu.got, testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value})
+			h.mu.got = append(h.mu.got, history.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value})
 			h.mu.Unlock()
 			s.MarkMessage(m, "")
 			h.notify()
@@ -187,7 +188,7 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama
 
 // saramaGroupConsume joins group with one Sarama member, waits for want
 // records, commits the marked offsets, and closes the group consumer.
-func saramaGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, cfg *sarama.Config, topic, group string, want int) []testcluster.Record {
+func saramaGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, cfg *sarama.Config, topic, group string, want int) []history.Record {
 	t.Helper()
 	cg, err := sarama.NewConsumerGroup([]string{n.Brokers()}, group, cfg)
 	if err != nil {
@@ -279,7 +280,7 @@ func TestGroupLibrdkafka(t *testing.T) {
 				config["partition.assignment.strategy"] = strategy
 			}
 			groupRunChecks(ctx, t, n, adm, topic, group, partitions, scale(3000, 30_000),
-				func(ctx context.Context, t *testing.T, want int) []testcluster.Record {
+				func(ctx context.Context, t *testing.T, want int) []history.Record {
 					return rdkGroupConsume(ctx, t, n, topic, group, config, want)
 				})
 		})
@@ -289,7 +290,7 @@ func TestGroupLibrdkafka(t *testing.T) {
 // rdkGroupConsume subscribes one librdkafka member of group to topic,
 // polls until it has want records, commits synchronously what it
 // consumed, and closes the consumer (which leaves the group).
-func rdkGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, topic, group string, extra kafka.ConfigMap, want int) []testcluster.Record {
+func rdkGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, topic, group string, extra kafka.ConfigMap, want int) []history.Record {
 	t.Helper()
 	cfg := kafka.ConfigMap{
 		"bootstrap.servers":      n.Brokers(),
@@ -320,7 +321,7 @@ func rdkGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, top
 	if err := c.SubscribeTopics([]string{topic}, nil); err != nil {
 		t.Fatalf("librdkafka SubscribeTopics: %v", err)
 	}
-	var got []testcluster.Record
+	var got []history.Record
 	for len(got) < want {
 		if ctx.Err() != nil {
 			t.Fatalf("librdkafka group consumer: %d of %d records at the deadline", len(got), want)
@@ -335,7 +336,7 @@ func rdkGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, top
 			if e.TopicPartition.Error != nil {
 				t.Fatalf("librdkafka group consumer: %v", e.TopicPartition.Error)
 			}
-			got = append(got, testcluster.Record{
+			got = append(got, history.Record{
 				Topic: topic, Partition: e.TopicPartition.Partition, Offset: int64(e.TopicPartition.Offset),
 				Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value),
 			})

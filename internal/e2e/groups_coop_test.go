@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
@@ -225,7 +226,7 @@ func TestGroupCooperativeSticky(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := range int32(partitions) {
-		if o, ok := committed[testcluster.TopicPartition{Topic: topic, Partition: p}]; !ok || o.At != ends[p] {
+		if o, ok := committed[history.TopicPartition{Topic: topic, Partition: p}]; !ok || o.At != ends[p] {
 			t.Errorf("partition %d: committed %s, want offset %d (the log end)", p, describeCommit(o, ok), ends[p])
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
@@ -44,7 +45,7 @@ func endOffsets(ctx context.Context, t *testing.T, adm *kadm.Client, topic strin
 
 // committedOffsets is OffsetFetch for every partition the group has
 // committed, by topic and partition, as the node answers it.
-func committedOffsets(ctx context.Context, adm *kadm.Client, group string) (map[testcluster.TopicPartition]kadm.OffsetResponse, error) {
+func committedOffsets(ctx context.Context, adm *kadm.Client, group string) (map[history.TopicPartition]kadm.OffsetResponse, error) {
 	resps, err := adm.FetchOffsets(ctx, group)
 	if err == nil {
 		err = resps.Error()
@@ -52,9 +53,9 @@ func committedOffsets(ctx context.Context, adm *kadm.Client, group string) (map[
 	if err != nil {
 		return nil, fmt.Errorf("fetching the offsets of group %s: %w", group, err)
 	}
-	got := make(map[testcluster.TopicPartition]kadm.OffsetResponse)
+	got := make(map[history.TopicPartition]kadm.OffsetResponse)
 	resps.Each(func(o kadm.OffsetResponse) {
-		got[testcluster.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o
+		got[history.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o
 	})
 	return got, nil
 }

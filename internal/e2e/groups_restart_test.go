@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
@@ -106,14 +107,14 @@ func TestGroupCommitsSurviveKill(t *testing.T) {
 		for group, want := range expected {
 			// The node may still be loading __consumer_offsets; a fetch
 			// that errs is asked again, an answer is final.
-			var got map[testcluster.TopicPartition]kadm.OffsetResponse
+			var got map[history.TopicPartition]kadm.OffsetResponse
 			eventually(t, 30*time.Second, func() error {
 				var err error
 				got, err = committedOffsets(ctx, adm, group)
 				return err
 			})
 			for p := range int32(partitions) {
-				o, ok := got[testcluster.TopicPartition{Topic: topic, Partition: p}]
+				o, ok := got[history.TopicPartition{Topic: topic, Partition: p}]
 				w, committed := want[p]
 				switch {
 				case !committed && ok:

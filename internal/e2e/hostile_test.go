@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
@@ -490,7 +491,7 @@ func TestHostileInput(t *testing.T) {
 		t.Fatalf("the well-behaved client saw failures: %v", err)
 	}
 	produced = good.produced.Load()
-	steady := readAll(ctx, t, n, "steady")[testcluster.TopicPartition{Topic: "steady"}]
+	steady := readAll(ctx, t, n, "steady")[history.TopicPartition{Topic: "steady"}]
 	if len(steady) != int(produced) {
 		t.Fatalf("steady holds %d records, the good client produced %d", len(steady), produced)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fjordmq/fjord/internal/testcluster"
+	"github.com/fjordmq/fjord/internal/history"
 )
 
 // kcatMetadata is the part of `kcat -L -J` the test reads.
@@ -62,12 +62,12 @@ type kcatMessage struct {
 
 // kcatConsume reads the whole topic with `kcat -C -e -o beginning -J`
 // (not -q, which would also silence the protocol errors runKcat watches for).
-func kcatConsume(t *testing.T, b brokers, topic string, extra ...string) map[testcluster.TopicPartition][]testcluster.Record {
+func kcatConsume(t *testing.T, b brokers, topic string, extra ...string) map[history.TopicPartition][]history.Record {
 	t.Helper()
 	ctx := testContext(t, time.Minute)
 	args := append([]string{"-b", b.Brokers(), "-X", "broker.address.family=v4", "-C", "-t", topic, "-o", "beginning", "-e", "-J"}, extra...)
 	out := runKcat(ctx, t, nil, args...)
-	got := make(map[testcluster.TopicPartition][]testcluster.Record)
+	got := make(map[history.TopicPartition][]history.Record)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -75,7 +75,7 @@ func kcatConsume(t *testing.T, b brokers, topic string, extra ...string) map[tes
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("kcat -C -J line %q: %v", sc.Text(), err)
 		}
-		r := testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+		r := history.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 		if m.Key != nil {
 			r.Key = []byte(*m.Key)
 		}
@@ -145,7 +145,7 @@ func testKcat(t *testing.T, g target) {
 	}
 
 	// Produce keyed lines.
-	checker := testcluster.NewChecker()
+	checker := history.NewChecker()
 	lines := scale(500, 20_000)
 	var in bytes.Buffer
 	for i := range lines {

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/fjordmq/fjord/internal/testcluster"
+	"github.com/fjordmq/fjord/internal/history"
 )
 
 // TestLibrdkafkaIdempotent: librdkafka (through confluent-kafka-go) with
@@ -33,7 +32,7 @@ func testLibrdkafkaIdempotent(t *testing.T, g target) {
 	g.createTopic(ctx, t, topic, partitions)
 	records := scale(5000, 50_000)
 
-	checker := testcluster.NewChecker()
+	checker := history.NewChecker()
 	msgs := make([]rdkRecord, records)
 	for i := range msgs {
 		msgs[i] = rdkRecord{
@@ -89,7 +88,7 @@ type rdkRecord struct {
 // with config on top of the bootstrap address, waits for every delivery
 // report, fails the test on any failed delivery, and returns what each
 // report said, by partition.
-func rdkProduce(ctx context.Context, t *testing.T, b brokers, topic string, config kafka.ConfigMap, msgs []rdkRecord) map[testcluster.TopicPartition][]testcluster.Record {
+func rdkProduce(ctx context.Context, t *testing.T, b brokers, topic string, config kafka.ConfigMap, msgs []rdkRecord) map[history.TopicPartition][]history.Record {
 	t.Helper()
 	cfg := kafka.ConfigMap{
 		"bootstrap.servers":      b.Brokers(),
@@ -106,7 +105,7 @@ func rdkProduce(ctx context.Context, t *testing.T, b brokers, topic string, conf
 	logs := watchRdkLogs(t, "producer", p.Logs())
 
 	type report struct {
-		rec testcluster.Record
+		rec history.Record
 		err error
 	}
 	reports := make(chan report, 1024)
@@ -124,7 +123,7 @@ func rdkProduce(ctx context.Context, t *testing.T, b brokers, topic string, conf
 			switch e := ev.(type) {
 			case *kafka.Message:
 				send(report{
-					rec: testcluster.Record{
+					rec: history.Record{
 						Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition,
 						Offset: int64(e.TopicPartition.Offset), Key: e.Key, Value: e.Value,
 					},
@@ -151,7 +150,7 @@ func rdkProduce(ctx context.Context, t *testing.T, b brokers, topic string, conf
 			t.Fatalf("librdkafka Produce: %v", err)
 		}
 	}
-	acked := make(map[testcluster.TopicPartition][]testcluster.Record)
+	acked := make(map[history.TopicPartition][]history.Record)
 	var failures errorList
 	for range msgs {
 		select {
@@ -178,7 +177,7 @@ func rdkProduce(ctx context.Context, t *testing.T, b brokers, topic string, conf
 // with a librdkafka consumer using assign() (no group membership: groups
 // come with a later issue) until each partition reports end of partition
 // at the offset ListOffsets gives as its high watermark.
-func rdkConsumeAssigned(ctx context.Context, t *testing.T, b brokers, topic string, partitions int32) map[testcluster.TopicPartition][]testcluster.Record {
+func rdkConsumeAssigned(ctx context.Context, t *testing.T, b brokers, topic string, partitions int32) map[history.TopicPartition][]history.Record {
 	t.Helper()
 	ends := make(map[int32]int64)
 	hw, err := newAdmin(t, b).ListEndOffsets(ctx, topic)
@@ -220,10 +219,10 @@ func rdkConsumeAssigned(ctx context.Context, t *testing.T, b brokers, topic stri
 		t.Fatalf("librdkafka Assign: %v", err)
 	}
 
-	got := make(map[testcluster.TopicPartition][]testcluster.Record)
+	got := make(map[history.TopicPartition][]history.Record)
 	done := make(map[int32]bool)
 	for p := range partitions {
-		got[testcluster.TopicPartition{Topic: topic, Partition: p}] = []testcluster.Record{}
+		got[history.TopicPartition{Topic: topic, Partition: p}] = []history.Record{}
 		if ends[p] == 0 {
 			done[p] = true
 		}
@@ -243,8 +242,8 @@ func rdkConsumeAssigned(ctx context.Context, t *testing.T, b brokers, topic stri
 			if e.TopicPartition.Error != nil {
 				t.Fatalf("librdkafka consumer: %v", e.TopicPartition.Error)
 			}
-			tp := testcluster.TopicPartition{Topic: topic, Partition: e.TopicPartition.Partition}
-			got[tp] = append(got[tp], testcluster.Record{
+			tp := history.TopicPartition{Topic: topic, Partition: e.TopicPartition.Partition}
+			got[tp] = append(got[tp], history.Record{
 				Topic: topic, Partition: tp.Partition, Offset: int64(e.TopicPartition.Offset),
 				Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value),
 			})

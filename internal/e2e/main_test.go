@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -217,9 +218,9 @@ func createTopic(ctx context.Context, t *testing.T, adm *kadm.Client, name strin
 }
 
 // readAll reads the topics from log start to high watermark with franz-go.
-func readAll(ctx context.Context, t *testing.T, b brokers, topics ...string) map[testcluster.TopicPartition][]testcluster.Record {
+func readAll(ctx context.Context, t *testing.T, b brokers, topics ...string) map[history.TopicPartition][]history.Record {
 	t.Helper()
-	logs, err := testcluster.ReadAll(ctx, b.Brokers(), topics...)
+	logs, err := history.ReadAll(ctx, b.Brokers(), topics...)
 	if err != nil {
 		t.Fatal(err)
 	}

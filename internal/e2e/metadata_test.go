@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
@@ -27,7 +28,7 @@ type clusterState struct {
 	Configs map[string]map[string]string // topic -> config name -> "value (source)"
 	Starts  map[string]map[int32]int64
 	Ends    map[string]map[int32]int64
-	Records map[testcluster.TopicPartition][]string // "offset key=value"
+	Records map[history.TopicPartition][]string // "offset key=value"
 }
 
 type topicState struct {
@@ -98,7 +99,7 @@ func captureState(ctx context.Context, t *testing.T, n *testcluster.Node) cluste
 		})
 	}
 	logs := readAll(ctx, t, n, names...)
-	s.Records = make(map[testcluster.TopicPartition][]string)
+	s.Records = make(map[history.TopicPartition][]string)
 	for tp, recs := range logs {
 		lines := []string{}
 		for _, r := range recs {

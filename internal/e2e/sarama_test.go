@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-
-	"github.com/fjordmq/fjord/internal/testcluster"
+	"github.com/fjordmq/fjord/internal/history"
 )
 
 // saramaNewestV3 is the newest Kafka 3.x version Sarama knows: the version
@@ -45,7 +44,7 @@ func testSarama(t *testing.T, g target) {
 			cfg := saramaConfig(tc.version)
 
 			records := scale(3000, 30_000)
-			checker := testcluster.NewChecker()
+			checker := history.NewChecker()
 			msgs := make([]*sarama.ProducerMessage, records)
 			for i := range msgs {
 				key := fmt.Appendf(nil, "k%03d", i%97)
@@ -90,14 +89,14 @@ func saramaConfig(version sarama.KafkaVersion) *sarama.Config {
 
 // saramaProduce sends msgs with a SyncProducer in batches of 100 and
 // returns, by partition, what the producer was told it wrote where.
-func saramaProduce(t *testing.T, b brokers, cfg *sarama.Config, msgs []*sarama.ProducerMessage) map[testcluster.TopicPartition][]testcluster.Record {
+func saramaProduce(t *testing.T, b brokers, cfg *sarama.Config, msgs []*sarama.ProducerMessage) map[history.TopicPartition][]history.Record {
 	t.Helper()
 	producer, err := sarama.NewSyncProducer(seedBrokers(b), cfg)
 	if err != nil {
 		t.Fatalf("sarama producer (%v): %v", cfg.Version, err)
 	}
 	defer producer.Close()
-	sent := make(map[testcluster.TopicPartition][]testcluster.Record)
+	sent := make(map[history.TopicPartition][]history.Record)
 	const batch = 100
 	for start := 0; start < len(msgs); start += batch {
 		chunk := msgs[start:min(start+batch, len(msgs))]
@@ -107,8 +106,8 @@ func saramaProduce(t *testing.T, b brokers, cfg *sarama.Config, msgs []*sarama.P
 		for _, m := range chunk {
 			k, _ := m.Key.Encode()
 			v, _ := m.Value.Encode()
-			tp := testcluster.TopicPartition{Topic: m.Topic, Partition: m.Partition}
-			sent[tp] = append(sent[tp], testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: k, Value: v})
+			tp := history.TopicPartition{Topic: m.Topic, Partition: m.Partition}
+			sent[tp] = append(sent[tp], history.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: k, Value: v})
 		}
 	}
 	return sent
@@ -117,16 +116,16 @@ func saramaProduce(t *testing.T, b brokers, cfg *sarama.Config, msgs []*sarama.P
 // saramaConsume reads each partition with a PartitionConsumer from the
 // oldest offset until it has as many records as were sent there, and
 // checks the consumer's high watermark says there are no more.
-func saramaConsume(ctx context.Context, t *testing.T, b brokers, cfg *sarama.Config, topic string, partitions int32, sent map[testcluster.TopicPartition][]testcluster.Record) map[testcluster.TopicPartition][]testcluster.Record {
+func saramaConsume(ctx context.Context, t *testing.T, b brokers, cfg *sarama.Config, topic string, partitions int32, sent map[history.TopicPartition][]history.Record) map[history.TopicPartition][]history.Record {
 	t.Helper()
 	consumer, err := sarama.NewConsumer(seedBrokers(b), cfg)
 	if err != nil {
 		t.Fatalf("sarama consumer (%v): %v", cfg.Version, err)
 	}
 	defer consumer.Close()
-	got := make(map[testcluster.TopicPartition][]testcluster.Record)
+	got := make(map[history.TopicPartition][]history.Record)
 	for p := range partitions {
-		tp := testcluster.TopicPartition{Topic: topic, Partition: p}
+		tp := history.TopicPartition{Topic: topic, Partition: p}
 		want := len(sent[tp])
 		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
 		if err != nil {
@@ -135,7 +134,7 @@ func saramaConsume(ctx context.Context, t *testing.T, b brokers, cfg *sarama.Con
 		for len(got[tp]) < want {
 			select {
 			case m := <-pc.Messages():
-				got[tp] = append(got[tp], testcluster.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value})
+				got[tp] = append(got[tp], history.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value})
 			case err := <-pc.Errors():
 				t.Fatalf("sarama consumer %s (%v): %v", tp, cfg.Version, err)
 			case <-ctx.Done():
@@ -155,7 +154,7 @@ func saramaConsume(ctx context.Context, t *testing.T, b brokers, cfg *sarama.Con
 // compareLogs checks that what a consumer read is exactly what the
 // producer was told it wrote: the same records at the same offsets, per
 // partition, starting at offset 0 with no gaps (one producer, no faults).
-func compareLogs(t *testing.T, sent, got map[testcluster.TopicPartition][]testcluster.Record) {
+func compareLogs(t *testing.T, sent, got map[history.TopicPartition][]history.Record) {
 	t.Helper()
 	for tp, want := range sent {
 		have := got[tp]
