@@ -73,7 +73,7 @@ unregister it.
 			if err := checkMoveFlags(cmd, !dryRun, throttle, timeout); err != nil {
 				return err
 			}
-			return withMoveClient(cmd, o, func(ctx context.Context, cl *kgo.Client) error {
+			return withInterruptibleClient(cmd, o, func(ctx context.Context, cl *kgo.Client) error {
 				return drainBroker(ctx, cmd, cl, int32(id), dryRun, moveOptions{throttle: throttle, timeout: timeout}, output)
 			})
 		},

@@ -48,6 +48,7 @@ func newRootCommand() *cobra.Command {
 		newConsumeCommand(),
 		newGroupCommand(),
 		newClusterCommand(),
+		newVerifyCommand(),
 		newVersionCommand(),
 		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand(), newBenchReportCommand()),
 	)

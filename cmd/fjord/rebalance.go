@@ -74,7 +74,7 @@ plan too, for fjord topic reassign). With --execute it is applied:
 			if err := checkMoveFlags(cmd, execute, throttle, timeout); err != nil {
 				return err
 			}
-			return withMoveClient(cmd, o, func(ctx context.Context, cl *kgo.Client) error {
+			return withInterruptibleClient(cmd, o, func(ctx context.Context, cl *kgo.Client) error {
 				state, err := readPlacement(ctx, cl)
 				if err != nil {
 					return err
@@ -99,9 +99,10 @@ plan too, for fjord topic reassign). With --execute it is applied:
 	return cmd
 }
 
-// withMoveClient runs fn with a client of the cluster and a context that
-// a signal ends (the moves go on; only the wait stops).
-func withMoveClient(cmd *cobra.Command, o *clientOptions, fn func(context.Context, *kgo.Client) error) error {
+// withInterruptibleClient runs fn with a client of the cluster and a
+// context that SIGINT or SIGTERM ends (for rebalance and drain, the moves
+// go on; only the wait stops).
+func withInterruptibleClient(cmd *cobra.Command, o *clientOptions, fn func(context.Context, *kgo.Client) error) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cl, err := o.connect(ctx)

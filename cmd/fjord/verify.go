@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/history"
+)
+
+// verify: issue 16's checker, first slice. Against a running cluster
+// (--brokers), the queue workload: idempotent acks=all producers write
+// keyed records, each value unique, to a topic of its own; at the end
+// every partition is read back and internal/history checks what was
+// acknowledged against what is there: nothing acknowledged lost or
+// moved, nothing written twice or never sent, every key in order. Not
+// yet (refused, never ignored): --local, --fault-cmd, the groups and
+// http workloads, concurrent readers (unstable reads), and the report.
+
+// verifyProgressInterval is how often a run says where it is.
+const verifyProgressInterval = 5 * time.Second
+
+type verifyOptions struct {
+	workload   string
+	duration   time.Duration
+	rate       int
+	producers  int
+	partitions int32
+	rf         int16
+	valueSize  int
+	topic      string
+	seed       uint64
+}
+
+func newVerifyCommand() *cobra.Command {
+	var (
+		o      clientOptions
+		v      verifyOptions
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Check the cluster's guarantees: write a workload, read it back, report anything lost, duplicated or reordered",
+		Long: `Check a running cluster's guarantees with a workload of its own.
+
+The queue workload: --producers idempotent producers (acks=all) write
+keyed records to a new topic, --rate records a second in all, for
+--duration; then every partition is read back from its start to its high
+watermark and checked:
+
+  - every acknowledged record is at the partition and offset it was
+    acknowledged at;
+  - no record is there twice, and none that was never sent;
+  - each key's records are in the order they were sent.
+
+Faults are whatever happens meanwhile (restart nodes by hand while it
+runs). The verdict line says PASS or FAIL with the first violations; the
+seed and the command to run it again are printed. Exit status 0 only on
+a pass. The topic (fjord-verify-SEED unless --topic) is deleted after a
+pass and kept after a failure, to look at.
+
+Not built yet: --local (a cluster of its own, with faults it injects),
+--fault-cmd, and the groups and http workloads.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.applyEnv(cmd); err != nil {
+				return err
+			}
+			for _, name := range []string{"local", "fault-cmd", "nodes"} {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("--%s is not built yet: fjord verify runs against a cluster given with --brokers, with whatever faults happen meanwhile", name)
+				}
+			}
+			if err := v.check(cmd); err != nil {
+				return err
+			}
+			if v.topic == "" {
+				v.topic = fmt.Sprintf("fjord-verify-%d", v.seed)
+			}
+			return withInterruptibleClient(cmd, &o, func(ctx context.Context, cl *kgo.Client) error {
+				r, err := runVerify(ctx, cmd.ErrOrStderr(), cl, o.brokers, v)
+				if err != nil {
+					return err
+				}
+				r.Command = verifyCommandLine(o.brokers, v)
+				if err := printResult(cmd, output, r); err != nil {
+					return err
+				}
+				if !r.Pass {
+					return fmt.Errorf("FAIL: %d violations; the topic %s is kept; rerun with: %s", r.Violations, v.topic, r.Command)
+				}
+				return nil
+			})
+		},
+	}
+	o.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&v.workload, "workload", "queue", "the workload: queue (groups and http are not built yet)")
+	f.DurationVar(&v.duration, "duration", 30*time.Second, "how long to write")
+	f.IntVar(&v.rate, "rate", 1000, "records a second, all producers together")
+	f.IntVar(&v.producers, "producers", 3, "idempotent producers writing at once")
+	f.Var(newIntFlag(&v.partitions, 6, 1, 10000, ""), "partitions", "the topic's partitions")
+	f.Var(newIntFlag(&v.rf, 0, 0, 32767, ""), "replication-factor", "the topic's replication factor (0: the cluster's default)")
+	f.IntVar(&v.valueSize, "value-size", 100, "bytes of each record's value, at least 32")
+	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED)")
+	f.Uint64Var(&v.seed, "seed", 0, "the run's seed, which names its topic and values (default: random, printed)")
+	f.Bool("local", false, "not built yet (refused)")
+	f.String("fault-cmd", "", "not built yet (refused)")
+	f.Int("nodes", 3, "not built yet (refused; goes with --local)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// check refuses bad settings before anything connects, and draws a seed
+// when none was given.
+func (v *verifyOptions) check(cmd *cobra.Command) error {
+	switch {
+	case v.workload != "queue":
+		return fmt.Errorf("--workload %q: only queue is built (groups and http are not yet)", truncate(v.workload, 64))
+	case v.duration <= 0 || v.duration > 24*time.Hour:
+		return fmt.Errorf("--duration %v: want more than 0 and at most 24h", v.duration)
+	case v.rate < 1 || v.rate > 1_000_000:
+		return fmt.Errorf("--rate %d: want 1 to 1000000 records a second", v.rate)
+	case v.producers < 1 || v.producers > 64:
+		return fmt.Errorf("--producers %d: want 1 to 64", v.producers)
+	case v.valueSize < 32 || v.valueSize > 1<<20:
+		return fmt.Errorf("--value-size %d: want 32 to 1048576 bytes (a value holds the run's seed, its producer and a counter)", v.valueSize)
+	}
+	if !cmd.Flags().Changed("seed") {
+		v.seed = rand.Uint64() >> 1
+	}
+	return nil
+}
+
+// verifyReport is fjord verify -o json.
+type verifyReport struct {
+	Pass       bool   `json:"pass"`
+	Workload   string `json:"workload"`
+	Topic      string `json:"topic"`
+	Seed       uint64 `json:"seed"`
+	Sent       int    `json:"sent"`
+	Acked      int    `json:"acknowledged"`
+	Failed     int    `json:"failed_writes"`
+	Read       int    `json:"read_back"`
+	Unacked    int    `json:"unacknowledged_read_back"`
+	Violations int    `json:"violations"`
+	// Anomalies are the first violations, in the checker's words.
+	Anomalies []string `json:"anomalies"`
+	// FirstFailure is the first failed write's error (a failed write is
+	// not a violation: it was never acknowledged).
+	FirstFailure string `json:"first_failed_write,omitempty"`
+	Command      string `json:"command"`
+}
+
+func (r verifyReport) printText(out io.Writer) error {
+	verdict := "PASS"
+	if !r.Pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(out, "%s: %s workload on %s: %d sent, %d acknowledged, %d failed writes, %d read back (%d of them not acknowledged)\n",
+		verdict, r.Workload, r.Topic, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
+	if r.FirstFailure != "" {
+		fmt.Fprintf(out, "First failed write: %s\n", r.FirstFailure)
+	}
+	if r.Violations > 0 {
+		fmt.Fprintf(out, "%d violations; the first:\n", r.Violations)
+		for _, a := range r.Anomalies {
+			fmt.Fprintf(out, "  %s\n", a)
+		}
+	} else {
+		fmt.Fprintln(out, "No acknowledged record lost or moved, none duplicated or never sent, every key in order.")
+	}
+	_, err := fmt.Fprintf(out, "Seed %d; to run it again: %s\n", r.Seed, r.Command)
+	return err
+}
+
+// verifyCommandLine is the command that repeats the run.
+func verifyCommandLine(brokers string, v verifyOptions) string {
+	return fmt.Sprintf("fjord verify --brokers %s --workload %s --duration %v --rate %d --producers %d --partitions %d --replication-factor %d --value-size %d --seed %d",
+		brokers, v.workload, v.duration, v.rate, v.producers, v.partitions, v.rf, v.valueSize, v.seed)
+}
+
+// runVerify creates the topic, writes the workload, reads it back and
+// checks it.
+func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions) (verifyReport, error) {
+	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(requestTimeout / time.Millisecond))
+	rf := v.rf
+	if rf == 0 {
+		rf = -1 // the cluster's default
+	}
+	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	created, err := adm.CreateTopic(cctx, v.partitions, rf, nil, v.topic)
+	cancel()
+	if err == nil {
+		err = kafkaError(created.Err, created.ErrMessage)
+	}
+	if err != nil {
+		return r, fmt.Errorf("creating the topic %s (it must not exist: the check needs every record in it to be one this run sent): %w", v.topic, err)
+	}
+
+	checker := history.NewChecker()
+	w := &verifyWriters{checker: checker}
+	var seeds []string
+	for _, b := range strings.Split(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			seeds = append(seeds, b)
+		}
+	}
+	if err := w.run(ctx, progress, seeds, v); err != nil {
+		return r, err
+	}
+	r.Sent, r.Failed, r.FirstFailure = w.counts()
+	r.Acked = checker.AckedCount()
+
+	// A read cut short by a signal would report loss that is not there.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	logs, err := history.ReadAll(rctx, brokers, v.topic)
+	if err != nil {
+		return r, fmt.Errorf("reading %s back: %w", v.topic, err)
+	}
+	sum, verr := checker.Verify(logs)
+	r.Read, r.Unacked = sum.Read, sum.Unacked
+	if verr != nil {
+		lines := strings.Split(verr.Error(), "\n")[1:]
+		r.Anomalies = lines
+		r.Violations = len(lines)
+		if n, ok := violationCount(verr.Error()); ok {
+			r.Violations = n
+		}
+	}
+	if r.Acked == 0 {
+		r.Anomalies = append(r.Anomalies, "nothing was acknowledged: the cluster took no write")
+		r.Violations++
+	}
+	r.Pass = r.Violations == 0
+	if r.Pass {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		defer cancel()
+		if _, err := adm.DeleteTopics(dctx, v.topic); err != nil {
+			fmt.Fprintf(progress, "the run passed, but deleting its topic %s failed: %v\n", v.topic, err)
+		}
+	}
+	return r, nil
+}
+
+// violationCount reads the count from the checker's "checker: N
+// violations" line.
+func violationCount(msg string) (int, bool) {
+	rest, ok := strings.CutPrefix(msg, "checker: ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.SplitN(rest, " ", 2)[0])
+	return n, err == nil
+}
+
+// verifyWriters are the queue workload's producers.
+type verifyWriters struct {
+	checker *history.Checker
+
+	mu       sync.Mutex
+	sent     int
+	failed   int
+	firstErr string
+}
+
+func (w *verifyWriters) counts() (sent, failed int, first string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent, w.failed, w.firstErr
+}
+
+// run writes for v.duration (or until ctx ends), each producer at its
+// share of the rate, reporting progress, then waits for every answer.
+func (w *verifyWriters) run(ctx context.Context, progress io.Writer, seeds []string, v verifyOptions) error {
+	keys := int(v.partitions) * 4
+	stop := time.Now().Add(v.duration)
+	wctx, cancel := context.WithDeadline(ctx, stop)
+	defer cancel()
+	var wg sync.WaitGroup
+	var producers []*kgo.Client
+	for i := range v.producers {
+		pr, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID(fmt.Sprintf("fjord-verify-%d", i)),
+			kgo.DefaultProduceTopic(v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(reachTimeout))
+		if err != nil {
+			return err
+		}
+		producers = append(producers, pr)
+		defer pr.Close()
+		rng := rand.New(rand.NewPCG(v.seed, uint64(i)))
+		wg.Go(func() { w.produce(wctx, pr, rng, i, keys, v) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	start := time.Now()
+	tick := time.NewTicker(verifyProgressInterval)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-tick.C:
+			sent, failed, _ := w.counts()
+			fmt.Fprintf(progress, "%s: %d sent, %d acknowledged, %d failed\n",
+				time.Since(start).Round(time.Second), sent, w.checker.AckedCount(), failed)
+		}
+	}
+	// Every record sent gets its answer (acknowledged or failed) before
+	// the read-back, however the run was stopped.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer fcancel()
+	for _, pr := range producers {
+		if err := pr.Flush(fctx); err != nil {
+			return fmt.Errorf("waiting for the last writes' answers: %w", err)
+		}
+	}
+	return nil
+}
+
+// produce is producer i's loop: records at rate/producers a second, each
+// value unique (the seed, the producer, a counter) and padded to size.
+func (w *verifyWriters) produce(ctx context.Context, pr *kgo.Client, rng *rand.Rand, i, keys int, v verifyOptions) {
+	interval := time.Duration(float64(time.Second) * float64(v.producers) / float64(v.rate))
+	next := time.Now()
+	for seq := 0; ctx.Err() == nil; seq++ {
+		if d := time.Until(next); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		next = next.Add(interval)
+		// Each producer has keys of its own: the order of one key's
+		// records is the order one producer sent them in, which an
+		// idempotent producer keeps.
+		key := fmt.Appendf(nil, "p%d-k%d", i, rng.IntN(keys))
+		value := fmt.Appendf(nil, "%d-p%d-%d-", v.seed, i, seq)
+		for len(value) < v.valueSize {
+			value = append(value, 'a'+byte(rng.IntN(26)))
+		}
+		w.checker.Sent(v.topic, key, value)
+		w.mu.Lock()
+		w.sent++
+		w.mu.Unlock()
+		pr.Produce(context.WithoutCancel(ctx), &kgo.Record{Key: key, Value: value}, func(rec *kgo.Record, err error) {
+			if err != nil {
+				w.mu.Lock()
+				w.failed++
+				if w.firstErr == "" {
+					w.firstErr = fmt.Sprintf("%s: %v", rec.Value[:min(len(rec.Value), 40)], err)
+				}
+				w.mu.Unlock()
+				return
+			}
+			w.checker.Acked(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
+		})
+	}
+}
