@@ -143,16 +143,22 @@ func (v *verifyOptions) check(cmd *cobra.Command) error {
 
 // verifyReport is fjord verify -o json.
 type verifyReport struct {
-	Pass       bool   `json:"pass"`
-	Workload   string `json:"workload"`
-	Topic      string `json:"topic"`
-	Seed       uint64 `json:"seed"`
-	Sent       int    `json:"sent"`
-	Acked      int    `json:"acknowledged"`
-	Failed     int    `json:"failed_writes"`
-	Read       int    `json:"read_back"`
-	Unacked    int    `json:"unacknowledged_read_back"`
-	Violations int    `json:"violations"`
+	Pass     bool   `json:"pass"`
+	Workload string `json:"workload"`
+	Topic    string `json:"topic"`
+	Seed     uint64 `json:"seed"`
+	Sent     int    `json:"sent"`
+	Acked    int    `json:"acknowledged"`
+	Failed   int    `json:"failed_writes"`
+	Read     int    `json:"read_back"`
+	Unacked  int    `json:"unacknowledged_read_back"`
+	// LiveReads are the records a reader was served while the run went
+	// on, each checked against the log read back at the end; reader
+	// errors (a fetch that failed) are not violations.
+	LiveReads        int    `json:"read_live"`
+	ReaderErrors     int    `json:"reader_errors"`
+	FirstReaderError string `json:"first_reader_error,omitempty"`
+	Violations       int    `json:"violations"`
 	// Anomalies are the first violations, in the checker's words.
 	Anomalies []string `json:"anomalies"`
 	// FirstFailure is the first failed write's error (a failed write is
@@ -168,8 +174,12 @@ func (r verifyReport) printText(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "%s: %s workload on %s: %d sent, %d acknowledged, %d failed writes, %d read back (%d of them not acknowledged)\n",
 		verdict, r.Workload, r.Topic, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
+	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors)\n", r.LiveReads, r.ReaderErrors)
 	if r.FirstFailure != "" {
 		fmt.Fprintf(out, "First failed write: %s\n", r.FirstFailure)
+	}
+	if r.FirstReaderError != "" {
+		fmt.Fprintf(out, "First reader error: %s\n", r.FirstReaderError)
 	}
 	if r.Violations > 0 {
 		fmt.Fprintf(out, "%d violations; the first:\n", r.Violations)
@@ -177,7 +187,7 @@ func (r verifyReport) printText(out io.Writer) error {
 			fmt.Fprintf(out, "  %s\n", a)
 		}
 	} else {
-		fmt.Fprintln(out, "No acknowledged record lost or moved, none duplicated or never sent, every key in order.")
+		fmt.Fprintln(out, "No acknowledged record lost or moved, none duplicated or never sent, every key in order, nothing served to the reader then lost.")
 	}
 	_, err := fmt.Fprintf(out, "Seed %d; to run it again: %s\n", r.Seed, r.Command)
 	return err
@@ -211,15 +221,15 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 
 	checker := history.NewChecker()
 	w := &verifyWriters{checker: checker}
-	var seeds []string
-	for _, b := range strings.Split(brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			seeds = append(seeds, b)
-		}
-	}
-	if err := w.run(ctx, progress, seeds, v); err != nil {
+	reader, err := startVerifyReader(ctx, seeds(brokers), v, checker)
+	if err != nil {
 		return r, err
 	}
+	if err := w.run(ctx, progress, seeds(brokers), v); err != nil {
+		reader.stop()
+		return r, err
+	}
+	r.ReaderErrors, r.FirstReaderError = reader.stop()
 	r.Sent, r.Failed, r.FirstFailure = w.counts()
 	r.Acked = checker.AckedCount()
 
@@ -231,7 +241,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		return r, fmt.Errorf("reading %s back: %w", v.topic, err)
 	}
 	sum, verr := checker.Verify(logs)
-	r.Read, r.Unacked = sum.Read, sum.Unacked
+	r.Read, r.Unacked, r.LiveReads = sum.Read, sum.Unacked, sum.LiveReads
 	if verr != nil {
 		lines := strings.Split(verr.Error(), "\n")[1:]
 		r.Anomalies = lines
@@ -253,6 +263,74 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		}
 	}
 	return r, nil
+}
+
+// seeds is a --brokers list's addresses.
+func seeds(brokers string) []string {
+	var out []string
+	for _, b := range strings.Split(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// verifyReader reads every partition of the run's topic from its start
+// while the producers write (assigned, no group), telling the checker
+// what it was served.
+type verifyReader struct {
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	errs  int
+	first string
+}
+
+func startVerifyReader(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker) (*verifyReader, error) {
+	parts := map[int32]kgo.Offset{}
+	for p := range v.partitions {
+		parts[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("fjord-verify-reader"), kgo.DialTimeout(reachTimeout),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{v.topic: parts}))
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r := &verifyReader{cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for rctx.Err() == nil {
+			fs := cl.PollFetches(rctx)
+			fs.EachError(func(topic string, p int32, err error) {
+				if rctx.Err() != nil {
+					return
+				}
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if r.errs++; r.first == "" {
+					r.first = fmt.Sprintf("%s-%d: %v", topic, p, err)
+				}
+			})
+			fs.EachRecord(func(rec *kgo.Record) {
+				checker.Read(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
+			})
+		}
+	}()
+	return r, nil
+}
+
+// stop ends the reader and returns its error count and first error.
+func (r *verifyReader) stop() (int, string) {
+	r.cancel()
+	<-r.done
+	r.cl.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.errs, r.first
 }
 
 // violationCount reads the count from the checker's "checker: N

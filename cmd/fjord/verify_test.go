@@ -57,9 +57,9 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	r := ok(t, "", "verify", "--duration", "2s", "--rate", "500", "--seed", "42", "--partitions", "3", "-o", "json")
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
-		"unacknowledged_read_back", "violations", "anomalies", "command")
+		"unacknowledged_read_back", "read_live", "reader_errors", "violations", "anomalies", "command")
 	if m["pass"] != true || number(t, m["acknowledged"]) < 500 || number(t, m["read_back"]) != number(t, m["acknowledged"])+number(t, m["unacknowledged_read_back"]) ||
-		number(t, m["violations"]) != 0 || m["topic"] != "fjord-verify-42" || !strings.Contains(fmt.Sprint(m["command"]), "--seed 42") {
+		number(t, m["violations"]) != 0 || number(t, m["read_live"]) == 0 || m["topic"] != "fjord-verify-42" || !strings.Contains(fmt.Sprint(m["command"]), "--seed 42") {
 		t.Fatalf("fjord verify: %v", m)
 	}
 	if out := ok(t, "", "topic", "list").stdout; strings.Contains(out, "fjord-verify-42") {

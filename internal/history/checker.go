@@ -74,8 +74,14 @@ type Checker struct {
 		acked map[TopicPartition]map[int64]Record
 		// ackedAt maps an acknowledged value to where it was acknowledged.
 		ackedAt map[valueID]Record
+		// read holds what live readers saw during the run, by partition
+		// and offset (Read), to hold against the log at the end.
+		read map[TopicPartition]map[int64]Record
+		// reads counts the Read calls.
+		reads int
 		// problems are contradictions found while recording (one offset
-		// acknowledged for two records, one value sent twice, ...).
+		// acknowledged for two records, one value sent twice, two
+		// readers seeing two records at one offset, ...).
 		problems []string
 	}
 }
@@ -97,7 +103,32 @@ func NewChecker() *Checker {
 	c.mu.sentTopics = make(map[string]bool)
 	c.mu.acked = make(map[TopicPartition]map[int64]Record)
 	c.mu.ackedAt = make(map[valueID]Record)
+	c.mu.read = make(map[TopicPartition]map[int64]Record)
 	return c
+}
+
+// Read records that a reader, while the run went on, was served r at
+// r.Offset. Every reader must be served the same record at an offset,
+// and what one was served must still be there at the end: a record read
+// and then gone is an unstable read (a leader served what it had not
+// committed, and lost it).
+func (c *Checker) Read(r Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.reads++
+	tp := r.TopicPartition()
+	byOffset := c.mu.read[tp]
+	if byOffset == nil {
+		byOffset = make(map[int64]Record)
+		c.mu.read[tp] = byOffset
+	}
+	if prev, ok := byOffset[r.Offset]; ok {
+		if !sameRecord(prev, r) {
+			c.problemLocked("%s offset %d: readers were served two records: value %q and value %q", tp, r.Offset, prev.Value, r.Value)
+		}
+		return
+	}
+	byOffset[r.Offset] = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
 }
 
 // Sent records that a producer handed the client a record. Calls for one
@@ -183,10 +214,17 @@ type Summary struct {
 	// acknowledged: in flight when a fault hit, written, the answer lost.
 	// They are allowed (at-least-once), but only once each.
 	Unacked int
+	// LiveReads counts the records readers were served during the run
+	// (Read), each checked against the log read back.
+	LiveReads int
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d acknowledged, %d read back, %d read back without an acknowledgement", s.Acked, s.Read, s.Unacked)
+	out := fmt.Sprintf("%d acknowledged, %d read back, %d read back without an acknowledgement", s.Acked, s.Read, s.Unacked)
+	if s.LiveReads > 0 {
+		out += fmt.Sprintf(", %d served to readers during the run", s.LiveReads)
+	}
+	return out
 }
 
 // maxReported bounds the violations Verify lists; the rest are counted.
@@ -205,7 +243,10 @@ const maxReported = 20
 //   - records with one key appear, within a partition, in the order they
 //     were sent;
 //   - in a topic with Sent records, every record read was sent (no
-//     phantoms).
+//     phantoms);
+//   - every record a reader was served during the run (Read) is still
+//     at its offset, and no two readers were served different records
+//     at one offset.
 //
 // It returns nil, or an error listing the violations, and also reports
 // the contradictions seen while recording acknowledgements.
@@ -216,7 +257,7 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 	problems = append(problems, c.mu.problems...)
 	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
-	sum := Summary{Acked: len(c.mu.ackedAt)}
+	sum := Summary{Acked: len(c.mu.ackedAt), LiveReads: c.mu.reads}
 	seen := make(map[valueID]Record)
 	for _, tp := range slices.SortedFunc(maps.Keys(logs), compareTopicPartitions) {
 		recs := logs[tp]
@@ -270,6 +311,22 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 				report("%s offset %d: acknowledged value %q %s", tp, off, want.Value, where)
 			case !bytes.Equal(recs[i].Value, want.Value) || !bytes.Equal(recs[i].Key, want.Key):
 				report("%s offset %d: acknowledged key %q value %q, read key %q value %q", tp, off, want.Key, want.Value, recs[i].Key, recs[i].Value)
+			}
+		}
+	}
+
+	// What readers were served is still there.
+	for _, tp := range slices.SortedFunc(maps.Keys(c.mu.read), compareTopicPartitions) {
+		byOffset := c.mu.read[tp]
+		recs := logs[tp]
+		for _, off := range slices.Sorted(maps.Keys(byOffset)) {
+			was := byOffset[off]
+			i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset >= off })
+			switch {
+			case i == len(recs) || recs[i].Offset != off:
+				report("%s offset %d: unstable read: value %q was served to a reader, and the log no longer has it", tp, off, was.Value)
+			case !bytes.Equal(recs[i].Value, was.Value) || !bytes.Equal(recs[i].Key, was.Key):
+				report("%s offset %d: unstable read: value %q was served to a reader, the log now has value %q", tp, off, was.Value, recs[i].Value)
 			}
 		}
 	}

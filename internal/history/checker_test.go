@@ -169,3 +169,33 @@ func TestCheckerConcurrentAcks(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 }
+
+// Live reads: what readers were served must be what the log keeps, and
+// the same for every reader.
+func TestCheckerLiveReads(t *testing.T) {
+	c, logs := goodHistory()
+	c.Read(rec(0, 0, "a", "v0"))
+	c.Read(rec(0, 0, "a", "v0")) // a second reader, the same record
+	c.Read(rec(1, 1, "b", "v3"))
+	sum, err := c.Verify(logs)
+	if err != nil || sum.LiveReads != 3 {
+		t.Fatalf("stable reads: %v, %+v", err, sum)
+	}
+	for _, tc := range []struct {
+		name string
+		read Record
+		want string
+	}{
+		{"served, then gone", rec(0, 3, "a", "v5"), `t-0 offset 3: unstable read: value "v5" was served to a reader, and the log no longer has it`},
+		{"served, then replaced", rec(1, 0, "b", "v9"), `t-1 offset 0: unstable read: value "v9" was served to a reader, the log now has value "v1"`},
+		{"readers disagree", rec(0, 0, "a", "v7"), `t-0 offset 0: readers were served two records: value "v0" and value "v7"`},
+	} {
+		c, logs := goodHistory()
+		c.Read(rec(0, 0, "a", "v0"))
+		c.Read(tc.read)
+		_, err := c.Verify(logs)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
+		}
+	}
+}
