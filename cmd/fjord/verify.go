@@ -39,6 +39,9 @@ type verifyOptions struct {
 	valueSize  int
 	topic      string
 	seed       uint64
+	// groupMembers is how many members of a consumer group read the
+	// topic meanwhile (0: none).
+	groupMembers int
 }
 
 func newVerifyCommand() *cobra.Command {
@@ -111,6 +114,7 @@ Not built yet: --local (a cluster of its own, with faults it injects),
 	f.Var(newIntFlag(&v.partitions, 6, 1, 10000, ""), "partitions", "the topic's partitions")
 	f.Var(newIntFlag(&v.rf, 0, 0, 32767, ""), "replication-factor", "the topic's replication factor (0: the cluster's default)")
 	f.IntVar(&v.valueSize, "value-size", 100, "bytes of each record's value, at least 32")
+	f.IntVar(&v.groupMembers, "group-members", 2, "members of a consumer group reading the topic meanwhile, committing what they processed (0: none)")
 	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED)")
 	f.Uint64Var(&v.seed, "seed", 0, "the run's seed, which names its topic and values (default: random, printed)")
 	f.Bool("local", false, "not built yet (refused)")
@@ -132,6 +136,8 @@ func (v *verifyOptions) check(cmd *cobra.Command) error {
 		return fmt.Errorf("--rate %d: want 1 to 1000000 records a second", v.rate)
 	case v.producers < 1 || v.producers > 64:
 		return fmt.Errorf("--producers %d: want 1 to 64", v.producers)
+	case v.groupMembers < 0 || v.groupMembers > 64:
+		return fmt.Errorf("--group-members %d: want 0 to 64", v.groupMembers)
 	case v.valueSize < 32 || v.valueSize > 1<<20:
 		return fmt.Errorf("--value-size %d: want 32 to 1048576 bytes (a value holds the run's seed, its producer and a counter)", v.valueSize)
 	}
@@ -158,7 +164,12 @@ type verifyReport struct {
 	LiveReads        int    `json:"read_live"`
 	ReaderErrors     int    `json:"reader_errors"`
 	FirstReaderError string `json:"first_reader_error,omitempty"`
-	Violations       int    `json:"violations"`
+	// Commits are the group's acknowledged commits; group errors (a
+	// failed fetch or commit) are not violations.
+	Commits         int    `json:"group_commits"`
+	GroupErrors     int    `json:"group_errors"`
+	FirstGroupError string `json:"first_group_error,omitempty"`
+	Violations      int    `json:"violations"`
 	// Anomalies are the first violations, in the checker's words.
 	Anomalies []string `json:"anomalies"`
 	// FirstFailure is the first failed write's error (a failed write is
@@ -174,12 +185,16 @@ func (r verifyReport) printText(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "%s: %s workload on %s: %d sent, %d acknowledged, %d failed writes, %d read back (%d of them not acknowledged)\n",
 		verdict, r.Workload, r.Topic, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
-	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors)\n", r.LiveReads, r.ReaderErrors)
+	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors); the group committed %d times (%d group errors)\n",
+		r.LiveReads, r.ReaderErrors, r.Commits, r.GroupErrors)
 	if r.FirstFailure != "" {
 		fmt.Fprintf(out, "First failed write: %s\n", r.FirstFailure)
 	}
 	if r.FirstReaderError != "" {
 		fmt.Fprintf(out, "First reader error: %s\n", r.FirstReaderError)
+	}
+	if r.FirstGroupError != "" {
+		fmt.Fprintf(out, "First group error: %s\n", r.FirstGroupError)
 	}
 	if r.Violations > 0 {
 		fmt.Fprintf(out, "%d violations; the first:\n", r.Violations)
@@ -187,7 +202,7 @@ func (r verifyReport) printText(out io.Writer) error {
 			fmt.Fprintf(out, "  %s\n", a)
 		}
 	} else {
-		fmt.Fprintln(out, "No acknowledged record lost or moved, none duplicated or never sent, every key in order, nothing served to the reader then lost.")
+		fmt.Fprintln(out, "No acknowledged record lost or moved, none duplicated or never sent, every key in order, nothing served to the reader then lost, the group's partitions owned once and its commits never backwards.")
 	}
 	_, err := fmt.Fprintf(out, "Seed %d; to run it again: %s\n", r.Seed, r.Command)
 	return err
@@ -195,8 +210,8 @@ func (r verifyReport) printText(out io.Writer) error {
 
 // verifyCommandLine is the command that repeats the run.
 func verifyCommandLine(brokers string, v verifyOptions) string {
-	return fmt.Sprintf("fjord verify --brokers %s --workload %s --duration %v --rate %d --producers %d --partitions %d --replication-factor %d --value-size %d --seed %d",
-		brokers, v.workload, v.duration, v.rate, v.producers, v.partitions, v.rf, v.valueSize, v.seed)
+	return fmt.Sprintf("fjord verify --brokers %s --workload %s --duration %v --rate %d --producers %d --partitions %d --replication-factor %d --value-size %d --group-members %d --seed %d",
+		brokers, v.workload, v.duration, v.rate, v.producers, v.partitions, v.rf, v.valueSize, v.groupMembers, v.seed)
 }
 
 // runVerify creates the topic, writes the workload, reads it back and
@@ -225,11 +240,24 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	if err != nil {
 		return r, err
 	}
-	if err := w.run(ctx, progress, seeds(brokers), v); err != nil {
+	group, err := startVerifyGroup(ctx, seeds(brokers), v, checker)
+	if err != nil {
 		reader.stop()
 		return r, err
 	}
+	if err := w.run(ctx, progress, seeds(brokers), v); err != nil {
+		reader.stop()
+		group.stop()
+		return r, err
+	}
 	r.ReaderErrors, r.FirstReaderError = reader.stop()
+	r.GroupErrors, r.FirstGroupError = group.stop()
+	if v.groupMembers > 0 {
+		if err := group.fetchCommitted(context.WithoutCancel(ctx), adm); err != nil {
+			return r, err
+		}
+	}
+	r.Commits = checker.Commits()
 	r.Sent, r.Failed, r.FirstFailure = w.counts()
 	r.Acked = checker.AckedCount()
 

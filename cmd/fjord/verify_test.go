@@ -34,6 +34,8 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--rate 2000000: want 1 to 1000000", []string{"--rate", "2000000"}},
 		{"--producers 0: want 1 to 64", []string{"--producers", "0"}},
 		{"--producers 65: want 1 to 64", []string{"--producers", "65"}},
+		{"--group-members -1: want 0 to 64", []string{"--group-members", "-1"}},
+		{"--group-members 65: want 0 to 64", []string{"--group-members", "65"}},
 		{"--value-size 8: want 32 to 1048576", []string{"--value-size", "8"}},
 		{"--value-size 2097152: want 32 to 1048576", []string{"--value-size", "2097152"}},
 		{`invalid argument "0" for "--partitions" flag`, []string{"--partitions", "0"}},
@@ -54,12 +56,14 @@ func TestVerifyBadInput(t *testing.T) {
 // topic is deleted, and a second run into an existing topic is refused
 // before it writes.
 func TestVerifyPassesOnANode(t *testing.T) {
-	r := ok(t, "", "verify", "--duration", "2s", "--rate", "500", "--seed", "42", "--partitions", "3", "-o", "json")
+	// Long enough for the group to form (a new group waits 3 s for its
+	// members) and commit.
+	r := ok(t, "", "verify", "--duration", "8s", "--rate", "300", "--seed", "42", "--partitions", "3", "-o", "json")
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
-		"unacknowledged_read_back", "read_live", "reader_errors", "violations", "anomalies", "command")
+		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "anomalies", "command")
 	if m["pass"] != true || number(t, m["acknowledged"]) < 500 || number(t, m["read_back"]) != number(t, m["acknowledged"])+number(t, m["unacknowledged_read_back"]) ||
-		number(t, m["violations"]) != 0 || number(t, m["read_live"]) == 0 || m["topic"] != "fjord-verify-42" || !strings.Contains(fmt.Sprint(m["command"]), "--seed 42") {
+		number(t, m["violations"]) != 0 || number(t, m["read_live"]) == 0 || number(t, m["group_commits"]) == 0 || m["topic"] != "fjord-verify-42" || !strings.Contains(fmt.Sprint(m["command"]), "--seed 42") {
 		t.Fatalf("fjord verify: %v", m)
 	}
 	if out := ok(t, "", "topic", "list").stdout; strings.Contains(out, "fjord-verify-42") {
@@ -77,7 +81,7 @@ func TestVerifyFailsOnARecordItNeverSent(t *testing.T) {
 	topic := topicName("verify-intruder")
 	done := make(chan result, 1)
 	go func() {
-		done <- fjord(t, "", "verify", "--topic", topic, "--duration", "4s", "--rate", "200", "--partitions", "1", "--brokers", brokers(t))
+		done <- fjord(t, "", "verify", "--topic", topic, "--duration", "4s", "--rate", "200", "--partitions", "1", "--group-members", "0", "--brokers", brokers(t))
 	}()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.DefaultProduceTopic(topic))
 	if err != nil {

@@ -79,6 +79,14 @@ type Checker struct {
 		read map[TopicPartition]map[int64]Record
 		// reads counts the Read calls.
 		reads int
+		// owner, processed and committed are the groups' (groups.go):
+		// who owns a partition now, the offset after the last record
+		// processed, and the last acknowledged commit; commits counts
+		// those.
+		owner     map[groupPartition]string
+		processed map[groupPartition]int64
+		committed map[groupPartition]int64
+		commits   int
 		// problems are contradictions found while recording (one offset
 		// acknowledged for two records, one value sent twice, two
 		// readers seeing two records at one offset, ...).

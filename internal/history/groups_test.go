@@ -1,0 +1,63 @@
+package history
+
+import (
+	"strings"
+	"testing"
+)
+
+// A group's history that went right: m1 owns both partitions, gives p1
+// to m2 (revoked first), each commits what it processed, and the
+// coordinator answers the last commits.
+func TestGroupHistoryAcceptsGoodRun(t *testing.T) {
+	c, logs := goodHistory()
+	c.Assigned("g", "m1", "t", []int32{0, 1})
+	c.Processed("g", "m1", rec(0, 0, "a", "v0"))
+	c.Committed("g", "m1", TopicPartition{"t", 0}, 1)
+	c.Revoked("g", "m1", "t", []int32{1})
+	c.Assigned("g", "m2", "t", []int32{1})
+	c.Processed("g", "m2", rec(1, 1, "b", "v3"))
+	c.Committed("g", "m2", TopicPartition{"t", 1}, 2)
+	c.Committed("g", "m1", TopicPartition{"t", 0}, 1) // the same again
+	c.Fetched("g", TopicPartition{"t", 0}, 1)
+	c.Fetched("g", TopicPartition{"t", 1}, 2)
+	if _, err := c.Verify(logs); err != nil {
+		t.Fatal(err)
+	}
+	if c.Commits() != 3 {
+		t.Fatalf("%d commits recorded, want 3", c.Commits())
+	}
+}
+
+func TestGroupHistoryFindsViolations(t *testing.T) {
+	p0 := TopicPartition{"t", 0}
+	for _, tc := range []struct {
+		name string
+		run  func(c *Checker)
+		want string
+	}{
+		{"two owners", func(c *Checker) {
+			c.Assigned("g", "m1", "t", []int32{0})
+			c.Assigned("g", "m2", "t", []int32{0})
+		}, "group g: t-0 assigned to m2 while m1 still owned it"},
+		{"commit past processing", func(c *Checker) {
+			c.Processed("g", "m1", rec(0, 0, "a", "v0"))
+			c.Committed("g", "m1", p0, 5)
+		}, "group g: m1 committed t-0 offset 5, past what any member processed (1)"},
+		{"commit going back", func(c *Checker) {
+			c.Processed("g", "m1", rec(0, 1, "a", "v2"))
+			c.Committed("g", "m1", p0, 2)
+			c.Committed("g", "m2", p0, 1)
+		}, "group g: committed offset of t-0 went back from 2 to 1 (commit by m2)"},
+		{"commit lost", func(c *Checker) {
+			c.Processed("g", "m1", rec(0, 1, "a", "v2"))
+			c.Committed("g", "m1", p0, 2)
+			c.Fetched("g", p0, 1)
+		}, "group g: the coordinator answers t-0 committed at 1, below the commit it acknowledged at 2"},
+	} {
+		c, logs := goodHistory()
+		tc.run(c)
+		if _, err := c.Verify(logs); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
+		}
+	}
+}
