@@ -63,13 +63,19 @@ watermark and checked:
   - every acknowledged record is at the partition and offset it was
     acknowledged at;
   - no record is there twice, and none that was never sent;
-  - each key's records are in the order they were sent.
+  - each key's records are in the order they were sent;
+  - a reader reading meanwhile: what it was served is still there, at
+    the same offset;
+  - a consumer group (--group-members) reading meanwhile: a partition
+    has one owner at a time, and its committed offsets never pass what
+    was processed, never go backwards and are never lost.
 
 Faults are whatever happens meanwhile (restart nodes by hand while it
 runs). The verdict line says PASS or FAIL with the first violations; the
 seed and the command to run it again are printed. Exit status 0 only on
-a pass. The topic (fjord-verify-SEED unless --topic) is deleted after a
-pass and kept after a failure, to look at.
+a pass. The topic (fjord-verify-SEED unless --topic) and the group,
+named after it, are deleted after a pass and kept after a failure, to
+look at.
 
 Not built yet: --local (a cluster of its own, with faults it injects),
 --fault-cmd, and the groups and http workloads.`,
@@ -224,10 +230,23 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	if rf == 0 {
 		rf = -1 // the cluster's default
 	}
+	if v.groupMembers > 0 {
+		// The group is named after the topic: offsets it committed in an
+		// earlier run would be a history this run did not make.
+		fctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		offsets, err := adm.FetchOffsets(fctx, v.topic)
+		cancel()
+		if err == nil && len(offsets) > 0 {
+			err = fmt.Errorf("the group %s has committed offsets from an earlier run: delete it first (fjord group delete %s)", v.topic, v.topic)
+		}
+		if err != nil {
+			return r, err
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	created, err := adm.CreateTopic(cctx, v.partitions, rf, nil, v.topic)
 	cancel()
-	if err == nil {
+	if err == nil && created.Err != nil {
 		err = kafkaError(created.Err, created.ErrMessage)
 	}
 	if err != nil {
@@ -288,6 +307,15 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		defer cancel()
 		if _, err := adm.DeleteTopics(dctx, v.topic); err != nil {
 			fmt.Fprintf(progress, "the run passed, but deleting its topic %s failed: %v\n", v.topic, err)
+		}
+		if v.groupMembers > 0 {
+			resp, err := adm.DeleteGroups(dctx, v.topic)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				fmt.Fprintf(progress, "the run passed, but deleting its group %s failed: %v\n", v.topic, err)
+			}
 		}
 	}
 	return r, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -69,6 +70,24 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	if out := ok(t, "", "topic", "list").stdout; strings.Contains(out, "fjord-verify-42") {
 		t.Errorf("the passed run's topic is still there:\n%s", out)
 	}
+	if out := ok(t, "", "group", "list").stdout; strings.Contains(out, "fjord-verify-42") {
+		t.Errorf("the passed run's group is still there:\n%s", out)
+	}
+	// A group of the topic's name with offsets from before is another
+	// history: refused before anything is written.
+	stale := topicName("verify-stale")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ok(t, "", "topic", "create", "other-"+stale)
+	offsets := kadm.Offsets{}
+	offsets.Add(kadm.Offset{Topic: "other-" + stale, Partition: 0, At: 0})
+	if resp, err := kadm.NewClient(cl).CommitOffsets(t.Context(), stale, offsets); err != nil || resp.Error() != nil {
+		t.Fatalf("committing for the stale group: %v %v", err, resp.Error())
+	}
+	fails(t, "the group "+stale+" has committed offsets from an earlier run", "verify", "--topic", stale, "--duration", "1s", "--brokers", brokers(t))
 	topic := topicName("verify-existing")
 	ok(t, "", "topic", "create", topic)
 	fails(t, "creating the topic "+topic+" (it must not exist", "verify", "--topic", topic, "--duration", "1s", "--brokers", brokers(t))
