@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/history"
+	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testcluster"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -165,7 +166,7 @@ func (e *env) replicasIdenticalOnPartition(t *testing.T, topic string, p int, no
 	testutil.Eventually(t, 30*time.Second, func() error {
 		var first []byte
 		for _, n := range nodes {
-			b, err := logFiles(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, p)))
+			b, err := storage.LogBytes(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, p)))
 			if err != nil {
 				return err
 			}
@@ -180,32 +181,6 @@ func (e *env) replicasIdenticalOnPartition(t *testing.T, topic string, p int, no
 		}
 		return nil
 	})
-}
-
-// logFiles is a partition log's segments, concatenated in offset order:
-// the same bytes on every replica of a quiet partition, wherever each
-// rolled its segments.
-func logFiles(dir string) ([]byte, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".log") {
-			names = append(names, e.Name())
-		}
-	}
-	slices.Sort(names) // zero-padded base offsets
-	var out []byte
-	for _, n := range names {
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b...)
-	}
-	return out, nil
 }
 
 // Acceptance point 5: SIGKILL of the active controller (leading no data
