@@ -54,6 +54,11 @@ const (
 type localCluster struct {
 	dir   string // holds node-<id>/ for each node; removed by stop
 	nodes []*localNode
+	// exe and voters are how a node is started, again after a fault.
+	exe    string
+	voters string
+	// keep leaves dir in place at stop, for a run that failed.
+	keep bool
 }
 
 // localNode is one `fjord serve` child process.
@@ -113,7 +118,7 @@ func launchLocalCluster(ctx context.Context, exe, dir string, count int, pprof b
 	if err != nil {
 		return nil, err
 	}
-	c := &localCluster{dir: dir}
+	c := &localCluster{dir: dir, exe: exe}
 	var voters []string
 	for i := range count {
 		p := ports[localPortsPerNode*i:]
@@ -123,7 +128,6 @@ func launchLocalCluster(ctx context.Context, exe, dir string, count int, pprof b
 			kafkaAddr:      p[0],
 			controllerAddr: p[1],
 			httpAddr:       p[2],
-			done:           make(chan struct{}),
 		}
 		if pprof {
 			n.pprofAddr = p[3]
@@ -131,12 +135,11 @@ func launchLocalCluster(ctx context.Context, exe, dir string, count int, pprof b
 		c.nodes = append(c.nodes, n)
 		voters = append(voters, strconv.Itoa(n.id)+"@"+n.controllerAddr)
 	}
-	voterList := ""
 	if count > 1 {
-		voterList = strings.Join(voters, ",")
+		c.voters = strings.Join(voters, ",")
 	}
 	for _, n := range c.nodes {
-		if err := n.spawn(exe, voterList); err != nil {
+		if err := n.spawn(exe, c.voters); err != nil {
 			c.kill()
 			return c, err
 		}
@@ -183,16 +186,54 @@ func (n *localNode) spawn(exe, voters string) error {
 	if voters != "" {
 		args = append(args, "--controller-quorum-voters", voters)
 	}
-	n.cmd = exec.Command(exe, args...)
-	n.cmd.Dir = n.dir
-	n.cmd.Stdout, n.cmd.Stderr = log, log
-	if err := n.cmd.Start(); err != nil {
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = n.dir
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("--local: starting %s serve: %w", exe, err)
 	}
+	// A node started again (fjord verify's faults) gets a new process
+	// and a new done; the old process's waiter closes only its own.
+	done := make(chan struct{})
+	n.cmd, n.done = cmd, done
 	go func() {
-		n.waitErr = n.cmd.Wait()
-		close(n.done)
+		n.waitErr = cmd.Wait()
+		close(done)
 	}()
+	return nil
+}
+
+// exited reports whether the node's current process has exited.
+func (n *localNode) exited() bool {
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// restart starts again every node of ids whose process has exited and
+// waits until all of them are ready, together: nodes killed at once
+// form their quorum again only when a majority runs.
+func (c *localCluster) restart(ctx context.Context, ids ...int) error {
+	var started []*localNode
+	for _, id := range ids {
+		n := c.nodes[id-1]
+		if !n.exited() {
+			continue
+		}
+		if err := n.spawn(c.exe, c.voters); err != nil {
+			return err
+		}
+		started = append(started, n)
+	}
+	deadline := time.Now().Add(localReadyTimeout)
+	for _, n := range started {
+		if err := n.waitReady(ctx, deadline); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -312,7 +353,9 @@ func (c *localCluster) watch(ctx context.Context, died func(error)) {
 // directory. An unclean exit is an error: a benchmark that crashes a
 // node has found a bug.
 func (c *localCluster) stop() error {
-	defer os.RemoveAll(c.dir)
+	if !c.keep {
+		defer os.RemoveAll(c.dir)
+	}
 	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {

@@ -2,29 +2,36 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os/exec"
+	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/history"
 )
 
-// verify: issue 16's checker, first slice. Against a running cluster
-// (--brokers), the queue workload: idempotent acks=all producers write
-// keyed records, each value unique, to a topic of its own; at the end
-// every partition is read back and internal/history checks what was
-// acknowledged against what is there: nothing acknowledged lost or
-// moved, nothing written twice or never sent, every key in order. Not
-// yet (refused, never ignored): --local, --fault-cmd, the groups and
-// http workloads, concurrent readers (unstable reads), and the report.
+// verify: issue 16's checker. The queue workload: idempotent acks=all
+// producers write keyed records, each value unique, to a topic of its
+// own, while a reader and a consumer group read it; at the end every
+// partition is read back and internal/history checks what was
+// acknowledged against what is there. Faults come from whoever runs the
+// cluster (--brokers), from a user's script (--fault-cmd), or from
+// verify itself on a cluster it starts (--local, verify_faults.go). Not
+// yet (refused, never ignored): network partitions in --local, disk
+// faults, the groups and http workloads, and the plotted report.
 
 // verifyProgressInterval is how often a run says where it is.
 const verifyProgressInterval = 5 * time.Second
@@ -42,6 +49,28 @@ type verifyOptions struct {
 	// groupMembers is how many members of a consumer group read the
 	// topic meanwhile (0: none).
 	groupMembers int
+
+	// local starts a cluster of nodes nodes in a new directory under
+	// dataDir (the system's temporary directory when empty).
+	local   bool
+	nodes   int
+	dataDir string
+	// faultCmd is a user's fault script (--brokers mode).
+	faultCmd string
+	// faults is the --faults mix; faultInterval how often a fault
+	// starts and how long it is held; liveWithin how soon after a heal
+	// the cluster must take writes and reads again.
+	faults        string
+	faultInterval time.Duration
+	liveWithin    time.Duration
+}
+
+// verifyEnv is where a run's faults come from, and, with --local, the
+// cluster it started.
+type verifyEnv struct {
+	faulter faulter
+	mix     []string
+	cluster *localCluster
 }
 
 func newVerifyCommand() *cobra.Command {
@@ -52,8 +81,8 @@ func newVerifyCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Check the cluster's guarantees: write a workload, read it back, report anything lost, duplicated or reordered",
-		Long: `Check a running cluster's guarantees with a workload of its own.
+		Short: "Check the cluster's guarantees: write a workload under faults, read it back, report anything lost, duplicated or reordered",
+		Long: `Check a cluster's guarantees with a workload of its own, under faults.
 
 The queue workload: --producers idempotent producers (acks=all) write
 keyed records to a new topic, --rate records a second in all, for
@@ -68,47 +97,104 @@ watermark and checked:
     the same offset;
   - a consumer group (--group-members) reading meanwhile: a partition
     has one owner at a time, and its committed offsets never pass what
-    was processed, never go backwards and are never lost.
+    was processed, never go backwards and are never lost;
+  - after every fault is healed, the cluster takes a write to every
+    partition and serves it back within --live-within;
+  - with --local, every partition's replicas hold the same bytes once
+    the writes stop.
 
-Faults are whatever happens meanwhile (restart nodes by hand while it
-runs). The verdict line says PASS or FAIL with the first violations; the
-seed and the command to run it again are printed. Exit status 0 only on
-a pass. The topic (fjord-verify-SEED unless --topic) and the group,
-named after it, are deleted after a pass and kept after a failure, to
-look at.
+Where the faults come from:
 
-Not built yet: --local (a cluster of its own, with faults it injects),
---fault-cmd, and the groups and http workloads.`,
+  --brokers host:port,...  a running cluster, faulted by hand meanwhile
+                           (restart nodes while it runs), or by
+                           --fault-cmd
+  --fault-cmd SCRIPT       with --brokers: called as SCRIPT kill NODE,
+                           SCRIPT pause NODE, SCRIPT isolate NODE and
+                           SCRIPT heal (NODE a broker id; heal ends every
+                           fault in force and returns once the nodes run;
+                           exit status 0 means done), so any environment
+                           can be faulted: systemd, containers, cloud
+  --local --nodes N        a cluster of N fjord serve processes of this
+                           binary, started for the run and removed after
+                           a pass (kept after a failure, to look at),
+                           faulted with signals: kill (SIGKILL), pause
+                           (SIGSTOP, then SIGCONT), restart (SIGTERM, a
+                           controlled shutdown) and kill-all (every node
+                           SIGKILLed at once)
+
+Every --fault-interval one fault is drawn from the --faults mix (a kind
+named twice is drawn twice as often) on a node drawn at random, held for
+an interval and healed; the last interval of the run has none. The seed
+draws the same faults in the same order again.
+
+The verdict line says PASS or FAIL with the first violations; the faults,
+the seed and the command to run it again are printed. Exit status 0 only
+on a pass. The topic (fjord-verify-SEED unless --topic) and the group,
+named after it, are deleted after a pass and kept after a failure.
+
+Not built yet: network partitions in --local (isolate, halves, bridges,
+delay), disk faults, the groups and http workloads, and the plotted
+report.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if err := o.applyEnv(cmd); err != nil {
 				return err
 			}
-			for _, name := range []string{"local", "fault-cmd", "nodes"} {
-				if cmd.Flags().Changed(name) {
-					return fmt.Errorf("--%s is not built yet: fjord verify runs against a cluster given with --brokers, with whatever faults happen meanwhile", name)
-				}
-			}
-			if err := v.check(cmd); err != nil {
+			env, err := v.check(cmd)
+			if err != nil {
 				return err
 			}
 			if v.topic == "" {
 				v.topic = fmt.Sprintf("fjord-verify-%d", v.seed)
 			}
-			return withInterruptibleClient(cmd, &o, func(ctx context.Context, cl *kgo.Client) error {
-				r, err := runVerify(ctx, cmd.ErrOrStderr(), cl, o.brokers, v)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if v.local {
+				fmt.Fprintf(cmd.ErrOrStderr(), "starting %d local nodes...\n", v.nodes)
+				c, cerr := startLocalCluster(ctx, v.dataDir, v.nodes, false)
+				if cerr != nil {
+					return cerr
+				}
+				env.cluster, env.faulter = c, newLocalFaulter(c)
+				o.brokers = strings.Join(c.seeds(), ",")
+				defer func() {
+					if serr := c.stop(); serr != nil && err == nil {
+						err = serr
+					}
+				}()
+			}
+			cl, err := o.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if v.faultCmd != "" {
+				ids, err := faultNodeIDs(ctx, cl)
 				if err != nil {
 					return err
 				}
-				r.Command = verifyCommandLine(o.brokers, v)
-				if err := printResult(cmd, output, r); err != nil {
-					return err
+				env.faulter = &cmdFaulter{path: v.faultCmd, ids: ids}
+			}
+			r, err := runVerify(ctx, cmd.ErrOrStderr(), cl, o.brokers, v, env)
+			if err != nil {
+				return err
+			}
+			r.Command = verifyCommandLine(o.brokers, v)
+			if !r.Pass && env.cluster != nil {
+				env.cluster.keep = true
+				r.DataDir = env.cluster.dir
+			}
+			if err := printResult(cmd, output, r); err != nil {
+				return err
+			}
+			if !r.Pass {
+				kept := "the topic " + v.topic + " is kept"
+				if r.DataDir != "" {
+					kept = "the nodes' directories are kept in " + r.DataDir
 				}
-				if !r.Pass {
-					return fmt.Errorf("FAIL: %d violations; the topic %s is kept; rerun with: %s", r.Violations, v.topic, r.Command)
-				}
-				return nil
-			})
+				return fmt.Errorf("FAIL: %d violations; %s; rerun with: %s", r.Violations, kept, r.Command)
+			}
+			return nil
 		},
 	}
 	o.addFlags(cmd)
@@ -122,35 +208,97 @@ Not built yet: --local (a cluster of its own, with faults it injects),
 	f.IntVar(&v.valueSize, "value-size", 100, "bytes of each record's value, at least 32")
 	f.IntVar(&v.groupMembers, "group-members", 2, "members of a consumer group reading the topic meanwhile, committing what they processed (0: none)")
 	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED)")
-	f.Uint64Var(&v.seed, "seed", 0, "the run's seed, which names its topic and values (default: random, printed)")
-	f.Bool("local", false, "not built yet (refused)")
-	f.String("fault-cmd", "", "not built yet (refused)")
-	f.Int("nodes", 3, "not built yet (refused; goes with --local)")
+	f.Uint64Var(&v.seed, "seed", 0, "the run's seed, which names its topic and values and draws its faults (default: random, printed)")
+	f.BoolVar(&v.local, "local", false, "start a cluster of --nodes nodes of this binary for the run, and fault it")
+	f.IntVar(&v.nodes, "nodes", 3, "with --local: how many nodes (1 to 5)")
+	f.StringVar(&v.dataDir, "data-dir", "", "with --local: where the nodes' directory goes (default: the system's temporary directory)")
+	f.StringVar(&v.faultCmd, "fault-cmd", "", "with --brokers: a script run as SCRIPT kill|pause|isolate NODE and SCRIPT heal")
+	f.StringVar(&v.faults, "faults", "", "the fault mix, kinds separated by commas, or none (default: kill,pause,restart,kill-all with --local; kill,pause with --fault-cmd)")
+	f.DurationVar(&v.faultInterval, "fault-interval", 10*time.Second, "how often a fault starts, and how long it is held")
+	f.DurationVar(&v.liveWithin, "live-within", 30*time.Second, "how soon after a heal a write to every partition must be acknowledged and read back")
 	addOutputFlag(cmd, &output)
 	return cmd
 }
 
-// check refuses bad settings before anything connects, and draws a seed
-// when none was given.
-func (v *verifyOptions) check(cmd *cobra.Command) error {
+// check refuses bad settings before anything connects or starts, draws
+// a seed when none was given, and returns the fault mix.
+func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
+	var env verifyEnv
+	changed := cmd.Flags().Changed
 	switch {
 	case v.workload != "queue":
-		return fmt.Errorf("--workload %q: only queue is built (groups and http are not yet)", truncate(v.workload, 64))
+		return env, fmt.Errorf("--workload %q: only queue is built (groups and http are not yet)", truncate(v.workload, 64))
 	case v.duration <= 0 || v.duration > 24*time.Hour:
-		return fmt.Errorf("--duration %v: want more than 0 and at most 24h", v.duration)
+		return env, fmt.Errorf("--duration %v: want more than 0 and at most 24h", v.duration)
 	case v.rate < 1 || v.rate > 1_000_000:
-		return fmt.Errorf("--rate %d: want 1 to 1000000 records a second", v.rate)
+		return env, fmt.Errorf("--rate %d: want 1 to 1000000 records a second", v.rate)
 	case v.producers < 1 || v.producers > 64:
-		return fmt.Errorf("--producers %d: want 1 to 64", v.producers)
+		return env, fmt.Errorf("--producers %d: want 1 to 64", v.producers)
 	case v.groupMembers < 0 || v.groupMembers > 64:
-		return fmt.Errorf("--group-members %d: want 0 to 64", v.groupMembers)
+		return env, fmt.Errorf("--group-members %d: want 0 to 64", v.groupMembers)
 	case v.valueSize < 32 || v.valueSize > 1<<20:
-		return fmt.Errorf("--value-size %d: want 32 to 1048576 bytes (a value holds the run's seed, its producer and a counter)", v.valueSize)
+		return env, fmt.Errorf("--value-size %d: want 32 to 1048576 bytes (a value holds the run's seed, its producer and a counter)", v.valueSize)
+	case v.local && changed("brokers"):
+		return env, errors.New("--local starts its own cluster: --brokers goes without it")
+	case v.local && v.faultCmd != "":
+		return env, errors.New("--fault-cmd goes with --brokers: --local faults its own nodes")
+	case !v.local && changed("nodes"):
+		return env, errors.New("--nodes goes with --local")
+	case !v.local && changed("data-dir"):
+		return env, errors.New("--data-dir goes with --local")
+	case v.local && (v.nodes < 1 || v.nodes > maxLocalNodes):
+		return env, fmt.Errorf("--nodes %d: want 1 to %d", v.nodes, maxLocalNodes)
+	case !v.local && v.faultCmd == "" && (changed("faults") || changed("fault-interval")):
+		return env, errors.New("--faults and --fault-interval go with --local or --fault-cmd")
+	case v.faultInterval < time.Second || v.faultInterval > time.Hour:
+		return env, fmt.Errorf("--fault-interval %v: want 1s to 1h", v.faultInterval)
+	case v.liveWithin < time.Second || v.liveWithin > time.Hour:
+		return env, fmt.Errorf("--live-within %v: want 1s to 1h", v.liveWithin)
 	}
-	if !cmd.Flags().Changed("seed") {
+	var kinds faulter
+	switch {
+	case v.local:
+		kinds = &localFaulter{}
+		if !changed("faults") {
+			v.faults = "kill,pause,restart,kill-all"
+		}
+	case v.faultCmd != "":
+		if _, err := exec.LookPath(v.faultCmd); err != nil {
+			return env, fmt.Errorf("--fault-cmd: %w", err)
+		}
+		kinds = &cmdFaulter{}
+		if !changed("faults") {
+			v.faults = "kill,pause"
+		}
+	}
+	if kinds != nil {
+		mix, err := parseFaultMix(v.faults, kinds)
+		if err != nil {
+			return env, err
+		}
+		env.mix = mix
+	}
+	if !changed("seed") {
 		v.seed = rand.Uint64() >> 1
 	}
-	return nil
+	return env, nil
+}
+
+// faultNodeIDs is the cluster's broker ids, the NODE a fault script is
+// given.
+func faultNodeIDs(ctx context.Context, cl *kgo.Client) ([]int, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("listing the brokers for --fault-cmd: %w", err)
+	}
+	var ids []int
+	for _, b := range resp.Brokers {
+		ids = append(ids, int(b.NodeID))
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // verifyReport is fjord verify -o json.
@@ -175,7 +323,19 @@ type verifyReport struct {
 	Commits         int    `json:"group_commits"`
 	GroupErrors     int    `json:"group_errors"`
 	FirstGroupError string `json:"first_group_error,omitempty"`
-	Violations      int    `json:"violations"`
+	// Mode is "brokers" or "local"; Nodes is --local's node count.
+	Mode  string `json:"mode"`
+	Nodes int    `json:"nodes,omitempty"`
+	// Faults is every fault injected, in order, and FaultCounts their
+	// count by kind.
+	Faults      []faultEvent   `json:"faults"`
+	FaultCounts map[string]int `json:"fault_counts"`
+	// ReplicasCompared is how many partitions' replicas were compared
+	// byte for byte (--local).
+	ReplicasCompared int `json:"replicas_compared"`
+	// DataDir is where a failed --local run's nodes are kept.
+	DataDir    string `json:"data_dir,omitempty"`
+	Violations int    `json:"violations"`
 	// Anomalies are the first violations, in the checker's words.
 	Anomalies []string `json:"anomalies"`
 	// FirstFailure is the first failed write's error (a failed write is
@@ -193,6 +353,13 @@ func (r verifyReport) printText(out io.Writer) error {
 		verdict, r.Workload, r.Topic, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
 	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors); the group committed %d times (%d group errors)\n",
 		r.LiveReads, r.ReaderErrors, r.Commits, r.GroupErrors)
+	fmt.Fprintf(out, "Faults: %s\n", faultSummary(r.FaultCounts))
+	for _, ev := range r.Faults {
+		fmt.Fprintf(out, "  %s\n", ev)
+	}
+	if r.ReplicasCompared > 0 {
+		fmt.Fprintf(out, "Replicas compared byte for byte: %d partitions\n", r.ReplicasCompared)
+	}
 	if r.FirstFailure != "" {
 		fmt.Fprintf(out, "First failed write: %s\n", r.FirstFailure)
 	}
@@ -210,20 +377,51 @@ func (r verifyReport) printText(out io.Writer) error {
 	} else {
 		fmt.Fprintln(out, "No acknowledged record lost or moved, none duplicated or never sent, every key in order, nothing served to the reader then lost, the group's partitions owned once and its commits never backwards.")
 	}
+	if r.DataDir != "" {
+		fmt.Fprintf(out, "The nodes' directories and logs are kept in %s\n", r.DataDir)
+	}
 	_, err := fmt.Fprintf(out, "Seed %d; to run it again: %s\n", r.Seed, r.Command)
 	return err
 }
 
+// faultSummary is "2 kill, 1 pause", in allFaultKinds' order, or none.
+func faultSummary(counts map[string]int) string {
+	var parts []string
+	for _, k := range allFaultKinds {
+		if n := counts[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	if len(parts) == 0 {
+		return "none injected"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // verifyCommandLine is the command that repeats the run.
 func verifyCommandLine(brokers string, v verifyOptions) string {
-	return fmt.Sprintf("fjord verify --brokers %s --workload %s --duration %v --rate %d --producers %d --partitions %d --replication-factor %d --value-size %d --group-members %d --seed %d",
-		brokers, v.workload, v.duration, v.rate, v.producers, v.partitions, v.rf, v.valueSize, v.groupMembers, v.seed)
+	where := "--brokers " + brokers
+	switch {
+	case v.local:
+		where = fmt.Sprintf("--local --nodes %d", v.nodes)
+	case v.faultCmd != "":
+		where += " --fault-cmd " + shellWord(v.faultCmd)
+	}
+	faults := ""
+	if v.local || v.faultCmd != "" {
+		faults = fmt.Sprintf(" --faults %s --fault-interval %v --live-within %v", shellWord(v.faults), v.faultInterval, v.liveWithin)
+	}
+	return fmt.Sprintf("fjord verify %s --workload %s --duration %v --rate %d --producers %d --partitions %d --replication-factor %d --value-size %d --group-members %d%s --seed %d",
+		where, v.workload, v.duration, v.rate, v.producers, v.partitions, v.rf, v.valueSize, v.groupMembers, faults, v.seed)
 }
 
 // runVerify creates the topic, writes the workload, reads it back and
 // checks it.
-func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions) (verifyReport, error) {
-	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}}
+func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions, env verifyEnv) (verifyReport, error) {
+	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}, Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}}
+	if env.cluster != nil {
+		r.Mode, r.Nodes = "local", len(env.cluster.nodes)
+	}
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(requestTimeout / time.Millisecond))
 	rf := v.rf
@@ -264,10 +462,23 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		reader.stop()
 		return r, err
 	}
-	if err := w.run(ctx, progress, seeds(brokers), v); err != nil {
+	start := time.Now()
+	stopAt := start.Add(v.duration)
+	var faults *faultRun
+	probe := &liveProbe{seeds: seeds(brokers), v: v, checker: checker}
+	faultsDone := make(chan struct{})
+	if env.faulter != nil {
+		faults = newFaultRun(env.faulter, env.mix, v, start, progress, probe)
+		go func() { defer close(faultsDone); faults.run(ctx, stopAt) }()
+	} else {
+		close(faultsDone)
+	}
+	werr := w.run(ctx, progress, seeds(brokers), v, stopAt)
+	<-faultsDone // every fault healed
+	if werr != nil {
 		reader.stop()
 		group.stop()
-		return r, err
+		return r, werr
 	}
 	r.ReaderErrors, r.FirstReaderError = reader.stop()
 	r.GroupErrors, r.FirstGroupError = group.stop()
@@ -278,6 +489,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	}
 	r.Commits = checker.Commits()
 	r.Sent, r.Failed, r.FirstFailure = w.counts()
+	r.Sent += probe.sent // the probes after each heal
 	r.Acked = checker.AckedCount()
 
 	// A read cut short by a signal would report loss that is not there.
@@ -300,6 +512,21 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	if r.Acked == 0 {
 		r.Anomalies = append(r.Anomalies, "nothing was acknowledged: the cluster took no write")
 		r.Violations++
+	}
+	if env.cluster != nil {
+		n, diffs, err := compareReplicas(rctx, cl, env.cluster, v.topic)
+		if err != nil {
+			return r, err
+		}
+		r.ReplicasCompared = n
+		r.Anomalies = append(r.Anomalies, diffs...)
+		r.Violations += len(diffs)
+	}
+	if faults != nil {
+		var anomalies []string
+		r.Faults, r.FaultCounts, anomalies = faults.report()
+		r.Anomalies = append(r.Anomalies, anomalies...)
+		r.Violations += len(anomalies)
 	}
 	r.Pass = r.Violations == 0
 	if r.Pass {
@@ -416,11 +643,10 @@ func (w *verifyWriters) counts() (sent, failed int, first string) {
 	return w.sent, w.failed, w.firstErr
 }
 
-// run writes for v.duration (or until ctx ends), each producer at its
+// run writes until stop (or until ctx ends), each producer at its
 // share of the rate, reporting progress, then waits for every answer.
-func (w *verifyWriters) run(ctx context.Context, progress io.Writer, seeds []string, v verifyOptions) error {
+func (w *verifyWriters) run(ctx context.Context, progress io.Writer, seeds []string, v verifyOptions, stop time.Time) error {
 	keys := int(v.partitions) * 4
-	stop := time.Now().Add(v.duration)
 	wctx, cancel := context.WithDeadline(ctx, stop)
 	defer cancel()
 	var wg sync.WaitGroup

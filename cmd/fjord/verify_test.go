@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +29,17 @@ func TestVerifyBadInput(t *testing.T) {
 	}{
 		{`--workload "groups": only queue is built`, []string{"--workload", "groups"}},
 		{`--workload "` + strings.Repeat("x", 64) + `...": only queue is built`, []string{"--workload", strings.Repeat("x", 100000)}},
-		{"--local is not built yet", []string{"--local"}},
-		{"--fault-cmd is not built yet", []string{"--fault-cmd", "./faults.sh"}},
-		{"--nodes is not built yet", []string{"--nodes", "3"}},
+		{"--local starts its own cluster: --brokers goes without it", []string{"--local"}},
+		{"--fault-cmd: exec: \"./no-such-faults.sh\"", []string{"--fault-cmd", "./no-such-faults.sh"}},
+		{"--nodes goes with --local", []string{"--nodes", "3"}},
+		{"--data-dir goes with --local", []string{"--data-dir", "/tmp"}},
+		{"--faults and --fault-interval go with --local or --fault-cmd", []string{"--faults", "kill"}},
+		{"--faults and --fault-interval go with --local or --fault-cmd", []string{"--fault-interval", "5s"}},
+		{"--fault-interval 0s: want 1s to 1h", []string{"--fault-cmd", "/bin/true", "--fault-interval", "0"}},
+		{"--live-within 2h0m0s: want 1s to 1h", []string{"--live-within", "2h"}},
+		{"--faults: restart is not part of the --fault-cmd protocol", []string{"--fault-cmd", "/bin/true", "--faults", "kill,restart"}},
+		{`--faults "kill,,": "" is not a fault`, []string{"--fault-cmd", "/bin/true", "--faults", "kill,,"}},
+		{`"` + strings.Repeat("z", 32) + `..." is not a fault`, []string{"--fault-cmd", "/bin/true", "--faults", strings.Repeat("z", 100000)}},
 		{"--duration 0s: want more than 0 and at most 24h", []string{"--duration", "0"}},
 		{"--duration 48h0m0s: want more than 0 and at most 24h", []string{"--duration", "48h"}},
 		{`invalid argument "soon" for "--duration" flag`, []string{"--duration", "soon"}},
@@ -62,7 +74,8 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	r := ok(t, "", "verify", "--duration", "8s", "--rate", "300", "--seed", "42", "--partitions", "3", "-o", "json")
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
-		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "anomalies", "command")
+		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "anomalies", "command",
+		"mode", "faults", "fault_counts", "replicas_compared")
 	if m["pass"] != true || number(t, m["acknowledged"]) < 500 || number(t, m["read_back"]) != number(t, m["acknowledged"])+number(t, m["unacknowledged_read_back"]) ||
 		number(t, m["violations"]) != 0 || number(t, m["read_live"]) == 0 || number(t, m["group_commits"]) == 0 || m["topic"] != "fjord-verify-42" || !strings.Contains(fmt.Sprint(m["command"]), "--seed 42") {
 		t.Fatalf("fjord verify: %v", m)
@@ -141,4 +154,117 @@ func TestVerifyFailsOnARecordItNeverSent(t *testing.T) {
 	if out := ok(t, "", "topic", "list").stdout; !strings.Contains(out, topic) {
 		t.Errorf("the failed run's topic was deleted:\n%s", out)
 	}
+}
+
+// --local's own settings are refused before any node starts.
+func TestVerifyLocalBadInput(t *testing.T) {
+	parent := t.TempDir()
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"--nodes 0: want 1 to 5", []string{"--nodes", "0"}},
+		{"--nodes 9: want 1 to 5", []string{"--nodes", "9"}},
+		{"--fault-cmd goes with --brokers", []string{"--fault-cmd", "/bin/true"}},
+		{"--faults: isolate is not built into --local yet", []string{"--faults", "kill,isolate"}},
+		{`--faults "explode": "explode" is not a fault; want some of kill,pause,restart,kill-all, or none`, []string{"--faults", "explode"}},
+	} {
+		r := fjord(t, "", append([]string{"verify", "--local", "--data-dir", parent}, tc.args...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "starting") {
+			t.Errorf("fjord verify --local %s: exit %d, stderr %q; want exit 1 before starting nodes, saying %q", short(tc.args), r.code, r.stderr, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("refused runs left %d entries in %s", len(entries), parent)
+	}
+}
+
+// Acceptance point 1, the default suite's short version: a cluster of
+// three of its own, every local fault kind injected (the mix is dealt
+// in rounds, so four faults are one of each), the cluster live again
+// after each heal, nothing acknowledged lost, the replicas identical,
+// and everything removed after the pass.
+func TestVerifyLocalWithEveryFault(t *testing.T) {
+	// The nodes are this test binary, run as fjord (see TestMain).
+	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	parent := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "70s", "--rate", "400",
+		"--partitions", "3", "--fault-interval", "3s", "--seed", "16", "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	var r verifyReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout.String())
+	}
+	if !r.Pass || r.Mode != "local" || r.Nodes != 3 || r.Violations != 0 || r.ReplicasCompared != 3 || r.Acked < 10000 {
+		t.Fatalf("report: %+v", r)
+	}
+	for _, k := range []string{faultKill, faultPause, faultRestart, faultKillAll} {
+		if r.FaultCounts[k] == 0 {
+			t.Errorf("no %s fault injected: %v\n%s", k, r.FaultCounts, stderr.String())
+		}
+	}
+	for _, ev := range r.Faults {
+		if ev.Error != "" || ev.LiveAfter < 0 || ev.HealedAt <= ev.At {
+			t.Errorf("fault %s", ev)
+		}
+	}
+	if !strings.Contains(r.Command, "--local --nodes 3") || !strings.Contains(r.Command, "--seed 16") {
+		t.Errorf("command %q does not repeat the run", r.Command)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("the passed run left %d entries in %s", len(entries), parent)
+	}
+}
+
+// --fault-cmd's protocol: the script is called with kill NODE, pause
+// NODE (the shared node's id) and heal, in the schedule's order, the
+// faults are counted, and a script that fails is a failed run naming
+// its output.
+func TestVerifyFaultCmdProtocol(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := filepath.Join(dir, "faults.sh")
+	body := "#!/bin/sh\necho \"$@\" >> " + calls + "\n[ \"$1\" = heal ] && [ -e " + filepath.Join(dir, "broken") + " ] && { echo the heal broke; exit 3; }\nexit 0\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"verify", "--fault-cmd", script, "--faults", "kill,pause", "--fault-interval", "1s", "--duration", "8s",
+		"--rate", "200", "--partitions", "2", "--group-members", "0", "-o", "json"}
+	r := ok(t, "", append(args, "--seed", "161")...)
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if !rep.Pass || len(rep.Faults) < 2 || len(lines) != 2*len(rep.Faults) {
+		t.Fatalf("report %+v; the script was called %q", rep, lines)
+	}
+	for i, ev := range rep.Faults {
+		if want := fmt.Sprintf("%s %d", ev.Kind, ev.Node); lines[2*i] != want || lines[2*i+1] != "heal" {
+			t.Errorf("fault %d: calls %q, %q; want %q, heal", i, lines[2*i], lines[2*i+1], want)
+		}
+	}
+	if rep.FaultCounts[faultKill] == 0 || rep.FaultCounts[faultPause] == 0 {
+		t.Errorf("fault counts %v, want kill and pause", rep.FaultCounts)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "broken"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := fjord(t, "", append(args, "--seed", "162", "--brokers", sharedNode(t).KafkaAddr().String())...)
+	if f.code != 1 || !strings.Contains(f.stdout, "the heal broke") || !strings.Contains(f.stderr, "FAIL") {
+		t.Fatalf("a failing heal: exit %d\nstdout:\n%s\nstderr:\n%s", f.code, f.stdout, f.stderr)
+	}
+	// The failed run's topic is kept; remove it so other tests' listings
+	// stay small.
+	ok(t, "", "topic", "delete", "fjord-verify-162")
 }

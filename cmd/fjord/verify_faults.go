@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/history"
+)
+
+// The faults of fjord verify. A run with faults (--local, or a user's
+// --fault-cmd) draws a schedule from its seed: every --fault-interval
+// one fault, dealt from the --faults mix (every kind once a round, in
+// a random order), on a node drawn from the
+// cluster's, held for one interval and then healed; after each heal a
+// probe writes one record to every partition and reads it back, and
+// the cluster must take them within --live-within. The last interval
+// of the run, at least, is without faults, so the run ends on a
+// healthy cluster. The same seed draws the same faults on the same
+// nodes in the same order; their timing is the machine's.
+
+// Fault kinds, as --faults and the report name them.
+const (
+	faultKill    = "kill"     // SIGKILL one node; the heal starts it again
+	faultPause   = "pause"    // SIGSTOP one node; the heal sends SIGCONT
+	faultRestart = "restart"  // SIGTERM (a controlled shutdown); the heal starts it again
+	faultKillAll = "kill-all" // SIGKILL every node at once; the heal starts them all
+	faultIsolate = "isolate"  // cut one node off the others (--fault-cmd only)
+)
+
+// allFaultKinds is every kind, in the order the report counts them.
+var allFaultKinds = []string{faultKill, faultPause, faultRestart, faultKillAll, faultIsolate}
+
+const (
+	// faultCmdTimeout bounds one call of a --fault-cmd script.
+	faultCmdTimeout = 2 * time.Minute
+	// maxFaultOutput is how much of a failed script's output an error
+	// quotes.
+	maxFaultOutput = 400
+)
+
+// faulter injects faults into one cluster.
+type faulter interface {
+	// kinds is what this faulter can do, with why it cannot do the rest.
+	kinds() (can []string, cannot map[string]string)
+	// nodes is the node ids a fault may name.
+	nodes() []int
+	// inject starts a fault; node is 0 for kill-all.
+	inject(ctx context.Context, kind string, node int) error
+	// heal ends every fault in force and returns once the cluster's
+	// nodes are all running again.
+	heal(ctx context.Context) error
+}
+
+// faultEvent is one fault of a run, as the report shows it.
+type faultEvent struct {
+	Kind string `json:"kind"`
+	Node int    `json:"node,omitempty"` // 0: every node
+	// At and HealedAt are seconds since the run began.
+	At       float64 `json:"at_s"`
+	HealedAt float64 `json:"healed_at_s"`
+	// LiveAfter is seconds from the heal until a probe record was
+	// acknowledged and read back on every partition; -1 if it was not
+	// within --live-within.
+	LiveAfter float64 `json:"live_after_s"`
+	Error     string  `json:"error,omitempty"`
+}
+
+func (e faultEvent) String() string {
+	target := "every node"
+	if e.Node != 0 {
+		target = "node " + strconv.Itoa(e.Node)
+	}
+	s := fmt.Sprintf("%6.1fs %-8s %s, healed at %.1fs", e.At, e.Kind, target, e.HealedAt)
+	if e.LiveAfter >= 0 {
+		s += fmt.Sprintf(", live again %.2fs later", e.LiveAfter)
+	}
+	if e.Error != "" {
+		s += ": " + e.Error
+	}
+	return s
+}
+
+// parseFaultMix reads --faults: kinds separated by commas, a kind given
+// twice drawn twice as often; "none" is no faults.
+func parseFaultMix(s string, f faulter) ([]string, error) {
+	if strings.TrimSpace(s) == "none" {
+		return nil, nil
+	}
+	can, cannot := f.kinds()
+	var mix []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		switch {
+		case slices.Contains(can, k):
+			mix = append(mix, k)
+		case cannot[k] != "":
+			return nil, fmt.Errorf("--faults: %s %s", k, cannot[k])
+		default:
+			return nil, fmt.Errorf("--faults %q: %q is not a fault; want some of %s, or none", truncate(s, 64), truncate(k, 32), strings.Join(can, ","))
+		}
+	}
+	return mix, nil
+}
+
+// faultRun is the schedule of one run and what it did.
+type faultRun struct {
+	f          faulter
+	mix        []string
+	interval   time.Duration
+	liveWithin time.Duration
+	rng        *rand.Rand
+	start      time.Time
+	progress   io.Writer
+	probe      *liveProbe
+
+	deck []string // the mix's kinds not yet drawn this round
+
+	mu     sync.Mutex
+	events []faultEvent
+}
+
+// draw is the next fault kind: the mix is dealt in rounds, each a
+// random order of all of it, so every kind in the mix is injected once
+// in the first len(mix) faults.
+func (r *faultRun) draw() string {
+	if len(r.deck) == 0 {
+		for _, i := range r.rng.Perm(len(r.mix)) {
+			r.deck = append(r.deck, r.mix[i])
+		}
+	}
+	k := r.deck[0]
+	r.deck = r.deck[1:]
+	return k
+}
+
+func newFaultRun(f faulter, mix []string, v verifyOptions, start time.Time, progress io.Writer, probe *liveProbe) *faultRun {
+	return &faultRun{f: f, mix: mix, interval: v.faultInterval, liveWithin: v.liveWithin,
+		rng: rand.New(rand.NewPCG(v.seed, 0xfa17)), start: start, progress: progress, probe: probe}
+}
+
+// run injects faults until the run has less than two intervals left
+// (one to hold the fault, one to write on a healed cluster) or ctx
+// ends, and always heals before it returns.
+func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
+	if len(r.mix) == 0 {
+		return
+	}
+	ids := r.f.nodes()
+	for {
+		if !sleepCtx(ctx, r.interval) || time.Until(stopAt) < 2*r.interval {
+			return
+		}
+		ev := faultEvent{Kind: r.draw(), LiveAfter: -1}
+		if ev.Kind != faultKillAll {
+			ev.Node = ids[r.rng.IntN(len(ids))]
+		}
+		ev.At = r.since()
+		err := r.f.inject(ctx, ev.Kind, ev.Node)
+		if err == nil {
+			fmt.Fprintf(r.progress, "%s: fault: %s %s\n", time.Since(r.start).Round(time.Second), ev.Kind, nodeName(ev.Node))
+			sleepCtx(ctx, r.interval)
+		}
+		// Healed whatever happened, and on a context of its own: an
+		// interrupted run still leaves every node running.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), localReadyTimeout+faultCmdTimeout)
+		herr := r.f.heal(hctx)
+		cancel()
+		ev.HealedAt = r.since()
+		if err = errors.Join(err, herr); err == nil && ctx.Err() == nil {
+			healed := time.Now()
+			if perr := r.probe.run(ctx, r.liveWithin); perr != nil {
+				err = perr
+			} else {
+				ev.LiveAfter = time.Since(healed).Seconds()
+			}
+		}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		r.mu.Lock()
+		r.events = append(r.events, ev)
+		r.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (r *faultRun) since() float64 {
+	return float64(time.Since(r.start).Round(100*time.Millisecond)) / float64(time.Second)
+}
+
+// report is the run's faults, their count by kind, and one anomaly for
+// each that failed or after which the cluster was not live in time.
+func (r *faultRun) report() (events []faultEvent, counts map[string]int, anomalies []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	counts = map[string]int{}
+	for _, ev := range r.events {
+		counts[ev.Kind]++
+		if ev.Error != "" {
+			anomalies = append(anomalies, fmt.Sprintf("fault %s %s at %.1fs: %s", ev.Kind, nodeName(ev.Node), ev.At, ev.Error))
+		}
+	}
+	return append([]faultEvent{}, r.events...), counts, anomalies
+}
+
+func nodeName(id int) string {
+	if id == 0 {
+		return "every node"
+	}
+	return "node " + strconv.Itoa(id)
+}
+
+// sleepCtx waits d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// liveProbe is what "live again" means after a heal: one record written
+// (acks=all) to every partition of the run's topic and read back, the
+// records told to the checker like the workload's.
+type liveProbe struct {
+	seeds   []string
+	v       verifyOptions
+	checker *history.Checker
+	n       int // probes so far, to keep values unique
+	sent    int // records written, each told to the checker
+}
+
+func (p *liveProbe) run(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	p.n++
+	pr, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ClientID("fjord-verify-probe"), kgo.DialTimeout(reachTimeout),
+		kgo.DefaultProduceTopic(p.v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	offsets := map[int32]kgo.Offset{}
+	for part := range p.v.partitions {
+		key := fmt.Appendf(nil, "probe-%d-%d", p.n, part)
+		value := fmt.Appendf(nil, "%d-probe-%d-%d", p.v.seed, p.n, part)
+		p.checker.Sent(p.v.topic, key, value)
+		p.sent++
+		rec, err := pr.ProduceSync(ctx, &kgo.Record{Key: key, Value: value, Partition: part}).First()
+		if err != nil {
+			return fmt.Errorf("not live within %v of the heal: a write to partition %d: %w", within, part, err)
+		}
+		p.checker.Acked(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
+		offsets[part] = kgo.NewOffset().At(rec.Offset)
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ClientID("fjord-verify-probe"), kgo.DialTimeout(reachTimeout),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.v.topic: offsets}))
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for len(offsets) > 0 {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("not live within %v of the heal: %d partitions' probe records not read back", within, len(offsets))
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			p.checker.Read(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
+			delete(offsets, rec.Partition)
+		})
+	}
+	return nil
+}
+
+// localFaulter is --local's: signals to the nodes' processes.
+type localFaulter struct {
+	c      *localCluster
+	down   map[int]bool // killed or stopped; started again at the heal
+	paused map[int]bool
+}
+
+func newLocalFaulter(c *localCluster) *localFaulter {
+	return &localFaulter{c: c, down: map[int]bool{}, paused: map[int]bool{}}
+}
+
+func (f *localFaulter) kinds() ([]string, map[string]string) {
+	return []string{faultKill, faultPause, faultRestart, faultKillAll},
+		map[string]string{faultIsolate: "is not built into --local yet (network partitions need network namespaces); a --fault-cmd script can do it"}
+}
+
+func (f *localFaulter) nodes() []int {
+	var ids []int
+	for _, n := range f.c.nodes {
+		ids = append(ids, n.id)
+	}
+	return ids
+}
+
+func (f *localFaulter) inject(ctx context.Context, kind string, id int) error {
+	switch kind {
+	case faultKillAll:
+		for _, n := range f.c.nodes {
+			f.kill(n)
+		}
+		clear(f.paused) // a stopped process dies of SIGKILL too
+		return nil
+	}
+	n := f.c.nodes[id-1]
+	if f.down[id] || f.paused[id] {
+		return nil // never happens: every fault is healed before the next
+	}
+	switch kind {
+	case faultKill:
+		f.kill(n)
+	case faultPause:
+		if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		f.paused[id] = true
+	case faultRestart:
+		f.down[id] = true
+		// A controlled shutdown that hangs or fails is a finding.
+		return n.stop(n.name(f.c))
+	default:
+		return fmt.Errorf("fault %q: not a local fault", kind)
+	}
+	return nil
+}
+
+func (f *localFaulter) kill(n *localNode) {
+	if !n.exited() {
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+	f.down[n.id] = true
+}
+
+func (f *localFaulter) heal(ctx context.Context) error {
+	var errs []error
+	for id := range f.paused {
+		if err := f.c.nodes[id-1].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			errs = append(errs, fmt.Errorf("resuming node %d: %w", id, err))
+		}
+	}
+	clear(f.paused)
+	var ids []int
+	for id := range f.down {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	clear(f.down)
+	if err := f.c.restart(ctx, ids...); err != nil {
+		errs = append(errs, fmt.Errorf("starting nodes %v again: %w", ids, err))
+	}
+	// A node that died by itself meanwhile is not healed: it is found.
+	for _, n := range f.c.nodes {
+		if n.exited() {
+			errs = append(errs, fmt.Errorf("%s exited by itself (%v); last lines of its log:\n%s", n.name(f.c), n.waitErr, n.logTail(10)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cmdFaulter is --fault-cmd's: a user's script, run as
+//
+//	SCRIPT kill NODE | pause NODE | isolate NODE | heal
+//
+// with NODE a broker id; "heal" ends every fault in force (starts
+// killed nodes again, resumes paused ones, reconnects isolated ones) and
+// returns once they are running. Exit status 0 means done. kill-all is
+// "kill NODE" for every node at once.
+type cmdFaulter struct {
+	path string
+	ids  []int
+}
+
+func (f *cmdFaulter) kinds() ([]string, map[string]string) {
+	return []string{faultKill, faultPause, faultIsolate, faultKillAll},
+		map[string]string{faultRestart: "is not part of the --fault-cmd protocol (kill, pause, isolate, heal)"}
+}
+
+func (f *cmdFaulter) nodes() []int { return f.ids }
+
+func (f *cmdFaulter) inject(ctx context.Context, kind string, id int) error {
+	if kind != faultKillAll {
+		return f.call(ctx, kind, strconv.Itoa(id))
+	}
+	errs := make([]error, len(f.ids))
+	var wg sync.WaitGroup
+	for i, id := range f.ids {
+		wg.Go(func() { errs[i] = f.call(ctx, faultKill, strconv.Itoa(id)) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (f *cmdFaulter) heal(ctx context.Context) error { return f.call(ctx, "heal") }
+
+func (f *cmdFaulter) call(ctx context.Context, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, faultCmdTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, f.path, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("--fault-cmd %s %s: %v: %s", f.path, strings.Join(args, " "), err, truncate(strings.TrimSpace(string(out)), maxFaultOutput))
+	}
+	return nil
+}
