@@ -1,15 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os/exec"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +33,22 @@ import (
 // verify itself on a cluster it starts (--local, verify_faults.go). Not
 // yet (refused, never ignored): network partitions in --local, disk
 // faults, the groups and http workloads, and the plotted report.
+
+// The kinds of violation fjord verify finds itself, beside the
+// checker's (history.Kind*).
+const (
+	// kindNoProgress: nothing was acknowledged in the whole run.
+	kindNoProgress = "no-progress"
+	// kindNotLive: after a heal, a write to every partition was not
+	// acknowledged and read back within --live-within.
+	kindNotLive = "not-live"
+	// kindFaultFailed: a fault or its heal failed (a node that did not
+	// come back, exited by itself, or a fault script that failed).
+	kindFaultFailed = "fault-failed"
+	// kindReplicasDiffer: a partition's replicas not byte-identical
+	// once the writes stopped (--local).
+	kindReplicasDiffer = "replicas-differ"
+)
 
 // verifyProgressInterval is how often a run says where it is.
 const verifyProgressInterval = 5 * time.Second
@@ -192,7 +209,7 @@ report.`,
 				if r.DataDir != "" {
 					kept = "the nodes' directories are kept in " + r.DataDir
 				}
-				return fmt.Errorf("FAIL: %d violations; %s; rerun with: %s", r.Violations, kept, r.Command)
+				return fmt.Errorf("FAIL: %d violations (%s); %s; seed %d; rerun with: %s", r.Violations, countSummary(r.ViolationCounts), kept, r.Seed, r.Command)
 			}
 			return nil
 		},
@@ -336,7 +353,10 @@ type verifyReport struct {
 	// DataDir is where a failed --local run's nodes are kept.
 	DataDir    string `json:"data_dir,omitempty"`
 	Violations int    `json:"violations"`
-	// Anomalies are the first violations, in the checker's words.
+	// ViolationCounts is every violation's count by kind (history's
+	// Kind* and verify's own kind* names).
+	ViolationCounts map[string]int `json:"violation_counts"`
+	// Anomalies are the first violations, each "kind: what was seen".
 	Anomalies []string `json:"anomalies"`
 	// FirstFailure is the first failed write's error (a failed write is
 	// not a violation: it was never acknowledged).
@@ -370,7 +390,7 @@ func (r verifyReport) printText(out io.Writer) error {
 		fmt.Fprintf(out, "First group error: %s\n", r.FirstGroupError)
 	}
 	if r.Violations > 0 {
-		fmt.Fprintf(out, "%d violations; the first:\n", r.Violations)
+		fmt.Fprintf(out, "%d violations (%s); the first:\n", r.Violations, countSummary(r.ViolationCounts))
 		for _, a := range r.Anomalies {
 			fmt.Fprintf(out, "  %s\n", a)
 		}
@@ -382,6 +402,17 @@ func (r verifyReport) printText(out io.Writer) error {
 	}
 	_, err := fmt.Fprintf(out, "Seed %d; to run it again: %s\n", r.Seed, r.Command)
 	return err
+}
+
+// countSummary is "3 lost, 1 unstable-read", most frequent first.
+func countSummary(counts map[string]int) string {
+	kinds := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(kinds, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // faultSummary is "2 kill, 1 pause", in allFaultKinds' order, or none.
@@ -418,7 +449,8 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 // runVerify creates the topic, writes the workload, reads it back and
 // checks it.
 func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions, env verifyEnv) (verifyReport, error) {
-	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}, Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}}
+	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}, ViolationCounts: map[string]int{},
+		Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}}
 	if env.cluster != nil {
 		r.Mode, r.Nodes = "local", len(env.cluster.nodes)
 	}
@@ -501,17 +533,16 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	}
 	sum, verr := checker.Verify(logs)
 	r.Read, r.Unacked, r.LiveReads = sum.Read, sum.Unacked, sum.LiveReads
-	if verr != nil {
-		lines := strings.Split(verr.Error(), "\n")[1:]
-		r.Anomalies = lines
-		r.Violations = len(lines)
-		if n, ok := violationCount(verr.Error()); ok {
-			r.Violations = n
-		}
+	var found []history.Violation
+	var vs *history.Violations
+	switch {
+	case errors.As(verr, &vs):
+		found = vs.All
+	case verr != nil:
+		return r, verr
 	}
 	if r.Acked == 0 {
-		r.Anomalies = append(r.Anomalies, "nothing was acknowledged: the cluster took no write")
-		r.Violations++
+		found = append(found, history.Violation{Kind: kindNoProgress, Text: "nothing was acknowledged: the cluster took no write"})
 	}
 	if env.cluster != nil {
 		n, diffs, err := compareReplicas(rctx, cl, env.cluster, v.topic)
@@ -519,15 +550,14 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 			return r, err
 		}
 		r.ReplicasCompared = n
-		r.Anomalies = append(r.Anomalies, diffs...)
-		r.Violations += len(diffs)
+		found = append(found, diffs...)
 	}
 	if faults != nil {
-		var anomalies []string
+		var anomalies []history.Violation
 		r.Faults, r.FaultCounts, anomalies = faults.report()
-		r.Anomalies = append(r.Anomalies, anomalies...)
-		r.Violations += len(anomalies)
+		found = append(found, anomalies...)
 	}
+	r.addViolations(found)
 	r.Pass = r.Violations == 0
 	if r.Pass {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
@@ -616,15 +646,18 @@ func (r *verifyReader) stop() (int, string) {
 	return r.errs, r.first
 }
 
-// violationCount reads the count from the checker's "checker: N
-// violations" line.
-func violationCount(msg string) (int, bool) {
-	rest, ok := strings.CutPrefix(msg, "checker: ")
-	if !ok {
-		return 0, false
+// maxAnomalies bounds the violations a report lists; all are counted.
+const maxAnomalies = 20
+
+// addViolations counts vs by kind and lists the first of them.
+func (r *verifyReport) addViolations(vs []history.Violation) {
+	for _, v := range vs {
+		r.Violations++
+		r.ViolationCounts[v.Kind]++
+		if len(r.Anomalies) < maxAnomalies {
+			r.Anomalies = append(r.Anomalies, v.String())
+		}
 	}
-	n, err := strconv.Atoi(strings.SplitN(rest, " ", 2)[0])
-	return n, err == nil
 }
 
 // verifyWriters are the queue workload's producers.

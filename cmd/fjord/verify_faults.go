@@ -75,6 +75,9 @@ type faultEvent struct {
 	// within --live-within.
 	LiveAfter float64 `json:"live_after_s"`
 	Error     string  `json:"error,omitempty"`
+	// violation is the kind of anomaly Error is: a fault or heal that
+	// failed, or a cluster not live in time after the heal.
+	violation string
 }
 
 func (e faultEvent) String() string {
@@ -181,13 +184,16 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 		if err = errors.Join(err, herr); err == nil && ctx.Err() == nil {
 			healed := time.Now()
 			if perr := r.probe.run(ctx, r.liveWithin); perr != nil {
-				err = perr
+				err, ev.violation = perr, kindNotLive
 			} else {
 				ev.LiveAfter = time.Since(healed).Seconds()
 			}
 		}
 		if err != nil {
 			ev.Error = err.Error()
+			if ev.violation == "" {
+				ev.violation = kindFaultFailed
+			}
 		}
 		r.mu.Lock()
 		r.events = append(r.events, ev)
@@ -204,14 +210,15 @@ func (r *faultRun) since() float64 {
 
 // report is the run's faults, their count by kind, and one anomaly for
 // each that failed or after which the cluster was not live in time.
-func (r *faultRun) report() (events []faultEvent, counts map[string]int, anomalies []string) {
+func (r *faultRun) report() (events []faultEvent, counts map[string]int, anomalies []history.Violation) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	counts = map[string]int{}
 	for _, ev := range r.events {
 		counts[ev.Kind]++
 		if ev.Error != "" {
-			anomalies = append(anomalies, fmt.Sprintf("fault %s %s at %.1fs: %s", ev.Kind, nodeName(ev.Node), ev.At, ev.Error))
+			anomalies = append(anomalies, history.Violation{Kind: ev.violation,
+				Text: fmt.Sprintf("fault %s %s at %.1fs: %s", ev.Kind, nodeName(ev.Node), ev.At, ev.Error)})
 		}
 	}
 	return append([]faultEvent{}, r.events...), counts, anomalies

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/storage"
 )
 
@@ -26,7 +27,7 @@ const replicaSettle = 30 * time.Second
 // follower copies its leader's batches byte for byte, so once writes
 // stop the replicas are the same bytes (storage.LogBytes), whatever
 // each crashed, truncated or rolled.
-func compareReplicas(ctx context.Context, cl *kgo.Client, c *localCluster, topic string) (int, []string, error) {
+func compareReplicas(ctx context.Context, cl *kgo.Client, c *localCluster, topic string) (int, []history.Violation, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	t := kmsg.NewMetadataRequestTopic()
 	t.Topic = kmsg.StringPtr(topic)
@@ -42,7 +43,7 @@ func compareReplicas(ctx context.Context, cl *kgo.Client, c *localCluster, topic
 		return 0, nil, fmt.Errorf("finding %s's replicas: %w", topic, err)
 	}
 	deadline := time.Now().Add(replicaSettle)
-	var diffs []string
+	var diffs []history.Violation
 	for _, p := range resp.Topics[0].Partitions {
 		var why string
 		for {
@@ -52,7 +53,8 @@ func compareReplicas(ctx context.Context, cl *kgo.Client, c *localCluster, topic
 			}
 		}
 		if why != "" {
-			diffs = append(diffs, fmt.Sprintf("%s-%d: replicas not byte-identical %v after the writes stopped: %s", topic, p.Partition, replicaSettle, why))
+			diffs = append(diffs, history.Violation{Kind: kindReplicasDiffer,
+				Text: fmt.Sprintf("%s-%d: replicas not byte-identical %v after the writes stopped: %s", topic, p.Partition, replicaSettle, why)})
 		}
 	}
 	return len(resp.Topics[0].Partitions), diffs, nil

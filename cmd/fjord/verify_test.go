@@ -74,7 +74,7 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	r := ok(t, "", "verify", "--duration", "8s", "--rate", "300", "--seed", "42", "--partitions", "3", "-o", "json")
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
-		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "anomalies", "command",
+		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "violation_counts", "anomalies", "command",
 		"mode", "faults", "fault_counts", "replicas_compared")
 	if m["pass"] != true || number(t, m["acknowledged"]) < 500 || number(t, m["read_back"]) != number(t, m["acknowledged"])+number(t, m["unacknowledged_read_back"]) ||
 		number(t, m["violations"]) != 0 || number(t, m["read_live"]) == 0 || number(t, m["group_commits"]) == 0 || m["topic"] != "fjord-verify-42" || !strings.Contains(fmt.Sprint(m["command"]), "--seed 42") {
@@ -147,7 +147,8 @@ func TestVerifyFailsOnARecordItNeverSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-done
-	if r.code != 1 || !strings.Contains(r.stdout, "FAIL: queue workload on "+topic) || !strings.Contains(r.stdout, `value "intruder" was never sent`) ||
+	if r.code != 1 || !strings.Contains(r.stdout, "FAIL: queue workload on "+topic) || !strings.Contains(r.stdout, `phantom: `+topic+`-0 offset`) ||
+		!strings.Contains(r.stdout, `value "intruder" was never sent`) || !strings.Contains(r.stdout, "violations (1 phantom)") ||
 		!strings.Contains(r.stderr, "the topic "+topic+" is kept") {
 		t.Fatalf("fjord verify with an intruder: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

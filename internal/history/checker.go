@@ -3,7 +3,6 @@ package history
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -90,7 +89,7 @@ type Checker struct {
 		// problems are contradictions found while recording (one offset
 		// acknowledged for two records, one value sent twice, two
 		// readers seeing two records at one offset, ...).
-		problems []string
+		problems []Violation
 	}
 }
 
@@ -132,7 +131,7 @@ func (c *Checker) Read(r Record) {
 	}
 	if prev, ok := byOffset[r.Offset]; ok {
 		if !sameRecord(prev, r) {
-			c.problemLocked("%s offset %d: readers were served two records: value %q and value %q", tp, r.Offset, prev.Value, r.Value)
+			c.problemLocked(KindDivergentRead, "%s offset %d: readers were served two records: value %q and value %q", tp, r.Offset, prev.Value, r.Value)
 		}
 		return
 	}
@@ -147,7 +146,7 @@ func (c *Checker) Sent(topic string, key, value []byte) {
 	defer c.mu.Unlock()
 	id := valueID{topic, string(value)}
 	if _, dup := c.mu.sent[id]; dup {
-		c.problemLocked("value %q sent twice to %s: values must be unique", value, topic)
+		c.problemLocked(KindBadHistory, "value %q sent twice to %s: values must be unique", value, topic)
 		return
 	}
 	k := keyID{topic, string(key)}
@@ -168,14 +167,14 @@ func (c *Checker) Acked(r Record) {
 		c.mu.acked[tp] = byOffset
 	}
 	if prev, ok := byOffset[r.Offset]; ok && !sameRecord(prev, r) {
-		c.problemLocked("%s offset %d acknowledged twice, for value %q and for value %q", tp, r.Offset, prev.Value, r.Value)
+		c.problemLocked(KindConflictingAck, "%s offset %d acknowledged twice, for value %q and for value %q", tp, r.Offset, prev.Value, r.Value)
 		return
 	}
 	id := valueID{r.Topic, string(r.Value)}
 	if prev, ok := c.mu.ackedAt[id]; ok && (prev.Partition != r.Partition || prev.Offset != r.Offset) {
 		// A retry answered as a duplicate gets the original offset; a
 		// different one means the value was written twice.
-		c.problemLocked("value %q acknowledged at %s offset %d and again at %s offset %d",
+		c.problemLocked(KindDuplicate, "value %q acknowledged at %s offset %d and again at %s offset %d",
 			r.Value, prev.TopicPartition(), prev.Offset, tp, r.Offset)
 		return
 	}
@@ -205,8 +204,8 @@ func (c *Checker) Acks() []Record {
 }
 
 // REQUIRES: c.mu held.
-func (c *Checker) problemLocked(format string, args ...any) {
-	c.mu.problems = append(c.mu.problems, fmt.Sprintf(format, args...))
+func (c *Checker) problemLocked(kind, format string, args ...any) {
+	c.mu.problems = append(c.mu.problems, Violation{Kind: kind, Text: fmt.Sprintf(format, args...)})
 }
 
 func sameRecord(a, b Record) bool {
@@ -256,14 +255,15 @@ const maxReported = 20
 //     at its offset, and no two readers were served different records
 //     at one offset.
 //
-// It returns nil, or an error listing the violations, and also reports
-// the contradictions seen while recording acknowledgements.
+// It returns nil, or a *Violations naming each violation's kind, with
+// the contradictions seen while recording acknowledgements first.
 func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var problems []string
-	problems = append(problems, c.mu.problems...)
-	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	problems := slices.Clone(c.mu.problems)
+	report := func(kind, format string, args ...any) {
+		problems = append(problems, Violation{Kind: kind, Text: fmt.Sprintf(format, args...)})
+	}
 
 	sum := Summary{Acked: len(c.mu.ackedAt), LiveReads: c.mu.reads}
 	seen := make(map[valueID]Record)
@@ -273,27 +273,27 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 		for i, r := range recs {
 			sum.Read++
 			if r.TopicPartition() != tp {
-				report("%s: record at index %d claims to be from %s", tp, i, r.TopicPartition())
+				report(KindBadOffsets, "%s: record at index %d claims to be from %s", tp, i, r.TopicPartition())
 			}
 			if i > 0 && r.Offset <= recs[i-1].Offset {
-				report("%s: offset %d follows offset %d", tp, r.Offset, recs[i-1].Offset)
+				report(KindBadOffsets, "%s: offset %d follows offset %d", tp, r.Offset, recs[i-1].Offset)
 			}
 			id := valueID{tp.Topic, string(r.Value)}
 			if prev, dup := seen[id]; dup {
-				report("value %q appears twice: %s offset %d and %s offset %d", r.Value, prev.TopicPartition(), prev.Offset, tp, r.Offset)
+				report(KindDuplicate, "value %q appears twice: %s offset %d and %s offset %d", r.Value, prev.TopicPartition(), prev.Offset, tp, r.Offset)
 			}
 			seen[id] = r
 			s, wasSent := c.mu.sent[id]
 			if !wasSent {
 				if c.mu.sentTopics[tp.Topic] {
-					report("%s offset %d: value %q was never sent", tp, r.Offset, r.Value)
+					report(KindPhantom, "%s offset %d: value %q was never sent", tp, r.Offset, r.Value)
 				}
 			} else {
 				if s.key != string(r.Key) {
-					report("%s offset %d: value %q has key %q, sent with key %q", tp, r.Offset, r.Value, r.Key, s.key)
+					report(KindCorrupt, "%s offset %d: value %q has key %q, sent with key %q", tp, r.Offset, r.Value, r.Key, s.key)
 				}
 				if last, ok := lastSeq[s.key]; ok && s.seq <= last {
-					report("%s offset %d: key %q out of order: its record #%d after its record #%d", tp, r.Offset, s.key, s.seq, last)
+					report(KindOutOfOrder, "%s offset %d: key %q out of order: its record #%d after its record #%d", tp, r.Offset, s.key, s.seq, last)
 				}
 				lastSeq[s.key] = s.seq
 			}
@@ -312,13 +312,20 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 			i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset >= off })
 			switch {
 			case i == len(recs) || recs[i].Offset != off:
-				where := "missing"
+				kind, where := KindLost, "missing"
 				if got, ok := seen[valueID{tp.Topic, string(want.Value)}]; ok {
-					where = fmt.Sprintf("found at %s offset %d instead", got.TopicPartition(), got.Offset)
+					kind, where = KindMoved, fmt.Sprintf("found at %s offset %d instead", got.TopicPartition(), got.Offset)
 				}
-				report("%s offset %d: acknowledged value %q %s", tp, off, want.Value, where)
-			case !bytes.Equal(recs[i].Value, want.Value) || !bytes.Equal(recs[i].Key, want.Key):
-				report("%s offset %d: acknowledged key %q value %q, read key %q value %q", tp, off, want.Key, want.Value, recs[i].Key, recs[i].Value)
+				report(kind, "%s offset %d: acknowledged value %q %s", tp, off, want.Value, where)
+			case !bytes.Equal(recs[i].Value, want.Value):
+				kind, where := KindLost, "nowhere else in the log"
+				if got, ok := seen[valueID{tp.Topic, string(want.Value)}]; ok {
+					kind, where = KindMoved, fmt.Sprintf("at %s offset %d instead", got.TopicPartition(), got.Offset)
+				}
+				report(kind, "%s offset %d: acknowledged key %q value %q, read key %q value %q; the acknowledged value is %s",
+					tp, off, want.Key, want.Value, recs[i].Key, recs[i].Value, where)
+			case !bytes.Equal(recs[i].Key, want.Key):
+				report(KindCorrupt, "%s offset %d: acknowledged key %q value %q, read key %q", tp, off, want.Key, want.Value, recs[i].Key)
 			}
 		}
 	}
@@ -332,9 +339,9 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 			i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset >= off })
 			switch {
 			case i == len(recs) || recs[i].Offset != off:
-				report("%s offset %d: unstable read: value %q was served to a reader, and the log no longer has it", tp, off, was.Value)
+				report(KindUnstableRead, "%s offset %d: unstable read: value %q was served to a reader, and the log no longer has it", tp, off, was.Value)
 			case !bytes.Equal(recs[i].Value, was.Value) || !bytes.Equal(recs[i].Key, was.Key):
-				report("%s offset %d: unstable read: value %q was served to a reader, the log now has value %q", tp, off, was.Value, recs[i].Value)
+				report(KindUnstableRead, "%s offset %d: unstable read: value %q was served to a reader, the log now has value %q", tp, off, was.Value, recs[i].Value)
 			}
 		}
 	}
@@ -342,13 +349,5 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 	if len(problems) == 0 {
 		return sum, nil
 	}
-	msg := problems
-	if len(msg) > maxReported {
-		msg = append(msg[:maxReported:maxReported], fmt.Sprintf("... and %d more", len(problems)-maxReported))
-	}
-	errs := make([]error, len(msg))
-	for i, m := range msg {
-		errs[i] = errors.New(m)
-	}
-	return sum, fmt.Errorf("checker: %d violations (%v):\n%w", len(problems), sum, errors.Join(errs...))
+	return sum, &Violations{Summary: sum, All: problems}
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -61,49 +62,50 @@ func TestCheckerFindsViolations(t *testing.T) {
 		name   string
 		change func(c *Checker, logs map[TopicPartition][]Record)
 		want   string
+		kind   string
 	}{
 		{"acked record lost", func(c *Checker, logs map[TopicPartition][]Record) {
 			logs[p1] = logs[p1][:1]
-		}, `t-1 offset 1: acknowledged value "v3" missing`},
+		}, `t-1 offset 1: acknowledged value "v3" missing`, KindLost},
 		{"acked partition missing entirely", func(c *Checker, logs map[TopicPartition][]Record) {
 			delete(logs, p1)
-		}, `t-1 offset 0: acknowledged value "v1" missing`},
+		}, `t-1 offset 0: acknowledged value "v1" missing`, KindLost},
 		{"acked record at another offset", func(c *Checker, logs map[TopicPartition][]Record) {
 			logs[p1] = []Record{rec(1, 0, "b", "v1"), rec(1, 2, "b", "v3")}
-		}, `acknowledged value "v3" found at t-1 offset 2 instead`},
+		}, `acknowledged value "v3" found at t-1 offset 2 instead`, KindMoved},
 		{"acked offset holds another record", func(c *Checker, logs map[TopicPartition][]Record) {
 			c.Sent("t", []byte("b"), []byte("v9"))
 			logs[p1] = []Record{rec(1, 0, "b", "v1"), rec(1, 1, "b", "v9")}
-		}, `acknowledged key "b" value "v3", read key "b" value "v9"`},
+		}, `acknowledged key "b" value "v3", read key "b" value "v9"`, KindLost},
 		{"duplicate after a retry", func(c *Checker, logs map[TopicPartition][]Record) {
 			logs[p0] = append(logs[p0], rec(0, 3, "a", "v4"))
-		}, `value "v4" appears twice: t-0 offset 2 and t-0 offset 3`},
+		}, `value "v4" appears twice: t-0 offset 2 and t-0 offset 3`, KindDuplicate},
 		{"duplicate across partitions", func(c *Checker, logs map[TopicPartition][]Record) {
 			logs[p1] = append(logs[p1], rec(1, 2, "a", "v0"))
-		}, `value "v0" appears twice`},
+		}, `value "v0" appears twice`, KindDuplicate},
 		{"offset repeated", func(c *Checker, logs map[TopicPartition][]Record) {
 			c.Sent("t", []byte("b"), []byte("v5"))
 			logs[p1] = append(logs[p1], rec(1, 1, "b", "v5"))
-		}, `t-1: offset 1 follows offset 1`},
+		}, `t-1: offset 1 follows offset 1`, KindBadOffsets},
 		{"key order broken", func(c *Checker, logs map[TopicPartition][]Record) {
 			logs[p0] = []Record{rec(0, 0, "a", "v0"), rec(0, 1, "a", "v4"), rec(0, 2, "a", "v2")}
-		}, `key "a" out of order: its record #1 after its record #2`},
+		}, `key "a" out of order: its record #1 after its record #2`, KindOutOfOrder},
 		{"phantom record", func(c *Checker, logs map[TopicPartition][]Record) {
 			logs[p1] = append(logs[p1], rec(1, 2, "b", "never"))
-		}, `value "never" was never sent`},
+		}, `value "never" was never sent`, KindPhantom},
 		{"record under the wrong key", func(c *Checker, logs map[TopicPartition][]Record) {
 			logs[p0][2] = rec(0, 2, "z", "v4")
-		}, `value "v4" has key "z", sent with key "a"`},
+		}, `value "v4" has key "z", sent with key "a"`, KindCorrupt},
 		{"one offset acked for two values", func(c *Checker, logs map[TopicPartition][]Record) {
 			c.Sent("t", []byte("a"), []byte("v6"))
 			c.Acked(rec(0, 1, "a", "v6"))
-		}, `t-0 offset 1 acknowledged twice, for value "v2" and for value "v6"`},
+		}, `t-0 offset 1 acknowledged twice, for value "v2" and for value "v6"`, KindConflictingAck},
 		{"one value acked at two offsets", func(c *Checker, logs map[TopicPartition][]Record) {
 			c.Acked(rec(0, 5, "a", "v2"))
-		}, `value "v2" acknowledged at t-0 offset 1 and again at t-0 offset 5`},
+		}, `value "v2" acknowledged at t-0 offset 1 and again at t-0 offset 5`, KindDuplicate},
 		{"value sent twice", func(c *Checker, logs map[TopicPartition][]Record) {
 			c.Sent("t", []byte("a"), []byte("v0"))
-		}, `value "v0" sent twice to t`},
+		}, `value "v0" sent twice to t`, KindBadHistory},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, logs := goodHistory()
@@ -114,6 +116,10 @@ func TestCheckerFindsViolations(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Verify: %v\nwant it to say %q", err, tc.want)
+			}
+			var vs *Violations
+			if !errors.As(err, &vs) || vs.Counts()[tc.kind] == 0 {
+				t.Fatalf("Verify: %v\nwant a violation of kind %s", err, tc.kind)
 			}
 		})
 	}
@@ -185,17 +191,19 @@ func TestCheckerLiveReads(t *testing.T) {
 		name string
 		read Record
 		want string
+		kind string
 	}{
-		{"served, then gone", rec(0, 3, "a", "v5"), `t-0 offset 3: unstable read: value "v5" was served to a reader, and the log no longer has it`},
-		{"served, then replaced", rec(1, 0, "b", "v9"), `t-1 offset 0: unstable read: value "v9" was served to a reader, the log now has value "v1"`},
-		{"readers disagree", rec(0, 0, "a", "v7"), `t-0 offset 0: readers were served two records: value "v0" and value "v7"`},
+		{"served, then gone", rec(0, 3, "a", "v5"), `t-0 offset 3: unstable read: value "v5" was served to a reader, and the log no longer has it`, KindUnstableRead},
+		{"served, then replaced", rec(1, 0, "b", "v9"), `t-1 offset 0: unstable read: value "v9" was served to a reader, the log now has value "v1"`, KindUnstableRead},
+		{"readers disagree", rec(0, 0, "a", "v7"), `t-0 offset 0: readers were served two records: value "v0" and value "v7"`, KindDivergentRead},
 	} {
 		c, logs := goodHistory()
 		c.Read(rec(0, 0, "a", "v0"))
 		c.Read(tc.read)
 		_, err := c.Verify(logs)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
+		var vs *Violations
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &vs) || vs.Counts()[tc.kind] == 0 {
+			t.Errorf("%s: %v, want it to say %q, of kind %s", tc.name, err, tc.want, tc.kind)
 		}
 	}
 }

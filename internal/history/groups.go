@@ -27,7 +27,7 @@ func (c *Checker) Assigned(group, member, topic string, partitions []int32) {
 	for _, p := range partitions {
 		k := groupPartition{group, TopicPartition{topic, p}}
 		if other, ok := c.mu.owner[k]; ok && other != member {
-			c.problemLocked("group %s: %s assigned to %s while %s still owned it", group, k.tp, member, other)
+			c.problemLocked(KindTwoOwners, "group %s: %s assigned to %s while %s still owned it", group, k.tp, member, other)
 		}
 		c.mu.owner[k] = member
 	}
@@ -66,10 +66,10 @@ func (c *Checker) Committed(group, member string, tp TopicPartition, offset int6
 	c.ensureGroupsLocked()
 	k := groupPartition{group, tp}
 	if offset > c.mu.processed[k] {
-		c.problemLocked("group %s: %s committed %s offset %d, past what any member processed (%d)", group, member, tp, offset, c.mu.processed[k])
+		c.problemLocked(KindCommitPastProcessed, "group %s: %s committed %s offset %d, past what any member processed (%d)", group, member, tp, offset, c.mu.processed[k])
 	}
 	if last, ok := c.mu.committed[k]; ok && offset < last {
-		c.problemLocked("group %s: committed offset of %s went back from %d to %d (commit by %s)", group, tp, last, offset, member)
+		c.problemLocked(KindCommitBackwards, "group %s: committed offset of %s went back from %d to %d (commit by %s)", group, tp, last, offset, member)
 		return
 	}
 	c.mu.committed[k] = offset
@@ -84,7 +84,7 @@ func (c *Checker) Fetched(group string, tp TopicPartition, offset int64) {
 	defer c.mu.Unlock()
 	c.ensureGroupsLocked()
 	if last, ok := c.mu.committed[groupPartition{group, tp}]; ok && offset < last {
-		c.problemLocked("group %s: the coordinator answers %s committed at %d, below the commit it acknowledged at %d", group, tp, offset, last)
+		c.problemLocked(KindCommitLost, "group %s: the coordinator answers %s committed at %d, below the commit it acknowledged at %d", group, tp, offset, last)
 	}
 }
 

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -34,30 +35,33 @@ func TestGroupHistoryFindsViolations(t *testing.T) {
 		name string
 		run  func(c *Checker)
 		want string
+		kind string
 	}{
 		{"two owners", func(c *Checker) {
 			c.Assigned("g", "m1", "t", []int32{0})
 			c.Assigned("g", "m2", "t", []int32{0})
-		}, "group g: t-0 assigned to m2 while m1 still owned it"},
+		}, "group g: t-0 assigned to m2 while m1 still owned it", KindTwoOwners},
 		{"commit past processing", func(c *Checker) {
 			c.Processed("g", "m1", rec(0, 0, "a", "v0"))
 			c.Committed("g", "m1", p0, 5)
-		}, "group g: m1 committed t-0 offset 5, past what any member processed (1)"},
+		}, "group g: m1 committed t-0 offset 5, past what any member processed (1)", KindCommitPastProcessed},
 		{"commit going back", func(c *Checker) {
 			c.Processed("g", "m1", rec(0, 1, "a", "v2"))
 			c.Committed("g", "m1", p0, 2)
 			c.Committed("g", "m2", p0, 1)
-		}, "group g: committed offset of t-0 went back from 2 to 1 (commit by m2)"},
+		}, "group g: committed offset of t-0 went back from 2 to 1 (commit by m2)", KindCommitBackwards},
 		{"commit lost", func(c *Checker) {
 			c.Processed("g", "m1", rec(0, 1, "a", "v2"))
 			c.Committed("g", "m1", p0, 2)
 			c.Fetched("g", p0, 1)
-		}, "group g: the coordinator answers t-0 committed at 1, below the commit it acknowledged at 2"},
+		}, "group g: the coordinator answers t-0 committed at 1, below the commit it acknowledged at 2", KindCommitLost},
 	} {
 		c, logs := goodHistory()
 		tc.run(c)
-		if _, err := c.Verify(logs); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
+		_, err := c.Verify(logs)
+		var vs *Violations
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &vs) || vs.Counts()[tc.kind] == 0 {
+			t.Errorf("%s: %v, want it to say %q, of kind %s", tc.name, err, tc.want, tc.kind)
 		}
 	}
 }
