@@ -4,26 +4,46 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // ISR changes, on the leader. The leader decides (followers.isrChange)
-// and the controller commits (controlplane.ISR: AlterPartition); the
-// leader's ISR changes only when the committed state reaches it in an
-// image, so every node agrees on it through the metadata log. One
-// request is in flight per partition (Partition.isrPending), computed
-// from the leader and partition epochs the partition has at the time.
+// and the controller commits (controlplane.ISR: AlterPartition). One
+// change is pending per partition (Partition.isrPending), computed from
+// the leader and partition epochs the partition has at the time.
 //
 //   - Shrink: a loop every replica.lag.time.max.ms / 4 looks at every
 //     partition this node leads.
 //   - Expand: a follower's fetch that reaches the high watermark asks at
 //     once, so a caught-up follower rejoins without waiting for the loop.
 //
-// A refused request is not retried as such: the next check computes a
-// new one from the partition's state then, after the image that made
-// the old one stale.
+// The safety rule (KIP-497's maximal ISR, as Kafka's Partition keeps
+// it): the set the high watermark counts always holds every member of
+// the committed ISR, because the controller may elect any of them. So
+// from the moment an expansion is decided until its outcome is known,
+// the new member counts:
+//
+//   - Committed (the answer is the new state): the leader takes the
+//     state from the answer at once, not from its image, which may come
+//     seconds later when this node is cut off from the metadata log's
+//     leader but not from the controller. An image older than that state
+//     (same leader epoch, lower partition epoch) does not take it back.
+//   - Refused for what it asks (INELIGIBLE_REPLICA, INVALID_REQUEST,
+//     checked after the epochs): nothing was committed; the change is
+//     dropped.
+//   - Unknown (a timeout, a lost connection, NOT_CONTROLLER, a stale
+//     epoch: an earlier send may have committed it): the change stays
+//     pending, counted, and is sent again as it was, at most every
+//     isrResendBackoff, until an answer or an image (a new leader epoch,
+//     or a partition epoch past the request's) settles it.
+//
+// Counting a member too many only holds the high watermark back; one
+// too few lets a write be acknowledged that a replica the controller
+// may elect does not hold.
 
 // DefaultReplicaLagTime is replica.lag.time.max.ms's default, Kafka's.
 const DefaultReplicaLagTime = 30 * time.Second
@@ -52,10 +72,15 @@ func (p *Partition) noteFollowerFetch(ff followerFetch, at time.Time) {
 }
 
 // maybeAlterISR sends an AlterPartition when this node leads p and its
-// ISR should change, unless one is in flight.
+// ISR should change, unless one is pending: that one is sent again if
+// its outcome is unknown and no send is in flight.
 func (p *Partition) maybeAlterISR() {
 	m := p.m
 	if m.opts.ISR == nil {
+		return
+	}
+	if pend := p.isrPending.Load(); pend != nil {
+		p.resendISR(pend)
 		return
 	}
 	p.mu.RLock()
@@ -83,6 +108,8 @@ func (p *Partition) maybeAlterISR() {
 	if sameMembers(next, isr) {
 		return
 	}
+	pend := &pendingISR{req: req, from: isr}
+	pend.inFlight.Store(true)
 	// Publish the pending ISR under p.wait, where the high watermark
 	// moves: an advance that began before this counts only the old ISR,
 	// and one that has moved the high watermark since next was decided
@@ -92,18 +119,59 @@ func (p *Partition) maybeAlterISR() {
 	// after this count the new members (maybeAdvanceHighWatermarkLocked
 	// gives up if the pending ISR changed under it).
 	p.wait.Lock()
-	if !p.isrPending.CompareAndSwap(nil, &next) {
+	if !p.isrPending.CompareAndSwap(nil, pend) {
 		p.wait.Unlock()
 		return
 	}
 	if p.log.HighWatermark() != hw && addsMembers(next, isr) {
-		p.isrPending.Store(nil)
+		p.isrPending.Store(nil) // nothing sent: nothing to settle
 		p.wait.Unlock()
 		return
 	}
 	p.wait.Unlock()
-	if !m.goBackground(func() { p.alterISR(req, isr) }) {
-		p.isrPending.Store(nil)
+	p.sendISR(pend)
+}
+
+// pendingISR is an ISR change this leader decided whose outcome it does
+// not know yet (see the file comment).
+type pendingISR struct {
+	req  controlplane.AlterPartition
+	from []int32 // the ISR it was decided against, for the log
+	// inFlight: a goroutine is sending req.
+	inFlight atomic.Bool
+	// lastSent is when the last send ended (UnixNano), for the resend
+	// backoff.
+	lastSent atomic.Int64
+}
+
+// isrResendBackoff spaces the sends of a change whose outcome is
+// unknown: the fetch path asks on every fetch of a follower outside the
+// ISR.
+const isrResendBackoff = 100 * time.Millisecond
+
+// resendISR sends pend again unless a send is in flight or the last one
+// ended less than isrResendBackoff ago.
+func (p *Partition) resendISR(pend *pendingISR) {
+	if p.m.opts.Now().UnixNano()-pend.lastSent.Load() < int64(isrResendBackoff) {
+		return
+	}
+	if !pend.inFlight.CompareAndSwap(false, true) {
+		return
+	}
+	if p.isrPending.Load() != pend { // settled meanwhile
+		pend.inFlight.Store(false)
+		return
+	}
+	p.sendISR(pend)
+}
+
+// sendISR sends pend on a goroutine of its own. REQUIRES: pend.inFlight
+// set by the caller.
+func (p *Partition) sendISR(pend *pendingISR) {
+	if !p.m.goBackground(func() { p.alterISR(pend) }) {
+		// The manager is closing: nothing was sent, and nothing will be.
+		p.isrPending.CompareAndSwap(pend, nil)
+		pend.inFlight.Store(false)
 	}
 }
 
@@ -125,9 +193,11 @@ func (p *Partition) termStartLocked() (int64, bool) {
 	return p.log.LogEndOffset(), true
 }
 
-func (p *Partition) alterISR(req controlplane.AlterPartition, from []int32) {
+func (p *Partition) alterISR(pend *pendingISR) {
+	req := pend.req
 	defer func() {
-		p.isrPending.Store(nil)
+		pend.lastSent.Store(p.m.opts.Now().UnixNano())
+		pend.inFlight.Store(false)
 		// The committed ISR (or the pending one's end) can move the
 		// high watermark either way it went.
 		p.maybeAdvanceHighWatermark()
@@ -135,22 +205,60 @@ func (p *Partition) alterISR(req controlplane.AlterPartition, from []int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), alterTimeout)
 	defer cancel()
 	st, err := p.m.opts.ISR.AlterPartition(ctx, req)
-	if err != nil {
+	switch {
+	case err == nil:
+		p.applyCommittedISR(pend, st)
+	case errors.Is(err, controlplane.ErrIneligibleReplica) || errors.Is(err, controlplane.ErrInvalidRequest):
+		// Refused for what it asks, at the partition's current epochs:
+		// nothing was committed.
+		p.isrPending.CompareAndSwap(pend, nil)
+		p.m.log.Warn("ISR change refused", "partition", p.String(), "isr", pend.from, "new_isr", req.NewISR,
+			"leader_epoch", req.LeaderEpoch, "partition_epoch", req.PartitionEpoch, "err", err)
+	default:
 		level := p.m.log.Warn
 		if errors.Is(err, controlplane.ErrInvalidUpdateVersion) || errors.Is(err, controlplane.ErrFencedLeaderEpoch) {
-			level = p.m.log.Info // the image moved on: the next check starts from it
+			level = p.m.log.Info // the image moved on: it settles the change
 		}
-		level("ISR change refused", "partition", p.String(), "isr", from, "new_isr", req.NewISR,
+		level("ISR change not confirmed; counting its members until it is settled", "partition", p.String(),
+			"isr", pend.from, "new_isr", req.NewISR,
 			"leader_epoch", req.LeaderEpoch, "partition_epoch", req.PartitionEpoch, "err", err)
-		return
 	}
-	if len(st.ISR) < len(from) {
-		p.m.stats.isrShrinks.Add(1)
-	} else {
-		p.m.stats.isrExpands.Add(1)
+}
+
+// applyCommittedISR takes the state the controller answered for pend as
+// the partition's, unless leadership moved or the image got there first,
+// and settles pend.
+func (p *Partition) applyCommittedISR(pend *pendingISR, st controlplane.PartitionState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.gone == nil && p.mu.leader == p.m.opts.NodeID && p.mu.leaderEpoch == st.LeaderEpoch &&
+		st.PartitionEpoch > p.mu.partitionEpoch {
+		if len(st.ISR) < len(p.mu.isr) {
+			p.m.stats.isrShrinks.Add(1)
+		} else {
+			p.m.stats.isrExpands.Add(1)
+		}
+		p.m.log.Info("ISR changed", "partition", p.String(), "from", p.mu.isr, "to", st.ISR,
+			"leader_epoch", st.LeaderEpoch, "partition_epoch", st.PartitionEpoch)
+		p.mu.isr = slices.Clone(st.ISR)
+		p.mu.partitionEpoch = st.PartitionEpoch
+		// Parked produces must see the ISR against min.insync.replicas.
+		p.notifyAllLocked()
 	}
-	p.m.log.Info("ISR changed", "partition", p.String(), "from", from, "to", st.ISR,
-		"leader_epoch", st.LeaderEpoch, "partition_epoch", st.PartitionEpoch)
+	// Under p.mu held exclusively, so no high-watermark advance sees the
+	// pending members gone before the ISR that holds them.
+	p.isrPending.CompareAndSwap(pend, nil)
+}
+
+// settlePendingISRLocked drops the pending change once part (from an
+// image) shows its outcome: a new leader epoch, or a partition epoch
+// past the one it was decided at.
+// REQUIRES: p.mu held exclusively.
+func (p *Partition) settlePendingISRLocked(part *metadata.Partition) {
+	pend := p.isrPending.Load()
+	if pend != nil && (part.LeaderEpoch != pend.req.LeaderEpoch || part.PartitionEpoch > pend.req.PartitionEpoch) {
+		p.isrPending.CompareAndSwap(pend, nil)
+	}
 }
 
 // runISRChecks is the shrink loop (every ReplicaLagTime / 4) until the

@@ -69,12 +69,12 @@ type Partition struct {
 	// followers is the leader's view of its followers in its current
 	// term (followers.go).
 	followers followers
-	// isrPending is the ISR of the AlterPartition in flight, nil when
-	// none: one per partition at a time. The high watermark counts its
-	// added members at once (KIP-497's maximal ISR: a write is not
-	// committed before a member about to join has it) and its dropped
-	// ones until the shrink is committed.
-	isrPending atomic.Pointer[[]int32]
+	// isrPending is the ISR change decided and not yet settled (isr.go),
+	// nil when none: one per partition at a time. The high watermark
+	// counts its added members at once (KIP-497's maximal ISR: a write
+	// is not committed before a member that may have joined has it) and
+	// its dropped ones until the shrink is committed.
+	isrPending atomic.Pointer[pendingISR]
 
 	// asyncFlush drives the fsync of acks=0 appends under
 	// flush.policy=ack: nobody waits for them, but the high watermark
@@ -181,10 +181,10 @@ func (p *Partition) leaderOffset() replicaOffset {
 // flight adds (maximal ISR). A member that has not fetched in this term
 // is unknown, which holds the high watermark where it is: its copy is
 // unconfirmed.
-// pending is the in-flight ISR to count (p.isrPending, read once by the
-// caller).
+// pending is the unsettled change to count (p.isrPending, read once by
+// the caller).
 // REQUIRES: p.mu held (shared is enough).
-func (p *Partition) followerOffsetsLocked(pending *[]int32) []replicaOffset {
+func (p *Partition) followerOffsetsLocked(pending *pendingISR) []replicaOffset {
 	var out []replicaOffset
 	add := func(id int32) {
 		if id != p.m.opts.NodeID && !slices.ContainsFunc(out, func(o replicaOffset) bool { return o.nodeID == id }) {
@@ -195,7 +195,7 @@ func (p *Partition) followerOffsetsLocked(pending *[]int32) []replicaOffset {
 		add(id)
 	}
 	if pending != nil {
-		for _, id := range *pending {
+		for _, id := range pending.req.NewISR {
 			add(id)
 		}
 	}
@@ -415,7 +415,13 @@ func (p *Partition) update(part *metadata.Partition, cfg storage.Config, minInsy
 		return ch, p.mu.gone
 	}
 	wasLeader := p.mu.leader == p.m.opts.NodeID
-	if part.LeaderEpoch >= p.mu.leaderEpoch {
+	// The partition state from an AlterPartition answer (isr.go) may be
+	// ahead of the image: an image of the same leader epoch with an
+	// older partition epoch says nothing new, and its ISR must not
+	// take back a member the controller has committed.
+	stale := part.LeaderEpoch == p.mu.leaderEpoch && part.PartitionEpoch < p.mu.partitionEpoch
+	if part.LeaderEpoch >= p.mu.leaderEpoch && !stale {
+		p.settlePendingISRLocked(part)
 		moved := part.LeaderEpoch != p.mu.leaderEpoch || part.Leader != p.mu.leader
 		isrChanged := !slices.Equal(part.ISR, p.mu.isr)
 		p.mu.leader = part.Leader

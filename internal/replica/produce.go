@@ -24,7 +24,8 @@ import (
 //     flusher. Under interval the background flush is storage's.
 //  5. The high watermark rule runs; acks=all then waits until the high
 //     watermark passes the batch (Kafka's delayed produce), the timeout,
-//     or ctx, whichever comes first.
+//     or ctx, whichever comes first, and is answered NOT_LEADER if the
+//     leader epoch it was written in ends first (produceDone).
 
 // Append appends records to a partition this node leads and waits for
 // acks: StartAppend, then Wait.
@@ -62,13 +63,14 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 	if err != nil {
 		return nil, err
 	}
-	info, err := p.appendAsLeader(records, acks)
+	info, epoch, err := p.appendAsLeader(records, acks)
 	if err != nil {
 		return nil, p.logError(err)
 	}
 	pa := &pendingAppend{
-		p:    p,
-		acks: acks,
+		p:     p,
+		acks:  acks,
+		epoch: epoch,
 		res: AppendResult{
 			BaseOffset:     info.FirstOffset,
 			LogAppendTime:  info.LogAppendTime,
@@ -106,8 +108,10 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 type pendingAppend struct {
 	p    *Partition
 	acks Acks
-	res  AppendResult
-	next int64 // the offset after the append's last record
+	// epoch is the leader epoch the append was written in.
+	epoch int32
+	res   AppendResult
+	next  int64 // the offset after the append's last record
 	// written is the records appended (Records).
 	written int64
 }
@@ -129,7 +133,7 @@ func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (Appen
 	if pa.acks != AcksAll {
 		return pa.res, nil
 	}
-	if err := p.waitForHighWatermark(ctx, pa.next, timeout); err != nil {
+	if err := p.waitForHighWatermark(ctx, pa.next, pa.epoch, timeout); err != nil {
 		return failed, err
 	}
 	return pa.res, nil
@@ -140,35 +144,46 @@ func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (Appen
 func isDuplicate(info storage.AppendInfo) bool { return info.Duplicate }
 
 // appendAsLeader checks leadership and min.insync.replicas and appends,
-// under p.mu shared so the epoch stamped is the current one.
-func (p *Partition) appendAsLeader(records []byte, acks Acks) (storage.AppendInfo, error) {
+// under p.mu shared so the epoch stamped, and returned, is the current
+// one.
+func (p *Partition) appendAsLeader(records []byte, acks Acks) (storage.AppendInfo, int32, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLeaderLocked(-1); err != nil {
-		return storage.AppendInfo{}, err
+		return storage.AppendInfo{}, -1, err
 	}
 	if err := p.checkLease(); err != nil {
-		return storage.AppendInfo{}, err
+		return storage.AppendInfo{}, -1, err
 	}
 	if acks == AcksAll && len(p.mu.isr) < p.mu.minInsync {
-		return storage.AppendInfo{}, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
+		return storage.AppendInfo{}, -1, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
 			ErrNotEnoughReplicas, p, len(p.mu.isr), p.mu.minInsync)
 	}
-	return p.log.Append(records, p.mu.leaderEpoch)
+	info, err := p.log.Append(records, p.mu.leaderEpoch)
+	return info, p.mu.leaderEpoch, err
 }
 
 // produceDone is the delayed produce's completion test: done once the
 // high watermark has reached next, or at once with an error if the
-// partition was deleted or this node lost its leadership while waiting.
+// partition was deleted or this node lost its leadership while waiting,
+// even if it leads again: the write was made in leader epoch epoch, and
+// in a later one the offsets below the high watermark may hold another
+// leader's records (this node followed it meanwhile, or its image
+// skipped that epoch). The client retries; an idempotent producer's
+// retry of a write that survived is answered with its original offset.
 // Kafka also answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
 // below min.insync.replicas meanwhile: the records are in the log, but
 // not with the redundancy asked for. Fjord answers it as soon as the ISR
 // is below, since its high watermark then stays put.
-func (p *Partition) produceDone(next int64) (bool, error) {
+func (p *Partition) produceDone(next int64, epoch int32) (bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLeaderLocked(-1); err != nil {
 		return true, err
+	}
+	if p.mu.leaderEpoch != epoch {
+		return true, fmt.Errorf("%w: %s: written in leader epoch %d, which ended (now %d) before the write was committed",
+			ErrNotLeader, p, epoch, p.mu.leaderEpoch)
 	}
 	if len(p.mu.isr) < p.mu.minInsync {
 		// The high watermark does not move below min.insync.replicas
@@ -182,8 +197,8 @@ func (p *Partition) produceDone(next int64) (bool, error) {
 // waitForHighWatermark parks an acks=all produce until the high watermark
 // reaches next. It is woken by high-watermark moves and leadership
 // changes only (see Partition.wait), never by polling.
-func (p *Partition) waitForHighWatermark(ctx context.Context, next int64, timeout time.Duration) error {
-	if done, err := p.produceDone(next); done {
+func (p *Partition) waitForHighWatermark(ctx context.Context, next int64, epoch int32, timeout time.Duration) error {
+	if done, err := p.produceDone(next, epoch); done {
 		return err
 	}
 	if timeout <= 0 {
@@ -197,13 +212,13 @@ func (p *Partition) waitForHighWatermark(ctx context.Context, next int64, timeou
 	for {
 		// Checked after registering, so an advance between the first
 		// check and addWaiter is not missed.
-		if done, err := p.produceDone(next); done {
+		if done, err := p.produceDone(next, epoch); done {
 			return err
 		}
 		select {
 		case <-w.ch: // the high watermark moved or leadership changed: look again
 		case <-timer.C: // the produce's timeout: the records stay in the log, unacknowledged
-			if done, err := p.produceDone(next); done {
+			if done, err := p.produceDone(next, epoch); done {
 				return err
 			}
 			return fmt.Errorf("%w: %s: high watermark %d has not reached %d after %v",

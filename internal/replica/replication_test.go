@@ -22,12 +22,26 @@ import (
 type memLeaders struct {
 	mu       sync.Mutex
 	managers map[int32]*Manager
+	cut      map[int32]bool // followers whose fetches fail, as if their link were down
+}
+
+// setCut cuts follower id's fetches off (or restores them).
+func (l *memLeaders) setCut(id int32, cut bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut == nil {
+		l.cut = map[int32]bool{}
+	}
+	l.cut[id] = cut
 }
 
 func (l *memLeaders) Fetch(ctx context.Context, leader int32, req LeaderFetch) ([]LeaderFetchResult, error) {
 	l.mu.Lock()
-	m := l.managers[leader]
+	m, cut := l.managers[leader], l.cut[req.ReplicaID]
 	l.mu.Unlock()
+	if cut {
+		return nil, fmt.Errorf("node %d cannot reach node %d", req.ReplicaID, leader)
+	}
 	if m == nil {
 		return nil, fmt.Errorf("no node %d", leader)
 	}
@@ -61,8 +75,14 @@ type node struct {
 // newPair starts nodes 1 and 2; configure, when given, changes both
 // managers' options.
 func newPair(t *testing.T, configure ...func(*Options)) (leaders *memLeaders, nodes []*node) {
+	return newNodes(t, 2, configure...)
+}
+
+// newNodes starts nodes 1 to n; configure, when given, changes every
+// manager's options (Options.NodeID says whose).
+func newNodes(t *testing.T, n int32, configure ...func(*Options)) (leaders *memLeaders, nodes []*node) {
 	leaders = &memLeaders{managers: map[int32]*Manager{}}
-	for _, id := range []int32{1, 2} {
+	for id := int32(1); id <= n; id++ {
 		dir := t.TempDir()
 		sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{NoBackground: true, Logger: quietLogger})
 		if err != nil {
@@ -86,9 +106,12 @@ func newPair(t *testing.T, configure ...func(*Options)) (leaders *memLeaders, no
 // set applies an image where topic "r" has one partition, replicas
 // [1, 2], with the given leader, epoch and ISR.
 func (n *node) set(leader, epoch int32, isr ...int32) {
-	t := &metadata.Topic{Name: "r", ID: topicID(9), Partitions: []metadata.Partition{{
-		Replicas: []int32{1, 2}, ISR: isr, Leader: leader, LeaderEpoch: epoch,
-	}}}
+	n.setPartition(metadata.Partition{Replicas: []int32{1, 2}, ISR: isr, Leader: leader, LeaderEpoch: epoch})
+}
+
+// setPartition applies an image where topic "r" has one partition, part.
+func (n *node) setPartition(part metadata.Partition) {
+	t := &metadata.Topic{Name: "r", ID: topicID(9), Partitions: []metadata.Partition{part}}
 	img := &metadata.Image{ClusterID: "c", Offset: 1, Topics: map[string]*metadata.Topic{"r": t}, TopicsByID: map[metadata.UUID]*metadata.Topic{t.ID: t},
 		Brokers: n.brokers}
 	if n.img != nil {
