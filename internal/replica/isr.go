@@ -229,17 +229,17 @@ func (p *Partition) alterISR(pend *pendingISR) {
 // the partition's, unless leadership moved or the image got there first,
 // and settles pend.
 func (p *Partition) applyCommittedISR(pend *pendingISR, st controlplane.PartitionState) {
+	if len(st.ISR) < len(pend.from) {
+		p.m.stats.isrShrinks.Add(1)
+	} else {
+		p.m.stats.isrExpands.Add(1)
+	}
+	p.m.log.Info("ISR changed", "partition", p.String(), "from", pend.from, "to", st.ISR,
+		"leader_epoch", st.LeaderEpoch, "partition_epoch", st.PartitionEpoch)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.gone == nil && p.mu.leader == p.m.opts.NodeID && p.mu.leaderEpoch == st.LeaderEpoch &&
 		st.PartitionEpoch > p.mu.partitionEpoch {
-		if len(st.ISR) < len(p.mu.isr) {
-			p.m.stats.isrShrinks.Add(1)
-		} else {
-			p.m.stats.isrExpands.Add(1)
-		}
-		p.m.log.Info("ISR changed", "partition", p.String(), "from", p.mu.isr, "to", st.ISR,
-			"leader_epoch", st.LeaderEpoch, "partition_epoch", st.PartitionEpoch)
 		p.mu.isr = slices.Clone(st.ISR)
 		p.mu.partitionEpoch = st.PartitionEpoch
 		// Parked produces must see the ISR against min.insync.replicas.
