@@ -73,6 +73,9 @@ type Checker struct {
 		acked map[TopicPartition]map[int64]Record
 		// ackedAt maps an acknowledged value to where it was acknowledged.
 		ackedAt map[valueID]Record
+		// ackedNowhere holds values acknowledged without an offset
+		// (Acked with a negative one), by value.
+		ackedNowhere map[valueID]Record
 		// read holds what live readers saw during the run, by partition
 		// and offset (Read), to hold against the log at the end.
 		read map[TopicPartition]map[int64]Record
@@ -157,10 +160,25 @@ func (c *Checker) Sent(topic string, key, value []byte) {
 
 // Acked records that the producer was told r is at r.Offset in its
 // partition.
+//
+// A negative offset means acknowledged without an offset: librdkafka's
+// idempotent producer reports records it infers were written (a later
+// batch of the same sequence succeeded) with offset -1001. Such a record
+// must be in its partition's log, once; where is not checked.
 func (c *Checker) Acked(r Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tp := r.TopicPartition()
+	if r.Offset < 0 {
+		id := valueID{r.Topic, string(r.Value)}
+		if _, ok := c.mu.ackedAt[id]; !ok {
+			if c.mu.ackedNowhere == nil {
+				c.mu.ackedNowhere = make(map[valueID]Record)
+			}
+			c.mu.ackedNowhere[id] = r
+		}
+		return
+	}
 	byOffset := c.mu.acked[tp]
 	if byOffset == nil {
 		byOffset = make(map[int64]Record)
@@ -180,13 +198,14 @@ func (c *Checker) Acked(r Record) {
 	}
 	byOffset[r.Offset] = r
 	c.mu.ackedAt[id] = r
+	delete(c.mu.ackedNowhere, id)
 }
 
 // AckedCount is the number of distinct records acknowledged so far.
 func (c *Checker) AckedCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.mu.ackedAt)
+	return len(c.mu.ackedAt) + len(c.mu.ackedNowhere)
 }
 
 // Acks returns every acknowledged record, by partition and offset.
@@ -265,7 +284,7 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 		problems = append(problems, Violation{Kind: kind, Text: fmt.Sprintf(format, args...)})
 	}
 
-	sum := Summary{Acked: len(c.mu.ackedAt), LiveReads: c.mu.reads}
+	sum := Summary{Acked: len(c.mu.ackedAt) + len(c.mu.ackedNowhere), LiveReads: c.mu.reads}
 	seen := make(map[valueID]Record)
 	for _, tp := range slices.SortedFunc(maps.Keys(logs), compareTopicPartitions) {
 		recs := logs[tp]
@@ -297,7 +316,9 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 				}
 				lastSeq[s.key] = s.seq
 			}
-			if _, ok := c.mu.ackedAt[id]; !ok && wasSent {
+			_, acked := c.mu.ackedAt[id]
+			_, ackedNowhere := c.mu.ackedNowhere[id]
+			if !acked && !ackedNowhere && wasSent {
 				sum.Unacked++
 			}
 		}
@@ -327,6 +348,23 @@ func (c *Checker) Verify(logs map[TopicPartition][]Record) (Summary, error) {
 			case !bytes.Equal(recs[i].Key, want.Key):
 				report(KindCorrupt, "%s offset %d: acknowledged key %q value %q, read key %q", tp, off, want.Key, want.Value, recs[i].Key)
 			}
+		}
+	}
+
+	// Every record acknowledged without an offset in its partition.
+	for _, id := range slices.SortedFunc(maps.Keys(c.mu.ackedNowhere), func(a, b valueID) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.value, b.value))
+	}) {
+		want := c.mu.ackedNowhere[id]
+		got, ok := seen[id]
+		switch {
+		case !ok:
+			report(KindLost, "%s: value %q, acknowledged without an offset, is missing", want.TopicPartition(), want.Value)
+		case got.Partition != want.Partition:
+			report(KindMoved, "%s: value %q, acknowledged without an offset, found at %s offset %d instead",
+				want.TopicPartition(), want.Value, got.TopicPartition(), got.Offset)
+		case !bytes.Equal(got.Key, want.Key):
+			report(KindCorrupt, "%s offset %d: value %q acknowledged with key %q, read key %q", got.TopicPartition(), got.Offset, want.Value, want.Key, got.Key)
 		}
 	}
 

@@ -207,3 +207,36 @@ func TestCheckerLiveReads(t *testing.T) {
 		}
 	}
 }
+
+// A record acknowledged without an offset (librdkafka's -1001) must be
+// in its partition's log; anywhere there will do.
+func TestCheckerAcksWithoutAnOffset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		log  map[TopicPartition][]Record
+		kind string // "" for a pass
+	}{
+		{"present", map[TopicPartition][]Record{{"t", 0}: {rec(0, 0, "a", "v0"), rec(0, 1, "a", "v1")}}, ""},
+		{"missing", map[TopicPartition][]Record{{"t", 0}: {rec(0, 0, "a", "v0")}}, KindLost},
+		{"other partition", map[TopicPartition][]Record{{"t", 0}: {rec(0, 0, "a", "v0")}, {"t", 1}: {rec(1, 0, "a", "v1")}}, KindMoved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewChecker()
+			c.Sent("t", []byte("a"), []byte("v0"))
+			c.Sent("t", []byte("a"), []byte("v1"))
+			c.Acked(rec(0, 0, "a", "v0"))
+			c.Acked(rec(0, -1001, "a", "v1"))
+			sum, err := c.Verify(tc.log)
+			if tc.kind == "" {
+				if err != nil || sum.Acked != 2 || sum.Unacked != 0 {
+					t.Fatalf("summary %+v, %v; want 2 acknowledged, none unacknowledged, no violation", sum, err)
+				}
+				return
+			}
+			var vs *Violations
+			if !errors.As(err, &vs) || vs.Counts()[tc.kind] != 1 {
+				t.Fatalf("%v: want one %s", err, tc.kind)
+			}
+		})
+	}
+}
