@@ -297,11 +297,10 @@ func (n *Node) start(ctx context.Context) error {
 		ReplicaSelector: replicaSelector(cfg.ReplicaSelector),
 	})
 	n.replicaLogs.bind(n.peers, n.replicas)
-	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
-		return err
-	}
-	n.heartbeatsDone = make(chan struct{})
-	go n.heartbeat()
+	// The cluster id first: the registration carries it (from this
+	// node's image, when it forwards to another node's controller), and a
+	// restarted node's image may not have replayed it yet; a
+	// registration that names no cluster is refused.
 	clusterID, err := n.awaitClusterID(ctx)
 	if err != nil {
 		return err
@@ -317,6 +316,11 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
+		return err
+	}
+	n.heartbeatsDone = make(chan struct{})
+	go n.heartbeat()
 	// Only now may the replica manager see images: the first one deletes
 	// every log it does not name, and a metadata log that is not this
 	// data directory's (the check above) names none of them. The image
