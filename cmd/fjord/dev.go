@@ -42,6 +42,8 @@ import (
 //	dev-cluster.json  the host and every node's ports (devLayout)
 //	node-<id>/        node <id>'s --data-dir
 //	node-<id>.log     its stdout and stderr, every start appended
+//	node-<id>.pid     its process id while it runs, for scripts that
+//	                  fault it (fjord verify --fault-cmd)
 //
 // The ports are saved, not chosen again on the next run, because a
 // quorum's voter list is read only when its metadata log is new: a node
@@ -94,6 +96,10 @@ type devOptions struct {
 	dataDir  string
 	host     string
 	basePort int32 // 0: free ports
+	// restartKilled: a node killed by a signal dev did not send is
+	// started again this long after (0: it stops the others, as a node
+	// that fails does).
+	restartKilled time.Duration
 	// nodesGiven and hostGiven say the flag was on the command line, so
 	// a directory made for another cluster is refused rather than
 	// silently reused.
@@ -114,8 +120,11 @@ Ctrl-C (SIGINT) or SIGTERM stops every node with a controlled shutdown and
 exits 0 once all have exited cleanly; a node still running 15 s after its
 SIGTERM is killed. A second signal kills every node at once. A signal before
 every node is ready stops them too, and dev exits 1. A node that exits by
-itself stops the others, and dev exits 1 saying which node and why. On Linux a
-node cannot outlive dev, even a dev killed with SIGKILL.
+itself stops the others, and dev exits 1 saying which node and why; with
+--restart-killed-after D, a node killed by a signal (kill -9 PID, to try a
+failover, or a fault script's) is started again D later instead, as a
+supervisor would, and only a node that fails stops the others. On Linux a node
+cannot outlive dev, even a dev killed with SIGKILL.
 
 Ports: without --base-port each node gets three free ports. With --base-port
 P, node i's Kafka listener is P+i-1, its controller P+10+i-1 and its HTTP API
@@ -126,6 +135,7 @@ Under --data-dir:
   dev-cluster.json   the host and every node's ports
   node-<id>/         node <id>'s data directory
   node-<id>.log      node <id>'s output, every start appended
+  node-<id>.pid      node <id>'s process id, while it runs
 
 Run again with the same --data-dir, dev starts the same cluster: the same
 ports (a quorum's voter list is fixed when its metadata log is made) and the
@@ -138,6 +148,9 @@ consumer group starts at once (--group-initial-rebalance-delay-ms 0).
 FJORD_* variables that set serve's flags are not passed to the nodes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.restartKilled < 0 || o.restartKilled > time.Hour {
+				return fmt.Errorf("--restart-killed-after %v: allowed: 0 (a killed node stops the others) to 1h", o.restartKilled)
+			}
 			o.nodesGiven = cmd.Flags().Changed("nodes")
 			o.hostGiven = cmd.Flags().Changed("host")
 			return runDev(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -149,6 +162,8 @@ FJORD_* variables that set serve's flags are not passed to the nodes.`,
 	f.StringVar(&o.host, "host", "127.0.0.1", "address every listener binds and advertises")
 	f.Var(newIntFlag[int32](&o.basePort, 0, 0, 65535, "(0: free ports)"), "base-port",
 		"first port of the fixed layout: node i's Kafka port is base+i-1, its controller's base+10+i-1, its HTTP API's base+20+i-1 (default: free ports)")
+	f.DurationVar(&o.restartKilled, "restart-killed-after", 0,
+		"start a node killed by a signal again this long after, rather than stopping the others (0: stop them)")
 	return cmd
 }
 
@@ -452,6 +467,7 @@ type devNode struct {
 	dataDir string // absolute: the child does not share dev's view of "."
 	logPath string // absolute
 	logName string // as printed: under --data-dir as given
+	pidPath string // absolute
 	cmd     *exec.Cmd
 	// logStart is the log's size when this process started: where its
 	// own output begins.
@@ -469,13 +485,16 @@ func newDevCluster(l devLayout, dir, absDir string) *devCluster {
 			dataDir: filepath.Join(absDir, name),
 			logPath: filepath.Join(absDir, name+".log"),
 			logName: filepath.Join(dir, name+".log"),
-			done:    make(chan struct{}),
+			pidPath: filepath.Join(absDir, name+".pid"),
 		})
 	}
 	return c
 }
 
 func (n *devNode) exited() bool {
+	if n.done == nil { // never started
+		return true
+	}
 	select {
 	case <-n.done:
 		return true
@@ -484,7 +503,9 @@ func (n *devNode) exited() bool {
 	}
 }
 
-// spawn starts the node's process and returns at once.
+// spawn starts the node's process and returns at once. A node is
+// spawned again only after its last process's exit was received from
+// c.exited: n's fields are then the command goroutine's alone.
 func (c *devCluster) spawn(n *devNode, exe string, env []string) error {
 	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
 		return err
@@ -527,12 +548,40 @@ func (c *devCluster) spawn(n *devNode, exe string, env []string) error {
 		return fmt.Errorf("starting node %d (%s serve): %v", n.ports.ID, exe, err)
 	}
 	n.cmd = cmd
+	done := make(chan struct{})
+	n.done = done
+	if err := writePIDFile(n.pidPath, cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		close(done)
+		return fmt.Errorf("node %d: %v", n.ports.ID, err)
+	}
 	go func() {
-		n.waitErr = cmd.Wait()
-		close(n.done)
+		err := cmd.Wait()
+		// Before the exit is sent: a restart writes the file again.
+		os.Remove(n.pidPath)
+		n.waitErr = err
+		close(done)
 		c.exited <- n
 	}()
 	return nil
+}
+
+// writePIDFile writes pid to path whole or not at all, so that a script
+// never reads half a number.
+func writePIDFile(path string, pid int) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// killed reports whether the node's process was ended by a signal.
+// REQUIRES: n.done closed.
+func (n *devNode) killed() bool {
+	var exit *exec.ExitError
+	return errors.As(n.waitErr, &exit) && exit.ExitCode() == -1
 }
 
 // errDevInterrupted is a start ended by a signal.
@@ -845,20 +894,36 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	}
 
 	printDevBanner(stdout, c)
-	select {
-	case s := <-sigs: // Ctrl-C: the ordinary end
-		fmt.Fprintf(stderr, "fjord dev: %v: stopping every node (a second signal kills them at once)\n", s)
-		if err := c.stop(sigs, true); err != nil {
-			return err
+	// due receives each killed node once its restart delay has passed;
+	// room for all, so a timer never blocks on it after dev returns.
+	due := make(chan *devNode, len(c.nodes))
+	env := devNodeEnv()
+	for {
+		select {
+		case s := <-sigs: // Ctrl-C: the ordinary end
+			fmt.Fprintf(stderr, "fjord dev: %v: stopping every node (a second signal kills them at once)\n", s)
+			if err := c.stop(sigs, true); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "fjord dev: every node stopped; the data stays in %s\n", dir)
+			return nil
+		case n := <-c.exited: // a node died under the user
+			if o.restartKilled > 0 && n.killed() {
+				fmt.Fprintf(stderr, "fjord dev: node %d was killed (%v): starting it again in %v\n", n.ports.ID, n.waitErr, o.restartKilled)
+				time.AfterFunc(o.restartKilled, func() { due <- n })
+				continue
+			}
+			failure := fmt.Errorf("node %d exited by itself (%s); stopped the other nodes", n.ports.ID, n.why())
+			fmt.Fprintf(stderr, "fjord dev: node %d exited by itself: stopping the others\n", n.ports.ID)
+			return errors.Join(failure, c.stop(sigs, false))
+		case n := <-due: // a killed node's turn to start again
+			if err := c.spawn(n, exe, env); err != nil {
+				return errors.Join(err, c.stop(sigs, false))
+			}
+			fmt.Fprintf(stderr, "fjord dev: node %d started again, pid %d\n", n.ports.ID, n.cmd.Process.Pid)
+		case <-ctx.Done(): // the caller's context ended (run in-process)
+			return errors.Join(ctx.Err(), c.stop(sigs, true))
 		}
-		fmt.Fprintf(stderr, "fjord dev: every node stopped; the data stays in %s\n", dir)
-		return nil
-	case n := <-c.exited: // a node died under the user
-		failure := fmt.Errorf("node %d exited by itself (%s); stopped the other nodes", n.ports.ID, n.why())
-		fmt.Fprintf(stderr, "fjord dev: node %d exited by itself: stopping the others\n", n.ports.ID)
-		return errors.Join(failure, c.stop(sigs, false))
-	case <-ctx.Done(): // the caller's context ended (run in-process)
-		return errors.Join(ctx.Err(), c.stop(sigs, true))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -268,4 +269,61 @@ func TestVerifyFaultCmdProtocol(t *testing.T) {
 	// The failed run's topic is kept; remove it so other tests' listings
 	// stay small.
 	ok(t, "", "topic", "delete", "fjord-verify-162")
+}
+
+// Acceptance point 3: against a cluster of three started with fjord
+// dev, faulted by README's dev-faults script through --fault-cmd
+// (SIGKILL and SIGSTOP by the pids dev keeps; dev starts a killed node
+// again), the run passes and counts every kind of fault it drew.
+func TestVerifyAgainstADevCluster(t *testing.T) {
+	dir := t.TempDir()
+	cluster := filepath.Join(dir, "fjord-dev")
+	d := startDev(t, dir, "--nodes", "3", "--data-dir", cluster, "--restart-killed-after", "1s")
+	script := filepath.Join(dir, "dev-faults")
+	if err := os.WriteFile(script, []byte(strings.Join(readmeBlock(t, "dev-faults"), "\n")+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FJORD_DEV_DIR", cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"verify", "--brokers", d.brokers, "--fault-cmd", script, "--faults", "kill,pause,kill-all",
+		"--fault-interval", "3s", "--duration", "40s", "--rate", "300", "--partitions", "3", "--seed", "163", "-o", "json"},
+		strings.NewReader(""), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\ndev:\n%s", code, stdout.String(), stderr.String(), d.stderr)
+	}
+	var r verifyReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout.String())
+	}
+	if !r.Pass || r.Violations != 0 || r.Acked < 5000 {
+		t.Fatalf("report: %+v", r)
+	}
+	for _, k := range []string{faultKill, faultPause, faultKillAll} {
+		if r.FaultCounts[k] == 0 {
+			t.Errorf("no %s fault injected: %v\n%s", k, r.FaultCounts, stderr.String())
+		}
+	}
+	for _, ev := range r.Faults {
+		if ev.Error != "" || ev.LiveAfter < 0 {
+			t.Errorf("fault %s", ev)
+		}
+	}
+	// dev started every killed node again: its log says so, and every
+	// node runs under the pid its file names.
+	if n := strings.Count(d.stderr.String(), "started again, pid"); n < r.FaultCounts[faultKill]+3*r.FaultCounts[faultKillAll] {
+		t.Errorf("dev started %d nodes again after %v:\n%s", n, r.FaultCounts, d.stderr)
+	}
+	for id := 1; id <= 3; id++ {
+		b, err := os.ReadFile(filepath.Join(cluster, fmt.Sprintf("node-%d.pid", id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || !processAlive(pid) {
+			t.Errorf("node %d's pid file says %q, not a running process", id, b)
+		}
+	}
+	d.interrupt()
 }
