@@ -11,13 +11,17 @@ import (
 	"testing"
 )
 
-// forEachFS runs fn against the operating system (in a fresh t.TempDir) and
-// against a fresh MemFS (in a durable directory), so that MemFS is held to
-// the behaviour of the real thing it stands in for.
+// forEachFS runs fn against the operating system (in a fresh t.TempDir),
+// a WriteBack over it, and a fresh MemFS (in a durable directory), so
+// that WriteBack and MemFS are held to the behaviour of the real thing
+// they stand in for.
 func forEachFS(t *testing.T, fn func(t *testing.T, fsys FS, dir string)) {
 	t.Helper()
 	t.Run("OS", func(t *testing.T) {
 		fn(t, OS(), t.TempDir())
+	})
+	t.Run("WriteBack", func(t *testing.T) {
+		fn(t, NewWriteBack(OS()), t.TempDir())
 	})
 	t.Run("Mem", func(t *testing.T) {
 		m := NewMem()
