@@ -515,8 +515,9 @@ func TestManagerUncleanStartRecovers(t *testing.T) {
 }
 
 // TestManagerFlushDue: logs with flush.policy=interval are fsynced once
-// flush.ms has passed since their last flush; flush.policy=ack logs are
-// left to their producers.
+// flush.ms has passed since their last flush (or, for a log never
+// flushed, since it was opened, as Kafka counts it); flush.policy=ack
+// logs are left to their producers.
 func TestManagerFlushDue(t *testing.T) {
 	managerForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		clock := &fakeClock{ms: 1_000_000}
@@ -540,9 +541,19 @@ func TestManagerFlushDue(t *testing.T) {
 			}
 		}
 		appendBoth()
-		m.FlushDue() // never flushed: due at once
-		if interval.RecoveryPoint() != 2 || ack.RecoveryPoint() != 0 {
-			t.Fatalf("recovery points interval=%d ack=%d", interval.RecoveryPoint(), ack.RecoveryPoint())
+		m.FlushDue() // opened just now: not due
+		if interval.RecoveryPoint() != 0 || ack.RecoveryPoint() != 0 {
+			t.Fatalf("recovery points interval=%d ack=%d, want 0 before flush.ms has passed since the open", interval.RecoveryPoint(), ack.RecoveryPoint())
+		}
+		clock.advance(999 * time.Millisecond)
+		m.FlushDue()
+		if interval.RecoveryPoint() != 0 {
+			t.Fatalf("999 ms after the open: recovery point %d, want 0", interval.RecoveryPoint())
+		}
+		clock.advance(time.Millisecond)
+		m.FlushDue() // flush.ms since the open
+		if interval.RecoveryPoint() != 2 {
+			t.Fatalf("flush.ms after the open: recovery point %d, want 2", interval.RecoveryPoint())
 		}
 		for _, step := range []struct {
 			advance time.Duration

@@ -61,6 +61,10 @@ func Open(fsys vfs.FS, dir string, cfg Config, opts OpenOptions) (*Log, error) {
 	if l.now == nil {
 		l.now = time.Now
 	}
+	// flush.ms counts from the open, as Kafka's lastFlushedTime starts
+	// at the log's load: a new log's first records wait flush.ms like
+	// any others instead of being flushed at the first check.
+	l.lastFlushMs.Store(l.now().UnixMilli())
 	if l.log == nil {
 		l.log = slog.Default()
 	}
