@@ -51,7 +51,9 @@ type serveOptions struct {
 	// autoLeaderRebalance, leaderImbalanceCheckIntervalSeconds and
 	// leaderImbalancePerBrokerPercentage are Kafka's settings of those
 	// names.
-	autoLeaderRebalance                                                     bool
+	autoLeaderRebalance bool
+	// unsyncedWritesInMemory is node.Config.UnsyncedWritesInMemory.
+	unsyncedWritesInMemory                                                  bool
 	leaderImbalanceCheckIntervalSeconds, leaderImbalancePerBrokerPercentage int32
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
@@ -153,6 +155,8 @@ closes; a second signal exits at once.`,
 		"broker-heartbeat-interval-ms", "how often this node renews its session with the active controller (broker.heartbeat.interval.ms)")
 	f.Var(newIntFlag(&o.brokerSessionTimeoutMs, int32(node.DefaultBrokerSessionTimeout/time.Millisecond), 100, 600_000, ""),
 		"broker-session-timeout-ms", "how long the active controller waits for a broker's heartbeat before it fences the broker and elects new leaders for what it led; at least three heartbeat intervals, the same on every node (broker.session.timeout.ms)")
+	addBoolFlag(f, &o.unsyncedWritesInMemory, "unsynced-writes-in-memory", false,
+		"for tests: keep what the partition logs have not fsynced in this process's memory, so that killing the process loses it as a power cut would (shows what flush.policy=interval gives up)")
 	addBoolFlag(f, &o.autoLeaderRebalance, "auto-leader-rebalance-enable", true,
 		"move leaderships back to preferred replicas (each partition's first) when they are out of balance, checked on the active controller (auto.leader.rebalance.enable)")
 	f.Var(newIntFlag(&o.leaderImbalanceCheckIntervalSeconds, int32(node.DefaultLeaderImbalanceCheckInterval/time.Second), 1, 86_400, ""),
@@ -235,6 +239,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		BrokerHeartbeatInterval:            time.Duration(o.brokerHeartbeatIntervalMs) * time.Millisecond,
 		BrokerSessionTimeout:               time.Duration(o.brokerSessionTimeoutMs) * time.Millisecond,
 		DisableAutoLeaderRebalance:         !o.autoLeaderRebalance,
+		UnsyncedWritesInMemory:             o.unsyncedWritesInMemory,
 		LeaderImbalanceCheckInterval:       time.Duration(o.leaderImbalanceCheckIntervalSeconds) * time.Second,
 		LeaderImbalancePerBrokerPercentage: int(o.leaderImbalancePerBrokerPercentage),
 		HTTP: node.HTTPConfig{

@@ -123,6 +123,12 @@ type Config struct {
 	// heartbeat before it fences the broker. Give every node the same.
 	// 0: DefaultBrokerSessionTimeout.
 	BrokerSessionTimeout time.Duration
+	// UnsyncedWritesInMemory puts the partition logs on vfs.WriteBack:
+	// what they have not fsynced is kept in this process's memory, so a
+	// SIGKILL loses it as a power cut would. A test setting, for showing
+	// what flush.policy=interval gives up; under flush.policy=ack every
+	// acknowledged write is fsynced anyway.
+	UnsyncedWritesInMemory bool
 	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false:
 	// the active controller (this node, while it is) never moves
 	// leaderships back to preferred replicas by itself, only on

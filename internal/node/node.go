@@ -178,7 +178,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 func (n *Node) start(ctx context.Context) error {
 	cfg := n.cfg
-	fs := vfs.OS()
+	var fs vfs.FS = vfs.OS()
+	if cfg.UnsyncedWritesInMemory {
+		fs = vfs.NewWriteBack(fs)
+		n.log.Warn("unsynced partition-log writes are kept in memory: a crash of this process loses them as a power cut would (a test setting)")
+	}
 	if err := vfs.MkdirAllDurable(fs, cfg.DataDir); err != nil {
 		return fmt.Errorf("opening data directory %s: %w", cfg.DataDir, err)
 	}
