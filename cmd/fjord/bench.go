@@ -222,7 +222,7 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 		} else {
 			fmt.Fprintf(stderr, "starting %d local nodes...\n", o.nodes)
 		}
-		cluster, err = startLocalCluster(ctx, o.dataDir, int(o.nodes), o.cpuProfile != "")
+		cluster, err = startLocalCluster(ctx, localClusterOptions{parent: o.dataDir, nodes: int(o.nodes), pprof: o.cpuProfile != ""})
 		if err != nil {
 			return err
 		}

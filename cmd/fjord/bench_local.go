@@ -54,9 +54,11 @@ const (
 type localCluster struct {
 	dir   string // holds node-<id>/ for each node; removed by stop
 	nodes []*localNode
-	// exe and voters are how a node is started, again after a fault.
-	exe    string
-	voters string
+	// exe, voters and serveArgs are how a node is started, again after
+	// a fault.
+	exe       string
+	voters    string
+	serveArgs []string
 	// keep leaves dir in place at stop, for a run that failed.
 	keep bool
 }
@@ -78,21 +80,32 @@ func (n *localNode) dataDir() string { return filepath.Join(n.dir, "data") }
 func (n *localNode) logPath() string { return filepath.Join(n.dir, "node.log") }
 func (n *localNode) pid() int        { return n.cmd.Process.Pid }
 
-// startLocalCluster starts count nodes in a new temporary directory
-// under parent (the system's when empty) and waits until every one's
-// /readyz answers 200. On failure no node is left running and the
-// directory is gone.
-func startLocalCluster(ctx context.Context, parent string, count int, pprof bool) (*localCluster, error) {
+// localClusterOptions says what startLocalCluster starts.
+type localClusterOptions struct {
+	// parent holds the cluster's new temporary directory (the system's
+	// temporary directory when empty).
+	parent string
+	nodes  int
+	// pprof gives every node a --pprof-addr.
+	pprof bool
+	// serveArgs are more `fjord serve` flags for every node.
+	serveArgs []string
+}
+
+// startLocalCluster starts the nodes in a new temporary directory and
+// waits until every one's /readyz answers 200. On failure no node is
+// left running and the directory is gone.
+func startLocalCluster(ctx context.Context, o localClusterOptions) (*localCluster, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("--local: finding this binary: %w", err)
 	}
-	dir, err := os.MkdirTemp(parent, "fjord-bench-")
+	dir, err := os.MkdirTemp(o.parent, "fjord-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("--local: %w", err)
 	}
 	for try := 1; ; try++ {
-		c, err := launchLocalCluster(ctx, exe, dir, count, pprof)
+		c, err := launchLocalCluster(ctx, exe, dir, o)
 		if err == nil {
 			return c, nil
 		}
@@ -113,14 +126,14 @@ func startLocalCluster(ctx context.Context, parent string, count int, pprof bool
 // launchLocalCluster starts the processes and waits until all are
 // ready. On failure every process is gone; the cluster is returned
 // (when its nodes were made) so the caller can read their logs.
-func launchLocalCluster(ctx context.Context, exe, dir string, count int, pprof bool) (*localCluster, error) {
-	ports, err := freeLoopbackPorts(localPortsPerNode * count)
+func launchLocalCluster(ctx context.Context, exe, dir string, o localClusterOptions) (*localCluster, error) {
+	ports, err := freeLoopbackPorts(localPortsPerNode * o.nodes)
 	if err != nil {
 		return nil, err
 	}
-	c := &localCluster{dir: dir, exe: exe}
+	c := &localCluster{dir: dir, exe: exe, serveArgs: o.serveArgs}
 	var voters []string
-	for i := range count {
+	for i := range o.nodes {
 		p := ports[localPortsPerNode*i:]
 		n := &localNode{
 			id:             i + 1,
@@ -129,17 +142,17 @@ func launchLocalCluster(ctx context.Context, exe, dir string, count int, pprof b
 			controllerAddr: p[1],
 			httpAddr:       p[2],
 		}
-		if pprof {
+		if o.pprof {
 			n.pprofAddr = p[3]
 		}
 		c.nodes = append(c.nodes, n)
 		voters = append(voters, strconv.Itoa(n.id)+"@"+n.controllerAddr)
 	}
-	if count > 1 {
+	if o.nodes > 1 {
 		c.voters = strings.Join(voters, ",")
 	}
 	for _, n := range c.nodes {
-		if err := n.spawn(exe, c.voters); err != nil {
+		if err := n.spawn(c); err != nil {
 			c.kill()
 			return c, err
 		}
@@ -156,7 +169,7 @@ func launchLocalCluster(ctx context.Context, exe, dir string, count int, pprof b
 }
 
 // spawn starts the node's process and returns at once.
-func (n *localNode) spawn(exe, voters string) error {
+func (n *localNode) spawn(c *localCluster) error {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return fmt.Errorf("--local: %w", err)
 	}
@@ -183,14 +196,15 @@ func (n *localNode) spawn(exe, voters string) error {
 		// join; Kafka's 3 s wait for more members would be measured.
 		"--group-initial-rebalance-delay-ms", "0",
 	}
-	if voters != "" {
-		args = append(args, "--controller-quorum-voters", voters)
+	if c.voters != "" {
+		args = append(args, "--controller-quorum-voters", c.voters)
 	}
-	cmd := exec.Command(exe, args...)
+	args = append(args, c.serveArgs...)
+	cmd := exec.Command(c.exe, args...)
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("--local: starting %s serve: %w", exe, err)
+		return fmt.Errorf("--local: starting %s serve: %w", c.exe, err)
 	}
 	// A node started again (fjord verify's faults) gets a new process
 	// and a new done; the old process's waiter closes only its own.
@@ -223,7 +237,7 @@ func (c *localCluster) restart(ctx context.Context, ids ...int) error {
 		if !n.exited() {
 			continue
 		}
-		if err := n.spawn(c.exe, c.voters); err != nil {
+		if err := n.spawn(c); err != nil {
 			return err
 		}
 		started = append(started, n)
@@ -356,6 +370,11 @@ func (c *localCluster) stop() error {
 	if !c.keep {
 		defer os.RemoveAll(c.dir)
 	}
+	return c.stopNodes()
+}
+
+// stopNodes is stop without removing the directory.
+func (c *localCluster) stopNodes() error {
 	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {

@@ -66,6 +66,10 @@ type verifyOptions struct {
 	// groupMembers is how many members of a consumer group read the
 	// topic meanwhile (0: none).
 	groupMembers int
+	// flushPolicy and flushMs are the topic's flush.policy and flush.ms
+	// ("" and 0: the cluster's defaults).
+	flushPolicy string
+	flushMs     int64
 
 	// local starts a cluster of nodes nodes in a new directory under
 	// dataDir (the system's temporary directory when empty).
@@ -117,8 +121,16 @@ watermark and checked:
     was processed, never go backwards and are never lost;
   - after every fault is healed, the cluster takes a write to every
     partition and serves it back within --live-within;
+  - each producer's records in a partition are in the order it sent
+    them;
   - with --local, every partition's replicas hold the same bytes once
-    the writes stop.
+    the nodes are stopped.
+
+The topic's flush policy (--flush-policy, --flush-ms; the cluster's
+otherwise) decides what a crash of every node at once may lose: under
+ack nothing; under interval what was acknowledged within flush.ms (and
+about a second) before it. Those records are reported as lost as the
+policy allows, not as violations.
 
 Where the faults come from:
 
@@ -137,7 +149,9 @@ Where the faults come from:
                            faulted with signals: kill (SIGKILL), pause
                            (SIGSTOP, then SIGCONT), restart (SIGTERM, a
                            controlled shutdown) and kill-all (every node
-                           SIGKILLed at once)
+                           SIGKILLed at once); its nodes keep unsynced
+                           writes in memory, so a SIGKILL loses them as
+                           a power cut would
 
 Every --fault-interval one fault is drawn from the --faults mix (a kind
 named twice is drawn twice as often) on a node drawn at random, held for
@@ -168,7 +182,10 @@ report.`,
 			defer stop()
 			if v.local {
 				fmt.Fprintf(cmd.ErrOrStderr(), "starting %d local nodes...\n", v.nodes)
-				c, cerr := startLocalCluster(ctx, v.dataDir, v.nodes, false)
+				// Unsynced writes die with a killed node, as in a power
+				// cut: what flush.policy=interval gives up shows.
+				c, cerr := startLocalCluster(ctx, localClusterOptions{parent: v.dataDir, nodes: v.nodes,
+					serveArgs: []string{"--unsynced-writes-in-memory"}})
 				if cerr != nil {
 					return cerr
 				}
@@ -224,6 +241,8 @@ report.`,
 	f.Var(newIntFlag(&v.rf, 0, 0, 32767, ""), "replication-factor", "the topic's replication factor (0: the cluster's default)")
 	f.IntVar(&v.valueSize, "value-size", 100, "bytes of each record's value, at least 32")
 	f.IntVar(&v.groupMembers, "group-members", 2, "members of a consumer group reading the topic meanwhile, committing what they processed (0: none)")
+	f.StringVar(&v.flushPolicy, "flush-policy", "", "the topic's flush.policy: ack (every replica fsyncs before a write is acknowledged) or interval (every --flush-ms; durability by replication) (default: the cluster's)")
+	f.Int64Var(&v.flushMs, "flush-ms", 0, "with --flush-policy interval: the topic's flush.ms (default: the cluster's)")
 	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED)")
 	f.Uint64Var(&v.seed, "seed", 0, "the run's seed, which names its topic and values and draws its faults (default: random, printed)")
 	f.BoolVar(&v.local, "local", false, "start a cluster of --nodes nodes of this binary for the run, and fault it")
@@ -271,6 +290,12 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 		return env, fmt.Errorf("--fault-interval %v: want 1s to 1h", v.faultInterval)
 	case v.liveWithin < time.Second || v.liveWithin > time.Hour:
 		return env, fmt.Errorf("--live-within %v: want 1s to 1h", v.liveWithin)
+	case v.flushPolicy != "" && v.flushPolicy != "ack" && v.flushPolicy != "interval":
+		return env, fmt.Errorf("--flush-policy %q: want ack or interval", truncate(v.flushPolicy, 64))
+	case changed("flush-ms") && v.flushPolicy != "interval":
+		return env, errors.New("--flush-ms goes with --flush-policy interval")
+	case changed("flush-ms") && (v.flushMs < 1 || v.flushMs > 86_400_000):
+		return env, fmt.Errorf("--flush-ms %d: want 1 to 86400000 (a day)", v.flushMs)
 	}
 	var kinds faulter
 	switch {
@@ -343,6 +368,9 @@ type verifyReport struct {
 	// Mode is "brokers" or "local"; Nodes is --local's node count.
 	Mode  string `json:"mode"`
 	Nodes int    `json:"nodes,omitempty"`
+	// Flush is the topic's flush.policy and flush.ms as the cluster
+	// described them (absent for a broker that has none).
+	Flush flushPolicy `json:"flush"`
 	// Faults is every fault injected, in order, and FaultCounts their
 	// count by kind.
 	Faults      []faultEvent   `json:"faults"`
@@ -356,8 +384,16 @@ type verifyReport struct {
 	// ViolationCounts is every violation's count by kind (history's
 	// Kind* and verify's own kind* names).
 	ViolationCounts map[string]int `json:"violation_counts"`
-	// Anomalies are the first violations, each "kind: what was seen".
-	Anomalies []string `json:"anomalies"`
+	// Anomalies are the first violations, each "kind: what was seen",
+	// and AnomalyDetails the same with the operations around each.
+	Anomalies      []string        `json:"anomalies"`
+	AnomalyDetails []anomalyDetail `json:"anomaly_details"`
+	// Allowed counts, by kind, the losses the topic's flush policy
+	// allows (flush.policy=interval, every node killed at once): not
+	// violations. AllowedExamples are the first of them.
+	Allowed         int            `json:"allowed_losses"`
+	AllowedCounts   map[string]int `json:"allowed_loss_counts"`
+	AllowedExamples []string       `json:"allowed_loss_examples"`
 	// FirstFailure is the first failed write's error (a failed write is
 	// not a violation: it was never acknowledged).
 	FirstFailure string `json:"first_failed_write,omitempty"`
@@ -389,13 +425,27 @@ func (r verifyReport) printText(out io.Writer) error {
 	if r.FirstGroupError != "" {
 		fmt.Fprintf(out, "First group error: %s\n", r.FirstGroupError)
 	}
-	if r.Violations > 0 {
-		fmt.Fprintf(out, "%d violations (%s); the first:\n", r.Violations, countSummary(r.ViolationCounts))
-		for _, a := range r.Anomalies {
+	if r.Allowed > 0 {
+		fmt.Fprintf(out, "%d acknowledged records lost as flush.policy=interval allows when every node dies at once (see the faults above): not violations. All it caused: %s; the first:\n",
+			r.AllowedCounts[history.KindLost], countSummary(r.AllowedCounts))
+		for _, a := range r.AllowedExamples {
 			fmt.Fprintf(out, "  %s\n", a)
 		}
+	}
+	if r.Violations > 0 {
+		fmt.Fprintf(out, "%d violations (%s); the first:\n", r.Violations, countSummary(r.ViolationCounts))
+		for _, a := range r.AnomalyDetails {
+			fmt.Fprintf(out, "  %s\n", a.Anomaly)
+			for _, line := range a.Around {
+				fmt.Fprintf(out, "      %s\n", line)
+			}
+		}
 	} else {
-		fmt.Fprintln(out, "No acknowledged record lost or moved, none duplicated or never sent, every key in order, nothing served to the reader then lost, the group's partitions owned once and its commits never backwards.")
+		beyond := ""
+		if r.Allowed > 0 {
+			beyond = "Beyond what the flush policy allows: "
+		}
+		fmt.Fprintln(out, beyond+"No acknowledged record lost or moved, none duplicated or never sent, every key and producer in order, nothing served to the reader then lost, the group's partitions owned once a generation and its commits never backwards.")
 	}
 	if r.DataDir != "" {
 		fmt.Fprintf(out, "The nodes' directories and logs are kept in %s\n", r.DataDir)
@@ -442,6 +492,12 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 	if v.local || v.faultCmd != "" {
 		faults = fmt.Sprintf(" --faults %s --fault-interval %v --live-within %v", shellWord(v.faults), v.faultInterval, v.liveWithin)
 	}
+	if v.flushPolicy != "" {
+		faults += " --flush-policy " + v.flushPolicy
+	}
+	if v.flushMs > 0 {
+		faults += fmt.Sprintf(" --flush-ms %d", v.flushMs)
+	}
 	return fmt.Sprintf("fjord verify %s --workload %s --duration %v --rate %d --producers %d --partitions %d --replication-factor %d --value-size %d --group-members %d%s --seed %d",
 		where, v.workload, v.duration, v.rate, v.producers, v.partitions, v.rf, v.valueSize, v.groupMembers, faults, v.seed)
 }
@@ -450,6 +506,7 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 // checks it.
 func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions, env verifyEnv) (verifyReport, error) {
 	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}, ViolationCounts: map[string]int{},
+		AnomalyDetails: []anomalyDetail{}, AllowedCounts: map[string]int{}, AllowedExamples: []string{},
 		Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}}
 	if env.cluster != nil {
 		r.Mode, r.Nodes = "local", len(env.cluster.nodes)
@@ -474,13 +531,16 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	created, err := adm.CreateTopic(cctx, v.partitions, rf, nil, v.topic)
+	created, err := adm.CreateTopic(cctx, v.partitions, rf, v.topicConfigs(), v.topic)
 	cancel()
 	if err == nil && created.Err != nil {
 		err = kafkaError(created.Err, created.ErrMessage)
 	}
 	if err != nil {
 		return r, fmt.Errorf("creating the topic %s (it must not exist: the check needs every record in it to be one this run sent): %w", v.topic, err)
+	}
+	if r.Flush, err = describeFlushPolicy(ctx, adm, v.topic); err != nil {
+		return r, err
 	}
 
 	checker := history.NewChecker()
@@ -500,7 +560,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	probe := &liveProbe{seeds: seeds(brokers), v: v, checker: checker}
 	faultsDone := make(chan struct{})
 	if env.faulter != nil {
-		faults = newFaultRun(env.faulter, env.mix, v, start, progress, probe)
+		faults = newFaultRun(env.faulter, env.mix, v, start, progress, probe, r.Flush.lossWindow())
 		go func() { defer close(faultsDone); faults.run(ctx, stopAt) }()
 	} else {
 		close(faultsDone)
@@ -531,15 +591,15 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	if err != nil {
 		return r, fmt.Errorf("reading %s back: %w", v.topic, err)
 	}
-	sum, verr := checker.Verify(logs)
-	r.Read, r.Unacked, r.LiveReads = sum.Read, sum.Unacked, sum.LiveReads
-	var found []history.Violation
-	var vs *history.Violations
-	switch {
-	case errors.As(verr, &vs):
-		found = vs.All
-	case verr != nil:
-		return r, verr
+	res := checker.VerifyAll(logs)
+	r.Read, r.Unacked, r.LiveReads = res.Summary.Read, res.Summary.Unacked, res.Summary.LiveReads
+	found := res.Violations
+	for _, a := range res.Allowed {
+		r.Allowed++
+		r.AllowedCounts[a.Kind]++
+		if len(r.AllowedExamples) < maxAnomalies {
+			r.AllowedExamples = append(r.AllowedExamples, a.String())
+		}
 	}
 	if r.Acked == 0 {
 		found = append(found, history.Violation{Kind: kindNoProgress, Text: "nothing was acknowledged: the cluster took no write"})
@@ -557,9 +617,9 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		r.Faults, r.FaultCounts, anomalies = faults.report()
 		found = append(found, anomalies...)
 	}
-	r.addViolations(found)
+	r.addViolations(found, func(v history.Violation) []string { return aroundLines(checker, logs, v, start, r.Faults) })
 	r.Pass = r.Violations == 0
-	if r.Pass {
+	if r.Pass && env.cluster == nil { // a local cluster goes whole
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 		defer cancel()
 		if _, err := adm.DeleteTopics(dctx, v.topic); err != nil {
@@ -649,13 +709,15 @@ func (r *verifyReader) stop() (int, string) {
 // maxAnomalies bounds the violations a report lists; all are counted.
 const maxAnomalies = 20
 
-// addViolations counts vs by kind and lists the first of them.
-func (r *verifyReport) addViolations(vs []history.Violation) {
+// addViolations counts vs by kind and lists the first of them, each
+// with what around tells of it.
+func (r *verifyReport) addViolations(vs []history.Violation, around func(history.Violation) []string) {
 	for _, v := range vs {
 		r.Violations++
 		r.ViolationCounts[v.Kind]++
 		if len(r.Anomalies) < maxAnomalies {
 			r.Anomalies = append(r.Anomalies, v.String())
+			r.AnomalyDetails = append(r.AnomalyDetails, anomalyDetail{Anomaly: v.String(), Around: around(v)})
 		}
 	}
 }
@@ -746,7 +808,7 @@ func (w *verifyWriters) produce(ctx context.Context, pr *kgo.Client, rng *rand.R
 		for len(value) < v.valueSize {
 			value = append(value, 'a'+byte(rng.IntN(26)))
 		}
-		w.checker.Sent(v.topic, key, value)
+		w.checker.SentBy(fmt.Sprintf("p%d", i), v.topic, key, value)
 		w.mu.Lock()
 		w.sent++
 		w.mu.Unlock()

@@ -74,7 +74,17 @@ type faultEvent struct {
 	// acknowledged and read back on every partition; -1 if it was not
 	// within --live-within.
 	LiveAfter float64 `json:"live_after_s"`
-	Error     string  `json:"error,omitempty"`
+	// FullISRAfter is seconds from the heal until every partition's
+	// in-sync replicas were all its replicas again; -1 if not within
+	// --live-within (not a violation: the cluster was live, one replica
+	// short).
+	FullISRAfter float64 `json:"full_isr_after_s"`
+	// MayLoseFrom and MayLoseWhy say, for a kill-all under
+	// flush.policy=interval, from when (seconds since the run began) the
+	// records acknowledged until the heal may be lost, and why.
+	MayLoseFrom *float64 `json:"may_lose_from_s,omitempty"`
+	MayLoseWhy  string   `json:"may_lose_why,omitempty"`
+	Error       string   `json:"error,omitempty"`
 	// violation is the kind of anomaly Error is: a fault or heal that
 	// failed, or a cluster not live in time after the heal.
 	violation string
@@ -88,6 +98,14 @@ func (e faultEvent) String() string {
 	s := fmt.Sprintf("%6.1fs %-8s %s, healed at %.1fs", e.At, e.Kind, target, e.HealedAt)
 	if e.LiveAfter >= 0 {
 		s += fmt.Sprintf(", live again %.2fs later", e.LiveAfter)
+		if e.FullISRAfter >= 0 {
+			s += fmt.Sprintf(", every replica in sync %.2fs later", e.FullISRAfter)
+		} else {
+			s += ", some replica not back in sync within --live-within"
+		}
+	}
+	if e.MayLoseFrom != nil {
+		s += fmt.Sprintf("; flush.policy=interval may lose what was acknowledged from %.1fs on (%s)", *e.MayLoseFrom, e.MayLoseWhy)
 	}
 	if e.Error != "" {
 		s += ": " + e.Error
@@ -130,6 +148,14 @@ type faultRun struct {
 
 	deck []string // the mix's kinds not yet drawn this round
 
+	// checker and lossWindow: a kill-all under flush.policy=interval
+	// tells the checker what may be lost (verify_policy.go); lossWindow
+	// is 0 under any other policy. caughtUp is when every replica was
+	// last back in sync after a heal.
+	checker    *history.Checker
+	lossWindow time.Duration
+	caughtUp   time.Time
+
 	mu     sync.Mutex
 	events []faultEvent
 }
@@ -148,9 +174,10 @@ func (r *faultRun) draw() string {
 	return k
 }
 
-func newFaultRun(f faulter, mix []string, v verifyOptions, start time.Time, progress io.Writer, probe *liveProbe) *faultRun {
+func newFaultRun(f faulter, mix []string, v verifyOptions, start time.Time, progress io.Writer, probe *liveProbe, lossWindow time.Duration) *faultRun {
 	return &faultRun{f: f, mix: mix, interval: v.faultInterval, liveWithin: v.liveWithin,
-		rng: rand.New(rand.NewPCG(v.seed, 0xfa17)), start: start, progress: progress, probe: probe}
+		rng: rand.New(rand.NewPCG(v.seed, 0xfa17)), start: start, progress: progress, probe: probe,
+		checker: probe.checker, lossWindow: lossWindow}
 }
 
 // run injects faults until the run has less than two intervals left
@@ -165,10 +192,11 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 		if !sleepCtx(ctx, r.interval) || time.Until(stopAt) < 2*r.interval {
 			return
 		}
-		ev := faultEvent{Kind: r.draw(), LiveAfter: -1}
+		ev := faultEvent{Kind: r.draw(), LiveAfter: -1, FullISRAfter: -1}
 		if ev.Kind != faultKillAll {
 			ev.Node = ids[r.rng.IntN(len(ids))]
 		}
+		injected := time.Now()
 		ev.At = r.since()
 		err := r.f.inject(ctx, ev.Kind, ev.Node)
 		if err == nil {
@@ -178,17 +206,30 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 		// Healed whatever happened, and on a context of its own: an
 		// interrupted run still leaves every node running.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), localReadyTimeout+faultCmdTimeout)
+		healing := time.Now()
 		herr := r.f.heal(hctx)
 		cancel()
 		ev.HealedAt = r.since()
+		if ev.Kind == faultKillAll && r.lossWindow > 0 {
+			from, why := mayLoseSince(injected, r.caughtUp, r.start, r.lossWindow)
+			r.checker.MayLose(from, healing, fmt.Sprintf("flush.policy=interval, every node killed at once at %.1fs: %s", ev.At, why))
+			fromS := from.Sub(r.start).Seconds()
+			ev.MayLoseFrom, ev.MayLoseWhy = &fromS, why
+		}
 		if err = errors.Join(err, herr); err == nil && ctx.Err() == nil {
 			healed := time.Now()
 			if perr := r.probe.run(ctx, r.liveWithin); perr != nil {
 				err, ev.violation = perr, kindNotLive
 			} else {
 				ev.LiveAfter = time.Since(healed).Seconds()
+				if r.probe.fullISR(ctx, r.liveWithin) == nil {
+					ev.FullISRAfter = time.Since(healed).Seconds()
+				}
 			}
 		}
+		// Not in sync in time, or not known: taken as caught up now,
+		// which only widens the next kill-all's window.
+		r.caughtUp = time.Now()
 		if err != nil {
 			ev.Error = err.Error()
 			if ev.violation == "" {
@@ -268,7 +309,7 @@ func (p *liveProbe) run(ctx context.Context, within time.Duration) error {
 	for part := range p.v.partitions {
 		key := fmt.Appendf(nil, "probe-%d-%d", p.n, part)
 		value := fmt.Appendf(nil, "%d-probe-%d-%d", p.v.seed, p.n, part)
-		p.checker.Sent(p.v.topic, key, value)
+		p.checker.SentBy("probe", p.v.topic, key, value)
 		p.sent++
 		rec, err := pr.ProduceSync(ctx, &kgo.Record{Key: key, Value: value, Partition: part}).First()
 		if err != nil {
@@ -294,6 +335,19 @@ func (p *liveProbe) run(ctx context.Context, within time.Duration) error {
 		})
 	}
 	return nil
+}
+
+// fullISR waits, within within, until every partition of the run's
+// topic has all its replicas in sync, as a node's Metadata answers.
+func (p *liveProbe) fullISR(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ClientID("fjord-verify-probe"), kgo.DialTimeout(reachTimeout))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return waitFullISR(ctx, cl, p.v.topic)
 }
 
 // localFaulter is --local's: signals to the nodes' processes.

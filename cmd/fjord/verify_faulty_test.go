@@ -76,6 +76,21 @@ func TestVerifyFindsAFaultyBroker(t *testing.T) {
 			if !strings.Contains(strings.Join(rep.Anomalies, "\n"), mark) {
 				t.Fatalf("the proxy: %s\nno anomaly says %q:\n%s", did[0], mark, strings.Join(rep.Anomalies, "\n"))
 			}
+			// Each anomaly comes with the operations around it: what
+			// was acknowledged, read and left in the log at the offsets
+			// next to its own.
+			for _, d := range rep.AnomalyDetails {
+				if !strings.Contains(d.Anomaly, mark) {
+					continue
+				}
+				around := strings.Join(d.Around, "\n")
+				if !strings.HasPrefix(around, "around "+topic+"-0 offset ") || !strings.Contains(around, " acknowledged at ") || !strings.Contains(around, " log: key ") {
+					t.Fatalf("anomaly %q, around it:\n%s\nwant the acknowledgements and the log near it", d.Anomaly, around)
+				}
+			}
+			if !strings.Contains(r.stdout, "      around "+topic) && len(rep.AnomalyDetails) == 0 {
+				t.Fatalf("no anomaly details: %s", r.stdout)
+			}
 		})
 	}
 }

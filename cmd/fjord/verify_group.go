@@ -39,17 +39,26 @@ func startVerifyGroup(ctx context.Context, seeds []string, v verifyOptions, chec
 	g.cancel = cancel
 	for i := range v.groupMembers {
 		name := fmt.Sprintf("m%d", i)
-		owned := func(ps map[string][]int32, fn func(group, member, topic string, partitions []int32)) {
+		revoked := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 			for topic, parts := range ps {
-				fn(g.name, name, topic, parts)
+				checker.Revoked(g.name, name, topic, parts)
 			}
 		}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("fjord-verify-"+name), kgo.DialTimeout(reachTimeout),
 			kgo.ConsumerGroup(g.name), kgo.ConsumeTopics(v.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
-			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { owned(ps, checker.Assigned) }),
-			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { owned(ps, checker.Revoked) }),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { owned(ps, checker.Revoked) }))
+			// franz-go calls this at the end of every join, with what
+			// the join added (cooperative: often nothing), once the
+			// member knows its new generation.
+			kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, ps map[string][]int32) {
+				_, generation := cl.GroupMetadata()
+				checker.Joined(g.name, name, generation)
+				for topic, parts := range ps {
+					checker.Assigned(g.name, name, generation, topic, parts)
+				}
+			}),
+			kgo.OnPartitionsRevoked(revoked),
+			kgo.OnPartitionsLost(revoked))
 		if err != nil {
 			g.stop()
 			return nil, err

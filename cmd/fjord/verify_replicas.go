@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -17,47 +18,82 @@ import (
 )
 
 // replicaSettle bounds how long a --local run waits, once the writes
-// stopped, for every replica of a partition to hold its leader's bytes:
-// a follower that was just restarted may still be copying.
+// stopped, for every partition's replicas to be back in sync before it
+// stops the nodes and compares their files: a follower that was just
+// restarted may still be copying.
 const replicaSettle = 30 * time.Second
 
-// compareReplicas reads each partition of topic from the data directory
-// of every node Metadata names as its replica and reports, for each
-// partition whose replicas still differ after replicaSettle, how. A
-// follower copies its leader's batches byte for byte, so once writes
-// stop the replicas are the same bytes (storage.LogBytes), whatever
-// each crashed, truncated or rolled.
+// compareReplicas waits (replicaSettle at most) until every partition of
+// topic has all its replicas in sync, stops every node cleanly (which
+// fsyncs what each holds: under --unsynced-writes-in-memory a running
+// node's files lack its unsynced writes), and reads each partition from
+// the data directory of every replica. A follower copies its leader's
+// batches byte for byte, so the replicas are the same bytes
+// (storage.LogBytes), whatever each crashed, truncated or rolled; a
+// partition whose replicas differ, or a node that does not stop
+// cleanly, is a violation.
 func compareReplicas(ctx context.Context, cl *kgo.Client, c *localCluster, topic string) (int, []history.Violation, error) {
+	resp, err := topicMetadata(ctx, cl, topic)
+	if err != nil {
+		return 0, nil, fmt.Errorf("finding %s's replicas: %w", topic, err)
+	}
+	var found []history.Violation
+	sctx, cancel := context.WithTimeout(ctx, replicaSettle)
+	short := waitFullISR(sctx, cl, topic)
+	cancel()
+	if err := c.stopNodes(); err != nil {
+		found = append(found, history.Violation{Kind: kindFaultFailed, Text: "stopping the nodes to compare their replicas: " + err.Error()})
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if why := replicaDifference(c, topic, p.Partition, p.Replicas); why != "" {
+			if short != nil {
+				why += fmt.Sprintf(" (not every replica was back in sync %v after the writes stopped: %v)", replicaSettle, short)
+			}
+			found = append(found, history.Violation{Kind: kindReplicasDiffer,
+				Text: fmt.Sprintf("%s-%d: replicas not byte-identical once the nodes stopped: %s", topic, p.Partition, why)})
+		}
+	}
+	return len(resp.Topics[0].Partitions), found, nil
+}
+
+// topicMetadata is one node's Metadata answer for topic alone.
+func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	t := kmsg.NewMetadataRequestTopic()
 	t.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, t)
 	resp, err := req.RequestWith(ctx, cl)
-	if err == nil && len(resp.Topics) == 1 {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
 	if err == nil && len(resp.Topics) != 1 {
 		err = fmt.Errorf("answered %d topics", len(resp.Topics))
 	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("finding %s's replicas: %w", topic, err)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
 	}
-	deadline := time.Now().Add(replicaSettle)
-	var diffs []history.Violation
-	for _, p := range resp.Topics[0].Partitions {
-		var why string
-		for {
-			why = replicaDifference(c, topic, p.Partition, p.Replicas)
-			if why == "" || !time.Now().Before(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
-				break
+	return resp, err
+}
+
+// waitFullISR asks for topic's metadata until every partition has all
+// its replicas in sync, or ctx ends: then the error names the
+// partitions still short.
+func waitFullISR(ctx context.Context, cl *kgo.Client, topic string) error {
+	for {
+		resp, err := topicMetadata(ctx, cl, topic)
+		if err == nil {
+			var short []string
+			for _, p := range resp.Topics[0].Partitions {
+				if len(p.ISR) < len(p.Replicas) || p.ErrorCode != 0 {
+					short = append(short, fmt.Sprintf("%s-%d replicas %v in sync %v", topic, p.Partition, p.Replicas, p.ISR))
+				}
 			}
+			if len(short) == 0 {
+				return nil
+			}
+			err = errors.New(strings.Join(short, "; "))
 		}
-		if why != "" {
-			diffs = append(diffs, history.Violation{Kind: kindReplicasDiffer,
-				Text: fmt.Sprintf("%s-%d: replicas not byte-identical %v after the writes stopped: %s", topic, p.Partition, replicaSettle, why)})
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return err
 		}
 	}
-	return len(resp.Topics[0].Partitions), diffs, nil
 }
 
 // replicaDifference is "" when every replica of the partition holds the

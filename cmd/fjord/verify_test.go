@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -54,6 +55,13 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--value-size 2097152: want 32 to 1048576", []string{"--value-size", "2097152"}},
 		{`invalid argument "0" for "--partitions" flag`, []string{"--partitions", "0"}},
 		{`invalid argument "-1" for "--seed" flag`, []string{"--seed", "-1"}},
+		{`--flush-policy "sometimes": want ack or interval`, []string{"--flush-policy", "sometimes"}},
+		{`--flush-policy "` + strings.Repeat("y", 64) + `...": want ack or interval`, []string{"--flush-policy", strings.Repeat("y", 100000)}},
+		{"--flush-ms goes with --flush-policy interval", []string{"--flush-ms", "100"}},
+		{"--flush-ms goes with --flush-policy interval", []string{"--flush-policy", "ack", "--flush-ms", "100"}},
+		{"--flush-ms 0: want 1 to 86400000", []string{"--flush-policy", "interval", "--flush-ms", "0"}},
+		{"--flush-ms 86400001: want 1 to 86400000", []string{"--flush-policy", "interval", "--flush-ms", "86400001"}},
+		{`invalid argument "1s" for "--flush-ms" flag`, []string{"--flush-ms", "1s"}},
 		{"unknown command \"now\"", []string{"now"}},
 	} {
 		r := fjord(t, "", append([]string{"verify", "--brokers", addr}, tc.args...)...)
@@ -76,7 +84,11 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
 		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "violation_counts", "anomalies", "command",
-		"mode", "faults", "fault_counts", "replicas_compared")
+		"mode", "faults", "fault_counts", "replicas_compared", "flush", "anomaly_details", "allowed_losses", "allowed_loss_counts", "allowed_loss_examples")
+	// The shared node describes the topic's flush policy: Fjord's default.
+	if flush, _ := m["flush"].(map[string]any); flush["flush_policy"] != "ack" {
+		t.Errorf("flush %v, want the default policy, ack", m["flush"])
+	}
 	if m["pass"] != true || number(t, m["acknowledged"]) < 500 || number(t, m["read_back"]) != number(t, m["acknowledged"])+number(t, m["unacknowledged_read_back"]) ||
 		number(t, m["violations"]) != 0 || number(t, m["read_live"]) == 0 || number(t, m["group_commits"]) == 0 || m["topic"] != "fjord-verify-42" || !strings.Contains(fmt.Sprint(m["command"]), "--seed 42") {
 		t.Fatalf("fjord verify: %v", m)
@@ -220,6 +232,57 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
 		t.Errorf("the passed run left %d entries in %s", len(entries), parent)
+	}
+}
+
+// Acceptance point 4: every node killed at once, under each flush
+// policy, on nodes whose unsynced writes die with them. Under interval,
+// with flush.ms a minute (nothing is fsynced before the first
+// kill-all), the records acknowledged before it are lost, and the report
+// counts them as what the policy allows, not as violations: the run
+// passes. Under ack nothing is lost at all.
+func TestVerifyFlushPolicyUnderKillAll(t *testing.T) {
+	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	for i, tc := range []struct {
+		policy string
+		args   []string
+	}{
+		{"interval", []string{"--flush-policy", "interval", "--flush-ms", "60000"}},
+		{"ack", []string{"--flush-policy", "ack"}},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			parent := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "20s", "--rate", "300",
+				"--partitions", "3", "--faults", "kill-all", "--fault-interval", "4s", "--seed", fmt.Sprint(40 + i), "-o", "json"}, tc.args...)
+			if code := run(ctx, args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+			}
+			var r verifyReport
+			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+				t.Fatalf("%v:\n%s", err, stdout.String())
+			}
+			if !r.Pass || r.Violations != 0 || r.FaultCounts[faultKillAll] == 0 || r.Flush.Policy != tc.policy {
+				t.Fatalf("report: %+v\n%s", r, stderr.String())
+			}
+			if tc.policy == "ack" {
+				if r.Allowed != 0 || r.Read < r.Acked {
+					t.Fatalf("flush.policy=ack: %d losses allowed, %d read back of %d acknowledged; want nothing lost", r.Allowed, r.Read, r.Acked)
+				}
+				return
+			}
+			if r.Flush.Ms != 60000 || r.AllowedCounts[history.KindLost] == 0 || r.Read >= r.Acked || len(r.AllowedExamples) == 0 {
+				t.Fatalf("flush.policy=interval: flush %+v, allowed %v, %d read back of %d acknowledged; want acknowledged records lost, as allowed",
+					r.Flush, r.AllowedCounts, r.Read, r.Acked)
+			}
+			for _, ev := range r.Faults {
+				if ev.MayLoseFrom == nil || ev.MayLoseWhy == "" {
+					t.Errorf("kill-all %s: no window of what it may lose", ev)
+				}
+			}
+		})
 	}
 }
 

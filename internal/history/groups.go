@@ -1,12 +1,19 @@
 package history
 
+import "time"
+
 // A consumer group's history: which member owned which partition, and
 // what it committed. The checks are made as the events arrive (they are
 // about the order of events, which the logs read back cannot show):
 //
-//   - a partition is owned by one member of a group at a time, as far as
-//     the clients see: assigned to one while another still holds it (not
-//     yet revoked or lost) is a violation;
+//   - a partition is owned by one member of a group per generation, as
+//     far as the clients see: assigned to one member in a generation
+//     while another, which joined that generation or a later one, still
+//     holds it (not yet revoked or lost) is a violation. A holder that
+//     never joined the new generation is a member that died or was cut
+//     off: the coordinator moved on without it, and what keeps it
+//     harmless is that its commits are refused (a commit it got through
+//     would go backwards, which is checked below);
 //   - a group's committed offset for a partition never goes backwards:
 //     a commit the coordinator acknowledged below an earlier one, or an
 //     offset the coordinator answers (Fetched) below the last
@@ -19,15 +26,44 @@ type groupPartition struct {
 	tp    TopicPartition
 }
 
-// Assigned records that member of group now owns partitions of topic.
-func (c *Checker) Assigned(group, member, topic string, partitions []int32) {
+type groupMember struct{ group, member string }
+
+// commit is an acknowledged commit's offset and when it was acknowledged.
+type commit struct {
+	offset int64
+	at     time.Time
+}
+
+// Joined records that member of group is in generation (a client learns
+// it at the end of every join, whatever it was assigned).
+func (c *Checker) Joined(group, member string, generation int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.joinedLocked(group, member, generation)
+}
+
+// REQUIRES: c.mu held.
+func (c *Checker) joinedLocked(group, member string, generation int32) {
 	c.ensureGroupsLocked()
+	m := groupMember{group, member}
+	if generation > c.mu.generation[m] {
+		c.mu.generation[m] = generation
+	}
+}
+
+// Assigned records that member of group now owns partitions of topic,
+// given to it in generation.
+func (c *Checker) Assigned(group, member string, generation int32, topic string, partitions []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.joinedLocked(group, member, generation)
 	for _, p := range partitions {
 		k := groupPartition{group, TopicPartition{topic, p}}
 		if other, ok := c.mu.owner[k]; ok && other != member {
-			c.problemLocked(KindTwoOwners, "group %s: %s assigned to %s while %s still owned it", group, k.tp, member, other)
+			if g := c.mu.generation[groupMember{group, other}]; g >= generation {
+				c.problemLocked(event{}, KindTwoOwners, "group %s: %s assigned to %s in generation %d while %s, in generation %d, still owned it",
+					group, k.tp, member, generation, other, g)
+			}
 		}
 		c.mu.owner[k] = member
 	}
@@ -61,18 +97,26 @@ func (c *Checker) Processed(group, member string, r Record) {
 // Committed records that the coordinator acknowledged member's commit of
 // offset for tp.
 func (c *Checker) Committed(group, member string, tp TopicPartition, offset int64) {
+	at := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ensureGroupsLocked()
 	k := groupPartition{group, tp}
 	if offset > c.mu.processed[k] {
-		c.problemLocked(KindCommitPastProcessed, "group %s: %s committed %s offset %d, past what any member processed (%d)", group, member, tp, offset, c.mu.processed[k])
+		c.problemLocked(event{}, KindCommitPastProcessed, "group %s: %s committed %s offset %d, past what any member processed (%d)", group, member, tp, offset, c.mu.processed[k])
 	}
-	if last, ok := c.mu.committed[k]; ok && offset < last {
-		c.problemLocked(KindCommitBackwards, "group %s: committed offset of %s went back from %d to %d (commit by %s)", group, tp, last, offset, member)
-		return
+	if last, ok := c.mu.committed[k]; ok && offset < last.offset {
+		// Located at the earlier commit: a log that lost the records
+		// that commit covered (MayLose) sends its consumers back, which
+		// is no fault of the group's.
+		v := violationAbout(event{}, KindCommitBackwards, "group %s: committed offset of %s went back from %d to %d (commit by %s)", group, tp, last.offset, offset, member)
+		v.TopicPartition, v.At = tp, last.at
+		c.mu.problems = append(c.mu.problems, v)
 	}
-	c.mu.committed[k] = offset
+	// The coordinator acknowledged it, so it is the committed offset now,
+	// backwards or not: later commits and the final answer are held
+	// against it.
+	c.mu.committed[k] = commit{offset, at}
 	c.mu.commits++
 }
 
@@ -83,8 +127,8 @@ func (c *Checker) Fetched(group string, tp TopicPartition, offset int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ensureGroupsLocked()
-	if last, ok := c.mu.committed[groupPartition{group, tp}]; ok && offset < last {
-		c.problemLocked(KindCommitLost, "group %s: the coordinator answers %s committed at %d, below the commit it acknowledged at %d", group, tp, offset, last)
+	if last, ok := c.mu.committed[groupPartition{group, tp}]; ok && offset < last.offset {
+		c.problemLocked(event{}, KindCommitLost, "group %s: the coordinator answers %s committed at %d, below the commit it acknowledged at %d", group, tp, offset, last.offset)
 	}
 }
 
@@ -99,7 +143,8 @@ func (c *Checker) Commits() int {
 func (c *Checker) ensureGroupsLocked() {
 	if c.mu.owner == nil {
 		c.mu.owner = map[groupPartition]string{}
+		c.mu.generation = map[groupMember]int32{}
 		c.mu.processed = map[groupPartition]int64{}
-		c.mu.committed = map[groupPartition]int64{}
+		c.mu.committed = map[groupPartition]commit{}
 	}
 }

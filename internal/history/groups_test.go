@@ -11,11 +11,11 @@ import (
 // coordinator answers the last commits.
 func TestGroupHistoryAcceptsGoodRun(t *testing.T) {
 	c, logs := goodHistory()
-	c.Assigned("g", "m1", "t", []int32{0, 1})
+	c.Assigned("g", "m1", 1, "t", []int32{0, 1})
 	c.Processed("g", "m1", rec(0, 0, "a", "v0"))
 	c.Committed("g", "m1", TopicPartition{"t", 0}, 1)
 	c.Revoked("g", "m1", "t", []int32{1})
-	c.Assigned("g", "m2", "t", []int32{1})
+	c.Assigned("g", "m2", 2, "t", []int32{1})
 	c.Processed("g", "m2", rec(1, 1, "b", "v3"))
 	c.Committed("g", "m2", TopicPartition{"t", 1}, 2)
 	c.Committed("g", "m1", TopicPartition{"t", 0}, 1) // the same again
@@ -29,6 +29,25 @@ func TestGroupHistoryAcceptsGoodRun(t *testing.T) {
 	}
 }
 
+// A member that dies keeps, as far as its client knows, the partitions
+// it owned; the group moves on without it in a new generation. That is
+// not two owners (its commits are refused, and one that got through
+// would go backwards, which is checked), so long as it never joined the
+// new generation.
+func TestGroupHistoryADeadMemberIsNotAnOwner(t *testing.T) {
+	c, logs := goodHistory()
+	c.Assigned("g", "m1", 3, "t", []int32{0, 1})
+	c.Joined("g", "m2", 3) // m2 joined generation 3 with nothing
+	// m1 is cut off; generation 4 gives everything to m2.
+	c.Assigned("g", "m2", 4, "t", []int32{0, 1})
+	// m1 comes back and rejoins: generation 5 splits again.
+	c.Revoked("g", "m2", "t", []int32{1})
+	c.Assigned("g", "m1", 5, "t", []int32{1})
+	if _, err := c.Verify(logs); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestGroupHistoryFindsViolations(t *testing.T) {
 	p0 := TopicPartition{"t", 0}
 	for _, tc := range []struct {
@@ -37,10 +56,15 @@ func TestGroupHistoryFindsViolations(t *testing.T) {
 		want string
 		kind string
 	}{
-		{"two owners", func(c *Checker) {
-			c.Assigned("g", "m1", "t", []int32{0})
-			c.Assigned("g", "m2", "t", []int32{0})
-		}, "group g: t-0 assigned to m2 while m1 still owned it", KindTwoOwners},
+		{"two owners in one generation", func(c *Checker) {
+			c.Assigned("g", "m1", 1, "t", []int32{0})
+			c.Assigned("g", "m2", 1, "t", []int32{0})
+		}, "group g: t-0 assigned to m2 in generation 1 while m1, in generation 1, still owned it", KindTwoOwners},
+		{"two owners, the old one in the new generation too", func(c *Checker) {
+			c.Assigned("g", "m1", 1, "t", []int32{0})
+			c.Joined("g", "m1", 2) // kept t-0 (sticky), not revoked
+			c.Assigned("g", "m2", 2, "t", []int32{0})
+		}, "group g: t-0 assigned to m2 in generation 2 while m1, in generation 2, still owned it", KindTwoOwners},
 		{"commit past processing", func(c *Checker) {
 			c.Processed("g", "m1", rec(0, 0, "a", "v0"))
 			c.Committed("g", "m1", p0, 5)

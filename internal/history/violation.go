@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // The kinds of broken guarantee the Checker names. A report counts its
@@ -27,6 +28,10 @@ const (
 	KindCorrupt = "corrupt"
 	// KindOutOfOrder: one key's records out of the order they were sent.
 	KindOutOfOrder = "out-of-order"
+	// KindProducerOrder: one producer's records in a partition out of
+	// the order it sent them (an idempotent producer's order holds per
+	// partition, whatever the keys).
+	KindProducerOrder = "producer-order"
 	// KindBadOffsets: offsets that do not increase within a partition,
 	// or a record that claims another partition.
 	KindBadOffsets = "bad-offsets"
@@ -56,6 +61,17 @@ const (
 type Violation struct {
 	Kind string
 	Text string
+	// Where it is, when it is about one record: its partition (Topic
+	// empty otherwise) and offset (-1 when about no single offset), and
+	// At, when the acknowledgement or read it concerns happened (zero
+	// when none). A report shows the operations around it from these,
+	// and a MayLose window is held against At.
+	TopicPartition TopicPartition
+	Offset         int64
+	At             time.Time
+	// AllowedBy is the reason of the MayLose window that excused it
+	// (Result.Allowed), "" for a violation.
+	AllowedBy string
 }
 
 func (v Violation) String() string { return v.Kind + ": " + v.Text }
