@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/netfault"
 )
 
 // DefaultClusterNodes is a cluster's size when ClusterOptions.Nodes is 0:
@@ -54,8 +56,8 @@ type ClusterOptions struct {
 	// Node.Args (a rack of its own for each, say).
 	NodeArgs map[int32][]string
 	// Network puts each node in a network namespace of its own, on a
-	// bridge the test process also sits on (network.go), so that Cut,
-	// CutBoth, Isolate, Split, Delay and Heal can fault the links
+	// bridge the test process also sits on (internal/netfault), so that
+	// Cut, CutBoth, Isolate, Split, Delay and Heal can fault the links
 	// between nodes while clients still reach every node. Each node
 	// listens on 10.231.X.(10+id), on fjord's default ports. It needs
 	// Linux, root, and the ip and tc commands (Debian's iproute2, which
@@ -79,7 +81,7 @@ type Cluster struct {
 	opts   ClusterOptions // defaults filled in
 	nodes  []*Node        // nodes[i] has id i+1
 	voters string
-	net    *network // nil unless opts.Network
+	net    *netfault.Network // nil unless opts.Network
 }
 
 // StartCluster starts the cluster and waits until every node's /readyz
@@ -124,7 +126,7 @@ func startCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 			// half-way leaves no namespace behind even for a shared
 			// cluster, whose owner ends with the test binary.
 			c.killAll()
-			err = errors.Join(err, c.net.teardown())
+			err = errors.Join(err, c.net.Close())
 		}
 		return nil, err
 	}
@@ -196,12 +198,21 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 	c := &Cluster{t: t, opts: opts}
 	var ports []int
 	if opts.Network {
-		// Made before the nodes, so that its removal, registered
-		// first, runs after their cleanups have killed them.
-		nw, err := newNetwork(t, opts.total(), execRun)
+		// A test installs what it needs rather than skip.
+		if err := netfault.Install(); err != nil {
+			return nil, err
+		}
+		nw, err := newNetwork(opts.total())
 		if err != nil {
 			return nil, err
 		}
+		// Registered before the nodes are made, so that the removal
+		// runs after their cleanups have killed them.
+		t.Cleanup(func() {
+			if err := nw.Close(); err != nil {
+				reportCleanupError(t, err)
+			}
+		})
 		c.net = nw
 	} else {
 		// One call, so no two nodes can get the same port.
@@ -222,14 +233,13 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 		n, err := newNode(t, nodeOpts)
 		if err != nil {
 			if c.net != nil {
-				err = errors.Join(err, c.net.teardown())
+				err = errors.Join(err, c.net.Close())
 			}
 			return nil, err
 		}
 		if c.net != nil {
-			nn := c.net.nodes[i]
-			n.netns, n.ipPath = nn.ns, c.net.ip
-			n.setAddrs(nn.addr.String(), networkKafkaPort, networkControllerPort, networkHTTPPort)
+			n.net = c.net
+			n.setAddrs(c.net.Addr(i+1).String(), networkKafkaPort, networkControllerPort, networkHTTPPort)
 		} else {
 			n.setPorts(ports[3*i], ports[3*i+1], ports[3*i+2])
 		}

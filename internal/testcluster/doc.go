@@ -61,9 +61,9 @@
 // so a network stack, of its own, and listens on fjord's default ports.
 //
 // Network faults. With ClusterOptions.Network each node runs in a
-// network namespace of its own (network.go), on a bridge the test process
-// also sits on, and the cluster can fault the links between nodes while
-// clients still reach every node:
+// network namespace of its own (internal/netfault makes them), on a
+// bridge the test process also sits on, and the cluster can fault the
+// links between nodes while clients still reach every node:
 //
 //	c := testcluster.StartCluster(t, testcluster.ClusterOptions{Network: true})
 //	c.Cut(1, 2)                         // 1's packets to 2 are dropped, silently
@@ -75,11 +75,11 @@
 //	conn, err := c.DialFrom(1, c.Node(2).KafkaAddr(), time.Second) // as node 1 would
 //
 // Network mode needs Linux, root and Debian's iproute2 (ip and tc),
-// which the harness installs with apt-get when it is missing; it never
-// skips. Everything it makes (namespaces, veths, the bridge, the qdiscs
-// and routes of the faults) is removed when the cluster's owner ends, or
-// at once if the start fails, and a later run removes what a crashed run
-// left. Signals and restarts work as on loopback: `ip netns exec` execs
+// which the harness installs with apt-get (netfault.Install) when it is
+// missing; it never skips. Everything it makes (namespaces, veths, the
+// bridge, the qdiscs and routes of the faults) is removed when the
+// cluster's owner ends, or at once if the start fails, and a later run
+// (of this harness or of fjord verify) removes what a crashed run left. Signals and restarts work as on loopback: `ip netns exec` execs
 // fjord in the same process, so the pid signalled is fjord's.
 //
 // Output. Each node's stdout and stderr go to one file (appended to across

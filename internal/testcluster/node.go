@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/netfault"
 )
 
 // Errors the harness reports (wrapped with detail; the tests see them
@@ -104,10 +106,9 @@ type Node struct {
 	// voters is --controller-quorum-voters for a node of a Cluster,
 	// empty for a node alone (a cluster of one).
 	voters string
-	// netns is the network namespace the node runs in (network mode),
-	// through ipPath's `ip netns exec`; empty on loopback.
-	netns  string
-	ipPath string
+	// net is the cluster's network in network mode, where the node
+	// runs in the namespace of its id; nil on loopback.
+	net *netfault.Network
 
 	httpClient *http.Client
 
@@ -382,16 +383,15 @@ func (n *Node) spawn() (*process, error) {
 }
 
 // command is the node's process to start: the binary, or in network mode
-// the binary through `ip netns exec`, which enters the namespace and
-// then execs the binary in the same process (no fork, unlike its batch
-// mode), so the pid the harness signals (SIGKILL, SIGSTOP, SIGTERM) and
-// waits for is fjord's own, and Pdeathsig, kept across an exec of a file
-// that is not set-uid, still kills it with the test.
+// the binary in its namespace (netfault.Network.Command: `ip netns exec`
+// execs the binary in the same process), so the pid the harness signals
+// (SIGKILL, SIGSTOP, SIGTERM) and waits for is fjord's own, and
+// Pdeathsig still kills it with the test.
 func (n *Node) command() *exec.Cmd {
-	if n.netns == "" {
+	if n.net == nil {
 		return exec.Command(n.opts.Binary, n.args()...)
 	}
-	return exec.Command(n.ipPath, append([]string{"netns", "exec", n.netns, n.opts.Binary}, n.args()...)...)
+	return n.net.Command(int(n.opts.NodeID), n.opts.Binary, n.args()...)
 }
 
 // awaitReady waits for p to be ready (waitReady); on failure p is killed.

@@ -1,11 +1,11 @@
 //go:build !linux
 
-package testcluster
+package netfault
 
 import "errors"
 
-// Network mode needs Linux's network namespaces; networkTools refuses it
-// elsewhere before any of these is reached.
+// Networks need Linux's network namespaces; Available and New refuse
+// them elsewhere before any of these is reached.
 var errNoNamespaces = errors.New("network namespaces need Linux")
 
 func inNamespace(string, func() error) error  { return errNoNamespaces }

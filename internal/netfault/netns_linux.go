@@ -1,4 +1,4 @@
-package testcluster
+package netfault
 
 import (
 	"errors"
@@ -54,20 +54,20 @@ func inNamespace(ns string, f func() error) error {
 }
 
 // lockNetworks takes the machine-wide lock that makes choosing a subnet
-// and claiming it (the bridge's address) one step across test binaries.
+// and claiming it (the bridge's address) one step across processes.
 // The kernel drops an flock when its holder dies, so a crashed run never
 // leaves it held.
 func lockNetworks() (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(networkLockPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(networkLockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("locking %s: %v", networkLockPath, err)
+		return nil, fmt.Errorf("locking %s: %v", lockPath, err)
 	}
 	return func() { f.Close() }, nil // closing the last descriptor unlocks
 }
@@ -80,7 +80,8 @@ func processAlive(pid int) bool {
 
 // delayQueueLen bounds the packets one delayed link holds: beyond it the
 // line drops, as a full router queue does. At 1,500 bytes a packet and a
-// delay of a second this passes about 100 Mbit/s, plenty for a test.
+// delay of a second this passes about 100 Mbit/s, plenty for a cluster
+// under test.
 const delayQueueLen = 8192
 
 // tunLine is a delay line: a tun device in the sending node's namespace,
@@ -93,7 +94,7 @@ const delayQueueLen = 8192
 // other devices, so the packet leaves by eth0, not back into the tun.
 //
 // Threads: one reader per line (read), one sender per destination
-// (send); setDelay and close from the test's goroutine.
+// (send); setDelay and close under Network.mu.
 type tunLine struct {
 	tun  *os.File
 	raw  int // the raw socket's descriptor
