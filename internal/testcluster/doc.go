@@ -92,8 +92,6 @@
 // Running, Metadata and the address getters are safe from any goroutine. One goroutine per running process waits for it to
 // exit and records its status.
 //
-// The Checker (checker.go) verifies a log read back against what a
-// producer was told (DESIGN.md section 7.5): every acknowledged record is
-// where it was acknowledged, no offset holds two records, per-key order
-// holds, nothing is duplicated.
+// The checker that verifies a log read back against what a producer
+// was told (DESIGN.md section 7.5) is internal/history's.
 package testcluster
