@@ -543,7 +543,7 @@ func (c *devCluster) spawn(n *devNode, exe string, env []string) error {
 	// An *os.File is handed to the child as it is: no copying goroutine
 	// in dev that a dead dev would leave the child writing into.
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = devProcAttr()
+	cmd.SysProcAttr = nodeProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting node %d (%s serve): %v", n.ports.ID, exe, err)
 	}

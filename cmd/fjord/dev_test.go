@@ -69,7 +69,7 @@ func startDev(t *testing.T, dir string, args ...string) *devRun {
 	// dev's own attributes: its own process group, so a signal meant
 	// for the test's group does not reach it, and on Linux it dies with
 	// the test binary (a panic, go test's -timeout), taking its nodes.
-	d.cmd.SysProcAttr = devProcAttr()
+	d.cmd.SysProcAttr = nodeProcAttr()
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func runDevOnce(t *testing.T, dir string, args ...string) devResult {
 	t.Helper()
 	cmd := fjordCommand(t, append([]string{"dev"}, args...)...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = devProcAttr()
+	cmd.SysProcAttr = nodeProcAttr()
 	var stdout, stderr testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
