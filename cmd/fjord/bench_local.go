@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/bench"
+	"github.com/fjordmq/fjord/internal/netfault"
 )
 
 // The nodes of `fjord bench run --local`: `fjord serve` child processes
@@ -59,6 +60,9 @@ type localCluster struct {
 	exe       string
 	voters    string
 	serveArgs []string
+	// network holds the nodes' namespaces (localClusterOptions.network),
+	// or is nil on loopback. stop removes it.
+	network *netfault.Network
 	// keep leaves dir in place at stop, for a run that failed.
 	keep bool
 }
@@ -90,6 +94,10 @@ type localClusterOptions struct {
 	pprof bool
 	// serveArgs are more `fjord serve` flags for every node.
 	serveArgs []string
+	// network runs every node in a network namespace of its own
+	// (internal/netfault), so the links between nodes can be faulted;
+	// it needs root. Otherwise the nodes share the loopback interface.
+	network bool
 }
 
 // startLocalCluster starts the nodes in a new temporary directory and
@@ -112,8 +120,9 @@ func startLocalCluster(ctx context.Context, o localClusterOptions) (*localCluste
 		// A port found free can be taken before a node binds it. The
 		// retry takes fresh ports for every node and fresh data
 		// directories: a quorum's metadata log keeps the voter list it
-		// was bootstrapped with.
-		if try < localStartTries && c != nil && c.portTaken() {
+		// was bootstrapped with. (In namespaces of their own nodes race
+		// nobody for their ports.)
+		if try < localStartTries && c != nil && c.network == nil && c.portTaken() {
 			if rerr := c.removeNodeDirs(); rerr == nil {
 				continue
 			}
@@ -126,15 +135,34 @@ func startLocalCluster(ctx context.Context, o localClusterOptions) (*localCluste
 // launchLocalCluster starts the processes and waits until all are
 // ready. On failure every process is gone; the cluster is returned
 // (when its nodes were made) so the caller can read their logs.
-func launchLocalCluster(ctx context.Context, exe, dir string, o localClusterOptions) (*localCluster, error) {
-	ports, err := freeLoopbackPorts(localPortsPerNode * o.nodes)
-	if err != nil {
-		return nil, err
+func launchLocalCluster(ctx context.Context, exe, dir string, o localClusterOptions) (c *localCluster, err error) {
+	c = &localCluster{dir: dir, exe: exe, serveArgs: o.serveArgs}
+	var addrs func(id int) []string
+	if o.network {
+		if c.network, err = netfault.New(o.nodes); err != nil {
+			return nil, fmt.Errorf("--local: making the nodes' network: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				err = errors.Join(err, c.network.Close())
+			}
+		}()
+		// Each node has a network stack of its own: Fjord's default
+		// ports on its own address.
+		addrs = func(id int) []string {
+			host := c.network.Addr(id).String()
+			return []string{net.JoinHostPort(host, "9092"), net.JoinHostPort(host, "9093"), net.JoinHostPort(host, "8082"), net.JoinHostPort(host, "6060")}
+		}
+	} else {
+		ports, err := freeLoopbackPorts(localPortsPerNode * o.nodes)
+		if err != nil {
+			return nil, err
+		}
+		addrs = func(id int) []string { return ports[localPortsPerNode*(id-1):] }
 	}
-	c := &localCluster{dir: dir, exe: exe, serveArgs: o.serveArgs}
 	var voters []string
 	for i := range o.nodes {
-		p := ports[localPortsPerNode*i:]
+		p := addrs(i + 1)
 		n := &localNode{
 			id:             i + 1,
 			dir:            filepath.Join(dir, "node-"+strconv.Itoa(i+1)),
@@ -201,6 +229,10 @@ func (n *localNode) spawn(c *localCluster) error {
 	}
 	args = append(args, c.serveArgs...)
 	cmd := exec.Command(c.exe, args...)
+	if c.network != nil {
+		cmd = c.network.Command(n.id, c.exe, args...)
+	}
+	cmd.SysProcAttr = nodeProcAttr()
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -370,7 +402,12 @@ func (c *localCluster) stop() error {
 	if !c.keep {
 		defer os.RemoveAll(c.dir)
 	}
-	return c.stopNodes()
+	err := c.stopNodes()
+	if c.network != nil {
+		// The namespaces go once no process runs in them.
+		err = errors.Join(err, c.network.Close())
+	}
+	return err
 }
 
 // stopNodes is stop without removing the directory.

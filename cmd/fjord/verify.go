@@ -92,6 +92,8 @@ type verifyEnv struct {
 	faulter faulter
 	mix     []string
 	cluster *localCluster
+	// leftOut says, for each kind the default mix leaves out, why.
+	leftOut []string
 }
 
 func newVerifyCommand() *cobra.Command {
@@ -151,7 +153,17 @@ Where the faults come from:
                            controlled shutdown) and kill-all (every node
                            SIGKILLed at once); its nodes keep unsynced
                            writes in memory, so a SIGKILL loses them as
-                           a power cut would
+                           a power cut would. As root (Linux, with ip
+                           and tc) each node runs in a network namespace
+                           of its own and the links between nodes are
+                           faulted too, while the clients still reach
+                           every node: isolate (one node cut off), split
+                           (a minority and a majority), bridge (two
+                           halves joined by one node), cut (one link,
+                           one way) and delay (a node's links slowed
+                           200ms each way). The default mix is every
+                           kind the machine can do; what it cannot is
+                           said, with why, when the run starts.
 
 Every --fault-interval one fault is drawn from the --faults mix (a kind
 named twice is drawn twice as often) on a node drawn at random, held for
@@ -163,9 +175,8 @@ the seed and the command to run it again are printed. Exit status 0 only
 on a pass. The topic (fjord-verify-SEED unless --topic) and the group,
 named after it, are deleted after a pass and kept after a failure.
 
-Not built yet: network partitions in --local (isolate, halves, bridges,
-delay), disk faults, the groups and http workloads, and the plotted
-report.`,
+Not built yet: disk faults, the groups and http workloads, and the
+plotted report.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if err := o.applyEnv(cmd); err != nil {
@@ -180,16 +191,25 @@ report.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			for _, why := range env.leftOut {
+				fmt.Fprintf(cmd.ErrOrStderr(), "left out of the faults: %s\n", why)
+			}
 			if v.local {
-				fmt.Fprintf(cmd.ErrOrStderr(), "starting %d local nodes...\n", v.nodes)
+				network := needsNetwork(env.mix)
+				where := "on loopback"
+				if network {
+					where = "each in a network namespace of its own"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "starting %d local nodes, %s...\n", v.nodes, where)
 				// Unsynced writes die with a killed node, as in a power
 				// cut: what flush.policy=interval gives up shows.
 				c, cerr := startLocalCluster(ctx, localClusterOptions{parent: v.dataDir, nodes: v.nodes,
-					serveArgs: []string{"--unsynced-writes-in-memory"}})
+					serveArgs: []string{"--unsynced-writes-in-memory"}, network: network})
 				if cerr != nil {
 					return cerr
 				}
-				env.cluster, env.faulter = c, newLocalFaulter(c)
+				env.cluster = c
+				env.faulter.(*localFaulter).c = c
 				o.brokers = strings.Join(c.seeds(), ",")
 				defer func() {
 					if serr := c.stop(); serr != nil && err == nil {
@@ -249,7 +269,7 @@ report.`,
 	f.IntVar(&v.nodes, "nodes", 3, "with --local: how many nodes (1 to 5)")
 	f.StringVar(&v.dataDir, "data-dir", "", "with --local: where the nodes' directory goes (default: the system's temporary directory)")
 	f.StringVar(&v.faultCmd, "fault-cmd", "", "with --brokers: a script run as SCRIPT kill|pause|isolate NODE and SCRIPT heal")
-	f.StringVar(&v.faults, "faults", "", "the fault mix, kinds separated by commas, or none (default: kill,pause,restart,kill-all with --local; kill,pause with --fault-cmd)")
+	f.StringVar(&v.faults, "faults", "", "the fault mix, kinds separated by commas, or none (default: every kind the machine can do with --local; kill,pause with --fault-cmd)")
 	f.DurationVar(&v.faultInterval, "fault-interval", 10*time.Second, "how often a fault starts, and how long it is held")
 	f.DurationVar(&v.liveWithin, "live-within", 30*time.Second, "how soon after a heal a write to every partition must be acknowledged and read back")
 	addOutputFlag(cmd, &output)
@@ -300,9 +320,18 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 	var kinds faulter
 	switch {
 	case v.local:
-		kinds = &localFaulter{}
+		lf := newLocalFaulter(v.nodes)
+		kinds, env.faulter = lf, lf
 		if !changed("faults") {
-			v.faults = "kill,pause,restart,kill-all"
+			// Every kind this machine can do; what it cannot is said
+			// when the run starts (env.leftOut).
+			can, cannot := lf.kinds()
+			v.faults = strings.Join(can, ",")
+			for _, k := range networkFaultKinds {
+				if why := cannot[k]; why != "" {
+					env.leftOut = append(env.leftOut, k+" "+why)
+				}
+			}
 		}
 	case v.faultCmd != "":
 		if _, err := exec.LookPath(v.faultCmd); err != nil {

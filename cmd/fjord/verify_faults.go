@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/history"
+	"github.com/fjordmq/fjord/internal/netfault"
 )
 
 // The faults of fjord verify. A run with faults (--local, or a user's
@@ -36,11 +37,29 @@ const (
 	faultPause   = "pause"    // SIGSTOP one node; the heal sends SIGCONT
 	faultRestart = "restart"  // SIGTERM (a controlled shutdown); the heal starts it again
 	faultKillAll = "kill-all" // SIGKILL every node at once; the heal starts them all
-	faultIsolate = "isolate"  // cut one node off the others (--fault-cmd only)
+
+	// The network's (--local in namespaces, or a --fault-cmd script for
+	// isolate). The clients, on the host, still reach every node: what
+	// is cut is the nodes' links to each other, which is what a stale
+	// leader, a split quorum or a lagging follower is made of.
+	faultIsolate = "isolate" // one node cut off from the others, both ways
+	faultSplit   = "split"   // the nodes in two halves, a minority with the node and a majority, that cannot talk
+	faultBridge  = "bridge"  // two halves that reach each other only through the node (Jepsen's bridge)
+	faultCut     = "cut"     // the node's packets to one other node dropped, one way
+	faultDelay   = "delay"   // the node's links to every other node slowed by faultDelayBy, both ways
 )
 
 // allFaultKinds is every kind, in the order the report counts them.
-var allFaultKinds = []string{faultKill, faultPause, faultRestart, faultKillAll, faultIsolate}
+var allFaultKinds = []string{faultKill, faultPause, faultRestart, faultKillAll, faultIsolate, faultSplit, faultBridge, faultCut, faultDelay}
+
+// networkFaultKinds are the kinds --local does to its nodes' links.
+var networkFaultKinds = []string{faultIsolate, faultSplit, faultBridge, faultCut, faultDelay}
+
+// faultDelayBy is what the delay fault adds to each packet between the
+// node and the others: several times a heartbeat's round trip on a LAN,
+// well under the sessions' and requests' timeouts, so the cluster must
+// stay live through it, only slower.
+const faultDelayBy = 200 * time.Millisecond
 
 const (
 	// faultCmdTimeout bounds one call of a --fault-cmd script.
@@ -56,8 +75,10 @@ type faulter interface {
 	kinds() (can []string, cannot map[string]string)
 	// nodes is the node ids a fault may name.
 	nodes() []int
-	// inject starts a fault; node is 0 for kill-all.
-	inject(ctx context.Context, kind string, node int) error
+	// inject starts a fault on node (0 for kill-all), drawing whatever
+	// else it needs (the other end of a cut, a split's halves) from rng,
+	// and says what it did when node alone does not tell.
+	inject(ctx context.Context, kind string, node int, rng *rand.Rand) (detail string, err error)
 	// heal ends every fault in force and returns once the cluster's
 	// nodes are all running again.
 	heal(ctx context.Context) error
@@ -67,6 +88,9 @@ type faulter interface {
 type faultEvent struct {
 	Kind string `json:"kind"`
 	Node int    `json:"node,omitempty"` // 0: every node
+	// Detail says what was done when Kind and Node do not ("1 -> 3
+	// dropped", "[1] | [2 3]").
+	Detail string `json:"detail,omitempty"`
 	// At and HealedAt are seconds since the run began.
 	At       float64 `json:"at_s"`
 	HealedAt float64 `json:"healed_at_s"`
@@ -94,6 +118,9 @@ func (e faultEvent) String() string {
 	target := "every node"
 	if e.Node != 0 {
 		target = "node " + strconv.Itoa(e.Node)
+	}
+	if e.Detail != "" {
+		target = e.Detail
 	}
 	s := fmt.Sprintf("%6.1fs %-8s %s, healed at %.1fs", e.At, e.Kind, target, e.HealedAt)
 	if e.LiveAfter >= 0 {
@@ -198,9 +225,14 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 		}
 		injected := time.Now()
 		ev.At = r.since()
-		err := r.f.inject(ctx, ev.Kind, ev.Node)
+		var err error
+		ev.Detail, err = r.f.inject(ctx, ev.Kind, ev.Node, r.rng)
 		if err == nil {
-			fmt.Fprintf(r.progress, "%s: fault: %s %s\n", time.Since(r.start).Round(time.Second), ev.Kind, nodeName(ev.Node))
+			what := nodeName(ev.Node)
+			if ev.Detail != "" {
+				what = ev.Detail
+			}
+			fmt.Fprintf(r.progress, "%s: fault: %s %s\n", time.Since(r.start).Round(time.Second), ev.Kind, what)
 			sleepCtx(ctx, r.interval)
 		}
 		// Healed whatever happened, and on a context of its own: an
@@ -350,20 +382,46 @@ func (p *liveProbe) fullISR(ctx context.Context, within time.Duration) error {
 	return waitFullISR(ctx, cl, p.v.topic)
 }
 
-// localFaulter is --local's: signals to the nodes' processes.
+// localFaulter is --local's: signals to the nodes' processes, and, when
+// the nodes run in namespaces of their own, faults on their links.
 type localFaulter struct {
-	c      *localCluster
-	down   map[int]bool // killed or stopped; started again at the heal
+	// count is --nodes, and netErr why the links cannot be faulted here
+	// (nil: they can): what the kinds are is known before the cluster
+	// starts.
+	count  int
+	netErr error
+
+	c      *localCluster // set once the cluster runs
+	down   map[int]bool  // killed or stopped; started again at the heal
 	paused map[int]bool
 }
 
-func newLocalFaulter(c *localCluster) *localFaulter {
-	return &localFaulter{c: c, down: map[int]bool{}, paused: map[int]bool{}}
+func newLocalFaulter(count int) *localFaulter {
+	return &localFaulter{count: count, netErr: netfault.Available(), down: map[int]bool{}, paused: map[int]bool{}}
 }
 
 func (f *localFaulter) kinds() ([]string, map[string]string) {
-	return []string{faultKill, faultPause, faultRestart, faultKillAll},
-		map[string]string{faultIsolate: "is not built into --local yet (network partitions need network namespaces); a --fault-cmd script can do it"}
+	can := []string{faultKill, faultPause, faultRestart, faultKillAll}
+	cannot := map[string]string{}
+	for _, k := range networkFaultKinds {
+		switch {
+		case f.count < 2:
+			cannot[k] = "needs --nodes 2 or more: a lone node has no links to fault"
+		case k == faultBridge && f.count < 3:
+			cannot[k] = "needs --nodes 3 or more: a bridge joins two halves"
+		case f.netErr != nil:
+			cannot[k] = "cannot be done here: network faults put each node in a network namespace of its own, and " + f.netErr.Error()
+		default:
+			can = append(can, k)
+		}
+	}
+	return can, cannot
+}
+
+// needsNetwork reports whether mix has a fault on the links, for which
+// the nodes must run in namespaces of their own.
+func needsNetwork(mix []string) bool {
+	return slices.ContainsFunc(mix, func(k string) bool { return slices.Contains(networkFaultKinds, k) })
 }
 
 func (f *localFaulter) nodes() []int {
@@ -374,35 +432,84 @@ func (f *localFaulter) nodes() []int {
 	return ids
 }
 
-func (f *localFaulter) inject(ctx context.Context, kind string, id int) error {
-	switch kind {
-	case faultKillAll:
+func (f *localFaulter) inject(ctx context.Context, kind string, id int, rng *rand.Rand) (string, error) {
+	if kind == faultKillAll {
 		for _, n := range f.c.nodes {
 			f.kill(n)
 		}
 		clear(f.paused) // a stopped process dies of SIGKILL too
-		return nil
+		return "", nil
 	}
 	n := f.c.nodes[id-1]
 	if f.down[id] || f.paused[id] {
-		return nil // never happens: every fault is healed before the next
+		return "", nil // never happens: every fault is healed before the next
 	}
 	switch kind {
 	case faultKill:
 		f.kill(n)
 	case faultPause:
 		if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			return err
+			return "", err
 		}
 		f.paused[id] = true
 	case faultRestart:
 		f.down[id] = true
 		// A controlled shutdown that hangs or fails is a finding.
-		return n.stop(n.name(f.c))
+		return "", n.stop(n.name(f.c))
 	default:
-		return fmt.Errorf("fault %q: not a local fault", kind)
+		if slices.Contains(networkFaultKinds, kind) && f.c.network != nil {
+			return f.cutLinks(kind, id, rng)
+		}
+		return "", fmt.Errorf("fault %q: not a local fault", kind)
 	}
-	return nil
+	return "", nil
+}
+
+// cutLinks does a network fault around node id, the others drawn from
+// rng, and says which links it cut.
+func (f *localFaulter) cutLinks(kind string, id int, rng *rand.Rand) (string, error) {
+	nw := f.c.network
+	var others []int
+	for _, n := range f.c.nodes {
+		if n.id != id {
+			others = append(others, n.id)
+		}
+	}
+	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	switch kind {
+	case faultIsolate:
+		return fmt.Sprintf("node %d cut off from the others", id), nw.Isolate(id)
+	case faultSplit:
+		// The node and as many others as leave it a minority, against
+		// the rest: the minority cannot elect, the majority must go on.
+		minority := append([]int{id}, others[:(len(others)+1)/2-1]...)
+		majority := others[len(minority)-1:]
+		slices.Sort(minority)
+		slices.Sort(majority)
+		return fmt.Sprintf("%v | %v", minority, majority), nw.Split(minority, majority)
+	case faultBridge:
+		a, b := others[:len(others)/2], others[len(others)/2:]
+		slices.Sort(a)
+		slices.Sort(b)
+		for _, x := range a {
+			for _, y := range b {
+				if err := nw.CutBoth(x, y); err != nil {
+					return "", err
+				}
+			}
+		}
+		return fmt.Sprintf("node %d bridges %v and %v", id, a, b), nil
+	case faultCut:
+		return fmt.Sprintf("%d -> %d dropped", id, others[0]), nw.Cut(id, others[0])
+	case faultDelay:
+		for _, o := range others {
+			if err := errors.Join(nw.Delay(id, o, faultDelayBy), nw.Delay(o, id, faultDelayBy)); err != nil {
+				return "", err
+			}
+		}
+		return fmt.Sprintf("node %d's links slowed by %v both ways", id, faultDelayBy), nil
+	}
+	return "", fmt.Errorf("fault %q: not a network fault", kind)
 }
 
 func (f *localFaulter) kill(n *localNode) {
@@ -415,6 +522,11 @@ func (f *localFaulter) kill(n *localNode) {
 
 func (f *localFaulter) heal(ctx context.Context) error {
 	var errs []error
+	if f.c.network != nil {
+		if err := f.c.network.Heal(); err != nil {
+			errs = append(errs, fmt.Errorf("healing the network: %w", err))
+		}
+	}
 	for id := range f.paused {
 		if err := f.c.nodes[id-1].cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			errs = append(errs, fmt.Errorf("resuming node %d: %w", id, err))
@@ -453,15 +565,18 @@ type cmdFaulter struct {
 }
 
 func (f *cmdFaulter) kinds() ([]string, map[string]string) {
-	return []string{faultKill, faultPause, faultIsolate, faultKillAll},
-		map[string]string{faultRestart: "is not part of the --fault-cmd protocol (kill, pause, isolate, heal)"}
+	cannot := map[string]string{faultRestart: "is not part of the --fault-cmd protocol (kill, pause, isolate, heal)"}
+	for _, k := range []string{faultSplit, faultBridge, faultCut, faultDelay} {
+		cannot[k] = "is not part of the --fault-cmd protocol (kill, pause, isolate, heal); --local does it"
+	}
+	return []string{faultKill, faultPause, faultIsolate, faultKillAll}, cannot
 }
 
 func (f *cmdFaulter) nodes() []int { return f.ids }
 
-func (f *cmdFaulter) inject(ctx context.Context, kind string, id int) error {
+func (f *cmdFaulter) inject(ctx context.Context, kind string, id int, _ *rand.Rand) (string, error) {
 	if kind != faultKillAll {
-		return f.call(ctx, kind, strconv.Itoa(id))
+		return "", f.call(ctx, kind, strconv.Itoa(id))
 	}
 	errs := make([]error, len(f.ids))
 	var wg sync.WaitGroup
@@ -469,7 +584,7 @@ func (f *cmdFaulter) inject(ctx context.Context, kind string, id int) error {
 		wg.Go(func() { errs[i] = f.call(ctx, faultKill, strconv.Itoa(id)) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return "", errors.Join(errs...)
 }
 
 func (f *cmdFaulter) heal(ctx context.Context) error { return f.call(ctx, "heal") }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/history"
+	"github.com/fjordmq/fjord/internal/netfault"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -180,8 +183,9 @@ func TestVerifyLocalBadInput(t *testing.T) {
 		{"--nodes 0: want 1 to 5", []string{"--nodes", "0"}},
 		{"--nodes 9: want 1 to 5", []string{"--nodes", "9"}},
 		{"--fault-cmd goes with --brokers", []string{"--fault-cmd", "/bin/true"}},
-		{"--faults: isolate is not built into --local yet", []string{"--faults", "kill,isolate"}},
-		{`--faults "explode": "explode" is not a fault; want some of kill,pause,restart,kill-all, or none`, []string{"--faults", "explode"}},
+		{"--faults: cut needs --nodes 2 or more: a lone node has no links to fault", []string{"--nodes", "1", "--faults", "kill,cut"}},
+		{"--faults: bridge needs --nodes 3 or more", []string{"--nodes", "2", "--faults", "bridge"}},
+		{`--faults "explode": "explode" is not a fault; want some of kill,pause,restart,kill-all,isolate,split,bridge,cut,delay, or none`, []string{"--faults", "explode"}},
 	} {
 		r := fjord(t, "", append([]string{"verify", "--local", "--data-dir", parent}, tc.args...)...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "starting") {
@@ -194,18 +198,25 @@ func TestVerifyLocalBadInput(t *testing.T) {
 }
 
 // Acceptance point 1, the default suite's short version: a cluster of
-// three of its own, every local fault kind injected (the mix is dealt
-// in rounds, so four faults are one of each), the cluster live again
-// after each heal, nothing acknowledged lost, the replicas identical,
-// and everything removed after the pass.
+// three of its own, every local fault kind injected (the default mix is
+// every kind the machine can do, dealt in rounds, so the first faults
+// are one of each; CI runs as root, so the network's kinds are among
+// them), the cluster live again after each heal, nothing acknowledged
+// lost, the replicas identical, and everything removed after the pass,
+// the network namespaces too.
 func TestVerifyLocalWithEveryFault(t *testing.T) {
 	// The nodes are this test binary, run as fjord (see TestMain).
 	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
+	// The network faults need ip and tc: installed if missing, never
+	// skipped.
+	if err := netfault.Install(); err != nil {
+		t.Fatal(err)
+	}
 	parent := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "70s", "--rate", "400",
+	code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "100s", "--rate", "400",
 		"--partitions", "3", "--fault-interval", "3s", "--seed", "16", "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -217,7 +228,7 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	if !r.Pass || r.Mode != "local" || r.Nodes != 3 || r.Violations != 0 || r.ReplicasCompared != 3 || r.Acked < 10000 {
 		t.Fatalf("report: %+v", r)
 	}
-	for _, k := range []string{faultKill, faultPause, faultRestart, faultKillAll} {
+	for _, k := range allFaultKinds {
 		if r.FaultCounts[k] == 0 {
 			t.Errorf("no %s fault injected: %v\n%s", k, r.FaultCounts, stderr.String())
 		}
@@ -232,6 +243,17 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
 		t.Errorf("the passed run left %d entries in %s", len(entries), parent)
+	}
+	if strings.Contains(stderr.String(), "left out of the faults") {
+		t.Errorf("the default mix left kinds out:\n%s", stderr.String())
+	}
+	for _, ev := range r.Faults {
+		if slices.Contains(networkFaultKinds, ev.Kind) && ev.Detail == "" {
+			t.Errorf("network fault %s does not say which links it cut", ev)
+		}
+	}
+	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || strings.Contains(string(out), fmt.Sprintf("fjordt-%d-", os.Getpid())) {
+		t.Errorf("ip netns list: %v, %s: the run's namespaces are left", err, out)
 	}
 }
 
