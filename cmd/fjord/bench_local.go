@@ -78,6 +78,8 @@ type localNode struct {
 	cmd            *exec.Cmd
 	done           chan struct{} // closed when the process exited; waitErr is then set
 	waitErr        error
+	// logStart is where the current process's output begins in node.log.
+	logStart int64
 }
 
 func (n *localNode) dataDir() string { return filepath.Join(n.dir, "data") }
@@ -206,6 +208,9 @@ func (n *localNode) spawn(c *localCluster) error {
 		return err
 	}
 	defer log.Close() // the child has its own descriptor
+	if fi, err := log.Stat(); err == nil {
+		n.logStart = fi.Size()
+	}
 	// Every serve flag is given, and --config "" too, so FJORD_*
 	// variables in the user's environment cannot change the node.
 	args := []string{"serve",
@@ -447,6 +452,15 @@ func (n *localNode) stop(name string) error {
 		return fmt.Errorf("%s did not shut down cleanly (%v); last lines of its log:\n%s", name, n.waitErr, n.logTail(20))
 	}
 	return nil
+}
+
+// logSinceStart returns what the node's current process has written.
+func (n *localNode) logSinceStart() string {
+	b, err := os.ReadFile(n.logPath())
+	if err != nil || int64(len(b)) < n.logStart {
+		return ""
+	}
+	return string(b[n.logStart:])
 }
 
 // logTail returns the last lines of the node's output.

@@ -215,9 +215,9 @@ func TestConsumeGroupMembersShareAndHandOver(t *testing.T) {
 	for len(seen) < 40 {
 		select {
 		case l := <-a.lines: // a printed a record
-			record(t, seen, partitionOf, "a", l)
+			notePrinted(t, seen, partitionOf, "a", l)
 		case l := <-b.lines: // b printed a record
-			record(t, seen, partitionOf, "b", l)
+			notePrinted(t, seen, partitionOf, "b", l)
 		case <-time.After(20 * time.Second): // records arrive in milliseconds
 			t.Fatalf("%d of 40 records printed; stderr of a:\n%s\nstderr of b:\n%s", len(seen), a.stderr.String(), b.stderr.String())
 		}
@@ -238,7 +238,7 @@ func TestConsumeGroupMembersShareAndHandOver(t *testing.T) {
 
 	// a leaves; b takes over a's partitions from a's commits.
 	for _, l := range a.interrupt(t) {
-		record(t, seen, partitionOf, "a", l)
+		notePrinted(t, seen, partitionOf, "a", l)
 	}
 	testutil.Eventually(t, 20*time.Second, func() error {
 		if d := n.describe(t, "crew"); d.State != "Stable" || len(d.Members) != 1 || len(d.AssignedPartitions()["work"]) != 4 {
@@ -256,10 +256,10 @@ func TestConsumeGroupMembersShareAndHandOver(t *testing.T) {
 		if !ok {
 			t.Fatalf("%d of 80 records printed; stderr of b:\n%s", len(seen), b.stderr.String())
 		}
-		record(t, seen, partitionOf, "b", l)
+		notePrinted(t, seen, partitionOf, "b", l)
 	}
 	for _, l := range b.interrupt(t) {
-		record(t, seen, partitionOf, "b", l)
+		notePrinted(t, seen, partitionOf, "b", l)
 	}
 	var ends int64
 	for p := range int32(4) {
@@ -270,9 +270,9 @@ func TestConsumeGroupMembersShareAndHandOver(t *testing.T) {
 	}
 }
 
-// record notes a line "partition value" printed by who, failing the
+// notePrinted notes a line "partition value" printed by who, failing the
 // test on a record printed twice.
-func record(t *testing.T, seen, partitionOf map[string]string, who, line string) {
+func notePrinted(t *testing.T, seen, partitionOf map[string]string, who, line string) {
 	t.Helper()
 	p, v, ok := strings.Cut(line, " ")
 	if !ok {

@@ -48,6 +48,9 @@ const (
 	// kindReplicasDiffer: a partition's replicas not byte-identical
 	// once the writes stopped (--local).
 	kindReplicasDiffer = "replicas-differ"
+	// kindDamageUnnoticed: a node started again after a disk fault did
+	// not find the damage in its logs (--local).
+	kindDamageUnnoticed = "damage-unnoticed"
 )
 
 // verifyProgressInterval is how often a run says where it is.
@@ -153,7 +156,12 @@ Where the faults come from:
                            controlled shutdown) and kill-all (every node
                            SIGKILLed at once); its nodes keep unsynced
                            writes in memory, so a SIGKILL loses them as
-                           a power cut would. As root (Linux, with ip
+                           a power cut would. Disk faults kill a node
+                           and damage its files as a power cut can:
+                           torn-write (each log's last write only partly
+                           on the disk) and bit-flip (one bit flipped in
+                           a batch its recovery scans); the node's
+                           recovery must find the damage. As root (Linux, with ip
                            and tc) each node runs in a network namespace
                            of its own and the links between nodes are
                            faulted too, while the clients still reach
@@ -175,8 +183,7 @@ the seed and the command to run it again are printed. Exit status 0 only
 on a pass. The topic (fjord-verify-SEED unless --topic) and the group,
 named after it, are deleted after a pass and kept after a failure.
 
-Not built yet: disk faults, the groups and http workloads, and the
-plotted report.`,
+Not built yet: the groups and http workloads, and the plotted report.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if err := o.applyEnv(cmd); err != nil {
@@ -209,7 +216,8 @@ plotted report.`,
 					return cerr
 				}
 				env.cluster = c
-				env.faulter.(*localFaulter).c = c
+				lf := env.faulter.(*localFaulter)
+				lf.c, lf.topic, lf.partitions = c, v.topic, v.partitions
 				o.brokers = strings.Join(c.seeds(), ",")
 				defer func() {
 					if serr := c.stop(); serr != nil && err == nil {

@@ -47,10 +47,17 @@ const (
 	faultBridge  = "bridge"  // two halves that reach each other only through the node (Jepsen's bridge)
 	faultCut     = "cut"     // the node's packets to one other node dropped, one way
 	faultDelay   = "delay"   // the node's links to every other node slowed by faultDelayBy, both ways
+
+	// The disk's (--local): a node SIGKILLed and its files damaged as a
+	// power cut can leave them (verify_disk.go); the heal starts it
+	// again.
+	faultTornWrite = "torn-write" // each partition log's last write only partly on the disk
+	faultBitFlip   = "bit-flip"   // one bit flipped in a batch its recovery scans
 )
 
 // allFaultKinds is every kind, in the order the report counts them.
-var allFaultKinds = []string{faultKill, faultPause, faultRestart, faultKillAll, faultIsolate, faultSplit, faultBridge, faultCut, faultDelay}
+var allFaultKinds = []string{faultKill, faultPause, faultRestart, faultKillAll, faultIsolate, faultSplit, faultBridge, faultCut, faultDelay,
+	faultTornWrite, faultBitFlip}
 
 // networkFaultKinds are the kinds --local does to its nodes' links.
 var networkFaultKinds = []string{faultIsolate, faultSplit, faultBridge, faultCut, faultDelay}
@@ -80,8 +87,9 @@ type faulter interface {
 	// and says what it did when node alone does not tell.
 	inject(ctx context.Context, kind string, node int, rng *rand.Rand) (detail string, err error)
 	// heal ends every fault in force and returns once the cluster's
-	// nodes are all running again.
-	heal(ctx context.Context) error
+	// nodes are all running again, saying what the nodes did about a
+	// fault when that is worth knowing (recovery cutting damage).
+	heal(ctx context.Context) (effect string, err error)
 }
 
 // faultEvent is one fault of a run, as the report shows it.
@@ -89,8 +97,10 @@ type faultEvent struct {
 	Kind string `json:"kind"`
 	Node int    `json:"node,omitempty"` // 0: every node
 	// Detail says what was done when Kind and Node do not ("1 -> 3
-	// dropped", "[1] | [2 3]").
+	// dropped", "[1] | [2 3]"), and Effect what the nodes did about it
+	// ("recovery cut damaged tails from 3 logs").
 	Detail string `json:"detail,omitempty"`
+	Effect string `json:"effect,omitempty"`
 	// At and HealedAt are seconds since the run began.
 	At       float64 `json:"at_s"`
 	HealedAt float64 `json:"healed_at_s"`
@@ -123,6 +133,9 @@ func (e faultEvent) String() string {
 		target = e.Detail
 	}
 	s := fmt.Sprintf("%6.1fs %-8s %s, healed at %.1fs", e.At, e.Kind, target, e.HealedAt)
+	if e.Effect != "" {
+		s += " (" + e.Effect + ")"
+	}
 	if e.LiveAfter >= 0 {
 		s += fmt.Sprintf(", live again %.2fs later", e.LiveAfter)
 		if e.FullISRAfter >= 0 {
@@ -239,7 +252,8 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 		// interrupted run still leaves every node running.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), localReadyTimeout+faultCmdTimeout)
 		healing := time.Now()
-		herr := r.f.heal(hctx)
+		var herr error
+		ev.Effect, herr = r.f.heal(hctx)
 		cancel()
 		ev.HealedAt = r.since()
 		if ev.Kind == faultKillAll && r.lossWindow > 0 {
@@ -264,6 +278,9 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 		r.caughtUp = time.Now()
 		if err != nil {
 			ev.Error = err.Error()
+			if errors.As(err, new(damageUnnoticed)) {
+				ev.violation = kindDamageUnnoticed
+			}
 			if ev.violation == "" {
 				ev.violation = kindFaultFailed
 			}
@@ -391,17 +408,32 @@ type localFaulter struct {
 	count  int
 	netErr error
 
-	c      *localCluster // set once the cluster runs
-	down   map[int]bool  // killed or stopped; started again at the heal
-	paused map[int]bool
+	c *localCluster // set once the cluster runs
+	// topic and partitions are the run's, whose logs the disk faults
+	// damage.
+	topic      string
+	partitions int32
+	down       map[int]bool // killed or stopped; started again at the heal
+	paused     map[int]bool
+	// damaged is, per node a disk fault damaged, how many of its logs
+	// its recovery must find damaged when the heal starts it again.
+	damaged map[int]int
+}
+
+// damageUnnoticed is a heal's error when a node started again did not
+// find the damage a disk fault did to its logs: it would serve it.
+type damageUnnoticed struct{ node, want, got int }
+
+func (e damageUnnoticed) Error() string {
+	return fmt.Sprintf("node %d started again and its recovery cut damage from %d of its logs, not the %d a disk fault damaged", e.node, e.got, e.want)
 }
 
 func newLocalFaulter(count int) *localFaulter {
-	return &localFaulter{count: count, netErr: netfault.Available(), down: map[int]bool{}, paused: map[int]bool{}}
+	return &localFaulter{count: count, netErr: netfault.Available(), down: map[int]bool{}, paused: map[int]bool{}, damaged: map[int]int{}}
 }
 
 func (f *localFaulter) kinds() ([]string, map[string]string) {
-	can := []string{faultKill, faultPause, faultRestart, faultKillAll}
+	can := []string{faultKill, faultPause, faultRestart, faultKillAll, faultTornWrite, faultBitFlip}
 	cannot := map[string]string{}
 	for _, k := range networkFaultKinds {
 		switch {
@@ -456,6 +488,24 @@ func (f *localFaulter) inject(ctx context.Context, kind string, id int, rng *ran
 		f.down[id] = true
 		// A controlled shutdown that hangs or fails is a finding.
 		return "", n.stop(n.name(f.c))
+	case faultTornWrite, faultBitFlip:
+		f.kill(n)
+		var detail string
+		var damaged int
+		var err error
+		if kind == faultTornWrite {
+			var others []string
+			for _, o := range f.c.nodes {
+				if o.id != id {
+					others = append(others, o.dataDir())
+				}
+			}
+			detail, damaged, err = tearWrites(n.dataDir(), others, f.topic, f.partitions, rng)
+		} else {
+			detail, damaged, err = flipBit(n.dataDir(), f.topic, f.partitions, rng)
+		}
+		f.damaged[id] = damaged
+		return fmt.Sprintf("node %d: %s", id, detail), err
 	default:
 		if slices.Contains(networkFaultKinds, kind) && f.c.network != nil {
 			return f.cutLinks(kind, id, rng)
@@ -520,7 +570,7 @@ func (f *localFaulter) kill(n *localNode) {
 	f.down[n.id] = true
 }
 
-func (f *localFaulter) heal(ctx context.Context) error {
+func (f *localFaulter) heal(ctx context.Context) (string, error) {
 	var errs []error
 	if f.c.network != nil {
 		if err := f.c.network.Heal(); err != nil {
@@ -548,7 +598,23 @@ func (f *localFaulter) heal(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s exited by itself (%v); last lines of its log:\n%s", n.name(f.c), n.waitErr, n.logTail(10)))
 		}
 	}
-	return errors.Join(errs...)
+	// Recovery logs each damaged log it cut (storage's "truncated
+	// damaged log tail", at WARN, the level the nodes run at).
+	var effects []string
+	for id, want := range f.damaged {
+		got := 0
+		for line := range strings.Lines(f.c.nodes[id-1].logSinceStart()) {
+			if strings.Contains(line, "truncated damaged log tail") && strings.Contains(line, "log="+f.topic+"-") {
+				got++
+			}
+		}
+		effects = append(effects, fmt.Sprintf("recovery cut damage from %d of node %d's logs", got, id))
+		if got < want {
+			errs = append(errs, damageUnnoticed{node: id, want: want, got: got})
+		}
+	}
+	clear(f.damaged)
+	return strings.Join(effects, "; "), errors.Join(errs...)
 }
 
 // cmdFaulter is --fault-cmd's: a user's script, run as
@@ -566,7 +632,7 @@ type cmdFaulter struct {
 
 func (f *cmdFaulter) kinds() ([]string, map[string]string) {
 	cannot := map[string]string{faultRestart: "is not part of the --fault-cmd protocol (kill, pause, isolate, heal)"}
-	for _, k := range []string{faultSplit, faultBridge, faultCut, faultDelay} {
+	for _, k := range []string{faultSplit, faultBridge, faultCut, faultDelay, faultTornWrite, faultBitFlip} {
 		cannot[k] = "is not part of the --fault-cmd protocol (kill, pause, isolate, heal); --local does it"
 	}
 	return []string{faultKill, faultPause, faultIsolate, faultKillAll}, cannot
@@ -587,7 +653,7 @@ func (f *cmdFaulter) inject(ctx context.Context, kind string, id int, _ *rand.Ra
 	return "", errors.Join(errs...)
 }
 
-func (f *cmdFaulter) heal(ctx context.Context) error { return f.call(ctx, "heal") }
+func (f *cmdFaulter) heal(ctx context.Context) (string, error) { return "", f.call(ctx, "heal") }
 
 func (f *cmdFaulter) call(ctx context.Context, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, faultCmdTimeout)

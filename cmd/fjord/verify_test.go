@@ -43,6 +43,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--fault-interval 0s: want 1s to 1h", []string{"--fault-cmd", "/bin/true", "--fault-interval", "0"}},
 		{"--live-within 2h0m0s: want 1s to 1h", []string{"--live-within", "2h"}},
 		{"--faults: restart is not part of the --fault-cmd protocol", []string{"--fault-cmd", "/bin/true", "--faults", "kill,restart"}},
+		{"--faults: torn-write is not part of the --fault-cmd protocol (kill, pause, isolate, heal); --local does it", []string{"--fault-cmd", "/bin/true", "--faults", "torn-write"}},
 		{`--faults "kill,,": "" is not a fault`, []string{"--fault-cmd", "/bin/true", "--faults", "kill,,"}},
 		{`"` + strings.Repeat("z", 32) + `..." is not a fault`, []string{"--fault-cmd", "/bin/true", "--faults", strings.Repeat("z", 100000)}},
 		{"--duration 0s: want more than 0 and at most 24h", []string{"--duration", "0"}},
@@ -185,7 +186,7 @@ func TestVerifyLocalBadInput(t *testing.T) {
 		{"--fault-cmd goes with --brokers", []string{"--fault-cmd", "/bin/true"}},
 		{"--faults: cut needs --nodes 2 or more: a lone node has no links to fault", []string{"--nodes", "1", "--faults", "kill,cut"}},
 		{"--faults: bridge needs --nodes 3 or more", []string{"--nodes", "2", "--faults", "bridge"}},
-		{`--faults "explode": "explode" is not a fault; want some of kill,pause,restart,kill-all,isolate,split,bridge,cut,delay, or none`, []string{"--faults", "explode"}},
+		{`--faults "explode": "explode" is not a fault; want some of kill,pause,restart,kill-all,torn-write,bit-flip,isolate,split,bridge,cut,delay, or none`, []string{"--faults", "explode"}},
 	} {
 		r := fjord(t, "", append([]string{"verify", "--local", "--data-dir", parent}, tc.args...)...)
 		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "starting") {
@@ -216,7 +217,7 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "100s", "--rate", "400",
+	code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "2m", "--rate", "400",
 		"--partitions", "3", "--fault-interval", "3s", "--seed", "16", "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -250,6 +251,11 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	for _, ev := range r.Faults {
 		if slices.Contains(networkFaultKinds, ev.Kind) && ev.Detail == "" {
 			t.Errorf("network fault %s does not say which links it cut", ev)
+		}
+		// The damage was done, and found: a node whose recovery missed
+		// it would have failed the run (damage-unnoticed).
+		if (ev.Kind == faultTornWrite || ev.Kind == faultBitFlip) && (ev.Detail == "" || !strings.Contains(ev.Effect, "recovery cut damage from")) {
+			t.Errorf("disk fault %s: no damage done or none found", ev)
 		}
 	}
 	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || strings.Contains(string(out), fmt.Sprintf("fjordt-%d-", os.Getpid())) {
