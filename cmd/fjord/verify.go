@@ -51,10 +51,19 @@ const (
 	// kindDamageUnnoticed: a node started again after a disk fault did
 	// not find the damage in its logs (--local).
 	kindDamageUnnoticed = "damage-unnoticed"
+	// kindGroupBehind: the groups workload's group did not commit every
+	// partition to its end within --live-within of the writes' end.
+	kindGroupBehind = "group-behind"
 )
 
 // verifyProgressInterval is how often a run says where it is.
 const verifyProgressInterval = 5 * time.Second
+
+// The workloads.
+const (
+	workloadQueue  = "queue"
+	workloadGroups = "groups"
+)
 
 type verifyOptions struct {
 	workload   string
@@ -67,8 +76,10 @@ type verifyOptions struct {
 	topic      string
 	seed       uint64
 	// groupMembers is how many members of a consumer group read the
-	// topic meanwhile (0: none).
-	groupMembers int
+	// topic meanwhile (0: none); in the groups workload, the most at
+	// once, and churnInterval how often one joins, leaves or dies.
+	groupMembers  int
+	churnInterval time.Duration
 	// flushPolicy and flushMs are the topic's flush.policy and flush.ms
 	// ("" and 0: the cluster's defaults).
 	flushPolicy string
@@ -113,7 +124,10 @@ func newVerifyCommand() *cobra.Command {
 The queue workload: --producers idempotent producers (acks=all) write
 keyed records to a new topic, --rate records a second in all, for
 --duration; then every partition is read back from its start to its high
-watermark and checked:
+watermark and checked. The groups workload is the same with a consumer
+group whose members join, leave and die (connections cut, never
+leaving) every --churn-interval, between one and --group-members (4),
+which must have committed everything once the writes stop. Checked:
 
   - every acknowledged record is at the partition and offset it was
     acknowledged at;
@@ -122,8 +136,9 @@ watermark and checked:
   - a reader reading meanwhile: what it was served is still there, at
     the same offset;
   - a consumer group (--group-members) reading meanwhile: a partition
-    has one owner at a time, and its committed offsets never pass what
-    was processed, never go backwards and are never lost;
+    has one owner per generation, and its committed offsets never pass
+    what was processed, never go backwards, are never lost and skip
+    nothing;
   - after every fault is healed, the cluster takes a write to every
     partition and serves it back within --live-within;
   - each producer's records in a partition are in the order it sent
@@ -183,7 +198,7 @@ the seed and the command to run it again are printed. Exit status 0 only
 on a pass. The topic (fjord-verify-SEED unless --topic) and the group,
 named after it, are deleted after a pass and kept after a failure.
 
-Not built yet: the groups and http workloads, and the plotted report.`,
+Not built yet: the http workload and the plotted report.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if err := o.applyEnv(cmd); err != nil {
@@ -261,14 +276,15 @@ Not built yet: the groups and http workloads, and the plotted report.`,
 	}
 	o.addFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&v.workload, "workload", "queue", "the workload: queue (groups and http are not built yet)")
+	f.StringVar(&v.workload, "workload", workloadQueue, "the workload: queue (producers, a reader and a steady group) or groups (the same, with a group whose members join, leave and die)")
 	f.DurationVar(&v.duration, "duration", 30*time.Second, "how long to write")
 	f.IntVar(&v.rate, "rate", 1000, "records a second, all producers together")
 	f.IntVar(&v.producers, "producers", 3, "idempotent producers writing at once")
 	f.Var(newIntFlag(&v.partitions, 6, 1, 10000, ""), "partitions", "the topic's partitions")
 	f.Var(newIntFlag(&v.rf, 0, 0, 32767, ""), "replication-factor", "the topic's replication factor (0: the cluster's default)")
 	f.IntVar(&v.valueSize, "value-size", 100, "bytes of each record's value, at least 32")
-	f.IntVar(&v.groupMembers, "group-members", 2, "members of a consumer group reading the topic meanwhile, committing what they processed (0: none)")
+	f.IntVar(&v.groupMembers, "group-members", 2, "members of a consumer group reading the topic meanwhile, committing what they processed (0: none); with --workload groups the most at once (default 4)")
+	f.DurationVar(&v.churnInterval, "churn-interval", 2*time.Second, "with --workload groups: how often a member joins, leaves or dies")
 	f.StringVar(&v.flushPolicy, "flush-policy", "", "the topic's flush.policy: ack (every replica fsyncs before a write is acknowledged) or interval (every --flush-ms; durability by replication) (default: the cluster's)")
 	f.Int64Var(&v.flushMs, "flush-ms", 0, "with --flush-policy interval: the topic's flush.ms (default: the cluster's)")
 	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED)")
@@ -290,8 +306,14 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 	var env verifyEnv
 	changed := cmd.Flags().Changed
 	switch {
-	case v.workload != "queue":
-		return env, fmt.Errorf("--workload %q: only queue is built (groups and http are not yet)", truncate(v.workload, 64))
+	case v.workload != workloadQueue && v.workload != workloadGroups:
+		return env, fmt.Errorf("--workload %q: want queue or groups (http is not built yet)", truncate(v.workload, 64))
+	case v.workload == workloadGroups && changed("group-members") && v.groupMembers < 2:
+		return env, fmt.Errorf("--group-members %d: the groups workload needs 2 or more (members join, leave and die)", v.groupMembers)
+	case v.workload != workloadGroups && changed("churn-interval"):
+		return env, errors.New("--churn-interval goes with --workload groups")
+	case v.churnInterval < 100*time.Millisecond || v.churnInterval > time.Hour:
+		return env, fmt.Errorf("--churn-interval %v: want 100ms to 1h", v.churnInterval)
 	case v.duration <= 0 || v.duration > 24*time.Hour:
 		return env, fmt.Errorf("--duration %v: want more than 0 and at most 24h", v.duration)
 	case v.rate < 1 || v.rate > 1_000_000:
@@ -357,6 +379,9 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 		}
 		env.mix = mix
 	}
+	if v.workload == workloadGroups && !changed("group-members") {
+		v.groupMembers = 4
+	}
 	if !changed("seed") {
 		v.seed = rand.Uint64() >> 1
 	}
@@ -398,10 +423,12 @@ type verifyReport struct {
 	ReaderErrors     int    `json:"reader_errors"`
 	FirstReaderError string `json:"first_reader_error,omitempty"`
 	// Commits are the group's acknowledged commits; group errors (a
-	// failed fetch or commit) are not violations.
-	Commits         int    `json:"group_commits"`
-	GroupErrors     int    `json:"group_errors"`
-	FirstGroupError string `json:"first_group_error,omitempty"`
+	// failed fetch or commit) are not violations. GroupChurn counts the
+	// groups workload's joins, leaves and deaths.
+	Commits         int            `json:"group_commits"`
+	GroupChurn      map[string]int `json:"group_churn"`
+	GroupErrors     int            `json:"group_errors"`
+	FirstGroupError string         `json:"first_group_error,omitempty"`
 	// Mode is "brokers" or "local"; Nodes is --local's node count.
 	Mode  string `json:"mode"`
 	Nodes int    `json:"nodes,omitempty"`
@@ -446,6 +473,9 @@ func (r verifyReport) printText(out io.Writer) error {
 		verdict, r.Workload, r.Topic, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
 	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors); the group committed %d times (%d group errors)\n",
 		r.LiveReads, r.ReaderErrors, r.Commits, r.GroupErrors)
+	if len(r.GroupChurn) > 0 {
+		fmt.Fprintf(out, "The group's members: %d joined, %d left, %d died\n", r.GroupChurn[churnJoin], r.GroupChurn[churnLeave], r.GroupChurn[churnDie])
+	}
 	fmt.Fprintf(out, "Faults: %s\n", faultSummary(r.FaultCounts))
 	for _, ev := range r.Faults {
 		fmt.Fprintf(out, "  %s\n", ev)
@@ -482,7 +512,7 @@ func (r verifyReport) printText(out io.Writer) error {
 		if r.Allowed > 0 {
 			beyond = "Beyond what the flush policy allows: "
 		}
-		fmt.Fprintln(out, beyond+"No acknowledged record lost or moved, none duplicated or never sent, every key and producer in order, nothing served to the reader then lost, the group's partitions owned once a generation and its commits never backwards.")
+		fmt.Fprintln(out, beyond+"No acknowledged record lost or moved, none duplicated or never sent, every key and producer in order, nothing served to the reader then lost, the group's partitions owned once a generation, its commits never backwards nor past what was processed, and nothing below them skipped.")
 	}
 	if r.DataDir != "" {
 		fmt.Fprintf(out, "The nodes' directories and logs are kept in %s\n", r.DataDir)
@@ -529,6 +559,9 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 	if v.local || v.faultCmd != "" {
 		faults = fmt.Sprintf(" --faults %s --fault-interval %v --live-within %v", shellWord(v.faults), v.faultInterval, v.liveWithin)
 	}
+	if v.workload == workloadGroups {
+		faults += fmt.Sprintf(" --churn-interval %v", v.churnInterval)
+	}
 	if v.flushPolicy != "" {
 		faults += " --flush-policy " + v.flushPolicy
 	}
@@ -544,7 +577,7 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions, env verifyEnv) (verifyReport, error) {
 	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}, ViolationCounts: map[string]int{},
 		AnomalyDetails: []anomalyDetail{}, AllowedCounts: map[string]int{}, AllowedExamples: []string{},
-		Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}}
+		Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}, GroupChurn: map[string]int{}}
 	if env.cluster != nil {
 		r.Mode, r.Nodes = "local", len(env.cluster.nodes)
 	}
@@ -602,13 +635,28 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	} else {
 		close(faultsDone)
 	}
+	churnDone := make(chan struct{})
+	if v.workload == workloadGroups {
+		go func() {
+			defer close(churnDone)
+			group.churnUntil(ctx, rand.New(rand.NewPCG(v.seed, 0xc4c4)), v.churnInterval, v.groupMembers, stopAt)
+		}()
+	} else {
+		close(churnDone)
+	}
 	werr := w.run(ctx, progress, seeds(brokers), v, stopAt)
 	<-faultsDone // every fault healed
+	<-churnDone
 	if werr != nil {
 		reader.stop()
 		group.stop()
 		return r, werr
 	}
+	var groupBehind error
+	if v.workload == workloadGroups && ctx.Err() == nil {
+		groupBehind = group.drain(ctx, adm, v.liveWithin)
+	}
+	r.GroupChurn = group.churned()
 	r.ReaderErrors, r.FirstReaderError = reader.stop()
 	r.GroupErrors, r.FirstGroupError = group.stop()
 	if v.groupMembers > 0 {
@@ -640,6 +688,9 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	}
 	if r.Acked == 0 {
 		found = append(found, history.Violation{Kind: kindNoProgress, Text: "nothing was acknowledged: the cluster took no write"})
+	}
+	if groupBehind != nil {
+		found = append(found, history.Violation{Kind: kindGroupBehind, Text: groupBehind.Error()})
 	}
 	if env.cluster != nil {
 		n, diffs, err := compareReplicas(rctx, cl, env.cluster, v.topic)

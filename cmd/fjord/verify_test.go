@@ -32,8 +32,11 @@ func TestVerifyBadInput(t *testing.T) {
 		want string
 		args []string
 	}{
-		{`--workload "groups": only queue is built`, []string{"--workload", "groups"}},
-		{`--workload "` + strings.Repeat("x", 64) + `...": only queue is built`, []string{"--workload", strings.Repeat("x", 100000)}},
+		{`--workload "http": want queue or groups`, []string{"--workload", "http"}},
+		{`--workload "` + strings.Repeat("x", 64) + `...": want queue or groups`, []string{"--workload", strings.Repeat("x", 100000)}},
+		{"--group-members 1: the groups workload needs 2 or more", []string{"--workload", "groups", "--group-members", "1"}},
+		{"--churn-interval goes with --workload groups", []string{"--churn-interval", "1s"}},
+		{"--churn-interval 10ms: want 100ms to 1h", []string{"--workload", "groups", "--churn-interval", "10ms"}},
 		{"--local starts its own cluster: --brokers goes without it", []string{"--local"}},
 		{"--fault-cmd: exec: \"./no-such-faults.sh\"", []string{"--fault-cmd", "./no-such-faults.sh"}},
 		{"--nodes goes with --local", []string{"--nodes", "3"}},
@@ -88,7 +91,7 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
 		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "violation_counts", "anomalies", "command",
-		"mode", "faults", "fault_counts", "replicas_compared", "flush", "anomaly_details", "allowed_losses", "allowed_loss_counts", "allowed_loss_examples")
+		"mode", "faults", "fault_counts", "replicas_compared", "flush", "anomaly_details", "allowed_losses", "allowed_loss_counts", "allowed_loss_examples", "group_churn")
 	// The shared node describes the topic's flush policy: Fjord's default.
 	if flush, _ := m["flush"].(map[string]any); flush["flush_policy"] != "ack" {
 		t.Errorf("flush %v, want the default policy, ack", m["flush"])
@@ -121,6 +124,30 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	topic := topicName("verify-existing")
 	ok(t, "", "topic", "create", topic)
 	fails(t, "creating the topic "+topic+" (it must not exist", "verify", "--topic", topic, "--duration", "1s", "--brokers", brokers(t))
+}
+
+// The groups workload on the shared node: members join, leave and die
+// (connections cut, never leaving) while the producers write, and the
+// group still owns each partition once a generation, commits only what
+// it processed, skips nothing, and catches up once the writes stop.
+func TestVerifyGroupsWorkload(t *testing.T) {
+	r := ok(t, "", "verify", "--brokers", brokers(t), "--workload", "groups", "--duration", "14s", "--rate", "300", "--partitions", "4",
+		"--churn-interval", "1s", "--seed", "77", "-o", "json")
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if !rep.Pass || rep.Workload != "groups" || rep.Commits == 0 || rep.Read != rep.Acked+rep.Unacked {
+		t.Fatalf("report %+v\n%s", rep, r.stderr)
+	}
+	for _, k := range []string{churnJoin, churnLeave, churnDie} {
+		if rep.GroupChurn[k] == 0 {
+			t.Errorf("no member did %s: %v", k, rep.GroupChurn)
+		}
+	}
+	if !strings.Contains(rep.Command, "--workload groups") || !strings.Contains(rep.Command, "--churn-interval 1s") || !strings.Contains(rep.Command, "--group-members 4") {
+		t.Errorf("command %q does not repeat the run", rep.Command)
+	}
 }
 
 // The checker in the command can fail: a record written into the run's

@@ -100,8 +100,10 @@ type Checker struct {
 		// generation is each member's latest generation (Joined).
 		generation map[groupMember]int32
 		processed  map[groupPartition]int64
-		committed  map[groupPartition]commit
-		commits    int
+		// processedOffsets is every offset some member processed.
+		processedOffsets map[groupPartition]*offsetSet
+		committed        map[groupPartition]commit
+		commits          int
 		// problems are contradictions found while recording (one offset
 		// acknowledged for two records, one value sent twice, two
 		// readers seeing two records at one offset, ...).
@@ -539,6 +541,8 @@ func (c *Checker) VerifyAll(logs map[TopicPartition][]Record) Result {
 			}
 		}
 	}
+
+	c.skippedLocked(logs, func(v Violation) { problems = append(problems, v) })
 
 	res := Result{Summary: sum}
 	for _, v := range problems {

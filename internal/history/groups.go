@@ -1,6 +1,13 @@
 package history
 
-import "time"
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+)
 
 // A consumer group's history: which member owned which partition, and
 // what it committed. The checks are made as the events arrive (they are
@@ -19,7 +26,11 @@ import "time"
 //     offset the coordinator answers (Fetched) below the last
 //     acknowledged commit;
 //   - a member commits only what it processed: past the record after
-//     the last one it was given is a violation.
+//     the last one it was given is a violation;
+//   - the group skips nothing: every record in the log below a
+//     partition's last acknowledged commit was processed by some member
+//     (at least once; twice is allowed, after a member died before it
+//     committed). Held against the log in VerifyAll.
 
 type groupPartition struct {
 	group string
@@ -92,6 +103,12 @@ func (c *Checker) Processed(group, member string, r Record) {
 	if next := r.Offset + 1; next > c.mu.processed[k] {
 		c.mu.processed[k] = next
 	}
+	set := c.mu.processedOffsets[k]
+	if set == nil {
+		set = &offsetSet{}
+		c.mu.processedOffsets[k] = set
+	}
+	set.add(r.Offset)
 }
 
 // Committed records that the coordinator acknowledged member's commit of
@@ -146,5 +163,85 @@ func (c *Checker) ensureGroupsLocked() {
 		c.mu.generation = map[groupMember]int32{}
 		c.mu.processed = map[groupPartition]int64{}
 		c.mu.committed = map[groupPartition]commit{}
+		c.mu.processedOffsets = map[groupPartition]*offsetSet{}
 	}
+}
+
+// skippedLocked reports, for each partition a group committed, every run
+// of records in logs below its last acknowledged commit that no member
+// processed. REQUIRES: c.mu held.
+func (c *Checker) skippedLocked(logs map[TopicPartition][]Record, report func(Violation)) {
+	keys := slices.SortedFunc(maps.Keys(c.mu.committed), func(a, b groupPartition) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), compareTopicPartitions(a.tp, b.tp))
+	})
+	for _, k := range keys {
+		last, set := c.mu.committed[k], c.mu.processedOffsets[k]
+		recs, ok := logs[k.tp]
+		if !ok {
+			continue // a partition the caller did not read back
+		}
+		var first, prev int64 = -1, -1
+		count := 0
+		flush := func() {
+			if count == 0 {
+				return
+			}
+			v := Violation{Kind: KindSkipped, TopicPartition: k.tp, Offset: first, At: last.at,
+				Text: fmt.Sprintf("group %s: %s offsets %d to %d (%d records) are below its committed offset %d, and no member processed them", k.group, k.tp, first, prev, count, last.offset)}
+			report(v)
+			count = 0
+		}
+		for _, r := range recs {
+			if r.Offset >= last.offset {
+				break
+			}
+			if set != nil && set.contains(r.Offset) {
+				flush()
+				continue
+			}
+			if count == 0 {
+				first = r.Offset
+			}
+			prev = r.Offset
+			count++
+		}
+		flush()
+	}
+}
+
+// offsetSet is a set of offsets as sorted, disjoint, non-adjacent
+// half-open ranges: a consumer processes offsets mostly in order, so a
+// partition's whole history is a few ranges however many records it has.
+type offsetSet struct {
+	ranges [][2]int64 // [from, to)
+}
+
+func (s *offsetSet) add(off int64) {
+	n := len(s.ranges)
+	if n > 0 && s.ranges[n-1][1] == off { // the usual case: the next one
+		s.ranges[n-1][1]++
+		return
+	}
+	// i is the first range that ends at or after off.
+	i := sort.Search(n, func(i int) bool { return s.ranges[i][1] >= off })
+	if i < n && s.ranges[i][0] <= off && off < s.ranges[i][1] {
+		return // already in
+	}
+	switch {
+	case i < n && s.ranges[i][1] == off: // extends range i up
+		s.ranges[i][1]++
+		if i+1 < n && s.ranges[i+1][0] == off+1 {
+			s.ranges[i][1] = s.ranges[i+1][1]
+			s.ranges = slices.Delete(s.ranges, i+1, i+2)
+		}
+	case i < n && s.ranges[i][0] == off+1: // extends range i down
+		s.ranges[i][0]--
+	default:
+		s.ranges = slices.Insert(s.ranges, i, [2]int64{off, off + 1})
+	}
+}
+
+func (s *offsetSet) contains(off int64) bool {
+	i := sort.Search(len(s.ranges), func(i int) bool { return s.ranges[i][1] > off })
+	return i < len(s.ranges) && s.ranges[i][0] <= off
 }

@@ -2,6 +2,7 @@ package history
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,7 @@ func TestGroupHistoryAcceptsGoodRun(t *testing.T) {
 	c, logs := goodHistory()
 	c.Assigned("g", "m1", 1, "t", []int32{0, 1})
 	c.Processed("g", "m1", rec(0, 0, "a", "v0"))
+	c.Processed("g", "m1", rec(1, 0, "b", "v1"))
 	c.Committed("g", "m1", TopicPartition{"t", 0}, 1)
 	c.Revoked("g", "m1", "t", []int32{1})
 	c.Assigned("g", "m2", 2, "t", []int32{1})
@@ -86,6 +88,52 @@ func TestGroupHistoryFindsViolations(t *testing.T) {
 		var vs *Violations
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &vs) || vs.Counts()[tc.kind] == 0 {
 			t.Errorf("%s: %v, want it to say %q, of kind %s", tc.name, err, tc.want, tc.kind)
+		}
+	}
+}
+
+// The group skips nothing: a record below the committed offset that no
+// member processed is a violation, one per run of such records.
+func TestGroupHistoryFindsSkippedRecords(t *testing.T) {
+	c, logs := goodHistory() // t-0 holds offsets 0, 1, 2
+	p0 := TopicPartition{"t", 0}
+	c.Processed("g", "m1", rec(0, 0, "a", "v0"))
+	c.Processed("g", "m2", rec(0, 2, "a", "v4")) // another member, after a rebalance
+	c.Committed("g", "m2", p0, 3)
+	_, err := c.Verify(logs)
+	var vs *Violations
+	if !errors.As(err, &vs) || vs.Counts()[KindSkipped] != 1 || !strings.Contains(err.Error(), "group g: t-0 offsets 1 to 1 (1 records) are below its committed offset 3") {
+		t.Fatalf("Verify: %v, want offset 1 skipped", err)
+	}
+	c.Processed("g", "m1", rec(0, 1, "a", "v2")) // processed late, but processed
+	if _, err := c.Verify(logs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offsetSet against a map, under random adds.
+func TestOffsetSet(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var s offsetSet
+		model := map[int64]bool{}
+		for range 2000 {
+			off := int64(rng.IntN(300))
+			if rng.IntN(3) == 0 { // mostly in order, as consumers go
+				off = int64(len(model))
+			}
+			s.add(off)
+			model[off] = true
+		}
+		for off := int64(-1); off < 2100; off++ {
+			if s.contains(off) != model[off] {
+				t.Fatalf("seed %d: contains(%d) = %v, want %v", seed, off, s.contains(off), model[off])
+			}
+		}
+		for i, r := range s.ranges {
+			if r[0] >= r[1] || (i > 0 && s.ranges[i-1][1] >= r[0]) {
+				t.Fatalf("seed %d: ranges %v not sorted, disjoint and apart", seed, s.ranges)
+			}
 		}
 	}
 }

@@ -165,7 +165,9 @@ func TestCheckerMayLoseCommits(t *testing.T) {
 			c, logs := goodHistory()
 			c.SetClock((&fakeClock{t: epoch}).now)
 			p0 := TopicPartition{"t", 0}
-			c.Processed("g", "m1", rec(0, 2, "a", "v4"))
+			for _, r := range logs[p0] {
+				c.Processed("g", "m1", r)
+			}
 			c.Committed("g", "m1", p0, 3) // at 1 s, the clock's first tick
 			c.Committed("g", "m1", p0, 1) // sent back, at 2 s
 			c.Fetched("g", p0, 1)         // the coordinator agrees: no commit lost

@@ -52,6 +52,9 @@ const (
 	// KindCommitLost: the coordinator answers a committed offset below
 	// the last commit it acknowledged.
 	KindCommitLost = "commit-lost"
+	// KindSkipped: records below a group's committed offset that no
+	// member of the group processed.
+	KindSkipped = "skipped"
 	// KindBadHistory: the history itself is unusable (a value sent
 	// twice): the workload, not the broker, is wrong.
 	KindBadHistory = "bad-history"
