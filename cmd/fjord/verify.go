@@ -63,6 +63,7 @@ const verifyProgressInterval = 5 * time.Second
 const (
 	workloadQueue  = "queue"
 	workloadGroups = "groups"
+	workloadHTTP   = "http"
 )
 
 type verifyOptions struct {
@@ -84,6 +85,9 @@ type verifyOptions struct {
 	// ("" and 0: the cluster's defaults).
 	flushPolicy string
 	flushMs     int64
+	// httpAddrs is --http: the HTTP API of the nodes, for the http
+	// workload against --brokers.
+	httpAddrs string
 
 	// local starts a cluster of nodes nodes in a new directory under
 	// dataDir (the system's temporary directory when empty).
@@ -108,6 +112,8 @@ type verifyEnv struct {
 	cluster *localCluster
 	// leftOut says, for each kind the default mix leaves out, why.
 	leftOut []string
+	// http is the nodes' HTTP API, for the http workload.
+	http *httpNodes
 }
 
 func newVerifyCommand() *cobra.Command {
@@ -127,7 +133,12 @@ keyed records to a new topic, --rate records a second in all, for
 watermark and checked. The groups workload is the same with a consumer
 group whose members join, leave and die (connections cut, never
 leaving) every --churn-interval, between one and --group-members (4),
-which must have committed everything once the writes stop. Checked:
+which must have committed everything once the writes stop. The http
+workload is the queue workload over the HTTP API (--http names the
+nodes' listeners; --local knows its own): one record at a time per
+producer, each with an idempotency key, resent with the same key to the
+next node when its outcome is unknown; the reader on the records route;
+the group consuming, committing and now and then seeking back. Checked:
 
   - every acknowledged record is at the partition and offset it was
     acknowledged at;
@@ -198,7 +209,7 @@ the seed and the command to run it again are printed. Exit status 0 only
 on a pass. The topic (fjord-verify-SEED unless --topic) and the group,
 named after it, are deleted after a pass and kept after a failure.
 
-Not built yet: the http workload and the plotted report.`,
+Not built yet: the plotted report.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if err := o.applyEnv(cmd); err != nil {
@@ -233,12 +244,20 @@ Not built yet: the http workload and the plotted report.`,
 				env.cluster = c
 				lf := env.faulter.(*localFaulter)
 				lf.c, lf.topic, lf.partitions = c, v.topic, v.partitions
+				var addrs []string
+				for _, n := range c.nodes {
+					addrs = append(addrs, n.httpAddr)
+				}
+				env.http = newHTTPNodes(addrs)
 				o.brokers = strings.Join(c.seeds(), ",")
 				defer func() {
 					if serr := c.stop(); serr != nil && err == nil {
 						err = serr
 					}
 				}()
+			}
+			if v.httpAddrs != "" {
+				env.http = newHTTPNodes(seeds(v.httpAddrs))
 			}
 			cl, err := o.connect(ctx)
 			if err != nil {
@@ -276,7 +295,7 @@ Not built yet: the http workload and the plotted report.`,
 	}
 	o.addFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&v.workload, "workload", workloadQueue, "the workload: queue (producers, a reader and a steady group) or groups (the same, with a group whose members join, leave and die)")
+	f.StringVar(&v.workload, "workload", workloadQueue, "the workload: queue (producers, a reader and a steady group), groups (the same, with a group whose members join, leave and die) or http (the queue workload over the HTTP API, with idempotency keys)")
 	f.DurationVar(&v.duration, "duration", 30*time.Second, "how long to write")
 	f.IntVar(&v.rate, "rate", 1000, "records a second, all producers together")
 	f.IntVar(&v.producers, "producers", 3, "idempotent producers writing at once")
@@ -285,6 +304,7 @@ Not built yet: the http workload and the plotted report.`,
 	f.IntVar(&v.valueSize, "value-size", 100, "bytes of each record's value, at least 32")
 	f.IntVar(&v.groupMembers, "group-members", 2, "members of a consumer group reading the topic meanwhile, committing what they processed (0: none); with --workload groups the most at once (default 4)")
 	f.DurationVar(&v.churnInterval, "churn-interval", 2*time.Second, "with --workload groups: how often a member joins, leaves or dies")
+	f.StringVar(&v.httpAddrs, "http", "", "with --workload http and --brokers: the nodes' HTTP API addresses, host:port,... (a request that fails goes to the next)")
 	f.StringVar(&v.flushPolicy, "flush-policy", "", "the topic's flush.policy: ack (every replica fsyncs before a write is acknowledged) or interval (every --flush-ms; durability by replication) (default: the cluster's)")
 	f.Int64Var(&v.flushMs, "flush-ms", 0, "with --flush-policy interval: the topic's flush.ms (default: the cluster's)")
 	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED)")
@@ -306,8 +326,14 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 	var env verifyEnv
 	changed := cmd.Flags().Changed
 	switch {
-	case v.workload != workloadQueue && v.workload != workloadGroups:
-		return env, fmt.Errorf("--workload %q: want queue or groups (http is not built yet)", truncate(v.workload, 64))
+	case v.workload != workloadQueue && v.workload != workloadGroups && v.workload != workloadHTTP:
+		return env, fmt.Errorf("--workload %q: want queue, groups or http", truncate(v.workload, 64))
+	case v.workload == workloadHTTP && !v.local && v.httpAddrs == "":
+		return env, errors.New("--workload http needs --http host:port,... (the nodes' HTTP API; --local knows its own)")
+	case v.workload != workloadHTTP && changed("http"):
+		return env, errors.New("--http goes with --workload http")
+	case v.local && changed("http"):
+		return env, errors.New("--http goes without --local: --local's nodes serve their own HTTP API")
 	case v.workload == workloadGroups && changed("group-members") && v.groupMembers < 2:
 		return env, fmt.Errorf("--group-members %d: the groups workload needs 2 or more (members join, leave and die)", v.groupMembers)
 	case v.workload != workloadGroups && changed("churn-interval"):
@@ -562,6 +588,9 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 	if v.workload == workloadGroups {
 		faults += fmt.Sprintf(" --churn-interval %v", v.churnInterval)
 	}
+	if v.httpAddrs != "" {
+		faults += " --http " + v.httpAddrs
+	}
 	if v.flushPolicy != "" {
 		faults += " --flush-policy " + v.flushPolicy
 	}
@@ -614,14 +643,8 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	}
 
 	checker := history.NewChecker()
-	w := &verifyWriters{checker: checker}
-	reader, err := startVerifyReader(ctx, seeds(brokers), v, checker)
+	w, reader, group, err := startWorkload(ctx, seeds(brokers), env.http, v, checker)
 	if err != nil {
-		return r, err
-	}
-	group, err := startVerifyGroup(ctx, seeds(brokers), v, checker)
-	if err != nil {
-		reader.stop()
 		return r, err
 	}
 	start := time.Now()
@@ -636,15 +659,15 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		close(faultsDone)
 	}
 	churnDone := make(chan struct{})
-	if v.workload == workloadGroups {
+	if kg, ok := group.(*verifyGroup); ok && v.workload == workloadGroups {
 		go func() {
 			defer close(churnDone)
-			group.churnUntil(ctx, rand.New(rand.NewPCG(v.seed, 0xc4c4)), v.churnInterval, v.groupMembers, stopAt)
+			kg.churnUntil(ctx, rand.New(rand.NewPCG(v.seed, 0xc4c4)), v.churnInterval, v.groupMembers, stopAt)
 		}()
 	} else {
 		close(churnDone)
 	}
-	werr := w.run(ctx, progress, seeds(brokers), v, stopAt)
+	werr := w.run(ctx, progress, stopAt)
 	<-faultsDone // every fault healed
 	<-churnDone
 	if werr != nil {
@@ -653,14 +676,14 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		return r, werr
 	}
 	var groupBehind error
-	if v.workload == workloadGroups && ctx.Err() == nil {
-		groupBehind = group.drain(ctx, adm, v.liveWithin)
+	if v.workload != workloadQueue && ctx.Err() == nil {
+		groupBehind = drainGroup(ctx, adm, v.topic, v.topic, v.liveWithin)
 	}
 	r.GroupChurn = group.churned()
 	r.ReaderErrors, r.FirstReaderError = reader.stop()
 	r.GroupErrors, r.FirstGroupError = group.stop()
 	if v.groupMembers > 0 {
-		if err := group.fetchCommitted(context.WithoutCancel(ctx), adm); err != nil {
+		if err := fetchCommitted(context.WithoutCancel(ctx), adm, v.topic, checker); err != nil {
 			return r, err
 		}
 	}
@@ -724,6 +747,46 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		}
 	}
 	return r, nil
+}
+
+// The parts of a workload, whatever it speaks (the Kafka protocol, or
+// the HTTP API: verify_http.go).
+type (
+	// workloadWriters are its producers.
+	workloadWriters interface {
+		// run writes until stop (or until ctx ends), saying how it goes
+		// on progress, and returns once every record sent is answered.
+		run(ctx context.Context, progress io.Writer, stop time.Time) error
+		counts() (sent, failed int, first string)
+	}
+	// workloadReader reads the topic meanwhile; stop ends it and counts
+	// its errors (not violations: a fetch that failed).
+	workloadReader interface {
+		stop() (errors int, first string)
+	}
+	// workloadGroup is its consumer group; stop ends its members.
+	workloadGroup interface {
+		stop() (errors int, first string)
+		churned() map[string]int
+	}
+)
+
+// startWorkload starts v's reader and group and makes its writers.
+func startWorkload(ctx context.Context, seeds []string, nodes *httpNodes, v verifyOptions, checker *history.Checker) (workloadWriters, workloadReader, workloadGroup, error) {
+	if v.workload == workloadHTTP {
+		w := &verifyHTTPWriters{nodes: nodes, checker: checker, v: v}
+		return w, startVerifyHTTPReader(ctx, nodes, v, checker), startVerifyHTTPGroup(ctx, nodes, v, checker), nil
+	}
+	reader, err := startVerifyReader(ctx, seeds, v, checker)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	group, err := startVerifyGroup(ctx, seeds, v, checker)
+	if err != nil {
+		reader.stop()
+		return nil, nil, nil, err
+	}
+	return &verifyWriters{checker: checker, seeds: seeds, v: v}, reader, group, nil
 }
 
 // seeds is a --brokers list's addresses.
@@ -810,56 +873,65 @@ func (r *verifyReport) addViolations(vs []history.Violation, around func(history
 	}
 }
 
-// verifyWriters are the queue workload's producers.
+// verifyWriters are the queue and groups workloads' producers.
 type verifyWriters struct {
 	checker *history.Checker
-
-	mu       sync.Mutex
-	sent     int
-	failed   int
-	firstErr string
+	seeds   []string
+	v       verifyOptions
+	writeCounts
 }
 
-func (w *verifyWriters) counts() (sent, failed int, first string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sent, w.failed, w.firstErr
+// writeCounts counts a workload's writes: sent, failed, and the first
+// failure. Safe for concurrent use.
+type writeCounts struct {
+	mu     sync.Mutex
+	sent   int
+	failed int
+	first  string
+}
+
+func (c *writeCounts) addSent() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent++
+}
+
+// addFailed counts a write of value that failed with err.
+func (c *writeCounts) addFailed(value []byte, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed++; c.first == "" {
+		c.first = fmt.Sprintf("%s: %v", value[:min(len(value), 40)], err)
+	}
+}
+
+func (c *writeCounts) counts() (sent, failed int, first string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent, c.failed, c.first
 }
 
 // run writes until stop (or until ctx ends), each producer at its
 // share of the rate, reporting progress, then waits for every answer.
-func (w *verifyWriters) run(ctx context.Context, progress io.Writer, seeds []string, v verifyOptions, stop time.Time) error {
-	keys := int(v.partitions) * 4
+func (w *verifyWriters) run(ctx context.Context, progress io.Writer, stop time.Time) error {
 	wctx, cancel := context.WithDeadline(ctx, stop)
 	defer cancel()
 	var wg sync.WaitGroup
 	var producers []*kgo.Client
-	for i := range v.producers {
-		pr, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID(fmt.Sprintf("fjord-verify-%d", i)),
-			kgo.DefaultProduceTopic(v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(reachTimeout))
+	for i := range w.v.producers {
+		pr, err := kgo.NewClient(kgo.SeedBrokers(w.seeds...), kgo.ClientID(fmt.Sprintf("fjord-verify-%d", i)),
+			kgo.DefaultProduceTopic(w.v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(reachTimeout))
 		if err != nil {
 			return err
 		}
 		producers = append(producers, pr)
 		defer pr.Close()
-		rng := rand.New(rand.NewPCG(v.seed, uint64(i)))
-		wg.Go(func() { w.produce(wctx, pr, rng, i, keys, v) })
+		rng := rand.New(rand.NewPCG(w.v.seed, uint64(i)))
+		wg.Go(func() { w.produce(wctx, pr, rng, i) })
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	start := time.Now()
-	tick := time.NewTicker(verifyProgressInterval)
-	defer tick.Stop()
-	for running := true; running; {
-		select {
-		case <-done:
-			running = false
-		case <-tick.C:
-			sent, failed, _ := w.counts()
-			fmt.Fprintf(progress, "%s: %d sent, %d acknowledged, %d failed\n",
-				time.Since(start).Round(time.Second), sent, w.checker.AckedCount(), failed)
-		}
-	}
+	reportProgress(progress, done, w.counts, w.checker)
 	// Every record sent gets its answer (acknowledged or failed) before
 	// the read-back, however the run was stopped.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -872,42 +944,74 @@ func (w *verifyWriters) run(ctx context.Context, progress io.Writer, seeds []str
 	return nil
 }
 
-// produce is producer i's loop: records at rate/producers a second, each
-// value unique (the seed, the producer, a counter) and padded to size.
-func (w *verifyWriters) produce(ctx context.Context, pr *kgo.Client, rng *rand.Rand, i, keys int, v verifyOptions) {
-	interval := time.Duration(float64(time.Second) * float64(v.producers) / float64(v.rate))
-	next := time.Now()
-	for seq := 0; ctx.Err() == nil; seq++ {
-		if d := time.Until(next); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
+// reportProgress says every verifyProgressInterval how many records were
+// sent, acknowledged and failed, until done is closed.
+func reportProgress(progress io.Writer, done <-chan struct{}, counts func() (int, int, string), checker *history.Checker) {
+	start := time.Now()
+	tick := time.NewTicker(verifyProgressInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			sent, failed, _ := counts()
+			fmt.Fprintf(progress, "%s: %d sent, %d acknowledged, %d failed\n",
+				time.Since(start).Round(time.Second), sent, checker.AckedCount(), failed)
 		}
-		next = next.Add(interval)
-		// Each producer has keys of its own: the order of one key's
-		// records is the order one producer sent them in, which an
-		// idempotent producer keeps.
-		key := fmt.Appendf(nil, "p%d-k%d", i, rng.IntN(keys))
-		value := fmt.Appendf(nil, "%d-p%d-%d-", v.seed, i, seq)
-		for len(value) < v.valueSize {
-			value = append(value, 'a'+byte(rng.IntN(26)))
+	}
+}
+
+// pacer spaces one producer's records at its share of the rate.
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func newPacer(rate, producers int) *pacer {
+	return &pacer{interval: time.Duration(float64(time.Second) * float64(producers) / float64(rate)), next: time.Now()}
+}
+
+// wait returns when the next record is due, or false once ctx ended.
+func (p *pacer) wait(ctx context.Context) bool {
+	if d := time.Until(p.next); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
 		}
+	}
+	p.next = p.next.Add(p.interval)
+	return ctx.Err() == nil
+}
+
+// workloadRecord is producer i's record number seq: a key of the
+// producer's own (the order of one key's records is the order one
+// producer sent them in, which an idempotent producer keeps), and a
+// unique value (the seed, the producer, the counter) padded to
+// --value-size from rng.
+func workloadRecord(rng *rand.Rand, v verifyOptions, i, seq int) (key, value []byte) {
+	key = fmt.Appendf(nil, "p%d-k%d", i, rng.IntN(int(v.partitions)*4))
+	value = fmt.Appendf(nil, "%d-p%d-%d-", v.seed, i, seq)
+	for len(value) < v.valueSize {
+		value = append(value, 'a'+byte(rng.IntN(26)))
+	}
+	return key, value
+}
+
+// produce is producer i's loop: records at rate/producers a second.
+func (w *verifyWriters) produce(ctx context.Context, pr *kgo.Client, rng *rand.Rand, i int) {
+	v := w.v
+	pace := newPacer(v.rate, v.producers)
+	for seq := 0; pace.wait(ctx); seq++ {
+		key, value := workloadRecord(rng, v, i, seq)
 		w.checker.SentBy(fmt.Sprintf("p%d", i), v.topic, key, value)
-		w.mu.Lock()
-		w.sent++
-		w.mu.Unlock()
+		w.addSent()
 		pr.Produce(context.WithoutCancel(ctx), &kgo.Record{Key: key, Value: value}, func(rec *kgo.Record, err error) {
 			if err != nil {
-				w.mu.Lock()
-				w.failed++
-				if w.firstErr == "" {
-					w.firstErr = fmt.Sprintf("%s: %v", rec.Value[:min(len(rec.Value), 40)], err)
-				}
-				w.mu.Unlock()
+				w.addFailed(rec.Value, err)
 				return
 			}
 			w.checker.Acked(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})

@@ -311,22 +311,22 @@ func (g *verifyGroup) stop() (int, string) {
 	return g.errs, g.first
 }
 
-// drain waits, within within, until the group has committed every
-// partition of its topic up to the partition's end: what a group that
-// keeps up does once the writes stop.
-func (g *verifyGroup) drain(ctx context.Context, adm *kadm.Client, within time.Duration) error {
+// drainGroup waits, within within, until group has committed every
+// partition of topic up to the partition's end: what a group that keeps
+// up does once the writes stop.
+func drainGroup(ctx context.Context, adm *kadm.Client, group, topic string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var behind []string
 	for {
 		behind = behind[:0]
-		ends, err := adm.ListEndOffsets(ctx, g.topic)
+		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
 			err = ends.Error()
 		}
 		var committed kadm.OffsetResponses
 		if err == nil {
-			committed, err = adm.FetchOffsets(ctx, g.name)
+			committed, err = adm.FetchOffsets(ctx, group)
 		}
 		if err == nil {
 			ends.Each(func(e kadm.ListedOffset) {
@@ -344,17 +344,17 @@ func (g *verifyGroup) drain(ctx context.Context, adm *kadm.Client, within time.D
 		}
 		if !sleepCtx(ctx, 200*time.Millisecond) {
 			if err != nil {
-				return fmt.Errorf("the group %s did not catch up within %v of the writes' end: %v", g.name, within, err)
+				return fmt.Errorf("the group %s did not catch up within %v of the writes' end: %v", group, within, err)
 			}
-			return fmt.Errorf("the group %s did not catch up within %v of the writes' end: %v", g.name, within, behind)
+			return fmt.Errorf("the group %s did not catch up within %v of the writes' end: %v", group, within, behind)
 		}
 	}
 }
 
-// fetchCommitted asks the coordinator for the group's committed offsets
-// and hands them to the checker, which holds them against the commits it
+// fetchCommitted asks the coordinator for group's committed offsets and
+// hands them to the checker, which holds them against the commits it
 // acknowledged.
-func (g *verifyGroup) fetchCommitted(ctx context.Context, adm *kadm.Client) error {
+func fetchCommitted(ctx context.Context, adm *kadm.Client, group string, checker *history.Checker) error {
 	fctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var resp kadm.OffsetResponses
@@ -362,16 +362,16 @@ func (g *verifyGroup) fetchCommitted(ctx context.Context, adm *kadm.Client) erro
 	// Right after the members leave, the coordinator may still be
 	// settling the group: ask again for a little while.
 	for range 10 {
-		if resp, err = adm.FetchOffsets(fctx, g.name); err == nil {
+		if resp, err = adm.FetchOffsets(fctx, group); err == nil {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("fetching group %s's committed offsets: %w", g.name, err)
+		return fmt.Errorf("fetching group %s's committed offsets: %w", group, err)
 	}
 	resp.Each(func(o kadm.OffsetResponse) {
-		g.checker.Fetched(g.name, history.TopicPartition{Topic: o.Topic, Partition: o.Partition}, o.At)
+		checker.Fetched(group, history.TopicPartition{Topic: o.Topic, Partition: o.Partition}, o.At)
 	})
 	return nil
 }

@@ -32,8 +32,10 @@ func TestVerifyBadInput(t *testing.T) {
 		want string
 		args []string
 	}{
-		{`--workload "http": want queue or groups`, []string{"--workload", "http"}},
-		{`--workload "` + strings.Repeat("x", 64) + `...": want queue or groups`, []string{"--workload", strings.Repeat("x", 100000)}},
+		{`--workload "files": want queue, groups or http`, []string{"--workload", "files"}},
+		{`--workload "` + strings.Repeat("x", 64) + `...": want queue, groups or http`, []string{"--workload", strings.Repeat("x", 100000)}},
+		{"--workload http needs --http host:port,...", []string{"--workload", "http"}},
+		{"--http goes with --workload http", []string{"--http", "127.0.0.1:8082"}},
 		{"--group-members 1: the groups workload needs 2 or more", []string{"--workload", "groups", "--group-members", "1"}},
 		{"--churn-interval goes with --workload groups", []string{"--churn-interval", "1s"}},
 		{"--churn-interval 10ms: want 100ms to 1h", []string{"--workload", "groups", "--churn-interval", "10ms"}},
@@ -126,6 +128,24 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	fails(t, "creating the topic "+topic+" (it must not exist", "verify", "--topic", topic, "--duration", "1s", "--brokers", brokers(t))
 }
 
+// The http workload on the shared node: producers with idempotency keys,
+// the stateless reader and a group consuming, committing and now and
+// then seeking back, all over the HTTP API; checked like the others.
+func TestVerifyHTTPWorkload(t *testing.T) {
+	r := ok(t, "", "verify", "--workload", "http", "--http", sharedNode(t).HTTPAddr().String(), "--duration", "8s", "--rate", "300",
+		"--partitions", "3", "--seed", "78", "-o", "json")
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if !rep.Pass || rep.Workload != "http" || rep.Acked < 2000 || rep.Commits == 0 || rep.LiveReads == 0 || rep.Read != rep.Acked+rep.Unacked {
+		t.Fatalf("report %+v\n%s", rep, r.stderr)
+	}
+	if !strings.Contains(rep.Command, "--workload http") || !strings.Contains(rep.Command, "--http "+sharedNode(t).HTTPAddr().String()) {
+		t.Errorf("command %q does not repeat the run", rep.Command)
+	}
+}
+
 // The groups workload on the shared node: members join, leave and die
 // (connections cut, never leaving) while the producers write, and the
 // group still owns each partition once a generation, commits only what
@@ -211,6 +231,7 @@ func TestVerifyLocalBadInput(t *testing.T) {
 		{"--nodes 0: want 1 to 5", []string{"--nodes", "0"}},
 		{"--nodes 9: want 1 to 5", []string{"--nodes", "9"}},
 		{"--fault-cmd goes with --brokers", []string{"--fault-cmd", "/bin/true"}},
+		{"--http goes without --local", []string{"--workload", "http", "--http", "127.0.0.1:8082"}},
 		{"--faults: cut needs --nodes 2 or more: a lone node has no links to fault", []string{"--nodes", "1", "--faults", "kill,cut"}},
 		{"--faults: bridge needs --nodes 3 or more", []string{"--nodes", "2", "--faults", "bridge"}},
 		{`--faults "explode": "explode" is not a fault; want some of kill,pause,restart,kill-all,torn-write,bit-flip,isolate,split,bridge,cut,delay, or none`, []string{"--faults", "explode"}},

@@ -240,3 +240,19 @@ func TestCheckerAcksWithoutAnOffset(t *testing.T) {
 		})
 	}
 }
+
+// A record written twice is one duplicate, not also a record out of
+// order for its key and its producer (regression: each copy was reported
+// three times).
+func TestCheckerDuplicateIsOneViolation(t *testing.T) {
+	c := NewChecker()
+	c.SentBy("p1", "t", []byte("a"), []byte("v0"))
+	c.SentBy("p1", "t", []byte("a"), []byte("v1"))
+	c.Acked(rec(0, 0, "a", "v0"))
+	c.Acked(rec(0, 2, "a", "v1"))
+	_, err := c.Verify(map[TopicPartition][]Record{{"t", 0}: {rec(0, 0, "a", "v0"), rec(0, 1, "a", "v0"), rec(0, 2, "a", "v1")}})
+	var vs *Violations
+	if !errors.As(err, &vs) || len(vs.All) != 1 || vs.Counts()[KindDuplicate] != 1 {
+		t.Fatalf("Verify: %v, want one duplicate and nothing else", err)
+	}
+}
