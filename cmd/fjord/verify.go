@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/history"
+	"github.com/fjordmq/fjord/internal/timeline"
 )
 
 // verify: issue 16's checker. The queue workload: idempotent acks=all
@@ -88,6 +90,8 @@ type verifyOptions struct {
 	// httpAddrs is --http: the HTTP API of the nodes, for the http
 	// workload against --brokers.
 	httpAddrs string
+	// reportDir is where the report's files go ("": none).
+	reportDir string
 
 	// local starts a cluster of nodes nodes in a new directory under
 	// dataDir (the system's temporary directory when empty).
@@ -209,7 +213,10 @@ the seed and the command to run it again are printed. Exit status 0 only
 on a pass. The topic (fjord-verify-SEED unless --topic) and the group,
 named after it, are deleted after a pass and kept after a failure.
 
-Not built yet: the plotted report.`,
+The report is also written to --report-dir as verify-SEED.json (what -o
+json prints) and verify-SEED.png: every fault as a span against the
+writes acknowledged and failed, the acknowledgement latency and the
+readers' and group's errors, second by second.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if err := o.applyEnv(cmd); err != nil {
@@ -271,7 +278,7 @@ Not built yet: the plotted report.`,
 				}
 				env.faulter = &cmdFaulter{path: v.faultCmd, ids: ids}
 			}
-			r, err := runVerify(ctx, cmd.ErrOrStderr(), cl, o.brokers, v, env)
+			r, tl, err := runVerify(ctx, cmd.ErrOrStderr(), cl, o.brokers, v, env)
 			if err != nil {
 				return err
 			}
@@ -279,6 +286,13 @@ Not built yet: the plotted report.`,
 			if !r.Pass && env.cluster != nil {
 				env.cluster.keep = true
 				r.DataDir = env.cluster.dir
+			}
+			if v.reportDir != "" {
+				// A report that cannot be written is said, and the verdict
+				// stands: the check itself ran.
+				if err := writeVerifyReport(v.reportDir, &r, tl); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "writing the report to %s: %v\n", v.reportDir, err)
+				}
 			}
 			if err := printResult(cmd, output, r); err != nil {
 				return err
@@ -304,6 +318,7 @@ Not built yet: the plotted report.`,
 	f.IntVar(&v.valueSize, "value-size", 100, "bytes of each record's value, at least 32")
 	f.IntVar(&v.groupMembers, "group-members", 2, "members of a consumer group reading the topic meanwhile, committing what they processed (0: none); with --workload groups the most at once (default 4)")
 	f.DurationVar(&v.churnInterval, "churn-interval", 2*time.Second, "with --workload groups: how often a member joins, leaves or dies")
+	f.StringVar(&v.reportDir, "report-dir", defaultVerifyReportDir, "where the report's files go: verify-SEED.json (what -o json prints) and verify-SEED.png (the faults against throughput, latency and errors); empty for none")
 	f.StringVar(&v.httpAddrs, "http", "", "with --workload http and --brokers: the nodes' HTTP API addresses, host:port,... (a request that fails goes to the next)")
 	f.StringVar(&v.flushPolicy, "flush-policy", "", "the topic's flush.policy: ack (every replica fsyncs before a write is acknowledged) or interval (every --flush-ms; durability by replication) (default: the cluster's)")
 	f.Int64Var(&v.flushMs, "flush-ms", 0, "with --flush-policy interval: the topic's flush.ms (default: the cluster's)")
@@ -469,8 +484,10 @@ type verifyReport struct {
 	// byte for byte (--local).
 	ReplicasCompared int `json:"replicas_compared"`
 	// DataDir is where a failed --local run's nodes are kept.
-	DataDir    string `json:"data_dir,omitempty"`
-	Violations int    `json:"violations"`
+	DataDir string `json:"data_dir,omitempty"`
+	// ReportFiles are the report's files (--report-dir).
+	ReportFiles []string `json:"report_files"`
+	Violations  int      `json:"violations"`
 	// ViolationCounts is every violation's count by kind (history's
 	// Kind* and verify's own kind* names).
 	ViolationCounts map[string]int `json:"violation_counts"`
@@ -543,6 +560,9 @@ func (r verifyReport) printText(out io.Writer) error {
 	if r.DataDir != "" {
 		fmt.Fprintf(out, "The nodes' directories and logs are kept in %s\n", r.DataDir)
 	}
+	if len(r.ReportFiles) > 0 {
+		fmt.Fprintf(out, "Report: %s\n", strings.Join(r.ReportFiles, ", "))
+	}
 	_, err := fmt.Fprintf(out, "Seed %d; to run it again: %s\n", r.Seed, r.Command)
 	return err
 }
@@ -603,9 +623,9 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 
 // runVerify creates the topic, writes the workload, reads it back and
 // checks it.
-func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions, env verifyEnv) (verifyReport, error) {
+func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions, env verifyEnv) (verifyReport, *timeline.Timeline, error) {
 	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}, ViolationCounts: map[string]int{},
-		AnomalyDetails: []anomalyDetail{}, AllowedCounts: map[string]int{}, AllowedExamples: []string{},
+		AnomalyDetails: []anomalyDetail{}, AllowedCounts: map[string]int{}, AllowedExamples: []string{}, ReportFiles: []string{},
 		Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}, GroupChurn: map[string]int{}}
 	if env.cluster != nil {
 		r.Mode, r.Nodes = "local", len(env.cluster.nodes)
@@ -626,7 +646,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 			err = fmt.Errorf("the group %s has committed offsets from an earlier run: delete it first (fjord group delete %s)", v.topic, v.topic)
 		}
 		if err != nil {
-			return r, err
+			return r, nil, err
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -636,18 +656,19 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		err = kafkaError(created.Err, created.ErrMessage)
 	}
 	if err != nil {
-		return r, fmt.Errorf("creating the topic %s (it must not exist: the check needs every record in it to be one this run sent): %w", v.topic, err)
+		return r, nil, fmt.Errorf("creating the topic %s (it must not exist: the check needs every record in it to be one this run sent): %w", v.topic, err)
 	}
 	if r.Flush, err = describeFlushPolicy(ctx, adm, v.topic); err != nil {
-		return r, err
+		return r, nil, err
 	}
 
 	checker := history.NewChecker()
-	w, reader, group, err := startWorkload(ctx, seeds(brokers), env.http, v, checker)
-	if err != nil {
-		return r, err
-	}
 	start := time.Now()
+	tl := timeline.New(start)
+	w, reader, group, err := startWorkload(ctx, seeds(brokers), env.http, v, checker, tl)
+	if err != nil {
+		return r, nil, err
+	}
 	stopAt := start.Add(v.duration)
 	var faults *faultRun
 	probe := &liveProbe{seeds: seeds(brokers), v: v, checker: checker}
@@ -673,7 +694,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	if werr != nil {
 		reader.stop()
 		group.stop()
-		return r, werr
+		return r, nil, werr
 	}
 	var groupBehind error
 	if v.workload != workloadQueue && ctx.Err() == nil {
@@ -684,7 +705,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	r.GroupErrors, r.FirstGroupError = group.stop()
 	if v.groupMembers > 0 {
 		if err := fetchCommitted(context.WithoutCancel(ctx), adm, v.topic, checker); err != nil {
-			return r, err
+			return r, nil, err
 		}
 	}
 	r.Commits = checker.Commits()
@@ -697,7 +718,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	defer cancel()
 	logs, err := history.ReadAll(rctx, brokers, v.topic)
 	if err != nil {
-		return r, fmt.Errorf("reading %s back: %w", v.topic, err)
+		return r, nil, fmt.Errorf("reading %s back: %w", v.topic, err)
 	}
 	res := checker.VerifyAll(logs)
 	r.Read, r.Unacked, r.LiveReads = res.Summary.Read, res.Summary.Unacked, res.Summary.LiveReads
@@ -718,7 +739,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	if env.cluster != nil {
 		n, diffs, err := compareReplicas(rctx, cl, env.cluster, v.topic)
 		if err != nil {
-			return r, err
+			return r, nil, err
 		}
 		r.ReplicasCompared = n
 		found = append(found, diffs...)
@@ -746,7 +767,17 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 			}
 		}
 	}
-	return r, nil
+	for _, l := range checker.Latencies() {
+		tl.Ack(l.Sent, l.Acked)
+	}
+	for _, ev := range r.Faults {
+		label := ev.Kind
+		if ev.Node != 0 {
+			label += " " + strconv.Itoa(ev.Node)
+		}
+		tl.Fault(timeline.Fault{Kind: ev.Kind, Label: label, Start: ev.At, End: ev.HealedAt})
+	}
+	return r, tl, nil
 }
 
 // The parts of a workload, whatever it speaks (the Kafka protocol, or
@@ -771,22 +802,50 @@ type (
 	}
 )
 
-// startWorkload starts v's reader and group and makes its writers.
-func startWorkload(ctx context.Context, seeds []string, nodes *httpNodes, v verifyOptions, checker *history.Checker) (workloadWriters, workloadReader, workloadGroup, error) {
+// startWorkload starts v's reader and group and makes its writers;
+// their failures and errors go to tl as they happen.
+func startWorkload(ctx context.Context, seeds []string, nodes *httpNodes, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) (workloadWriters, workloadReader, workloadGroup, error) {
 	if v.workload == workloadHTTP {
-		w := &verifyHTTPWriters{nodes: nodes, checker: checker, v: v}
-		return w, startVerifyHTTPReader(ctx, nodes, v, checker), startVerifyHTTPGroup(ctx, nodes, v, checker), nil
+		w := &verifyHTTPWriters{nodes: nodes, checker: checker, v: v, writeCounts: writeCounts{tl: tl}}
+		return w, startVerifyHTTPReader(ctx, nodes, v, checker, tl), startVerifyHTTPGroup(ctx, nodes, v, checker, tl), nil
 	}
-	reader, err := startVerifyReader(ctx, seeds, v, checker)
+	reader, err := startVerifyReader(ctx, seeds, v, checker, tl)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	group, err := startVerifyGroup(ctx, seeds, v, checker)
+	group, err := startVerifyGroup(ctx, seeds, v, checker, tl)
 	if err != nil {
 		reader.stop()
 		return nil, nil, nil, err
 	}
-	return &verifyWriters{checker: checker, seeds: seeds, v: v}, reader, group, nil
+	return &verifyWriters{checker: checker, seeds: seeds, v: v, writeCounts: writeCounts{tl: tl}}, reader, group, nil
+}
+
+// errorCount counts a part's errors (not violations: a request that
+// failed), keeps the first, and puts each on the timeline as one of
+// series. Safe for concurrent use.
+type errorCount struct {
+	tl     *timeline.Timeline
+	series string
+
+	mu    sync.Mutex
+	n     int
+	first string
+}
+
+func (e *errorCount) add(msg string) {
+	e.tl.Error(e.series, time.Now())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n++; e.first == "" {
+		e.first = msg
+	}
+}
+
+func (e *errorCount) get() (int, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n, e.first
 }
 
 // seeds is a --brokers list's addresses.
@@ -807,13 +866,10 @@ type verifyReader struct {
 	cl     *kgo.Client
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	mu    sync.Mutex
-	errs  int
-	first string
+	errs   errorCount
 }
 
-func startVerifyReader(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker) (*verifyReader, error) {
+func startVerifyReader(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) (*verifyReader, error) {
 	parts := map[int32]kgo.Offset{}
 	for p := range v.partitions {
 		parts[p] = kgo.NewOffset().AtStart()
@@ -824,19 +880,14 @@ func startVerifyReader(ctx context.Context, seeds []string, v verifyOptions, che
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r := &verifyReader{cl: cl, cancel: cancel, done: make(chan struct{})}
+	r := &verifyReader{cl: cl, cancel: cancel, done: make(chan struct{}), errs: errorCount{tl: tl, series: "reader"}}
 	go func() {
 		defer close(r.done)
 		for rctx.Err() == nil {
 			fs := cl.PollFetches(rctx)
 			fs.EachError(func(topic string, p int32, err error) {
-				if rctx.Err() != nil {
-					return
-				}
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				if r.errs++; r.first == "" {
-					r.first = fmt.Sprintf("%s-%d: %v", topic, p, err)
+				if rctx.Err() == nil {
+					r.errs.add(fmt.Sprintf("%s-%d: %v", topic, p, err))
 				}
 			})
 			fs.EachRecord(func(rec *kgo.Record) {
@@ -852,9 +903,7 @@ func (r *verifyReader) stop() (int, string) {
 	r.cancel()
 	<-r.done
 	r.cl.Close()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.errs, r.first
+	return r.errs.get()
 }
 
 // maxAnomalies bounds the violations a report lists; all are counted.
@@ -884,6 +933,8 @@ type verifyWriters struct {
 // writeCounts counts a workload's writes: sent, failed, and the first
 // failure. Safe for concurrent use.
 type writeCounts struct {
+	tl *timeline.Timeline // where failures go as they happen
+
 	mu     sync.Mutex
 	sent   int
 	failed int
@@ -898,6 +949,7 @@ func (c *writeCounts) addSent() {
 
 // addFailed counts a write of value that failed with err.
 func (c *writeCounts) addFailed(value []byte, err error) {
+	c.tl.Failure(time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.failed++; c.first == "" {

@@ -35,7 +35,7 @@ func TestVerifyFindsAFaultyBroker(t *testing.T) {
 			}
 			defer p.Close()
 			r := fjord(t, "", "verify", "--brokers", p.Addr(), "--seed", fmt.Sprint(seed), "--duration", "5s", "--rate", "300",
-				"--partitions", "1", "--group-members", "0", "-o", "json")
+				"--partitions", "1", "--group-members", "0", "--report-dir", t.TempDir(), "-o", "json")
 			var rep verifyReport
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, r.stdout, r.stderr)

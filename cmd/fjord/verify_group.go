@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/history"
+	"github.com/fjordmq/fjord/internal/timeline"
 )
 
 // verifyGroup is a workload's consumer group: members that each poll,
@@ -44,12 +45,12 @@ type verifyGroup struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // every member's loop, and every closing client
 
+	errs errorCount
+
 	mu      sync.Mutex
 	members []*verifyMember // the live ones, oldest first
 	next    int             // the next member's number
-	errs    int
-	first   string
-	churn   map[string]int // joins, leaves and deaths so far
+	churn   map[string]int  // joins, leaves and deaths so far
 }
 
 // verifyMember is one member: a client of its own, its loop, and its
@@ -84,8 +85,8 @@ const (
 // errMemberDead is what a dead member's dials get.
 var errMemberDead = errors.New("fjord verify: this group member is dead: no connections")
 
-func startVerifyGroup(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker) (*verifyGroup, error) {
-	g := &verifyGroup{name: v.topic, seeds: seeds, topic: v.topic, checker: checker, churn: map[string]int{}}
+func startVerifyGroup(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) (*verifyGroup, error) {
+	g := &verifyGroup{name: v.topic, seeds: seeds, topic: v.topic, checker: checker, churn: map[string]int{}, errs: errorCount{tl: tl, series: "group"}}
 	g.ctx, g.cancel = context.WithCancel(ctx)
 	for range v.groupMembers {
 		if err := g.join(); err != nil {
@@ -167,7 +168,7 @@ func (g *verifyGroup) consume(ctx context.Context, m *verifyMember) {
 		fs := cl.PollFetches(ctx)
 		fs.EachError(func(topic string, p int32, err error) {
 			if ctx.Err() == nil && !m.dead.Load() {
-				g.fail(fmt.Sprintf("%s: %s-%d: %v", m.name, topic, p, err))
+				g.errs.add(fmt.Sprintf("%s: %s-%d: %v", m.name, topic, p, err))
 			}
 		})
 		next := map[string]map[int32]kgo.EpochOffset{}
@@ -182,13 +183,13 @@ func (g *verifyGroup) consume(ctx context.Context, m *verifyMember) {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 			cl.CommitOffsetsSync(cctx, next, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 				if err != nil {
-					g.fail(fmt.Sprintf("%s: commit: %v", m.name, err))
+					g.errs.add(fmt.Sprintf("%s: commit: %v", m.name, err))
 					return
 				}
 				for _, t := range resp.Topics {
 					for _, p := range t.Partitions {
 						if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-							g.fail(fmt.Sprintf("%s: commit of %s-%d: %v", m.name, t.Topic, p.Partition, err))
+							g.errs.add(fmt.Sprintf("%s: commit of %s-%d: %v", m.name, t.Topic, p.Partition, err))
 							continue
 						}
 						g.checker.Committed(g.name, m.name, history.TopicPartition{Topic: t.Topic, Partition: p.Partition}, next[t.Topic][p.Partition].Offset)
@@ -198,14 +199,6 @@ func (g *verifyGroup) consume(ctx context.Context, m *verifyMember) {
 			cancel()
 		}
 		cl.AllowRebalance()
-	}
-}
-
-func (g *verifyGroup) fail(msg string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.errs++; g.first == "" {
-		g.first = msg
 	}
 }
 
@@ -267,7 +260,7 @@ func (g *verifyGroup) churnUntil(ctx context.Context, rng *rand.Rand, interval t
 		switch action {
 		case churnJoin:
 			if err := g.join(); err != nil {
-				g.fail("a member joining: " + err.Error())
+				g.errs.add("a member joining: " + err.Error())
 				continue
 			}
 		case churnLeave:
@@ -306,9 +299,7 @@ func (g *verifyGroup) stop() (int, string) {
 	for _, m := range members {
 		m.cl.Close()
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.errs, g.first
+	return g.errs.get()
 }
 
 // drainGroup waits, within within, until group has committed every

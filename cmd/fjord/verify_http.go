@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/history"
+	"github.com/fjordmq/fjord/internal/timeline"
 )
 
 // The http workload: the queue workload over Fjord's HTTP/JSON API
@@ -165,27 +166,6 @@ func (r httpRecord) decode(topic string) (history.Record, error) {
 	return out, nil
 }
 
-// errorCount counts a part's errors and keeps the first.
-type errorCount struct {
-	mu    sync.Mutex
-	n     int
-	first string
-}
-
-func (e *errorCount) add(msg string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.n++; e.first == "" {
-		e.first = msg
-	}
-}
-
-func (e *errorCount) get() (int, string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.n, e.first
-}
-
 // verifyHTTPWriters are the http workload's producers.
 type verifyHTTPWriters struct {
 	nodes   *httpNodes
@@ -258,9 +238,9 @@ type verifyHTTPReader struct {
 	errs   errorCount
 }
 
-func startVerifyHTTPReader(ctx context.Context, nodes *httpNodes, v verifyOptions, checker *history.Checker) *verifyHTTPReader {
+func startVerifyHTTPReader(ctx context.Context, nodes *httpNodes, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) *verifyHTTPReader {
 	rctx, cancel := context.WithCancel(ctx)
-	r := &verifyHTTPReader{cancel: cancel}
+	r := &verifyHTTPReader{cancel: cancel, errs: errorCount{tl: tl, series: "reader"}}
 	for p := range v.partitions {
 		r.wg.Go(func() {
 			node, next := int(p), int64(0)
@@ -317,9 +297,10 @@ type verifyHTTPGroup struct {
 	members map[string]int // member -> the node its instance is on
 }
 
-func startVerifyHTTPGroup(ctx context.Context, nodes *httpNodes, v verifyOptions, checker *history.Checker) *verifyHTTPGroup {
+func startVerifyHTTPGroup(ctx context.Context, nodes *httpNodes, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) *verifyHTTPGroup {
 	gctx, cancel := context.WithCancel(ctx)
-	g := &verifyHTTPGroup{name: v.topic, topic: v.topic, nodes: nodes, checker: checker, cancel: cancel, members: map[string]int{}}
+	g := &verifyHTTPGroup{name: v.topic, topic: v.topic, nodes: nodes, checker: checker, cancel: cancel, members: map[string]int{},
+		errs: errorCount{tl: tl, series: "group"}}
 	for i := range v.groupMembers {
 		name := fmt.Sprintf("m%d", i)
 		rng := rand.New(rand.NewPCG(v.seed, 0x5eec+uint64(i)))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,7 +90,7 @@ func TestVerifyBadInput(t *testing.T) {
 func TestVerifyPassesOnANode(t *testing.T) {
 	// Long enough for the group to form (a new group waits 3 s for its
 	// members) and commit.
-	r := ok(t, "", "verify", "--duration", "8s", "--rate", "300", "--seed", "42", "--partitions", "3", "-o", "json")
+	r := ok(t, "", "verify", "--duration", "8s", "--rate", "300", "--seed", "42", "--partitions", "3", "--report-dir", "", "-o", "json")
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
 		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "violation_counts", "anomalies", "command",
@@ -133,7 +134,7 @@ func TestVerifyPassesOnANode(t *testing.T) {
 // then seeking back, all over the HTTP API; checked like the others.
 func TestVerifyHTTPWorkload(t *testing.T) {
 	r := ok(t, "", "verify", "--workload", "http", "--http", sharedNode(t).HTTPAddr().String(), "--duration", "8s", "--rate", "300",
-		"--partitions", "3", "--seed", "78", "-o", "json")
+		"--partitions", "3", "--seed", "78", "--report-dir", t.TempDir(), "-o", "json")
 	var rep verifyReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v:\n%s", err, r.stdout)
@@ -146,13 +147,27 @@ func TestVerifyHTTPWorkload(t *testing.T) {
 	}
 }
 
+// A report directory that cannot be made is said, and the run's verdict
+// stands: the check ran whatever became of its files.
+func TestVerifyReportDirUnwritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := ok(t, "", "verify", "--duration", "2s", "--rate", "100", "--partitions", "1", "--group-members", "0", "--report-dir", filepath.Join(file, "reports"), "-o", "json")
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || !rep.Pass || len(rep.ReportFiles) != 0 || !strings.Contains(r.stderr, "writing the report to "+filepath.Join(file, "reports")) {
+		t.Fatalf("%v: %+v\nstderr:\n%s", err, rep, r.stderr)
+	}
+}
+
 // The groups workload on the shared node: members join, leave and die
 // (connections cut, never leaving) while the producers write, and the
 // group still owns each partition once a generation, commits only what
 // it processed, skips nothing, and catches up once the writes stop.
 func TestVerifyGroupsWorkload(t *testing.T) {
 	r := ok(t, "", "verify", "--brokers", brokers(t), "--workload", "groups", "--duration", "14s", "--rate", "300", "--partitions", "4",
-		"--churn-interval", "1s", "--seed", "77", "-o", "json")
+		"--churn-interval", "1s", "--seed", "77", "--report-dir", t.TempDir(), "-o", "json")
 	var rep verifyReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v:\n%s", err, r.stdout)
@@ -177,7 +192,7 @@ func TestVerifyFailsOnARecordItNeverSent(t *testing.T) {
 	topic := topicName("verify-intruder")
 	done := make(chan result, 1)
 	go func() {
-		done <- fjord(t, "", "verify", "--topic", topic, "--duration", "4s", "--rate", "200", "--partitions", "1", "--group-members", "0", "--brokers", brokers(t))
+		done <- fjord(t, "", "verify", "--topic", topic, "--duration", "4s", "--rate", "200", "--partitions", "1", "--group-members", "0", "--report-dir", t.TempDir(), "--brokers", brokers(t))
 	}()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.DefaultProduceTopic(topic))
 	if err != nil {
@@ -265,8 +280,9 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
+	reports := t.TempDir()
 	code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "2m", "--rate", "400",
-		"--partitions", "3", "--fault-interval", "3s", "--seed", "16", "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
+		"--partitions", "3", "--fault-interval", "3s", "--seed", "16", "--report-dir", reports, "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
@@ -292,6 +308,23 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
 		t.Errorf("the passed run left %d entries in %s", len(entries), parent)
+	}
+	// The report's files: the JSON is what was printed, the PNG a
+	// picture of the run.
+	if want := []string{filepath.Join(reports, "verify-16.json"), filepath.Join(reports, "verify-16.png")}; !slices.Equal(r.ReportFiles, want) {
+		t.Errorf("report files %q, want %q", r.ReportFiles, want)
+	}
+	if saved, err := os.ReadFile(filepath.Join(reports, "verify-16.json")); err != nil || !bytes.Equal(bytes.TrimSpace(saved), bytes.TrimSpace(stdout.Bytes())) {
+		t.Errorf("verify-16.json (%v) is not the report printed", err)
+	}
+	if f, err := os.Open(filepath.Join(reports, "verify-16.png")); err != nil {
+		t.Error(err)
+	} else {
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil || img.Bounds().Dx() < 1000 {
+			t.Errorf("verify-16.png: %v", err)
+		}
 	}
 	if strings.Contains(stderr.String(), "left out of the faults") {
 		t.Errorf("the default mix left kinds out:\n%s", stderr.String())
@@ -332,7 +365,7 @@ func TestVerifyFlushPolicyUnderKillAll(t *testing.T) {
 			defer cancel()
 			var stdout, stderr bytes.Buffer
 			args := append([]string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "20s", "--rate", "300",
-				"--partitions", "3", "--faults", "kill-all", "--fault-interval", "4s", "--seed", fmt.Sprint(40 + i), "-o", "json"}, tc.args...)
+				"--partitions", "3", "--faults", "kill-all", "--fault-interval", "4s", "--seed", fmt.Sprint(40 + i), "--report-dir", t.TempDir(), "-o", "json"}, tc.args...)
 			if code := run(ctx, args, strings.NewReader(""), &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 			}
@@ -375,7 +408,7 @@ func TestVerifyFaultCmdProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"verify", "--fault-cmd", script, "--faults", "kill,pause", "--fault-interval", "1s", "--duration", "8s",
-		"--rate", "200", "--partitions", "2", "--group-members", "0", "-o", "json"}
+		"--rate", "200", "--partitions", "2", "--group-members", "0", "--report-dir", dir, "-o", "json"}
 	r := ok(t, "", append(args, "--seed", "161")...)
 	var rep verifyReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
@@ -427,7 +460,7 @@ func TestVerifyAgainstADevCluster(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, []string{"verify", "--brokers", d.brokers, "--fault-cmd", script, "--faults", "kill,pause,kill-all",
-		"--fault-interval", "3s", "--duration", "40s", "--rate", "300", "--partitions", "3", "--seed", "163", "-o", "json"},
+		"--fault-interval", "3s", "--duration", "40s", "--rate", "300", "--partitions", "3", "--seed", "163", "--report-dir", dir, "-o", "json"},
 		strings.NewReader(""), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\ndev:\n%s", code, stdout.String(), stderr.String(), d.stderr)
