@@ -58,10 +58,13 @@ type serveOptions struct {
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
 	httpConsumerIdleTimeoutMs int32
-	httpMaxConcurrent         int32
-	httpMaxLongPolls          int32
-	httpMaxConsumers          int32
-	httpMaxBodyBytes          int64
+	// httpConsumerSessionTimeoutMs is the HTTP consumer instances'
+	// group session.
+	httpConsumerSessionTimeoutMs int32
+	httpMaxConcurrent            int32
+	httpMaxLongPolls             int32
+	httpMaxConsumers             int32
+	httpMaxBodyBytes             int64
 
 	// defaultReplicationFactor is default.replication.factor.
 	defaultReplicationFactor int16
@@ -167,6 +170,10 @@ closes; a second signal exits at once.`,
 		"http-idempotency-window-ms", "how long the HTTP API remembers a produce's idempotency_key (http.idempotency.window.ms)")
 	f.Var(newIntFlag(&o.httpConsumerIdleTimeoutMs, int32(httpapi.DefaultConsumerIdleTimeout/time.Millisecond), 1000, 24*3600*1000, ""),
 		"http-consumer-idle-timeout-ms", "how long an HTTP consumer instance lives without requests before it leaves its group (http.consumer.idle.timeout.ms)")
+	// The bounds are the group coordinator's defaults
+	// (group.min.session.timeout.ms, group.max.session.timeout.ms).
+	f.Var(newIntFlag(&o.httpConsumerSessionTimeoutMs, int32(httpapi.DefaultConsumerSessionTimeout/time.Millisecond), 6000, 1_800_000, ""),
+		"http-consumer-session-timeout-ms", "an HTTP consumer instance's group session: how long its group waits for an instance whose node died (http.consumer.session.timeout.ms)")
 	f.Var(newIntFlag(&o.httpMaxConcurrent, httpapi.DefaultMaxConcurrent, 1, 65536, ""),
 		"http-max-concurrent", "HTTP API requests served at once, reads apart; more are answered 429")
 	f.Var(newIntFlag(&o.httpMaxLongPolls, httpapi.DefaultMaxLongPolls, 1, 65536, ""),
@@ -243,12 +250,13 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		LeaderImbalanceCheckInterval:       time.Duration(o.leaderImbalanceCheckIntervalSeconds) * time.Second,
 		LeaderImbalancePerBrokerPercentage: int(o.leaderImbalancePerBrokerPercentage),
 		HTTP: node.HTTPConfig{
-			IdempotencyWindow:   time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
-			ConsumerIdleTimeout: time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,
-			MaxConcurrent:       int(o.httpMaxConcurrent),
-			MaxLongPolls:        int(o.httpMaxLongPolls),
-			MaxConsumers:        int(o.httpMaxConsumers),
-			MaxBodyBytes:        o.httpMaxBodyBytes,
+			IdempotencyWindow:      time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
+			ConsumerIdleTimeout:    time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,
+			ConsumerSessionTimeout: time.Duration(o.httpConsumerSessionTimeoutMs) * time.Millisecond,
+			MaxConcurrent:          int(o.httpMaxConcurrent),
+			MaxLongPolls:           int(o.httpMaxLongPolls),
+			MaxConsumers:           int(o.httpMaxConsumers),
+			MaxBodyBytes:           o.httpMaxBodyBytes,
 		},
 	})
 	if err != nil {

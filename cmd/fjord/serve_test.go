@@ -283,6 +283,7 @@ func TestServePrecedence(t *testing.T) {
 		leaderImbalancePerBrokerPercentage:  10,
 		httpIdempotencyWindowMs:             5000, // flag
 		httpConsumerIdleTimeoutMs:           300_000,
+		httpConsumerSessionTimeoutMs:        10_000,
 		httpMaxConcurrent:                   256,
 		httpMaxLongPolls:                    9, // file
 		httpMaxConsumers:                    100,
@@ -407,6 +408,9 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"idempotency window too long", []string{"serve", "--http-idempotency-window-ms", "604800001"}, nil, `allowed: an integer from 1000 to 604800000`},
 		{"idempotency window overflows", []string{"serve", "--http-idempotency-window-ms", "99999999999999999999"}, nil, `allowed: an integer from 1000 to 604800000`},
 		{"idle timeout in seconds", []string{"serve", "--http-consumer-idle-timeout-ms", "5m"}, nil, `"--http-consumer-idle-timeout-ms" flag: allowed: an integer from 1000 to 86400000`},
+		{"session under the group minimum", []string{"serve", "--http-consumer-session-timeout-ms", "5999"}, nil, `"--http-consumer-session-timeout-ms" flag: allowed: an integer from 6000 to 1800000`},
+		{"session over the group maximum", []string{"serve", "--http-consumer-session-timeout-ms", "1800001"}, nil, `allowed: an integer from 6000 to 1800000`},
+		{"session in seconds in env", []string{"serve"}, []string{"FJORD_HTTP_CONSUMER_SESSION_TIMEOUT_MS=10s"}, `FJORD_HTTP_CONSUMER_SESSION_TIMEOUT_MS="10s": allowed: an integer from 6000 to 1800000`},
 		{"no concurrent requests", []string{"serve", "--http-max-concurrent", "0"}, nil, `"--http-max-concurrent" flag: allowed: an integer from 1 to 65536`},
 		{"negative long-polls", []string{"serve", "--http-max-long-polls", "-5"}, nil, `"--http-max-long-polls" flag: allowed: an integer from 1 to 65536`},
 		{"no body", []string{"serve", "--http-max-body-bytes", "0"}, nil, `"--http-max-body-bytes" flag: allowed: an integer from 1024 to 134217728`},

@@ -74,6 +74,12 @@ type Config struct {
 	// instance unused this long leaves its group (default
 	// DefaultConsumerIdleTimeout).
 	ConsumerIdleTimeout time.Duration
+	// ConsumerSessionTimeout is http.consumer.session.timeout.ms: the
+	// group session of each consumer instance (default
+	// DefaultConsumerSessionTimeout), how long its group waits for an
+	// instance whose node died before it gives the partitions to the
+	// others.
+	ConsumerSessionTimeout time.Duration
 	// MaxConsumers bounds the consumer instances on this node (default
 	// DefaultMaxConsumers); past it a new one is 429.
 	MaxConsumers int
@@ -199,6 +205,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.ConsumerIdleTimeout <= 0 {
 		cfg.ConsumerIdleTimeout = DefaultConsumerIdleTimeout
 	}
+	if cfg.ConsumerSessionTimeout <= 0 {
+		cfg.ConsumerSessionTimeout = DefaultConsumerSessionTimeout
+	}
 	if cfg.MaxConsumers <= 0 {
 		cfg.MaxConsumers = DefaultMaxConsumers
 	}
@@ -250,7 +259,7 @@ func New(cfg Config) (*API, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	a.reader, a.adm = reader, kadm.NewClient(reader)
-	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.MaxConsumers)
+	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.ConsumerSessionTimeout, cfg.MaxConsumers)
 	if a.dedup, err = newDedup(cfg.Brokers, cfg.InternalClientID, cfg.IdempotencyWindow, cfg.Now, reader); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)

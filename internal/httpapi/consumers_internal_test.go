@@ -9,7 +9,7 @@ import (
 // before the close: lockLive answers nil, and the instance says closed,
 // which consume checks under its lock.
 func TestClosedInstanceIsNotUsed(t *testing.T) {
-	c := newConsumers([]string{"127.0.0.1:1"}, time.Hour, 10) // the client dials lazily: nothing listens
+	c := newConsumers([]string{"127.0.0.1:1"}, time.Hour, DefaultConsumerSessionTimeout, 10) // the client dials lazily: nothing listens
 	defer c.close()
 	key := instanceKey{group: "g", topic: "t"}
 	in, err := c.get(key, false)

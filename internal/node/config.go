@@ -155,6 +155,8 @@ type HTTPConfig struct {
 	IdempotencyWindow time.Duration
 	// ConsumerIdleTimeout is http.consumer.idle.timeout.ms.
 	ConsumerIdleTimeout time.Duration
+	// ConsumerSessionTimeout is http.consumer.session.timeout.ms.
+	ConsumerSessionTimeout time.Duration
 	// MaxConcurrent bounds the requests served at once, reads apart.
 	MaxConcurrent int
 	// MaxLongPolls bounds the reads (consume, records) served at once.

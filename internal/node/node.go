@@ -373,16 +373,17 @@ func (n *Node) start(ctx context.Context) error {
 		// The HTTP API is a gateway over the Kafka protocol, dialing
 		// this node at the address it gives clients.
 		api, err := httpapi.New(httpapi.Config{
-			Brokers:             []string{net.JoinHostPort(host, strconv.Itoa(int(port)))},
-			InternalClientID:    n.internalClientID,
-			IdempotencyWindow:   cfg.HTTP.IdempotencyWindow,
-			ConsumerIdleTimeout: cfg.HTTP.ConsumerIdleTimeout,
-			MaxConcurrent:       cfg.HTTP.MaxConcurrent,
-			MaxLongPolls:        cfg.HTTP.MaxLongPolls,
-			MaxConsumers:        cfg.HTTP.MaxConsumers,
-			MaxBodyBytes:        cfg.HTTP.MaxBodyBytes,
-			Metrics:             n.metrics,
-			Logger:              n.log,
+			Brokers:                []string{net.JoinHostPort(host, strconv.Itoa(int(port)))},
+			InternalClientID:       n.internalClientID,
+			IdempotencyWindow:      cfg.HTTP.IdempotencyWindow,
+			ConsumerIdleTimeout:    cfg.HTTP.ConsumerIdleTimeout,
+			ConsumerSessionTimeout: cfg.HTTP.ConsumerSessionTimeout,
+			MaxConcurrent:          cfg.HTTP.MaxConcurrent,
+			MaxLongPolls:           cfg.HTTP.MaxLongPolls,
+			MaxConsumers:           cfg.HTTP.MaxConsumers,
+			MaxBodyBytes:           cfg.HTTP.MaxBodyBytes,
+			Metrics:                n.metrics,
+			Logger:                 n.log,
 		})
 		if err != nil {
 			return err
