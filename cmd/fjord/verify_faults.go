@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/netfault"
 )
@@ -229,7 +230,7 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 	}
 	ids := r.f.nodes()
 	for {
-		if !sleepCtx(ctx, r.interval) || time.Until(stopAt) < 2*r.interval {
+		if !clock.Sleep(ctx, r.interval) || time.Until(stopAt) < 2*r.interval {
 			return
 		}
 		ev := faultEvent{Kind: r.draw(), LiveAfter: -1, FullISRAfter: -1}
@@ -246,7 +247,7 @@ func (r *faultRun) run(ctx context.Context, stopAt time.Time) {
 				what = ev.Detail
 			}
 			fmt.Fprintf(r.progress, "%s: fault: %s %s\n", time.Since(r.start).Round(time.Second), ev.Kind, what)
-			sleepCtx(ctx, r.interval)
+			clock.Sleep(ctx, r.interval)
 		}
 		// Healed whatever happened, and on a context of its own: an
 		// interrupted run still leaves every node running.
@@ -319,18 +320,6 @@ func nodeName(id int) string {
 		return "every node"
 	}
 	return "node " + strconv.Itoa(id)
-}
-
-// sleepCtx waits d; false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // liveProbe is what "live again" means after a heal: one record written

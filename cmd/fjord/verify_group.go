@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/timeline"
 )
@@ -246,7 +247,7 @@ func (g *verifyGroup) die(i int) {
 // drawn from rng: a join, a leave or a death, keeping one to most
 // members alive.
 func (g *verifyGroup) churnUntil(ctx context.Context, rng *rand.Rand, interval time.Duration, most int, stop time.Time) {
-	for sleepCtx(ctx, interval) && time.Until(stop) > 0 {
+	for clock.Sleep(ctx, interval) && time.Until(stop) > 0 {
 		g.mu.Lock()
 		live := len(g.members)
 		g.mu.Unlock()
@@ -333,7 +334,7 @@ func drainGroup(ctx context.Context, adm *kadm.Client, group, topic string, with
 				return nil
 			}
 		}
-		if !sleepCtx(ctx, 200*time.Millisecond) {
+		if !clock.Sleep(ctx, 200*time.Millisecond) {
 			if err != nil {
 				return fmt.Errorf("the group %s did not catch up within %v of the writes' end: %v", group, within, err)
 			}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/timeline"
 )
@@ -49,8 +50,10 @@ import (
 const (
 	// httpRetryFor bounds how long a producer keeps retrying one record
 	// before counting it failed (it may still have been written: not
-	// acknowledged is allowed to be there, once).
-	httpRetryFor = time.Minute
+	// acknowledged is allowed to be there, once). Longer than a
+	// gateway's hold on a key whose first produce has no known outcome
+	// (409 idempotency_key_in_progress, about 50 s).
+	httpRetryFor = 2 * time.Minute
 	// httpPollMs is a consume's and a read's long-poll.
 	httpPollMs = 500
 	// httpSeekEvery is the odds (1 in) that a member replays a consume's
@@ -81,6 +84,8 @@ type httpStatusError struct {
 	status  int
 	code    string
 	message string
+	// retryAfter is the Retry-After header's wait, 0 without one.
+	retryAfter time.Duration
 }
 
 func (e *httpStatusError) Error() string {
@@ -88,14 +93,26 @@ func (e *httpStatusError) Error() string {
 }
 
 // retriable reports whether err leaves a request's outcome unknown or
-// worth another node: no answer, a 5xx, a 429 or a 408. Any other 4xx
+// worth another try: no answer, a 5xx, a 429, a 408, or a 409 saying an
+// idempotency key's first produce may still be written. Any other 4xx
 // is the request's own fault and would be answered the same again.
 func retriable(err error) bool {
 	var se *httpStatusError
 	if !errors.As(err, &se) {
 		return true
 	}
-	return se.status >= 500 || se.status == http.StatusTooManyRequests || se.status == http.StatusRequestTimeout
+	return se.status >= 500 || se.status == http.StatusTooManyRequests || se.status == http.StatusRequestTimeout ||
+		se.status == http.StatusConflict && se.code == "idempotency_key_in_progress"
+}
+
+// retryWait is how long to wait before sending a request that failed
+// with err again: its Retry-After, or httpBackoff.
+func retryWait(err error) time.Duration {
+	var se *httpStatusError
+	if errors.As(err, &se) && se.retryAfter > 0 {
+		return se.retryAfter
+	}
+	return httpBackoff
 }
 
 // call sends method path (with body, JSON, when not nil) to node and
@@ -133,7 +150,11 @@ func (n *httpNodes) call(ctx context.Context, node int, method, path string, bod
 		if json.Unmarshal(data, &e) != nil || e.Code == "" {
 			e.Message = string(data) // not the API's error: a proxy's, say
 		}
-		return &httpStatusError{status: resp.StatusCode, code: e.Code, message: e.Message}
+		se := &httpStatusError{status: resp.StatusCode, code: e.Code, message: e.Message}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			se.retryAfter = time.Duration(secs) * time.Second
+		}
+		return se
 	}
 	if out == nil {
 		return nil
@@ -220,7 +241,7 @@ func (w *verifyHTTPWriters) produce(ctx context.Context, rng *rand.Rand, i int) 
 				break
 			}
 			node++ // another node, as a load balancer would pick
-			time.Sleep(httpBackoff)
+			time.Sleep(min(retryWait(err), time.Until(deadline)+time.Millisecond))
 		}
 		if err != nil {
 			w.addFailed(value, err)
@@ -255,7 +276,7 @@ func startVerifyHTTPReader(ctx context.Context, nodes *httpNodes, v verifyOption
 					if rctx.Err() == nil {
 						r.errs.add(fmt.Sprintf("%s-%d: %v", v.topic, p, err))
 						node++
-						sleepCtx(rctx, httpBackoff)
+						clock.Sleep(rctx, httpBackoff)
 					}
 					continue
 				}
@@ -328,7 +349,7 @@ func (g *verifyHTTPGroup) consume(ctx context.Context, name string, node int, rn
 					node++ // its node is down: an instance on the next one
 					g.setNode(name, node)
 				}
-				sleepCtx(ctx, httpBackoff)
+				clock.Sleep(ctx, httpBackoff)
 			}
 			continue
 		}

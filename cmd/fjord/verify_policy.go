@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/clock"
 )
 
 // What flush.policy=interval allows to be lost, and how a run tells it
@@ -83,7 +85,7 @@ func describeFlushPolicy(ctx context.Context, adm *kadm.Client, topic string) (f
 		}
 		// A node that has not yet applied the topic's creation answers
 		// UNKNOWN_TOPIC_OR_PARTITION for a moment.
-		if !kerr.IsRetriable(err) || !sleepCtx(ctx, 100*time.Millisecond) {
+		if !kerr.IsRetriable(err) || !clock.Sleep(ctx, 100*time.Millisecond) {
 			return flushPolicy{}, fmt.Errorf("describing %s's configs: %w", topic, err)
 		}
 	}

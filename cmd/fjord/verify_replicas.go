@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/storage"
 )
@@ -90,7 +91,7 @@ func waitFullISR(ctx context.Context, cl *kgo.Client, topic string) error {
 			}
 			err = errors.New(strings.Join(short, "; "))
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if !clock.Sleep(ctx, 100*time.Millisecond) {
 			return err
 		}
 	}

@@ -28,7 +28,10 @@
 // callback must check, under its owner's lock, that it is still wanted.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is the time and the timers of code whose deadlines tests control.
 //
@@ -55,3 +58,18 @@ type realClock struct{}
 
 func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Sleep waits d, or less if ctx ends first: it reports whether the whole
+// of d passed. For the loops that poll or back off between tries and
+// must stop when their context does (time.Sleep would hold them); their
+// waits are not deadlines a test moves, so it is the time package's.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,6 +23,8 @@ type apiError struct {
 	status int
 	code   string
 	msg    string
+	// retryAfter, when set, is sent as the Retry-After header.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
@@ -181,5 +186,8 @@ type errorBody struct {
 
 func writeError(w http.ResponseWriter, err error) {
 	ae := kafkaError(err)
+	if ae.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ae.retryAfter.Seconds()))))
+	}
 	writeJSON(w, ae.status, errorBody{Error: ae.code, Message: ae.msg})
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -36,6 +38,28 @@ import (
 // Kafka's hash, so a retry goes to the same partition. An idempotent
 // produce needs acks=all: with less, where the record went is not known.
 //
+// Across gateways. Every node's gateway keeps its own index, and a client
+// behind a load balancer retries on whichever node it reaches. So each
+// gateway follows dedupTopic after its load (follow), applying what the
+// others write, and before it decides a key is new, or pending, it
+// catches up to the topic's end (sync): every entry written before the
+// request arrived, by any gateway, is then in its index. A pending entry
+// says until when its writer may still write the record (Until: the
+// writer's produce runs under that deadline). Until then and a slack
+// after it (for a request already on the wire when the deadline passed:
+// takeoverSlack), another produce of the key is answered 409
+// idempotency_key_in_progress with Retry-After, as the IETF draft
+// answers a key whose first request is still being processed; after
+// it, the partition is scanned for the record as after a crash, and only
+// if it is not there is the record written again, under a pending entry
+// of the new writer. (Found by fjord verify's http workload: a produce
+// whose node died after the record landed, retried on another node, was
+// written twice.) The bound assumes replica.lag.time.max.ms at its
+// default or less. What it cannot cover is a produce request that lies
+// unread in a stalled leader's socket longer than the slack and is then
+// appended: a leader stalled that long has lost its lease and refuses
+// it (DESIGN.md section 20).
+//
 // A key sent again with another record is not a retry: it is 422
 // idempotency_key_reused, as the IETF's Idempotency-Key draft answers a
 // key reused with a different payload (409 there means the first is
@@ -54,6 +78,21 @@ const (
 	dedupStatePending              = "pending"
 	dedupStateDone                 = "done"
 	dedupPartitions          int32 = 1
+	// pendingLease bounds how long a gateway may write the record of a
+	// pending entry it wrote: its produce runs under that deadline.
+	pendingLease = 10 * time.Second
+	// takeoverSlack is how long after a pending entry's lease another
+	// produce of its key still waits before it searches the partition.
+	// The search reads up to the high watermark, so the slack must cover
+	// a record its writer's leader appended and has not committed yet:
+	// one appended before the deadline (a request on the wire, or
+	// answered REQUEST_TIMED_OUT, which removes nothing) is committed or
+	// cut within replica.lag.time.max.ms (30 s: the followers fetch it or
+	// leave the ISR, or the leader is replaced) plus a failover.
+	takeoverSlack = 40 * time.Second
+	// syncTimeout bounds the wait for the index to catch up with
+	// dedupTopic's end before a decision (503 past it).
+	syncTimeout = 10 * time.Second
 )
 
 // dedupEntry is one key's record in the index and in dedupTopic.
@@ -66,6 +105,12 @@ type dedupEntry struct {
 	// Digest is recordDigest of the record the key was first used for,
 	// hex; "" in entries written before digests were kept.
 	Digest string `json:"digest,omitempty"`
+	// Until is, for a pending entry, the Unix ms after which its writer
+	// writes the record no more (0 in entries from before leases: long
+	// past). Gateway names the writer (its internal client id), for
+	// whoever reads the topic.
+	Until   int64  `json:"until,omitempty"`
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // recordDigest is SHA-256 of what makes a produce the same produce: the
@@ -99,6 +144,14 @@ func recordDigest(topic string, explicit *int32, rec *kgo.Record) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// keyInProgress is the answer to idemKey while a pending entry's writer
+// may still write its record: try again after wait.
+func keyInProgress(topic, idemKey string, wait time.Duration) *apiError {
+	return &apiError{status: http.StatusConflict, code: "idempotency_key_in_progress", retryAfter: wait,
+		msg: fmt.Sprintf("a produce with idempotency_key %q on topic %q is in progress, or ended without an answer, on this node or another: send it again after %v (Retry-After), and it is answered with the first one's result or written once",
+			idemKey, topic, wait.Round(time.Second))}
+}
+
 // keyReused is the answer to idemKey sent again with another record.
 func keyReused(topic, idemKey string) *apiError {
 	return &apiError{status: http.StatusUnprocessableEntity, code: "idempotency_key_reused",
@@ -115,11 +168,22 @@ type dedup struct {
 
 	loaded  chan struct{}
 	loadErr error
+	// gateway is this gateway's name in the entries it writes.
+	gateway string
+	// follow is started by the first sync, once dedupTopic exists; ctx
+	// ends it (the API's Close).
+	followOnce sync.Once
+	ctx        context.Context
 
 	mu       sync.Mutex
 	entries  map[string]dedupEntry
 	inflight map[string]chan struct{}
 	created  bool // dedupTopic exists
+	// applied is the offset of dedupTopic up to which entries is
+	// current (the next one to apply); progress is closed and replaced
+	// whenever it grows.
+	applied  int64
+	progress chan struct{}
 }
 
 // ensureTopic creates dedupTopic if this gateway has not seen it yet.
@@ -201,13 +265,16 @@ func newDedup(brokers []string, clientID string, window time.Duration, now func(
 		return nil, err
 	}
 	d := &dedup{brokers: brokers, window: window, now: now, writer: writer, reader: reader, adm: kadm.NewClient(writer), loaded: make(chan struct{}),
-		entries: map[string]dedupEntry{}, inflight: map[string]chan struct{}{}}
+		gateway: clientID, ctx: context.Background(),
+		entries: map[string]dedupEntry{}, inflight: map[string]chan struct{}{}, progress: make(chan struct{})}
 	return d, nil
 }
 
 // load reads dedupTopic back, when there is one; until it has,
-// idempotent produces wait (and answer 503 past dedupLoadTimeout).
+// idempotent produces wait (and answer 503 past dedupLoadTimeout). ctx
+// also bounds the following that comes after.
 func (d *dedup) load(ctx context.Context) {
+	d.ctx = ctx // before loaded is closed, so every sync sees it
 	defer close(d.loaded)
 	for {
 		lctx, cancel := context.WithTimeout(ctx, dedupLoadTimeout)
@@ -267,22 +334,135 @@ func (d *dedup) loadTopic(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var last int64 = -1
-		fs.EachRecord(func(r *kgo.Record) {
-			last = r.Offset
-			var e dedupEntry
-			if r.Value == nil {
-				delete(d.entries, string(r.Key))
-				return
-			}
-			if json.Unmarshal(r.Value, &e) == nil && e.At >= cutoff {
-				d.entries[string(r.Key)] = e
-			}
-		})
-		if last+1 >= end.Offset {
+		if last := d.apply(fs, cutoff); last+1 >= end.Offset {
+			d.advance(end.Offset)
 			return nil
 		}
 	}
+}
+
+// apply puts the entries fs brought in the index (applyLocked) and
+// returns the last one's offset, -1 for none.
+func (d *dedup) apply(fs kgo.Fetches, cutoff int64) int64 {
+	var last int64 = -1
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fs.EachRecord(func(r *kgo.Record) {
+		last = r.Offset
+		d.applyLocked(r, cutoff)
+	})
+	return last
+}
+
+// applyLocked puts an entry read from dedupTopic in the index (a
+// tombstone removes the key), unless it is older than the window or than
+// the entry the index has: this gateway's own writes go to the index
+// before the follower reads them back. REQUIRES: d.mu held.
+func (d *dedup) applyLocked(r *kgo.Record, cutoff int64) {
+	if r.Value == nil {
+		delete(d.entries, string(r.Key))
+		return
+	}
+	var e dedupEntry
+	if json.Unmarshal(r.Value, &e) != nil || e.At < cutoff {
+		return
+	}
+	if cur, ok := d.entries[string(r.Key)]; ok && cur.At > e.At {
+		return
+	}
+	d.entries[string(r.Key)] = e
+}
+
+// advance marks the index current up to offset of dedupTopic.
+func (d *dedup) advance(offset int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if offset > d.applied {
+		d.applied = offset
+		close(d.progress)
+		d.progress = make(chan struct{})
+	}
+}
+
+// follow applies what is written to dedupTopic after the load, by any
+// gateway, until ctx ends. Fetch errors (a leader moving) are retried by
+// the client; sync notices a follower that does not keep up.
+func (d *dedup) follow(ctx context.Context) {
+	d.mu.Lock()
+	from := d.applied
+	d.mu.Unlock()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.MetadataMinAge(metadataMinAge),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dedupTopic: {0: kgo.NewOffset().At(from)}}))
+	if err != nil {
+		return // every sync then times out: 503, never a wrong answer
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		if last := d.apply(fs, d.now().Add(-d.window).UnixMilli()); last >= 0 {
+			d.advance(last + 1)
+		}
+	}
+}
+
+// sync returns once the index holds every entry dedupTopic had when it
+// was called, whichever gateway wrote it; an error (503) if the index
+// cannot catch up within syncTimeout.
+func (d *dedup) sync(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	var end int64
+	for {
+		var err error
+		if end, err = d.endOffset(ctx); err == nil {
+			break
+		}
+		// A topic created a moment ago (ensureTopic) is not known to
+		// every broker yet; a leader may be moving.
+		if !kerr.IsRetriable(err) || !clock.Sleep(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("finding the end of %s: %w", dedupTopic, err)
+		}
+	}
+	d.followOnce.Do(func() { go d.follow(d.ctx) })
+	for {
+		d.mu.Lock()
+		applied, progress := d.applied, d.progress
+		d.mu.Unlock()
+		if applied >= end {
+			return nil
+		}
+		select {
+		case <-progress: // more applied: look again
+		case <-ctx.Done():
+			return fmt.Errorf("the idempotency index is at offset %d of %s, behind its end %d: %w", applied, dedupTopic, end, ctx.Err())
+		}
+	}
+}
+
+// endOffset asks dedupTopic's leader for its high watermark. One
+// ListOffsets, which the client sends to the leader it knows: kadm's
+// ListEndOffsets asks for the topic's metadata first, a second round
+// trip on every idempotent produce.
+func (d *dedup) endOffset(ctx context.Context) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = dedupTopic
+	p := kmsg.NewListOffsetsRequestTopicPartition()
+	p.Partition, p.Timestamp = 0, -1 // latest: the high watermark
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, d.writer)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("ListOffsets for %s answered %d topics", dedupTopic, len(resp.Topics))
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		return 0, err
+	}
+	return rp.Offset, nil
 }
 
 // acquire makes key's produces take turns: a retry racing its original
@@ -359,14 +539,32 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 	}
 	defer d.release(key)
 
-	if e, ok := d.lookup(key); ok {
+	// A done entry is final; anything else is decided on an index that
+	// holds every gateway's entries, which the topic exists for only
+	// once some gateway made it.
+	e, ok := d.lookup(key)
+	if !ok || e.State != dedupStateDone {
+		if err := d.ensureTopic(ctx); err != nil {
+			return produceResult{}, unavailable(err)
+		}
+		if err := d.sync(ctx); err != nil {
+			return produceResult{}, unavailable(err)
+		}
+		e, ok = d.lookup(key)
+	}
+	if ok {
 		if e.Digest != "" && e.Digest != digest {
 			return produceResult{}, keyReused(topic, idemKey)
 		}
 		if e.State == dedupStateDone {
 			return produceResult{Partition: e.Partition, Offset: e.Offset, Timestamp: e.Timestamp}, nil
 		}
-		// Pending: the record may have landed before the node died.
+		// Pending: its writer may still write the record until its
+		// lease and slack have passed.
+		if wait := time.UnixMilli(e.Until).Add(takeoverSlack).Sub(d.now()); wait > 0 {
+			return produceResult{}, keyInProgress(topic, idemKey, wait)
+		}
+		// Past them: the record may have landed before its writer died.
 		if res, found, err := a.findByHeader(ctx, topic, e.Partition, e.At, idemKey); err != nil {
 			return produceResult{}, unavailable(err)
 		} else if found {
@@ -394,13 +592,16 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 		return produceResult{}, unavailable(err)
 	}
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: idempotencyHeader, Value: []byte(idemKey)})
-	if err := d.ensureTopic(ctx); err != nil {
+	until := d.now().Add(pendingLease)
+	if err := d.put(ctx, key, dedupEntry{State: dedupStatePending, Partition: p, Digest: digest, Until: until.UnixMilli(), Gateway: d.gateway}); err != nil {
 		return produceResult{}, unavailable(err)
 	}
-	if err := d.put(ctx, key, dedupEntry{State: dedupStatePending, Partition: p, Digest: digest}); err != nil {
-		return produceResult{}, unavailable(err)
-	}
-	r, err := cl.ProduceSync(ctx, rec).First()
+	// The lease: past it, another gateway may take the key over, so the
+	// record must not be written after it. (The deadline is the
+	// process's clock, the entry's d.now's; they differ only in tests.)
+	pctx, cancel := context.WithTimeout(ctx, pendingLease)
+	r, err := cl.ProduceSync(pctx, rec).First()
+	cancel()
 	if err != nil {
 		return produceResult{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -339,5 +340,105 @@ func TestIdempotencyLongerWindowRaisesRetention(t *testing.T) {
 		if got := retention(); got != "10800000" {
 			t.Errorf("after a gateway with a %v window loaded the index: retention.ms %s, want 10800000", window, got)
 		}
+	}
+}
+
+// gateway starts another gateway on the node, as another node's would
+// be (its index is its own), with its own clock, and returns its URL.
+func (e *env) gateway(now func() time.Time) string {
+	e.t.Helper()
+	api, err := httpapi.New(httpapi.Config{Brokers: []string{e.n.KafkaAddr().String()}, InternalClientID: e.n.InternalClientID(), Now: now})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(api.Close)
+	mux := http.NewServeMux()
+	api.Register(mux)
+	srv := httptest.NewServer(mux)
+	e.t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// post sends a produce body to a gateway's URL and returns the status,
+// the answer and the Retry-After header.
+func post(t *testing.T, url, topic, body string) (int, result, string) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/topics/"+topic+"/produce", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r result
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, r, resp.Header.Get("Retry-After")
+}
+
+// Regression (issue 16, found by fjord verify's http workload): a key
+// produced through one node's gateway and retried through another's was
+// written twice, each gateway knowing only the keys it had loaded or
+// written itself. Now a gateway catches up with the index topic before
+// it decides: the retry answers the first result, both ways, and
+// appends nothing.
+func TestIdempotencyKeysAcrossGateways(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("pay", 2)
+	other := e.gateway(nil) // started, and loaded, before any key exists
+	for i, tc := range []struct{ first, retry string }{{e.base, other}, {other, e.base}} {
+		body := fmt.Sprintf(`{"value": "YQ==", "idempotency_key": "across-%d"}`, i)
+		st, first, _ := post(t, tc.first, "pay", body)
+		if st != 200 {
+			t.Fatalf("case %d first: %d %+v", i, st, first)
+		}
+		end := e.endOffset("pay", first.Partition)
+		st, again, _ := post(t, tc.retry, "pay", body)
+		if st != 200 || again.Partition != first.Partition || again.Offset != first.Offset {
+			t.Fatalf("case %d retry on the other gateway: %d %+v, want the first %+v", i, st, again, first)
+		}
+		if got := e.endOffset("pay", first.Partition); got != end {
+			t.Fatalf("case %d: log end %d after the retry, want %d: the other gateway wrote it again", i, got, end)
+		}
+	}
+}
+
+// A pending entry whose writer may still be writing (a gateway on another
+// node, mid-produce, or dead with its request on the wire) holds the key:
+// 409 idempotency_key_in_progress with Retry-After, until its lease and
+// slack have passed. Then the partition is searched as after a crash:
+// the record found is answered; none found, it is written, once.
+func TestIdempotencyKeyPendingElsewhere(t *testing.T) {
+	e := newEnv(t)
+	e.createTopic("pay", 2)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	url := e.gateway(func() time.Time { return time.UnixMilli(clock.Load()) })
+	lease := time.Now().Add(10 * time.Second).UnixMilli()
+	manual := e.putIndexEntry("pay\x00elsewhere", map[string]any{"state": "pending", "partition": 1, "at": time.Now().UnixMilli(), "until": lease, "gateway": "another"})
+	e.putIndexEntry("pay\x00landed", map[string]any{"state": "pending", "partition": 0, "at": time.Now().UnixMilli(), "until": lease, "gateway": "another"})
+	landed := &kgo.Record{Topic: "pay", Partition: 0, Value: []byte("YQ=="),
+		Headers: []kgo.RecordHeader{{Key: "fjord-idempotency-key", Value: []byte("landed")}}}
+	if err := manual.ProduceSync(context.Background(), landed).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"elsewhere", "landed"} {
+		st, r, retry := post(t, url, "pay", `{"value": "YQ==", "idempotency_key": "`+key+`"}`)
+		if n, _ := strconv.Atoi(retry); st != 409 || r.Error != "idempotency_key_in_progress" || n < 40 || n > 51 {
+			t.Fatalf("%s within its lease: %d %+v, Retry-After %q; want 409 idempotency_key_in_progress, about 50 s", key, st, r, retry)
+		}
+	}
+	clock.Add((51 * time.Second).Milliseconds()) // lease and slack past
+	end := e.endOffset("pay", 0)
+	st, r, _ := post(t, url, "pay", `{"value": "YQ==", "idempotency_key": "landed"}`)
+	if st != 200 || r.Partition != 0 || r.Offset != landed.Offset || e.endOffset("pay", 0) != end {
+		t.Fatalf("landed, past its lease: %d %+v, want the record that landed at %d, nothing appended", st, r, landed.Offset)
+	}
+	st, first, _ := post(t, url, "pay", `{"value": "YQ==", "idempotency_key": "elsewhere"}`)
+	if st != 200 || first.Partition != 1 {
+		t.Fatalf("never landed, past its lease: %d %+v, want it written to partition 1", st, first)
+	}
+	st, again, _ := post(t, e.base, "pay", `{"value": "YQ==", "idempotency_key": "elsewhere"}`)
+	if st != 200 || again.Offset != first.Offset || again.Partition != first.Partition {
+		t.Fatalf("the key taken over, retried on the first gateway: %d %+v, want %+v", st, again, first)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/peers"
 )
@@ -142,15 +143,9 @@ func retriable(err error) bool {
 
 // pause waits out one backoff step; false when ctx ended first.
 func pause(ctx context.Context, backoff *time.Duration) bool {
-	t := time.NewTimer(*backoff)
-	defer t.Stop()
+	d := *backoff
 	*backoff = min(*backoff*2, retryMax)
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, d)
 }
 
 // broker returns the franz-go handle of the active controller's
