@@ -337,8 +337,8 @@ func (p *liveProbe) run(ctx context.Context, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	p.n++
-	pr, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ClientID("fjord-verify-probe"), kgo.DialTimeout(reachTimeout),
-		kgo.DefaultProduceTopic(p.v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	pr, err := kgo.NewClient(verifyClient(p.seeds, "fjord-verify-probe", kgo.DialTimeout(reachTimeout),
+		kgo.DefaultProduceTopic(p.v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return err
 	}
@@ -356,8 +356,8 @@ func (p *liveProbe) run(ctx context.Context, within time.Duration) error {
 		p.checker.Acked(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
 		offsets[part] = kgo.NewOffset().At(rec.Offset)
 	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ClientID("fjord-verify-probe"), kgo.DialTimeout(reachTimeout),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.v.topic: offsets}))
+	rd, err := kgo.NewClient(verifyClient(p.seeds, "fjord-verify-probe", kgo.DialTimeout(reachTimeout),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.v.topic: offsets}))...)
 	if err != nil {
 		return err
 	}
@@ -380,7 +380,7 @@ func (p *liveProbe) run(ctx context.Context, within time.Duration) error {
 func (p *liveProbe) fullISR(ctx context.Context, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.ClientID("fjord-verify-probe"), kgo.DialTimeout(reachTimeout))
+	cl, err := kgo.NewClient(verifyClient(p.seeds, "fjord-verify-probe", kgo.DialTimeout(reachTimeout))...)
 	if err != nil {
 		return err
 	}

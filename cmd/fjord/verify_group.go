@@ -109,7 +109,7 @@ func (g *verifyGroup) join() error {
 			g.checker.Revoked(g.name, m.name, topic, parts)
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(g.seeds...), kgo.ClientID("fjord-verify-"+m.name), kgo.Dialer(m.dial),
+	cl, err := kgo.NewClient(verifyClient(g.seeds, "fjord-verify-"+m.name, kgo.Dialer(m.dial),
 		kgo.ConsumerGroup(g.name), kgo.ConsumeTopics(g.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(groupSessionTimeout), kgo.RebalanceTimeout(groupRebalanceTimeout),
@@ -124,7 +124,7 @@ func (g *verifyGroup) join() error {
 			}
 		}),
 		kgo.OnPartitionsRevoked(revoked),
-		kgo.OnPartitionsLost(revoked))
+		kgo.OnPartitionsLost(revoked))...)
 	if err != nil {
 		return err
 	}

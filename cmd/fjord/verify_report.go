@@ -39,7 +39,7 @@ func writeVerifyReport(dir string, r *verifyReport, tl *timeline.Timeline) error
 	}
 	// One line the width of the picture: the faults by kind are in the
 	// JSON and on the spans' labels.
-	title := fmt.Sprintf("fjord verify: %s workload on %s, seed %d: %s; %d acknowledged, %d faults", r.Workload, where, r.Seed, verdict, r.Acked, len(r.Faults))
+	title := fmt.Sprintf("fjord verify: %s workload on %s, seed %d: %s; %d acknowledged; faults: %d", r.Workload, where, r.Seed, verdict, r.Acked, len(r.Faults))
 	if err := tl.WritePNG(base+".png", title); err != nil {
 		return err
 	}

@@ -261,13 +261,21 @@ func TestVerifyLocalBadInput(t *testing.T) {
 	}
 }
 
-// Acceptance point 1, the default suite's short version: a cluster of
-// three of its own, every local fault kind injected (the default mix is
-// every kind the machine can do, dealt in rounds, so the first faults
-// are one of each; CI runs as root, so the network's kinds are among
-// them), the cluster live again after each heal, nothing acknowledged
-// lost, the replicas identical, and everything removed after the pass,
-// the network namespaces too.
+// Acceptance point 1 and the CI run: a cluster of three of its own, every
+// local fault kind injected (the default mix is every kind the machine
+// can do, dealt in rounds, so the first faults are one of each; CI runs
+// as root, so the network's kinds are among them), on the groups
+// workload (the queue workload's producers and reader, and a group whose
+// members join, leave and die), for two minutes: the cluster live again
+// after each heal, nothing acknowledged lost, the group caught up, the
+// replicas identical, the report written, and everything removed after
+// the pass, the network namespaces too.
+//
+// The long run (FJORD_VERIFY_LONG=1, or a duration: FJORD_VERIFY_LONG=2h)
+// is the same for each of the three workloads in turn, 30 minutes each by
+// default, with the default 10 s between faults:
+//
+//	FJORD_VERIFY_LONG=1 go test ./cmd/fjord -run TestVerifyLocalWithEveryFault -timeout 0 -v
 func TestVerifyLocalWithEveryFault(t *testing.T) {
 	// The nodes are this test binary, run as fjord (see TestMain).
 	t.Setenv("FJORD_TEST_RUN_MAIN", "1")
@@ -276,71 +284,97 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 	if err := netfault.Install(); err != nil {
 		t.Fatal(err)
 	}
-	parent := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	reports := t.TempDir()
-	code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--duration", "2m", "--rate", "400",
-		"--partitions", "3", "--fault-interval", "3s", "--seed", "16", "--report-dir", reports, "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
-	}
-	var r verifyReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("%v:\n%s", err, stdout.String())
-	}
-	if !r.Pass || r.Mode != "local" || r.Nodes != 3 || r.Violations != 0 || r.ReplicasCompared != 3 || r.Acked < 10000 {
-		t.Fatalf("report: %+v", r)
-	}
-	for _, k := range allFaultKinds {
-		if r.FaultCounts[k] == 0 {
-			t.Errorf("no %s fault injected: %v\n%s", k, r.FaultCounts, stderr.String())
+	runs := []struct {
+		workload string
+		duration time.Duration
+		interval string
+	}{{workloadGroups, 2 * time.Minute, "3s"}}
+	if long := os.Getenv("FJORD_VERIFY_LONG"); long != "" {
+		d, err := time.ParseDuration(long)
+		if err != nil {
+			d = 30 * time.Minute
+		}
+		runs = runs[:0]
+		for _, w := range []string{workloadQueue, workloadGroups, workloadHTTP} {
+			runs = append(runs, struct {
+				workload string
+				duration time.Duration
+				interval string
+			}{w, d, "10s"})
 		}
 	}
-	for _, ev := range r.Faults {
-		if ev.Error != "" || ev.LiveAfter < 0 || ev.HealedAt <= ev.At {
-			t.Errorf("fault %s", ev)
-		}
-	}
-	if !strings.Contains(r.Command, "--local --nodes 3") || !strings.Contains(r.Command, "--seed 16") {
-		t.Errorf("command %q does not repeat the run", r.Command)
-	}
-	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
-		t.Errorf("the passed run left %d entries in %s", len(entries), parent)
-	}
-	// The report's files: the JSON is what was printed, the PNG a
-	// picture of the run.
-	if want := []string{filepath.Join(reports, "verify-16.json"), filepath.Join(reports, "verify-16.png")}; !slices.Equal(r.ReportFiles, want) {
-		t.Errorf("report files %q, want %q", r.ReportFiles, want)
-	}
-	if saved, err := os.ReadFile(filepath.Join(reports, "verify-16.json")); err != nil || !bytes.Equal(bytes.TrimSpace(saved), bytes.TrimSpace(stdout.Bytes())) {
-		t.Errorf("verify-16.json (%v) is not the report printed", err)
-	}
-	if f, err := os.Open(filepath.Join(reports, "verify-16.png")); err != nil {
-		t.Error(err)
-	} else {
-		img, err := png.Decode(f)
-		f.Close()
-		if err != nil || img.Bounds().Dx() < 1000 {
-			t.Errorf("verify-16.png: %v", err)
-		}
-	}
-	if strings.Contains(stderr.String(), "left out of the faults") {
-		t.Errorf("the default mix left kinds out:\n%s", stderr.String())
-	}
-	for _, ev := range r.Faults {
-		if slices.Contains(networkFaultKinds, ev.Kind) && ev.Detail == "" {
-			t.Errorf("network fault %s does not say which links it cut", ev)
-		}
-		// The damage was done, and found: a node whose recovery missed
-		// it would have failed the run (damage-unnoticed).
-		if (ev.Kind == faultTornWrite || ev.Kind == faultBitFlip) && (ev.Detail == "" || !strings.Contains(ev.Effect, "recovery cut damage from")) {
-			t.Errorf("disk fault %s: no damage done or none found", ev)
-		}
-	}
-	if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || strings.Contains(string(out), fmt.Sprintf("fjordt-%d-", os.Getpid())) {
-		t.Errorf("ip netns list: %v, %s: the run's namespaces are left", err, out)
+	for i, tc := range runs {
+		t.Run(tc.workload, func(t *testing.T) {
+			seed := fmt.Sprint(16 + i)
+			parent, reports := t.TempDir(), t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), tc.duration+4*time.Minute)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--workload", tc.workload,
+				"--duration", tc.duration.String(), "--rate", "400", "--partitions", "3", "--fault-interval", tc.interval,
+				"--seed", seed, "--report-dir", reports, "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+			}
+			var r verifyReport
+			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+				t.Fatalf("%v:\n%s", err, stdout.String())
+			}
+			if !r.Pass || r.Mode != "local" || r.Nodes != 3 || r.Violations != 0 || r.ReplicasCompared != 3 || r.Acked < 10000 || r.Commits == 0 {
+				t.Fatalf("report: %+v", r)
+			}
+			for _, k := range allFaultKinds {
+				if r.FaultCounts[k] == 0 {
+					t.Errorf("no %s fault injected: %v\n%s", k, r.FaultCounts, stderr.String())
+				}
+			}
+			for _, ev := range r.Faults {
+				if ev.Error != "" || ev.LiveAfter < 0 || ev.HealedAt <= ev.At {
+					t.Errorf("fault %s", ev)
+				}
+				if slices.Contains(networkFaultKinds, ev.Kind) && ev.Detail == "" {
+					t.Errorf("network fault %s does not say which links it cut", ev)
+				}
+				// The damage was done, and found: a node whose recovery
+				// missed it would have failed the run (damage-unnoticed).
+				if (ev.Kind == faultTornWrite || ev.Kind == faultBitFlip) && (ev.Detail == "" || !strings.Contains(ev.Effect, "recovery cut damage from")) {
+					t.Errorf("disk fault %s: no damage done or none found", ev)
+				}
+			}
+			if tc.workload == workloadGroups && (r.GroupChurn[churnJoin] == 0 || r.GroupChurn[churnLeave]+r.GroupChurn[churnDie] == 0) {
+				t.Errorf("the group did not churn: %v", r.GroupChurn)
+			}
+			if !strings.Contains(r.Command, "--local --nodes 3") || !strings.Contains(r.Command, "--seed "+seed) {
+				t.Errorf("command %q does not repeat the run", r.Command)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Errorf("the passed run left %d entries in %s", len(entries), parent)
+			}
+			// The report's files: the JSON is what was printed, the PNG a
+			// picture of the run.
+			base := filepath.Join(reports, "verify-"+seed)
+			if want := []string{base + ".json", base + ".png"}; !slices.Equal(r.ReportFiles, want) {
+				t.Errorf("report files %q, want %q", r.ReportFiles, want)
+			}
+			if saved, err := os.ReadFile(base + ".json"); err != nil || !bytes.Equal(bytes.TrimSpace(saved), bytes.TrimSpace(stdout.Bytes())) {
+				t.Errorf("%s.json (%v) is not the report printed", base, err)
+			}
+			if f, err := os.Open(base + ".png"); err != nil {
+				t.Error(err)
+			} else {
+				img, err := png.Decode(f)
+				f.Close()
+				if err != nil || img.Bounds().Dx() < 1000 {
+					t.Errorf("%s.png: %v", base, err)
+				}
+			}
+			if strings.Contains(stderr.String(), "left out of the faults") {
+				t.Errorf("the default mix left kinds out:\n%s", stderr.String())
+			}
+			if out, err := exec.Command("ip", "netns", "list").Output(); err != nil || strings.Contains(string(out), fmt.Sprintf("fjordt-%d-", os.Getpid())) {
+				t.Errorf("ip netns list: %v, %s: the run's namespaces are left", err, out)
+			}
+		})
 	}
 }
 
