@@ -94,7 +94,7 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
 		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "violation_counts", "anomalies", "command",
-		"mode", "faults", "fault_counts", "replicas_compared", "flush", "anomaly_details", "allowed_losses", "allowed_loss_counts", "allowed_loss_examples", "group_churn")
+		"mode", "faults", "fault_counts", "replicas_compared", "flush", "anomaly_details", "allowed_losses", "allowed_loss_counts", "allowed_loss_examples", "group_churn", "report_files")
 	// The shared node describes the topic's flush policy: Fjord's default.
 	if flush, _ := m["flush"].(map[string]any); flush["flush_policy"] != "ack" {
 		t.Errorf("flush %v, want the default policy, ack", m["flush"])
