@@ -1,19 +1,16 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -26,15 +23,23 @@ import (
 	"github.com/fjordmq/fjord/internal/timeline"
 )
 
-// verify: issue 16's checker. The queue workload: idempotent acks=all
-// producers write keyed records, each value unique, to a topic of its
-// own, while a reader and a consumer group read it; at the end every
-// partition is read back and internal/history checks what was
-// acknowledged against what is there. Faults come from whoever runs the
-// cluster (--brokers), from a user's script (--fault-cmd), or from
-// verify itself on a cluster it starts (--local, verify_faults.go). Not
-// yet (refused, never ignored): network partitions in --local, disk
-// faults, the groups and http workloads, and the plotted report.
+// verify: a Jepsen-style checker of a cluster's guarantees (issue 16;
+// DESIGN.md section 22). A workload writes unique, keyed records to a
+// topic of its own while readers and a consumer group read it, faults
+// are injected, and at the end every partition is read back and
+// internal/history checks what was acknowledged, read and committed
+// against what is there. The files:
+//
+//	verify.go           the command, its options, the run
+//	verify_workload.go  the workloads' parts (queue, groups) and what they share
+//	verify_group.go     the consumer group, steady or churning
+//	verify_http.go      the http workload
+//	verify_faults.go    the fault schedule, --fault-cmd, --local's signals and links
+//	verify_disk.go      --local's disk faults
+//	verify_policy.go    what flush.policy=interval may lose
+//	verify_replicas.go  --local's byte-for-byte comparison of the replicas
+//	verify_anomaly.go   the operations around an anomaly
+//	verify_report.go    the report: text, JSON and the PNG timeline
 
 // The kinds of violation fjord verify finds itself, beside the
 // checker's (history.Kind*).
@@ -446,152 +451,6 @@ func faultNodeIDs(ctx context.Context, cl *kgo.Client) ([]int, error) {
 	return ids, nil
 }
 
-// verifyReport is fjord verify -o json.
-type verifyReport struct {
-	Pass     bool   `json:"pass"`
-	Workload string `json:"workload"`
-	Topic    string `json:"topic"`
-	Seed     uint64 `json:"seed"`
-	Sent     int    `json:"sent"`
-	Acked    int    `json:"acknowledged"`
-	Failed   int    `json:"failed_writes"`
-	Read     int    `json:"read_back"`
-	Unacked  int    `json:"unacknowledged_read_back"`
-	// LiveReads are the records a reader was served while the run went
-	// on, each checked against the log read back at the end; reader
-	// errors (a fetch that failed) are not violations.
-	LiveReads        int    `json:"read_live"`
-	ReaderErrors     int    `json:"reader_errors"`
-	FirstReaderError string `json:"first_reader_error,omitempty"`
-	// Commits are the group's acknowledged commits; group errors (a
-	// failed fetch or commit) are not violations. GroupChurn counts the
-	// groups workload's joins, leaves and deaths.
-	Commits         int            `json:"group_commits"`
-	GroupChurn      map[string]int `json:"group_churn"`
-	GroupErrors     int            `json:"group_errors"`
-	FirstGroupError string         `json:"first_group_error,omitempty"`
-	// Mode is "brokers" or "local"; Nodes is --local's node count.
-	Mode  string `json:"mode"`
-	Nodes int    `json:"nodes,omitempty"`
-	// Flush is the topic's flush.policy and flush.ms as the cluster
-	// described them (absent for a broker that has none).
-	Flush flushPolicy `json:"flush"`
-	// Faults is every fault injected, in order, and FaultCounts their
-	// count by kind.
-	Faults      []faultEvent   `json:"faults"`
-	FaultCounts map[string]int `json:"fault_counts"`
-	// ReplicasCompared is how many partitions' replicas were compared
-	// byte for byte (--local).
-	ReplicasCompared int `json:"replicas_compared"`
-	// DataDir is where a failed --local run's nodes are kept.
-	DataDir string `json:"data_dir,omitempty"`
-	// ReportFiles are the report's files (--report-dir).
-	ReportFiles []string `json:"report_files"`
-	Violations  int      `json:"violations"`
-	// ViolationCounts is every violation's count by kind (history's
-	// Kind* and verify's own kind* names).
-	ViolationCounts map[string]int `json:"violation_counts"`
-	// Anomalies are the first violations, each "kind: what was seen",
-	// and AnomalyDetails the same with the operations around each.
-	Anomalies      []string        `json:"anomalies"`
-	AnomalyDetails []anomalyDetail `json:"anomaly_details"`
-	// Allowed counts, by kind, the losses the topic's flush policy
-	// allows (flush.policy=interval, every node killed at once): not
-	// violations. AllowedExamples are the first of them.
-	Allowed         int            `json:"allowed_losses"`
-	AllowedCounts   map[string]int `json:"allowed_loss_counts"`
-	AllowedExamples []string       `json:"allowed_loss_examples"`
-	// FirstFailure is the first failed write's error (a failed write is
-	// not a violation: it was never acknowledged).
-	FirstFailure string `json:"first_failed_write,omitempty"`
-	Command      string `json:"command"`
-}
-
-func (r verifyReport) printText(out io.Writer) error {
-	verdict := "PASS"
-	if !r.Pass {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(out, "%s: %s workload on %s: %d sent, %d acknowledged, %d failed writes, %d read back (%d of them not acknowledged)\n",
-		verdict, r.Workload, r.Topic, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
-	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors); the group committed %d times (%d group errors)\n",
-		r.LiveReads, r.ReaderErrors, r.Commits, r.GroupErrors)
-	if len(r.GroupChurn) > 0 {
-		fmt.Fprintf(out, "The group's members: %d joined, %d left, %d died\n", r.GroupChurn[churnJoin], r.GroupChurn[churnLeave], r.GroupChurn[churnDie])
-	}
-	fmt.Fprintf(out, "Faults: %s\n", faultSummary(r.FaultCounts))
-	for _, ev := range r.Faults {
-		fmt.Fprintf(out, "  %s\n", ev)
-	}
-	if r.ReplicasCompared > 0 {
-		fmt.Fprintf(out, "Replicas compared byte for byte: %d partitions\n", r.ReplicasCompared)
-	}
-	if r.FirstFailure != "" {
-		fmt.Fprintf(out, "First failed write: %s\n", r.FirstFailure)
-	}
-	if r.FirstReaderError != "" {
-		fmt.Fprintf(out, "First reader error: %s\n", r.FirstReaderError)
-	}
-	if r.FirstGroupError != "" {
-		fmt.Fprintf(out, "First group error: %s\n", r.FirstGroupError)
-	}
-	if r.Allowed > 0 {
-		fmt.Fprintf(out, "%d acknowledged records lost as flush.policy=interval allows when every node dies at once (see the faults above): not violations. All it caused: %s; the first:\n",
-			r.AllowedCounts[history.KindLost], countSummary(r.AllowedCounts))
-		for _, a := range r.AllowedExamples {
-			fmt.Fprintf(out, "  %s\n", a)
-		}
-	}
-	if r.Violations > 0 {
-		fmt.Fprintf(out, "%d violations (%s); the first:\n", r.Violations, countSummary(r.ViolationCounts))
-		for _, a := range r.AnomalyDetails {
-			fmt.Fprintf(out, "  %s\n", a.Anomaly)
-			for _, line := range a.Around {
-				fmt.Fprintf(out, "      %s\n", line)
-			}
-		}
-	} else {
-		beyond := ""
-		if r.Allowed > 0 {
-			beyond = "Beyond what the flush policy allows: "
-		}
-		fmt.Fprintln(out, beyond+"No acknowledged record lost or moved, none duplicated or never sent, every key and producer in order, nothing served to the reader then lost, the group's partitions owned once a generation, its commits never backwards nor past what was processed, and nothing below them skipped.")
-	}
-	if r.DataDir != "" {
-		fmt.Fprintf(out, "The nodes' directories and logs are kept in %s\n", r.DataDir)
-	}
-	if len(r.ReportFiles) > 0 {
-		fmt.Fprintf(out, "Report: %s\n", strings.Join(r.ReportFiles, ", "))
-	}
-	_, err := fmt.Fprintf(out, "Seed %d; to run it again: %s\n", r.Seed, r.Command)
-	return err
-}
-
-// countSummary is "3 lost, 1 unstable-read", most frequent first.
-func countSummary(counts map[string]int) string {
-	kinds := slices.Collect(maps.Keys(counts))
-	slices.SortFunc(kinds, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b)) })
-	parts := make([]string, len(kinds))
-	for i, k := range kinds {
-		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
-	}
-	return strings.Join(parts, ", ")
-}
-
-// faultSummary is "2 kill, 1 pause", in allFaultKinds' order, or none.
-func faultSummary(counts map[string]int) string {
-	var parts []string
-	for _, k := range allFaultKinds {
-		if n := counts[k]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, k))
-		}
-	}
-	if len(parts) == 0 {
-		return "none injected"
-	}
-	return strings.Join(parts, ", ")
-}
-
 // verifyCommandLine is the command that repeats the run.
 func verifyCommandLine(brokers string, v verifyOptions) string {
 	where := "--brokers " + brokers
@@ -778,305 +637,4 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		tl.Fault(timeline.Fault{Kind: ev.Kind, Label: label, Start: ev.At, End: ev.HealedAt})
 	}
 	return r, tl, nil
-}
-
-// The parts of a workload, whatever it speaks (the Kafka protocol, or
-// the HTTP API: verify_http.go).
-type (
-	// workloadWriters are its producers.
-	workloadWriters interface {
-		// run writes until stop (or until ctx ends), saying how it goes
-		// on progress, and returns once every record sent is answered.
-		run(ctx context.Context, progress io.Writer, stop time.Time) error
-		counts() (sent, failed int, first string)
-	}
-	// workloadReader reads the topic meanwhile; stop ends it and counts
-	// its errors (not violations: a fetch that failed).
-	workloadReader interface {
-		stop() (errors int, first string)
-	}
-	// workloadGroup is its consumer group; stop ends its members.
-	workloadGroup interface {
-		stop() (errors int, first string)
-		churned() map[string]int
-	}
-)
-
-// startWorkload starts v's reader and group and makes its writers;
-// their failures and errors go to tl as they happen.
-func startWorkload(ctx context.Context, seeds []string, nodes *httpNodes, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) (workloadWriters, workloadReader, workloadGroup, error) {
-	if v.workload == workloadHTTP {
-		w := &verifyHTTPWriters{nodes: nodes, checker: checker, v: v, writeCounts: writeCounts{tl: tl}}
-		return w, startVerifyHTTPReader(ctx, nodes, v, checker, tl), startVerifyHTTPGroup(ctx, nodes, v, checker, tl), nil
-	}
-	reader, err := startVerifyReader(ctx, seeds, v, checker, tl)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	group, err := startVerifyGroup(ctx, seeds, v, checker, tl)
-	if err != nil {
-		reader.stop()
-		return nil, nil, nil, err
-	}
-	return &verifyWriters{checker: checker, seeds: seeds, v: v, writeCounts: writeCounts{tl: tl}}, reader, group, nil
-}
-
-// errorCount counts a part's errors (not violations: a request that
-// failed), keeps the first, and puts each on the timeline as one of
-// series. Safe for concurrent use.
-type errorCount struct {
-	tl     *timeline.Timeline
-	series string
-
-	mu    sync.Mutex
-	n     int
-	first string
-}
-
-func (e *errorCount) add(msg string) {
-	e.tl.Error(e.series, time.Now())
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.n++; e.first == "" {
-		e.first = msg
-	}
-}
-
-func (e *errorCount) get() (int, string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.n, e.first
-}
-
-// verifyClient is the options of every franz-go client a run makes:
-// seeds, clientID, then opts. franz-go asks for metadata at most every
-// 5 s by default, so a producer told NOT_LEADER_OR_FOLLOWER by a leader
-// that died would go on dialling it for up to 5 s, and the run would
-// measure the client's patience rather than the cluster's failover;
-// Kafka's Java client asks again after 100 ms. 200 ms it is.
-func verifyClient(seeds []string, clientID string, opts ...kgo.Opt) []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(clientID), kgo.MetadataMinAge(200 * time.Millisecond)}, opts...)
-}
-
-// seeds is a --brokers list's addresses.
-func seeds(brokers string) []string {
-	var out []string
-	for _, b := range strings.Split(brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// verifyReader reads every partition of the run's topic from its start
-// while the producers write (assigned, no group), telling the checker
-// what it was served.
-type verifyReader struct {
-	cl     *kgo.Client
-	cancel context.CancelFunc
-	done   chan struct{}
-	errs   errorCount
-}
-
-func startVerifyReader(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) (*verifyReader, error) {
-	parts := map[int32]kgo.Offset{}
-	for p := range v.partitions {
-		parts[p] = kgo.NewOffset().AtStart()
-	}
-	cl, err := kgo.NewClient(verifyClient(seeds, "fjord-verify-reader", kgo.DialTimeout(reachTimeout),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{v.topic: parts}))...)
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	r := &verifyReader{cl: cl, cancel: cancel, done: make(chan struct{}), errs: errorCount{tl: tl, series: "reader"}}
-	go func() {
-		defer close(r.done)
-		for rctx.Err() == nil {
-			fs := cl.PollFetches(rctx)
-			fs.EachError(func(topic string, p int32, err error) {
-				if rctx.Err() == nil {
-					r.errs.add(fmt.Sprintf("%s-%d: %v", topic, p, err))
-				}
-			})
-			fs.EachRecord(func(rec *kgo.Record) {
-				checker.Read(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
-			})
-		}
-	}()
-	return r, nil
-}
-
-// stop ends the reader and returns its error count and first error.
-func (r *verifyReader) stop() (int, string) {
-	r.cancel()
-	<-r.done
-	r.cl.Close()
-	return r.errs.get()
-}
-
-// maxAnomalies bounds the violations a report lists; all are counted.
-const maxAnomalies = 20
-
-// addViolations counts vs by kind and lists the first of them, each
-// with what around tells of it.
-func (r *verifyReport) addViolations(vs []history.Violation, around func(history.Violation) []string) {
-	for _, v := range vs {
-		r.Violations++
-		r.ViolationCounts[v.Kind]++
-		if len(r.Anomalies) < maxAnomalies {
-			r.Anomalies = append(r.Anomalies, v.String())
-			r.AnomalyDetails = append(r.AnomalyDetails, anomalyDetail{Anomaly: v.String(), Around: around(v)})
-		}
-	}
-}
-
-// verifyWriters are the queue and groups workloads' producers.
-type verifyWriters struct {
-	checker *history.Checker
-	seeds   []string
-	v       verifyOptions
-	writeCounts
-}
-
-// writeCounts counts a workload's writes: sent, failed, and the first
-// failure. Safe for concurrent use.
-type writeCounts struct {
-	tl *timeline.Timeline // where failures go as they happen
-
-	mu     sync.Mutex
-	sent   int
-	failed int
-	first  string
-}
-
-func (c *writeCounts) addSent() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sent++
-}
-
-// addFailed counts a write of value that failed with err.
-func (c *writeCounts) addFailed(value []byte, err error) {
-	c.tl.Failure(time.Now())
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.failed++; c.first == "" {
-		c.first = fmt.Sprintf("%s: %v", value[:min(len(value), 40)], err)
-	}
-}
-
-func (c *writeCounts) counts() (sent, failed int, first string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sent, c.failed, c.first
-}
-
-// run writes until stop (or until ctx ends), each producer at its
-// share of the rate, reporting progress, then waits for every answer.
-func (w *verifyWriters) run(ctx context.Context, progress io.Writer, stop time.Time) error {
-	wctx, cancel := context.WithDeadline(ctx, stop)
-	defer cancel()
-	var wg sync.WaitGroup
-	var producers []*kgo.Client
-	for i := range w.v.producers {
-		pr, err := kgo.NewClient(verifyClient(w.seeds, fmt.Sprintf("fjord-verify-%d", i),
-			kgo.DefaultProduceTopic(w.v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(reachTimeout))...)
-		if err != nil {
-			return err
-		}
-		producers = append(producers, pr)
-		defer pr.Close()
-		rng := rand.New(rand.NewPCG(w.v.seed, uint64(i)))
-		wg.Go(func() { w.produce(wctx, pr, rng, i) })
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	reportProgress(progress, done, w.counts, w.checker)
-	// Every record sent gets its answer (acknowledged or failed) before
-	// the read-back, however the run was stopped.
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer fcancel()
-	for _, pr := range producers {
-		if err := pr.Flush(fctx); err != nil {
-			return fmt.Errorf("waiting for the last writes' answers: %w", err)
-		}
-	}
-	return nil
-}
-
-// reportProgress says every verifyProgressInterval how many records were
-// sent, acknowledged and failed, until done is closed.
-func reportProgress(progress io.Writer, done <-chan struct{}, counts func() (int, int, string), checker *history.Checker) {
-	start := time.Now()
-	tick := time.NewTicker(verifyProgressInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			sent, failed, _ := counts()
-			fmt.Fprintf(progress, "%s: %d sent, %d acknowledged, %d failed\n",
-				time.Since(start).Round(time.Second), sent, checker.AckedCount(), failed)
-		}
-	}
-}
-
-// pacer spaces one producer's records at its share of the rate.
-type pacer struct {
-	interval time.Duration
-	next     time.Time
-}
-
-func newPacer(rate, producers int) *pacer {
-	return &pacer{interval: time.Duration(float64(time.Second) * float64(producers) / float64(rate)), next: time.Now()}
-}
-
-// wait returns when the next record is due, or false once ctx ended.
-func (p *pacer) wait(ctx context.Context) bool {
-	if d := time.Until(p.next); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		}
-	}
-	p.next = p.next.Add(p.interval)
-	return ctx.Err() == nil
-}
-
-// workloadRecord is producer i's record number seq: a key of the
-// producer's own (the order of one key's records is the order one
-// producer sent them in, which an idempotent producer keeps), and a
-// unique value (the seed, the producer, the counter) padded to
-// --value-size from rng.
-func workloadRecord(rng *rand.Rand, v verifyOptions, i, seq int) (key, value []byte) {
-	key = fmt.Appendf(nil, "p%d-k%d", i, rng.IntN(int(v.partitions)*4))
-	value = fmt.Appendf(nil, "%d-p%d-%d-", v.seed, i, seq)
-	for len(value) < v.valueSize {
-		value = append(value, 'a'+byte(rng.IntN(26)))
-	}
-	return key, value
-}
-
-// produce is producer i's loop: records at rate/producers a second.
-func (w *verifyWriters) produce(ctx context.Context, pr *kgo.Client, rng *rand.Rand, i int) {
-	v := w.v
-	pace := newPacer(v.rate, v.producers)
-	for seq := 0; pace.wait(ctx); seq++ {
-		key, value := workloadRecord(rng, v, i, seq)
-		w.checker.SentBy(fmt.Sprintf("p%d", i), v.topic, key, value)
-		w.addSent()
-		pr.Produce(context.WithoutCancel(ctx), &kgo.Record{Key: key, Value: value}, func(rec *kgo.Record, err error) {
-			if err != nil {
-				w.addFailed(rec.Value, err)
-				return
-			}
-			w.checker.Acked(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
-		})
-	}
 }
