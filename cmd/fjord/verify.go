@@ -82,6 +82,11 @@ type verifyOptions struct {
 	rf         int16
 	valueSize  int
 	topic      string
+	// topicCount is --topics: how many topics the run writes; names are
+	// the topic's (one) or topic-0, topic-1, ... (more). topics holds
+	// them once the seed is known.
+	topicCount int
+	topics     []string
 	seed       uint64
 	// groupMembers is how many members of a consumer group read the
 	// topic meanwhile (0: none); in the groups workload, the most at
@@ -234,6 +239,13 @@ readers' and group's errors, second by second.`,
 			if v.topic == "" {
 				v.topic = fmt.Sprintf("fjord-verify-%d", v.seed)
 			}
+			v.topics = []string{v.topic}
+			if v.topicCount > 1 {
+				v.topics = v.topics[:0]
+				for i := range v.topicCount {
+					v.topics = append(v.topics, fmt.Sprintf("%s-%d", v.topic, i))
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			for _, why := range env.leftOut {
@@ -255,7 +267,7 @@ readers' and group's errors, second by second.`,
 				}
 				env.cluster = c
 				lf := env.faulter.(*localFaulter)
-				lf.c, lf.topic, lf.partitions = c, v.topic, v.partitions
+				lf.c, lf.topics, lf.partitions = c, v.topics, v.partitions
 				var addrs []string
 				for _, n := range c.nodes {
 					addrs = append(addrs, n.httpAddr)
@@ -303,7 +315,7 @@ readers' and group's errors, second by second.`,
 				return err
 			}
 			if !r.Pass {
-				kept := "the topic " + v.topic + " is kept"
+				kept := "the topics " + strings.Join(v.topics, ", ") + " and the group " + v.topic + " are kept"
 				if r.DataDir != "" {
 					kept = "the nodes' directories are kept in " + r.DataDir
 				}
@@ -327,7 +339,8 @@ readers' and group's errors, second by second.`,
 	f.StringVar(&v.httpAddrs, "http", "", "with --workload http and --brokers: the nodes' HTTP API addresses, host:port,... (a request that fails goes to the next)")
 	f.StringVar(&v.flushPolicy, "flush-policy", "", "the topic's flush.policy: ack (every replica fsyncs before a write is acknowledged) or interval (every --flush-ms; durability by replication) (default: the cluster's)")
 	f.Int64Var(&v.flushMs, "flush-ms", 0, "with --flush-policy interval: the topic's flush.ms (default: the cluster's)")
-	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED)")
+	f.StringVar(&v.topic, "topic", "", "the topic to write, which must not exist (default fjord-verify-SEED); with --topics N, the topics are TOPIC-0 to TOPIC-(N-1), and the group is named TOPIC")
+	f.IntVar(&v.topicCount, "topics", 1, "how many topics to write, each with --partitions partitions (a key belongs to one)")
 	f.Uint64Var(&v.seed, "seed", 0, "the run's seed, which names its topic and values and draws its faults (default: random, printed)")
 	f.BoolVar(&v.local, "local", false, "start a cluster of --nodes nodes of this binary for the run, and fault it")
 	f.IntVar(&v.nodes, "nodes", 3, "with --local: how many nodes (1 to 5)")
@@ -364,6 +377,8 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 		return env, fmt.Errorf("--duration %v: want more than 0 and at most 24h", v.duration)
 	case v.rate < 1 || v.rate > 1_000_000:
 		return env, fmt.Errorf("--rate %d: want 1 to 1000000 records a second", v.rate)
+	case v.topicCount < 1 || v.topicCount > 100:
+		return env, fmt.Errorf("--topics %d: want 1 to 100", v.topicCount)
 	case v.producers < 1 || v.producers > 64:
 		return env, fmt.Errorf("--producers %d: want 1 to 64", v.producers)
 	case v.groupMembers < 0 || v.groupMembers > 64:
@@ -476,14 +491,14 @@ func verifyCommandLine(brokers string, v verifyOptions) string {
 	if v.flushMs > 0 {
 		faults += fmt.Sprintf(" --flush-ms %d", v.flushMs)
 	}
-	return fmt.Sprintf("fjord verify %s --workload %s --duration %v --rate %d --producers %d --partitions %d --replication-factor %d --value-size %d --group-members %d%s --seed %d",
-		where, v.workload, v.duration, v.rate, v.producers, v.partitions, v.rf, v.valueSize, v.groupMembers, faults, v.seed)
+	return fmt.Sprintf("fjord verify %s --workload %s --duration %v --rate %d --producers %d --topics %d --partitions %d --replication-factor %d --value-size %d --group-members %d%s --seed %d",
+		where, v.workload, v.duration, v.rate, v.producers, v.topicCount, v.partitions, v.rf, v.valueSize, v.groupMembers, faults, v.seed)
 }
 
 // runVerify creates the topic, writes the workload, reads it back and
 // checks it.
 func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers string, v verifyOptions, env verifyEnv) (verifyReport, *timeline.Timeline, error) {
-	r := verifyReport{Workload: v.workload, Topic: v.topic, Seed: v.seed, Anomalies: []string{}, ViolationCounts: map[string]int{},
+	r := verifyReport{Workload: v.workload, Topic: v.topic, Topics: v.topics, Seed: v.seed, Anomalies: []string{}, ViolationCounts: map[string]int{},
 		AnomalyDetails: []anomalyDetail{}, AllowedCounts: map[string]int{}, AllowedExamples: []string{}, ReportFiles: []string{},
 		Mode: "brokers", Faults: []faultEvent{}, FaultCounts: map[string]int{}, GroupChurn: map[string]int{}}
 	if env.cluster != nil {
@@ -508,16 +523,20 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 			return r, nil, err
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	created, err := adm.CreateTopic(cctx, v.partitions, rf, v.topicConfigs(), v.topic)
-	cancel()
-	if err == nil && created.Err != nil {
-		err = kafkaError(created.Err, created.ErrMessage)
+	for _, topic := range v.topics {
+		cctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		created, err := adm.CreateTopic(cctx, v.partitions, rf, v.topicConfigs(), topic)
+		cancel()
+		if err == nil && created.Err != nil {
+			err = kafkaError(created.Err, created.ErrMessage)
+		}
+		if err != nil {
+			return r, nil, fmt.Errorf("creating the topic %s (it must not exist: the check needs every record in it to be one this run sent): %w", topic, err)
+		}
 	}
-	if err != nil {
-		return r, nil, fmt.Errorf("creating the topic %s (it must not exist: the check needs every record in it to be one this run sent): %w", v.topic, err)
-	}
-	if r.Flush, err = describeFlushPolicy(ctx, adm, v.topic); err != nil {
+	// The topics are made alike: the first's policy is every one's.
+	var err error
+	if r.Flush, err = describeFlushPolicy(ctx, adm, v.topics[0]); err != nil {
 		return r, nil, err
 	}
 
@@ -557,7 +576,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	}
 	var groupBehind error
 	if v.workload != workloadQueue && ctx.Err() == nil {
-		groupBehind = drainGroup(ctx, adm, v.topic, v.topic, v.liveWithin)
+		groupBehind = drainGroup(ctx, adm, v.topic, v.topics, v.liveWithin)
 	}
 	r.GroupChurn = group.churned()
 	r.ReaderErrors, r.FirstReaderError = reader.stop()
@@ -575,9 +594,9 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	// A read cut short by a signal would report loss that is not there.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	logs, err := history.ReadAll(rctx, brokers, v.topic)
+	logs, err := history.ReadAll(rctx, brokers, v.topics...)
 	if err != nil {
-		return r, nil, fmt.Errorf("reading %s back: %w", v.topic, err)
+		return r, nil, fmt.Errorf("reading %s back: %w", strings.Join(v.topics, ", "), err)
 	}
 	res := checker.VerifyAll(logs)
 	r.Read, r.Unacked, r.LiveReads = res.Summary.Read, res.Summary.Unacked, res.Summary.LiveReads
@@ -596,7 +615,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		found = append(found, history.Violation{Kind: kindGroupBehind, Text: groupBehind.Error()})
 	}
 	if env.cluster != nil {
-		n, diffs, err := compareReplicas(rctx, cl, env.cluster, v.topic)
+		n, diffs, err := compareReplicas(rctx, cl, env.cluster, v.topics)
 		if err != nil {
 			return r, nil, err
 		}
@@ -613,8 +632,8 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	if r.Pass && env.cluster == nil { // a local cluster goes whole
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 		defer cancel()
-		if _, err := adm.DeleteTopics(dctx, v.topic); err != nil {
-			fmt.Fprintf(progress, "the run passed, but deleting its topic %s failed: %v\n", v.topic, err)
+		if _, err := adm.DeleteTopics(dctx, v.topics...); err != nil {
+			fmt.Fprintf(progress, "the run passed, but deleting its topics %s failed: %v\n", strings.Join(v.topics, ", "), err)
 		}
 		if v.groupMembers > 0 {
 			resp, err := adm.DeleteGroups(dctx, v.topic)

@@ -103,24 +103,34 @@ func readBatches(dir string) (segmentLog, error) {
 	return log, nil
 }
 
-// partitionDirs is the run's topic's partition directories on one node.
-func partitionDirs(dataDir, topic string, partitions int32) []string {
-	var dirs []string
-	for p := range partitions {
-		dirs = append(dirs, filepath.Join(dataDir, fmt.Sprintf("%s-%d", topic, p)))
-	}
-	return dirs
+// partitionLog is one partition of the run's topics on a node: its name
+// and directory.
+type partitionLog struct {
+	tp  checkpoint.TopicPartition
+	dir string
 }
 
-// tearWrites gives each of the topic's partition logs in dataDir a torn
+// partitionDirs is the run's topics' partition directories on one node.
+func partitionDirs(dataDir string, topics []string, partitions int32) []partitionLog {
+	var logs []partitionLog
+	for _, topic := range topics {
+		for p := range partitions {
+			tp := checkpoint.TopicPartition{Topic: topic, Partition: p}
+			logs = append(logs, partitionLog{tp, filepath.Join(dataDir, tp.String())})
+		}
+	}
+	return logs
+}
+
+// tearWrites gives each of the topics' partition logs in dataDir a torn
 // last write: a prefix of the batch that follows its last one in one of
 // others (the other replicas' data directories), or of its own last
 // batch when no other has more; then, half the time, its last bytes
 // garbled. It says what it did, and returns how many logs it tore.
-func tearWrites(dataDir string, others []string, topic string, partitions int32, rng *rand.Rand) (string, int, error) {
+func tearWrites(dataDir string, others []string, topics []string, partitions int32, rng *rand.Rand) (string, int, error) {
 	torn, bytes := 0, 0
-	for p, dir := range partitionDirs(dataDir, topic, partitions) {
-		own, err := readBatches(dir)
+	for _, pl := range partitionDirs(dataDir, topics, partitions) {
+		own, err := readBatches(pl.dir)
 		if errors.Is(err, fs.ErrNotExist) || (err == nil && len(own.batches) == 0) {
 			continue // no replica here, or nothing written yet
 		}
@@ -128,7 +138,7 @@ func tearWrites(dataDir string, others []string, topic string, partitions int32,
 			return "", 0, err
 		}
 		last := own.batches[len(own.batches)-1]
-		next, err := nextBatch(others, fmt.Sprintf("%s-%d", topic, p), last.header.LastOffset()+1)
+		next, err := nextBatch(others, pl.tp.String(), last.header.LastOffset()+1)
 		if err != nil {
 			return "", 0, err
 		}
@@ -208,11 +218,11 @@ func appendTo(path string, end int64, data []byte) error {
 	return f.Sync()
 }
 
-// flipBit flips one bit in the records of one batch of the topic's
+// flipBit flips one bit in the records of one batch of the topics'
 // partition logs in dataDir, a batch at or past its log's recovery point
 // (which recovery scans), drawn with rng. It says which, and returns how
 // many logs it damaged (0 or 1).
-func flipBit(dataDir, topic string, partitions int32, rng *rand.Rand) (string, int, error) {
+func flipBit(dataDir string, topics []string, partitions int32, rng *rand.Rand) (string, int, error) {
 	recovery, err := checkpoint.ReadOffsets(vfs.OS(), filepath.Join(dataDir, storage.RecoveryPointCheckpoint))
 	if err != nil {
 		return "", 0, fmt.Errorf("reading the recovery points: %w", err)
@@ -222,9 +232,9 @@ func flipBit(dataDir, topic string, partitions int32, rng *rand.Rand) (string, i
 		batch segmentBatch
 	}
 	var candidates []candidate
-	for p, dir := range partitionDirs(dataDir, topic, partitions) {
-		tp := checkpoint.TopicPartition{Topic: topic, Partition: int32(p)}
-		log, err := readBatches(dir)
+	for _, pl := range partitionDirs(dataDir, topics, partitions) {
+		tp := pl.tp
+		log, err := readBatches(pl.dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

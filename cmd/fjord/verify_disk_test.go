@@ -69,7 +69,7 @@ func TestTearWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		detail, torn, err := tearWrites(node, []string{other}, "t", 3, rand.New(rand.NewPCG(seed, 1)))
+		detail, torn, err := tearWrites(node, []string{other}, []string{"t"}, 3, rand.New(rand.NewPCG(seed, 1)))
 		if err != nil || torn != 2 {
 			t.Fatalf("seed %d: %q, %d torn, %v; want 2 logs torn", seed, detail, torn, err)
 		}
@@ -117,7 +117,7 @@ func TestFlipBit(t *testing.T) {
 		if err := os.WriteFile(seg, whole, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		detail, damaged, err := flipBit(node, "t", 2, rand.New(rand.NewPCG(seed, 2)))
+		detail, damaged, err := flipBit(node, []string{"t"}, 2, rand.New(rand.NewPCG(seed, 2)))
 		if err != nil || damaged != 1 {
 			t.Fatalf("seed %d: %q, %d, %v", seed, detail, damaged, err)
 		}
@@ -145,7 +145,7 @@ func TestFlipBit(t *testing.T) {
 	if err := os.WriteFile(seg, whole, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	detail, damaged, err := flipBit(node, "t", 1, rand.New(rand.NewPCG(1, 2)))
+	detail, damaged, err := flipBit(node, []string{"t"}, 1, rand.New(rand.NewPCG(1, 2)))
 	got, _ := os.ReadFile(seg)
 	if err != nil || damaged != 0 || !bytes.Equal(got, whole) {
 		t.Fatalf("nothing past the recovery point: %q, %d, %v, changed %v", detail, damaged, err, !bytes.Equal(got, whole))

@@ -338,45 +338,52 @@ func (p *liveProbe) run(ctx context.Context, within time.Duration) error {
 	defer cancel()
 	p.n++
 	pr, err := kgo.NewClient(verifyClient(p.seeds, "fjord-verify-probe", kgo.DialTimeout(reachTimeout),
-		kgo.DefaultProduceTopic(p.v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return err
 	}
 	defer pr.Close()
-	offsets := map[int32]kgo.Offset{}
-	for part := range p.v.partitions {
-		key := fmt.Appendf(nil, "probe-%d-%d", p.n, part)
-		value := fmt.Appendf(nil, "%d-probe-%d-%d", p.v.seed, p.n, part)
-		p.checker.SentBy("probe", p.v.topic, key, value)
-		p.sent++
-		rec, err := pr.ProduceSync(ctx, &kgo.Record{Key: key, Value: value, Partition: part}).First()
-		if err != nil {
-			return fmt.Errorf("not live within %v of the heal: a write to partition %d: %w", within, part, err)
+	offsets := map[string]map[int32]kgo.Offset{}
+	for _, topic := range p.v.topics {
+		offsets[topic] = map[int32]kgo.Offset{}
+		for part := range p.v.partitions {
+			key := fmt.Appendf(nil, "probe-%d-%s-%d", p.n, topic, part)
+			value := fmt.Appendf(nil, "%d-probe-%d-%s-%d", p.v.seed, p.n, topic, part)
+			p.checker.SentBy("probe", topic, key, value)
+			p.sent++
+			rec, err := pr.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: key, Value: value, Partition: part}).First()
+			if err != nil {
+				return fmt.Errorf("not live within %v of the heal: a write to %s-%d: %w", within, topic, part, err)
+			}
+			p.checker.Acked(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
+			offsets[topic][part] = kgo.NewOffset().At(rec.Offset)
 		}
-		p.checker.Acked(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
-		offsets[part] = kgo.NewOffset().At(rec.Offset)
 	}
 	rd, err := kgo.NewClient(verifyClient(p.seeds, "fjord-verify-probe", kgo.DialTimeout(reachTimeout),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.v.topic: offsets}))...)
+		kgo.ConsumePartitions(offsets))...)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	for len(offsets) > 0 {
+	left := len(p.v.topics) * int(p.v.partitions)
+	for left > 0 {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return fmt.Errorf("not live within %v of the heal: %d partitions' probe records not read back", within, len(offsets))
+			return fmt.Errorf("not live within %v of the heal: %d partitions' probe records not read back", within, left)
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
 			p.checker.Read(history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
-			delete(offsets, rec.Partition)
+			if _, waiting := offsets[rec.Topic][rec.Partition]; waiting {
+				delete(offsets[rec.Topic], rec.Partition)
+				left--
+			}
 		})
 	}
 	return nil
 }
 
 // fullISR waits, within within, until every partition of the run's
-// topic has all its replicas in sync, as a node's Metadata answers.
+// topics has all its replicas in sync, as a node's Metadata answers.
 func (p *liveProbe) fullISR(ctx context.Context, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
@@ -385,7 +392,7 @@ func (p *liveProbe) fullISR(ctx context.Context, within time.Duration) error {
 		return err
 	}
 	defer cl.Close()
-	return waitFullISR(ctx, cl, p.v.topic)
+	return waitFullISR(ctx, cl, p.v.topics...)
 }
 
 // localFaulter is --local's: signals to the nodes' processes, and, when
@@ -398,9 +405,9 @@ type localFaulter struct {
 	netErr error
 
 	c *localCluster // set once the cluster runs
-	// topic and partitions are the run's, whose logs the disk faults
+	// topics and partitions are the run's, whose logs the disk faults
 	// damage.
-	topic      string
+	topics     []string
 	partitions int32
 	down       map[int]bool // killed or stopped; started again at the heal
 	paused     map[int]bool
@@ -489,9 +496,9 @@ func (f *localFaulter) inject(ctx context.Context, kind string, id int, rng *ran
 					others = append(others, o.dataDir())
 				}
 			}
-			detail, damaged, err = tearWrites(n.dataDir(), others, f.topic, f.partitions, rng)
+			detail, damaged, err = tearWrites(n.dataDir(), others, f.topics, f.partitions, rng)
 		} else {
-			detail, damaged, err = flipBit(n.dataDir(), f.topic, f.partitions, rng)
+			detail, damaged, err = flipBit(n.dataDir(), f.topics, f.partitions, rng)
 		}
 		f.damaged[id] = damaged
 		return fmt.Sprintf("node %d: %s", id, detail), err
@@ -593,7 +600,7 @@ func (f *localFaulter) heal(ctx context.Context) (string, error) {
 	for id, want := range f.damaged {
 		got := 0
 		for line := range strings.Lines(f.c.nodes[id-1].logSinceStart()) {
-			if strings.Contains(line, "truncated damaged log tail") && strings.Contains(line, "log="+f.topic+"-") {
+			if strings.Contains(line, "truncated damaged log tail") && slices.ContainsFunc(f.topics, func(t string) bool { return strings.Contains(line, "log="+t+"-") }) {
 				got++
 			}
 		}

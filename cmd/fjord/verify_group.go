@@ -40,7 +40,7 @@ import (
 type verifyGroup struct {
 	name    string
 	seeds   []string
-	topic   string
+	topics  []string
 	checker *history.Checker
 	ctx     context.Context // the members' parent: cancelled by stop
 	cancel  context.CancelFunc
@@ -87,7 +87,7 @@ const (
 var errMemberDead = errors.New("fjord verify: this group member is dead: no connections")
 
 func startVerifyGroup(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) (*verifyGroup, error) {
-	g := &verifyGroup{name: v.topic, seeds: seeds, topic: v.topic, checker: checker, churn: map[string]int{}, errs: errorCount{tl: tl, series: "group"}}
+	g := &verifyGroup{name: v.topic, seeds: seeds, topics: v.topics, checker: checker, churn: map[string]int{}, errs: errorCount{tl: tl, series: "group"}}
 	g.ctx, g.cancel = context.WithCancel(ctx)
 	for range v.groupMembers {
 		if err := g.join(); err != nil {
@@ -110,7 +110,7 @@ func (g *verifyGroup) join() error {
 		}
 	}
 	cl, err := kgo.NewClient(verifyClient(g.seeds, "fjord-verify-"+m.name, kgo.Dialer(m.dial),
-		kgo.ConsumerGroup(g.name), kgo.ConsumeTopics(g.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumerGroup(g.name), kgo.ConsumeTopics(g.topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(groupSessionTimeout), kgo.RebalanceTimeout(groupRebalanceTimeout),
 		// franz-go calls this at the end of every join, with what the
@@ -304,15 +304,15 @@ func (g *verifyGroup) stop() (int, string) {
 }
 
 // drainGroup waits, within within, until group has committed every
-// partition of topic up to the partition's end: what a group that keeps
+// partition of topics up to the partition's end: what a group that keeps
 // up does once the writes stop.
-func drainGroup(ctx context.Context, adm *kadm.Client, group, topic string, within time.Duration) error {
+func drainGroup(ctx context.Context, adm *kadm.Client, group string, topics []string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var behind []string
 	for {
 		behind = behind[:0]
-		ends, err := adm.ListEndOffsets(ctx, topic)
+		ends, err := adm.ListEndOffsets(ctx, topics...)
 		if err == nil {
 			err = ends.Error()
 		}

@@ -218,8 +218,8 @@ func (w *verifyHTTPWriters) produce(ctx context.Context, rng *rand.Rand, i int) 
 	node := i
 	pace := newPacer(w.v.rate, w.v.producers)
 	for seq := 0; pace.wait(ctx); seq++ {
-		key, value := workloadRecord(rng, w.v, i, seq)
-		w.checker.SentBy(producer, w.v.topic, key, value)
+		topic, key, value := workloadRecord(rng, w.v, i, seq)
+		w.checker.SentBy(producer, topic, key, value)
 		w.addSent()
 		body := map[string]any{
 			"key":             string(key),
@@ -230,7 +230,7 @@ func (w *verifyHTTPWriters) produce(ctx context.Context, rng *rand.Rand, i int) 
 			Partition int32 `json:"partition"`
 			Offset    int64 `json:"offset"`
 		}
-		path := "/v1/topics/" + url.PathEscape(w.v.topic) + "/produce"
+		path := "/v1/topics/" + url.PathEscape(topic) + "/produce"
 		deadline := time.Now().Add(httpRetryFor)
 		var err error
 		for {
@@ -247,7 +247,7 @@ func (w *verifyHTTPWriters) produce(ctx context.Context, rng *rand.Rand, i int) 
 			w.addFailed(value, err)
 			continue
 		}
-		w.checker.Acked(history.Record{Topic: w.v.topic, Partition: res.Partition, Offset: res.Offset, Key: key, Value: value})
+		w.checker.Acked(history.Record{Topic: topic, Partition: res.Partition, Offset: res.Offset, Key: key, Value: value})
 	}
 }
 
@@ -262,41 +262,46 @@ type verifyHTTPReader struct {
 func startVerifyHTTPReader(ctx context.Context, nodes *httpNodes, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) *verifyHTTPReader {
 	rctx, cancel := context.WithCancel(ctx)
 	r := &verifyHTTPReader{cancel: cancel, errs: errorCount{tl: tl, series: "reader"}}
-	for p := range v.partitions {
-		r.wg.Go(func() {
-			node, next := int(p), int64(0)
-			path := fmt.Sprintf("/v1/topics/%s/partitions/%d/records", url.PathEscape(v.topic), p)
-			for rctx.Err() == nil {
-				var res struct {
-					Records    []httpRecord `json:"records"`
-					NextOffset int64        `json:"next_offset"`
-				}
-				err := nodes.call(rctx, node, http.MethodGet, fmt.Sprintf("%s?offset=%d&timeout_ms=%d", path, next, httpPollMs), nil, &res)
-				if err != nil {
-					if rctx.Err() == nil {
-						r.errs.add(fmt.Sprintf("%s-%d: %v", v.topic, p, err))
-						node++
-						clock.Sleep(rctx, httpBackoff)
-					}
-					continue
-				}
-				for _, hr := range res.Records {
-					rec, err := hr.decode(v.topic)
-					if err != nil {
-						r.errs.add(err.Error())
-						continue
-					}
-					checker.Read(rec)
-				}
-				if res.NextOffset > next {
-					next = res.NextOffset
-				}
-			}
-		})
+	for i, topic := range v.topics {
+		for p := range v.partitions {
+			r.wg.Go(func() { r.read(rctx, nodes, checker, topic, p, i+int(p)) })
+		}
 	}
 	return r
 }
 
+// read polls one partition from its start, on node (the next one after
+// a failure), until ctx ends.
+func (r *verifyHTTPReader) read(ctx context.Context, nodes *httpNodes, checker *history.Checker, topic string, p int32, node int) {
+	next := int64(0)
+	path := fmt.Sprintf("/v1/topics/%s/partitions/%d/records", url.PathEscape(topic), p)
+	for ctx.Err() == nil {
+		var res struct {
+			Records    []httpRecord `json:"records"`
+			NextOffset int64        `json:"next_offset"`
+		}
+		err := nodes.call(ctx, node, http.MethodGet, fmt.Sprintf("%s?offset=%d&timeout_ms=%d", path, next, httpPollMs), nil, &res)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.errs.add(fmt.Sprintf("%s-%d: %v", topic, p, err))
+				node++
+				clock.Sleep(ctx, httpBackoff)
+			}
+			continue
+		}
+		for _, hr := range res.Records {
+			rec, err := hr.decode(topic)
+			if err != nil {
+				r.errs.add(err.Error())
+				continue
+			}
+			checker.Read(rec)
+		}
+		if res.NextOffset > next {
+			next = res.NextOffset
+		}
+	}
+}
 func (r *verifyHTTPReader) stop() (int, string) {
 	r.cancel()
 	r.wg.Wait()
@@ -304,10 +309,10 @@ func (r *verifyHTTPReader) stop() (int, string) {
 }
 
 // verifyHTTPGroup is the http workload's group: members consuming
-// through the HTTP API.
+// through the HTTP API. An instance consumes one topic, so each topic has
+// --group-members of its own.
 type verifyHTTPGroup struct {
 	name    string
-	topic   string
 	nodes   *httpNodes
 	checker *history.Checker
 	cancel  context.CancelFunc
@@ -315,28 +320,37 @@ type verifyHTTPGroup struct {
 	errs    errorCount
 
 	mu      sync.Mutex
-	members map[string]int // member -> the node its instance is on
+	members map[string]httpMember // by name
+}
+
+// httpMember is where a member's instance is: its topic, and the node.
+type httpMember struct {
+	topic string
+	node  int
 }
 
 func startVerifyHTTPGroup(ctx context.Context, nodes *httpNodes, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) *verifyHTTPGroup {
 	gctx, cancel := context.WithCancel(ctx)
-	g := &verifyHTTPGroup{name: v.topic, topic: v.topic, nodes: nodes, checker: checker, cancel: cancel, members: map[string]int{},
+	g := &verifyHTTPGroup{name: v.topic, nodes: nodes, checker: checker, cancel: cancel, members: map[string]httpMember{},
 		errs: errorCount{tl: tl, series: "group"}}
-	for i := range v.groupMembers {
-		name := fmt.Sprintf("m%d", i)
-		rng := rand.New(rand.NewPCG(v.seed, 0x5eec+uint64(i)))
-		g.wg.Go(func() { g.consume(gctx, name, i, rng) })
+	for j, topic := range v.topics {
+		for i := range v.groupMembers {
+			n := j*v.groupMembers + i
+			name := fmt.Sprintf("m%d", n)
+			rng := rand.New(rand.NewPCG(v.seed, 0x5eec+uint64(n)))
+			g.wg.Go(func() { g.consume(gctx, name, topic, n, rng) })
+		}
 	}
 	return g
 }
 
 // consume is one member's loop: consume, then process and commit, or,
 // one time in httpSeekEvery, seek back and get the same records again.
-func (g *verifyHTTPGroup) consume(ctx context.Context, name string, node int, rng *rand.Rand) {
+func (g *verifyHTTPGroup) consume(ctx context.Context, name, topic string, node int, rng *rand.Rand) {
 	q := url.Values{"group": {g.name}, "consumer": {name}, "auto_offset_reset": {"earliest"}, "timeout_ms": {strconv.Itoa(httpPollMs)}}
-	consumePath := "/v1/topics/" + url.PathEscape(g.topic) + "/consume?" + q.Encode()
-	topicPath := "/v1/topics/" + url.PathEscape(g.topic)
-	g.setNode(name, node)
+	consumePath := "/v1/topics/" + url.PathEscape(topic) + "/consume?" + q.Encode()
+	topicPath := "/v1/topics/" + url.PathEscape(topic)
+	g.setNode(name, topic, node)
 	for ctx.Err() == nil {
 		var res struct {
 			Records     []httpRecord     `json:"records"`
@@ -347,7 +361,7 @@ func (g *verifyHTTPGroup) consume(ctx context.Context, name string, node int, rn
 				g.errs.add(fmt.Sprintf("%s: consume: %v", name, err))
 				if retriable(err) {
 					node++ // its node is down: an instance on the next one
-					g.setNode(name, node)
+					g.setNode(name, topic, node)
 				}
 				clock.Sleep(ctx, httpBackoff)
 			}
@@ -375,7 +389,7 @@ func (g *verifyHTTPGroup) consume(ctx context.Context, name string, node int, rn
 		}
 		for _, hr := range res.Records {
 			if hr.Partition != replayed {
-				g.process(hr, name)
+				g.process(hr, topic, name)
 			}
 		}
 		if len(res.NextOffsets) == 0 {
@@ -391,13 +405,13 @@ func (g *verifyHTTPGroup) consume(ctx context.Context, name string, node int, rn
 		}
 		for ps, off := range res.NextOffsets {
 			p, _ := strconv.ParseInt(ps, 10, 32)
-			g.checker.Committed(g.name, name, history.TopicPartition{Topic: g.topic, Partition: int32(p)}, off)
+			g.checker.Committed(g.name, name, history.TopicPartition{Topic: topic, Partition: int32(p)}, off)
 		}
 	}
 }
 
-func (g *verifyHTTPGroup) process(hr httpRecord, member string) {
-	rec, err := hr.decode(g.topic)
+func (g *verifyHTTPGroup) process(hr httpRecord, topic, member string) {
+	rec, err := hr.decode(topic)
 	if err != nil {
 		g.errs.add(err.Error())
 		return
@@ -405,10 +419,10 @@ func (g *verifyHTTPGroup) process(hr httpRecord, member string) {
 	g.checker.Processed(g.name, member, rec)
 }
 
-func (g *verifyHTTPGroup) setNode(member string, node int) {
+func (g *verifyHTTPGroup) setNode(member, topic string, node int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.members[member] = node
+	g.members[member] = httpMember{topic, node}
 }
 
 // stop ends the members and closes their instances, which leaves the
@@ -419,11 +433,11 @@ func (g *verifyHTTPGroup) stop() (int, string) {
 	g.mu.Lock()
 	members := g.members
 	g.mu.Unlock()
-	for name, node := range members {
+	for name, m := range members {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		q := url.Values{"group": {g.name}, "consumer": {name}}
 		// Unknown on that node (it restarted) is as good as closed.
-		g.nodes.call(ctx, node, http.MethodDelete, "/v1/topics/"+url.PathEscape(g.topic)+"/consume?"+q.Encode(), nil, nil)
+		g.nodes.call(ctx, m.node, http.MethodDelete, "/v1/topics/"+url.PathEscape(m.topic)+"/consume?"+q.Encode(), nil, nil)
 		cancel()
 	}
 	return g.errs.get()

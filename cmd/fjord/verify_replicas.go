@@ -33,57 +33,68 @@ const replicaSettle = 30 * time.Second
 // (storage.LogBytes), whatever each crashed, truncated or rolled; a
 // partition whose replicas differ, or a node that does not stop
 // cleanly, is a violation.
-func compareReplicas(ctx context.Context, cl *kgo.Client, c *localCluster, topic string) (int, []history.Violation, error) {
-	resp, err := topicMetadata(ctx, cl, topic)
+func compareReplicas(ctx context.Context, cl *kgo.Client, c *localCluster, topics []string) (int, []history.Violation, error) {
+	resp, err := topicMetadata(ctx, cl, topics...)
 	if err != nil {
-		return 0, nil, fmt.Errorf("finding %s's replicas: %w", topic, err)
+		return 0, nil, fmt.Errorf("finding the replicas of %s: %w", strings.Join(topics, ", "), err)
 	}
 	var found []history.Violation
 	sctx, cancel := context.WithTimeout(ctx, replicaSettle)
-	short := waitFullISR(sctx, cl, topic)
+	short := waitFullISR(sctx, cl, topics...)
 	cancel()
 	if err := c.stopNodes(); err != nil {
 		found = append(found, history.Violation{Kind: kindFaultFailed, Text: "stopping the nodes to compare their replicas: " + err.Error()})
 	}
-	for _, p := range resp.Topics[0].Partitions {
-		if why := replicaDifference(c, topic, p.Partition, p.Replicas); why != "" {
-			if short != nil {
-				why += fmt.Sprintf(" (not every replica was back in sync %v after the writes stopped: %v)", replicaSettle, short)
+	compared := 0
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			compared++
+			if why := replicaDifference(c, *t.Topic, p.Partition, p.Replicas); why != "" {
+				if short != nil {
+					why += fmt.Sprintf(" (not every replica was back in sync %v after the writes stopped: %v)", replicaSettle, short)
+				}
+				found = append(found, history.Violation{Kind: kindReplicasDiffer,
+					Text: fmt.Sprintf("%s-%d: replicas not byte-identical once the nodes stopped: %s", *t.Topic, p.Partition, why)})
 			}
-			found = append(found, history.Violation{Kind: kindReplicasDiffer,
-				Text: fmt.Sprintf("%s-%d: replicas not byte-identical once the nodes stopped: %s", topic, p.Partition, why)})
 		}
 	}
-	return len(resp.Topics[0].Partitions), found, nil
+	return compared, found, nil
 }
 
-// topicMetadata is one node's Metadata answer for topic alone.
-func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
+// topicMetadata is one node's Metadata answer for topics alone, each
+// answered without an error.
+func topicMetadata(ctx context.Context, cl *kgo.Client, topics ...string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil && len(resp.Topics) != 1 {
-		err = fmt.Errorf("answered %d topics", len(resp.Topics))
+	for _, topic := range topics {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, t)
 	}
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil && len(resp.Topics) != len(topics) {
+		err = fmt.Errorf("answered %d topics of %d", len(resp.Topics), len(topics))
+	}
+	for i := 0; err == nil && i < len(resp.Topics); i++ {
+		if err = kerr.ErrorForCode(resp.Topics[i].ErrorCode); err != nil {
+			err = fmt.Errorf("%s: %w", *resp.Topics[i].Topic, err)
+		}
 	}
 	return resp, err
 }
 
-// waitFullISR asks for topic's metadata until every partition has all
-// its replicas in sync, or ctx ends: then the error names the
+// waitFullISR asks for the topics' metadata until every partition has
+// all its replicas in sync, or ctx ends: then the error names the
 // partitions still short.
-func waitFullISR(ctx context.Context, cl *kgo.Client, topic string) error {
+func waitFullISR(ctx context.Context, cl *kgo.Client, topics ...string) error {
 	for {
-		resp, err := topicMetadata(ctx, cl, topic)
+		resp, err := topicMetadata(ctx, cl, topics...)
 		if err == nil {
 			var short []string
-			for _, p := range resp.Topics[0].Partitions {
-				if len(p.ISR) < len(p.Replicas) || p.ErrorCode != 0 {
-					short = append(short, fmt.Sprintf("%s-%d replicas %v in sync %v", topic, p.Partition, p.Replicas, p.ISR))
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if len(p.ISR) < len(p.Replicas) || p.ErrorCode != 0 {
+						short = append(short, fmt.Sprintf("%s-%d replicas %v in sync %v", *t.Topic, p.Partition, p.Replicas, p.ISR))
+					}
 				}
 			}
 			if len(short) == 0 {

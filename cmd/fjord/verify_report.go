@@ -70,13 +70,16 @@ func writeVerifyReport(dir string, r *verifyReport, tl *timeline.Timeline) error
 type verifyReport struct {
 	Pass     bool   `json:"pass"`
 	Workload string `json:"workload"`
-	Topic    string `json:"topic"`
-	Seed     uint64 `json:"seed"`
-	Sent     int    `json:"sent"`
-	Acked    int    `json:"acknowledged"`
-	Failed   int    `json:"failed_writes"`
-	Read     int    `json:"read_back"`
-	Unacked  int    `json:"unacknowledged_read_back"`
+	// Topic is the run's name (its topic, or its topics' stem, and its
+	// group's name); Topics are the topics it wrote.
+	Topic   string   `json:"topic"`
+	Topics  []string `json:"topics"`
+	Seed    uint64   `json:"seed"`
+	Sent    int      `json:"sent"`
+	Acked   int      `json:"acknowledged"`
+	Failed  int      `json:"failed_writes"`
+	Read    int      `json:"read_back"`
+	Unacked int      `json:"unacknowledged_read_back"`
 	// LiveReads are the records a reader was served while the run went
 	// on, each checked against the log read back at the end; reader
 	// errors (a fetch that failed) are not violations.
@@ -132,8 +135,12 @@ func (r verifyReport) printText(out io.Writer) error {
 	if !r.Pass {
 		verdict = "FAIL"
 	}
+	on := r.Topic
+	if len(r.Topics) > 1 {
+		on = fmt.Sprintf("%d topics, %s to %s", len(r.Topics), r.Topics[0], r.Topics[len(r.Topics)-1])
+	}
 	fmt.Fprintf(out, "%s: %s workload on %s: %d sent, %d acknowledged, %d failed writes, %d read back (%d of them not acknowledged)\n",
-		verdict, r.Workload, r.Topic, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
+		verdict, r.Workload, on, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
 	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors); the group committed %d times (%d group errors)\n",
 		r.LiveReads, r.ReaderErrors, r.Commits, r.GroupErrors)
 	if len(r.GroupChurn) > 0 {

@@ -58,6 +58,8 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--rate 0: want 1 to 1000000", []string{"--rate", "0"}},
 		{"--rate 2000000: want 1 to 1000000", []string{"--rate", "2000000"}},
 		{"--producers 0: want 1 to 64", []string{"--producers", "0"}},
+		{"--topics 0: want 1 to 100", []string{"--topics", "0"}},
+		{"--topics 101: want 1 to 100", []string{"--topics", "101"}},
 		{"--producers 65: want 1 to 64", []string{"--producers", "65"}},
 		{"--group-members -1: want 0 to 64", []string{"--group-members", "-1"}},
 		{"--group-members 65: want 0 to 64", []string{"--group-members", "65"}},
@@ -94,7 +96,7 @@ func TestVerifyPassesOnANode(t *testing.T) {
 	doc := decodeJSON(t, r.stdout)
 	m := wantKeys(t, "verify", doc, "pass", "workload", "topic", "seed", "sent", "acknowledged", "failed_writes", "read_back",
 		"unacknowledged_read_back", "read_live", "reader_errors", "group_commits", "group_errors", "violations", "violation_counts", "anomalies", "command",
-		"mode", "faults", "fault_counts", "replicas_compared", "flush", "anomaly_details", "allowed_losses", "allowed_loss_counts", "allowed_loss_examples", "group_churn", "report_files")
+		"mode", "faults", "fault_counts", "replicas_compared", "flush", "anomaly_details", "allowed_losses", "allowed_loss_counts", "allowed_loss_examples", "group_churn", "report_files", "topics")
 	// The shared node describes the topic's flush policy: Fjord's default.
 	if flush, _ := m["flush"].(map[string]any); flush["flush_policy"] != "ack" {
 		t.Errorf("flush %v, want the default policy, ack", m["flush"])
@@ -144,6 +146,29 @@ func TestVerifyHTTPWorkload(t *testing.T) {
 	}
 	if !strings.Contains(rep.Command, "--workload http") || !strings.Contains(rep.Command, "--http "+sharedNode(t).HTTPAddr().String()) {
 		t.Errorf("command %q does not repeat the run", rep.Command)
+	}
+}
+
+// A run over several topics: each key belongs to one, the reader, the
+// group and the check cover them all, and all are deleted after the pass.
+func TestVerifyManyTopics(t *testing.T) {
+	r := ok(t, "", "verify", "--topic", topicName("verify-many"), "--topics", "3", "--partitions", "2", "--duration", "5s", "--rate", "300",
+		"--seed", "79", "--report-dir", "", "-o", "json")
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if !rep.Pass || len(rep.Topics) != 3 || rep.Read != rep.Acked+rep.Unacked || rep.Acked < 1000 || !strings.Contains(rep.Command, "--topics 3") {
+		t.Fatalf("report %+v\n%s", rep, r.stderr)
+	}
+	out := ok(t, "", "topic", "list").stdout
+	for _, topic := range rep.Topics {
+		if !strings.HasPrefix(topic, rep.Topic+"-") {
+			t.Errorf("topic %s is not named after %s", topic, rep.Topic)
+		}
+		if strings.Contains(out, topic) {
+			t.Errorf("the passed run's topic %s is still there", topic)
+		}
 	}
 }
 
@@ -228,7 +253,7 @@ func TestVerifyFailsOnARecordItNeverSent(t *testing.T) {
 	r := <-done
 	if r.code != 1 || !strings.Contains(r.stdout, "FAIL: queue workload on "+topic) || !strings.Contains(r.stdout, `phantom: `+topic+`-0 offset`) ||
 		!strings.Contains(r.stdout, `value "intruder" was never sent`) || !strings.Contains(r.stdout, "violations (1 phantom)") ||
-		!strings.Contains(r.stderr, "the topic "+topic+" is kept") {
+		!strings.Contains(r.stderr, "the topics "+topic+" and the group "+topic+" are kept") {
 		t.Fatalf("fjord verify with an intruder: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	if out := ok(t, "", "topic", "list").stdout; !strings.Contains(out, topic) {
@@ -311,7 +336,7 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 			defer cancel()
 			var stdout, stderr bytes.Buffer
 			code := run(ctx, []string{"verify", "--local", "--nodes", "3", "--data-dir", parent, "--workload", tc.workload,
-				"--duration", tc.duration.String(), "--rate", "400", "--partitions", "3", "--fault-interval", tc.interval,
+				"--duration", tc.duration.String(), "--rate", "400", "--topics", "2", "--partitions", "3", "--fault-interval", tc.interval,
 				"--seed", seed, "--report-dir", reports, "-o", "json"}, strings.NewReader(""), &stdout, &stderr)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -320,7 +345,7 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 				t.Fatalf("%v:\n%s", err, stdout.String())
 			}
-			if !r.Pass || r.Mode != "local" || r.Nodes != 3 || r.Violations != 0 || r.ReplicasCompared != 3 || r.Acked < 10000 || r.Commits == 0 {
+			if !r.Pass || r.Mode != "local" || r.Nodes != 3 || r.Violations != 0 || r.ReplicasCompared != 6 || len(r.Topics) != 2 || r.Acked < 10000 || r.Commits == 0 {
 				t.Fatalf("report: %+v", r)
 			}
 			for _, k := range allFaultKinds {

@@ -120,12 +120,15 @@ type verifyReader struct {
 }
 
 func startVerifyReader(ctx context.Context, seeds []string, v verifyOptions, checker *history.Checker, tl *timeline.Timeline) (*verifyReader, error) {
-	parts := map[int32]kgo.Offset{}
-	for p := range v.partitions {
-		parts[p] = kgo.NewOffset().AtStart()
+	parts := map[string]map[int32]kgo.Offset{}
+	for _, topic := range v.topics {
+		parts[topic] = map[int32]kgo.Offset{}
+		for p := range v.partitions {
+			parts[topic][p] = kgo.NewOffset().AtStart()
+		}
 	}
 	cl, err := kgo.NewClient(verifyClient(seeds, "fjord-verify-reader", kgo.DialTimeout(reachTimeout),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{v.topic: parts}))...)
+		kgo.ConsumePartitions(parts))...)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +209,7 @@ func (w *verifyWriters) run(ctx context.Context, progress io.Writer, stop time.T
 	var producers []*kgo.Client
 	for i := range w.v.producers {
 		pr, err := kgo.NewClient(verifyClient(w.seeds, fmt.Sprintf("fjord-verify-%d", i),
-			kgo.DefaultProduceTopic(w.v.topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(reachTimeout))...)
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(reachTimeout))...)
 		if err != nil {
 			return err
 		}
@@ -275,16 +278,18 @@ func (p *pacer) wait(ctx context.Context) bool {
 
 // workloadRecord is producer i's record number seq: a key of the
 // producer's own (the order of one key's records is the order one
-// producer sent them in, which an idempotent producer keeps), and a
-// unique value (the seed, the producer, the counter) padded to
-// --value-size from rng.
-func workloadRecord(rng *rand.Rand, v verifyOptions, i, seq int) (key, value []byte) {
-	key = fmt.Appendf(nil, "p%d-k%d", i, rng.IntN(int(v.partitions)*4))
+// producer sent them in, which an idempotent producer keeps), the topic
+// the key belongs to, and a unique value (the seed, the producer, the
+// counter) padded to --value-size from rng.
+func workloadRecord(rng *rand.Rand, v verifyOptions, i, seq int) (topic string, key, value []byte) {
+	k := rng.IntN(int(v.partitions) * 4 * len(v.topics))
+	topic = v.topics[k%len(v.topics)]
+	key = fmt.Appendf(nil, "p%d-k%d", i, k)
 	value = fmt.Appendf(nil, "%d-p%d-%d-", v.seed, i, seq)
 	for len(value) < v.valueSize {
 		value = append(value, 'a'+byte(rng.IntN(26)))
 	}
-	return key, value
+	return topic, key, value
 }
 
 // produce is producer i's loop: records at rate/producers a second.
@@ -292,10 +297,10 @@ func (w *verifyWriters) produce(ctx context.Context, pr *kgo.Client, rng *rand.R
 	v := w.v
 	pace := newPacer(v.rate, v.producers)
 	for seq := 0; pace.wait(ctx); seq++ {
-		key, value := workloadRecord(rng, v, i, seq)
-		w.checker.SentBy(fmt.Sprintf("p%d", i), v.topic, key, value)
+		topic, key, value := workloadRecord(rng, v, i, seq)
+		w.checker.SentBy(fmt.Sprintf("p%d", i), topic, key, value)
 		w.addSent()
-		pr.Produce(context.WithoutCancel(ctx), &kgo.Record{Key: key, Value: value}, func(rec *kgo.Record, err error) {
+		pr.Produce(context.WithoutCancel(ctx), &kgo.Record{Topic: topic, Key: key, Value: value}, func(rec *kgo.Record, err error) {
 			if err != nil {
 				w.addFailed(rec.Value, err)
 				return
