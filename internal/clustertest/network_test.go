@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
@@ -147,7 +148,10 @@ func sorted(ids ...int32) []int32 {
 // log and its metrics say so), rejoins both ISRs, and the replicas are the
 // same bytes; every acks=all record acknowledged is present at its
 // offset, and the acks=1 records lost are exactly those it acknowledged
-// after the cut, all before the bound.
+// after the cut, all before the bound. An acks=all produce sent to it
+// during the cut is answered by it, NOT_LEADER_OR_FOLLOWER, before the
+// heal and so long before its request timeout: its lapsed lease answers
+// the produces its purgatory holds.
 //
 // isolated is the node to isolate: not the controller, or the controller
 // (then it steps down as controller too, and its lease ends with that).
@@ -172,10 +176,38 @@ func (e *env) leaderIsolated(t *testing.T, prefix string, isolated int32) {
 	ones := e.startAcksOne(t, ctx, one)
 	load.waitAcks(t, 300)
 	ones.waitAcks(t, 300)
+	// A client of the isolated node alone: a client that also asked the
+	// others for metadata would drop its connections to the node once
+	// they stopped listing it (fenced), failing the produce below on the
+	// client's side instead of waiting for the node's answer.
+	direct, err := kgo.NewClient(kgo.SeedBrokers(e.c.Node(isolated).KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
 
 	cut := time.Now()
 	e.c.Isolate(isolated)
 	t.Cleanup(e.c.Heal)
+	// An acks=all produce in flight during the cut, sent to the isolated
+	// leader with a request timeout of ten minutes. Its followers cannot
+	// fetch it, so its high watermark never passes it, and until the heal
+	// (after the check below) only the isolated node can answer it: parked
+	// for its followers and answered when its lease lapses, or refused at
+	// once if it arrived after the lapse, NOT_LEADER_OR_FOLLOWER
+	// (retriable) either way. A leader that held it in purgatory until
+	// the heal or its timeout fails the check at the minute's bound,
+	// which is far from either answer's timing: no timing is asserted.
+	var inFlightErr error
+	var inFlightTook time.Duration
+	inFlight := make(chan struct{})
+	go func() {
+		defer close(inFlight)
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		inFlightErr = testutil.ProduceOnceTimeout(pctx, direct.SeedBrokers()[0], all, 1, 10*time.Minute)
+		inFlightTook = time.Since(cut)
+	}()
 	observer := rest[0]
 	var next int32
 	for _, topic := range []string{all, one} {
@@ -189,6 +221,12 @@ func (e *env) leaderIsolated(t *testing.T, prefix string, isolated int32) {
 		})
 	}
 	fenced := time.Since(cut)
+	<-inFlight
+	if !errors.Is(inFlightErr, kerr.NotLeaderForPartition) {
+		t.Fatalf("acks=all produce sent to isolated node %d after the cut, with a request timeout of 10m: %v; want NOT_LEADER_OR_FOLLOWER from the node, before the heal",
+			isolated, inFlightErr)
+	}
+	t.Logf("acks=all produce sent to isolated node %d after the cut: answered %v after the cut: %v", isolated, inFlightTook.Round(time.Millisecond), inFlightErr)
 	// Both loads go on through the new leader.
 	load.waitAcks(t, 300)
 	ones.waitAcks(t, 300)

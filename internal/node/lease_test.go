@@ -1,10 +1,19 @@
 package node
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/clock"
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/testutil"
+	"github.com/fjordmq/fjord/internal/vfs"
 )
 
 // The leader lease runs for its duration from the send time of the last
@@ -67,5 +76,66 @@ func TestLease(t *testing.T) {
 	one := newLease(clk, d, func() uint64 { return 0 }, false)
 	if !one.Held() {
 		t.Fatal("a cluster of one's lease is not held")
+	}
+}
+
+// The heartbeat goroutine's view of a lapse reaches the replica manager:
+// an acks=all produce parked for a follower that never fetches is
+// answered NOT_LEADER_OR_FOLLOWER when noteLease sees the lease lapse,
+// long before its timeout (an hour).
+func TestLeaseLapseAnswersParkedProduces(t *testing.T) {
+	dir := t.TempDir()
+	sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{NoBackground: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	l := newLease(clk, 600*time.Millisecond, func() uint64 { return 0 }, true)
+	l.renew(l.now(), 0, 0)
+	n := &Node{log: testLogger(t), lease: l}
+	n.replicas = replica.NewManager(replica.Options{NodeID: 1, Storage: sm, Defaults: storage.DefaultConfig(),
+		Logger: testLogger(t), DataDir: dir, Lease: l})
+	t.Cleanup(func() {
+		n.replicas.Close()
+		sm.Close()
+	})
+	topic := &metadata.Topic{Name: "t", ID: metadata.UUID{1}, Partitions: []metadata.Partition{
+		{Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1},
+	}}
+	n.replicas.ApplyImage(&metadata.Image{ClusterID: "c", Offset: 1,
+		Topics: map[string]*metadata.Topic{"t": topic}, TopicsByID: map[metadata.UUID]*metadata.Topic{topic.ID: topic}})
+
+	b := record.NewBuilder(record.DefaultBatchOptions())
+	b.Add(nil, []byte("v"), nil, 0)
+	records, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.replicas.Append(context.Background(), "t", 0, records, replica.AcksAll, time.Hour)
+		done <- err
+	}()
+	// In the log, so waiting or about to: a lapse noted from now on
+	// answers it either way.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		p, _ := n.replicas.Partition("t", 0)
+		if end := p.Log().LogEndOffset(); end != 1 {
+			return fmt.Errorf("log end %d, waiting for the write", end)
+		}
+		return nil
+	})
+	if !n.noteLease(false, nil) {
+		t.Fatal("lease not held before it lapsed")
+	}
+	clk.Advance(600 * time.Millisecond)
+	if n.noteLease(true, errors.New("heartbeat timed out")) {
+		t.Fatal("lease held a whole lease after the last answered heartbeat")
+	}
+	if answer := testutil.Receive(t, 10*time.Second, "the parked produce's answer", done); !errors.Is(answer, replica.ErrNotLeader) {
+		t.Fatalf("parked acks=all produce after the lapse: %v, want NOT_LEADER_OR_FOLLOWER", answer)
+	}
+	if got := n.leaseLapses.Load(); got != 1 {
+		t.Fatalf("%d lapses counted, want 1", got)
 	}
 }

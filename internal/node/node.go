@@ -610,17 +610,27 @@ func (n *Node) heartbeat() {
 const unregisteredMessage = "this broker was unregistered from the cluster (fjord cluster drain, or UnregisterBroker): " +
 	"it holds no partition and sends no heartbeats; stop this process (started again with a wiped data directory, it joins as a new broker)"
 
-// noteLease logs and counts a change of the leader lease: held is what
-// the previous heartbeat saw, lastErr the latest heartbeat's failure. It
-// returns whether the lease is held now.
+// noteLease logs and counts a change of the leader lease, and tells the
+// replica manager of a lapse: held is what the previous heartbeat saw,
+// lastErr the latest heartbeat's failure. It returns whether the lease
+// is held now. Called by the heartbeat goroutine only, after each
+// heartbeat (answered, refused or timed out within an interval), so a
+// lapse is seen within about two heartbeat intervals of its moment; a
+// lapse is a passage of time that wakes no one, and this goroutine is
+// the one that watches the lease.
 func (n *Node) noteLease(held bool, lastErr error) bool {
 	now := n.lease.Held()
 	switch {
 	case held && !now:
 		n.leaseLapses.Add(1)
+		// The produces parked for followers that cannot fetch (and the
+		// consumers' long polls) would otherwise wait for the heal or
+		// their timeouts while a successor takes the partitions' writes.
+		woken := n.replicas.LeaseLapsed()
 		n.log.Warn("leader lease lapsed: no heartbeat answered by the active controller lately; "+
-			"refusing produce and consumer reads on the partitions this node leads until one is",
-			"lease", n.lease.duration, "last_err", lastErr)
+			"refusing produce and consumer reads on the partitions this node leads until one is, "+
+			"and answering the produces waiting there for their followers NOT_LEADER_OR_FOLLOWER",
+			"lease", n.lease.duration, "parked_requests_woken", woken, "last_err", lastErr)
 	case !held && now:
 		n.log.Info("leader lease held", "lease", n.lease.duration)
 	}

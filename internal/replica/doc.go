@@ -39,8 +39,9 @@
 // under flush.policy=ack, so the records become visible); acks=1 after
 // the append, and under ack after the group-committed flush; acks=all
 // after the high watermark passes the batch (a delayed produce, bounded
-// by the request timeout), refused up front with NOT_ENOUGH_REPLICAS when
-// the ISR is smaller than min.insync.replicas.
+// by the request timeout, and answered NOT_LEADER_OR_FOLLOWER sooner if
+// leadership moves or the leader lease lapses), refused up front with
+// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas.
 //
 // # Threads
 //
@@ -55,8 +56,13 @@
 //     flushes share fsyncs (storage's group commit). A parked Fetch or
 //     acks=all Append blocks its own goroutine on a channel, woken by
 //     whichever goroutine moves the high watermark (or appends, for
-//     log-end fetches) or by ApplyImage/Close when leadership changes or
-//     the partition goes; never by a timer loop.
+//     log-end fetches), by ApplyImage/Close when leadership changes or
+//     the partition goes, or by LeaseLapsed when the leader lease lapses;
+//     never by a timer loop.
+//   - The node's heartbeat goroutine calls LeaseLapsed when it sees the
+//     leader lease lapse (lease.go): it counts the lapse and wakes the
+//     produces and consumers' fetches parked on the partitions this
+//     node leads, taking each one's mu (shared), then its wait.
 //   - One background goroutine per partition at most flushes acks=0
 //     appends under flush.policy=ack; Close waits for them.
 //   - storage.Manager's own goroutines flush flush.policy=interval logs,

@@ -46,7 +46,8 @@ type Options struct {
 	// (node/lease.go): without it, produce, consumer fetches, offset
 	// lookups and record deletions on partitions it leads are refused
 	// NOT_LEADER_OR_FOLLOWER; followers' fetches are still served. nil:
-	// always held.
+	// always held. Its owner calls LeaseLapsed when it lapses, for the
+	// requests already waiting (lease.go).
 	Lease interface{ Held() bool }
 	// ReplicaSelector is replica.selector.class: whether, as a leader,
 	// this node names consumers a replica in their rack to read from
@@ -88,6 +89,12 @@ type Manager struct {
 	// (its latest registration), which its requests to the controller
 	// and to leaders carry.
 	brokerEpoch atomic.Int64
+	// leaseLapses counts the lapses of this node's leader lease that
+	// LeaseLapsed was told of. A write remembers the count it was made
+	// under, and a delayed produce the high watermark has not passed is
+	// answered NOT_LEADER_OR_FOLLOWER once the count moves (lease.go).
+	// Invariant: only grows.
+	leaseLapses atomic.Uint64
 	// closing is closed by Close: background loops stop.
 	closing chan struct{}
 	// fetchers copies the partitions this node follows (fetcher.go).

@@ -337,17 +337,6 @@ func (p *Partition) checkConsumerRead(currentLeaderEpoch int32) (asFollower bool
 	return true, nil
 }
 
-// checkLease refuses a client's request on a partition this node leads
-// while its leader lease has lapsed (Options.Lease): it may have been
-// fenced and replaced by a controller it cannot hear.
-func (p *Partition) checkLease() error {
-	if l := p.m.opts.Lease; l != nil && !l.Held() {
-		return fmt.Errorf("%w: %s: this node's leader lease lapsed (no heartbeat answered by the active controller lately), so it may have been replaced",
-			ErrNotLeader, p)
-	}
-	return nil
-}
-
 // checkLeader is checkLeaderLocked for callers that do not hold p.mu. It
 // returns the partition's leader epoch.
 func (p *Partition) checkLeader(currentLeaderEpoch int32) (int32, error) {

@@ -25,7 +25,8 @@ import (
 //  5. The high watermark rule runs; acks=all then waits until the high
 //     watermark passes the batch (Kafka's delayed produce), the timeout,
 //     or ctx, whichever comes first, and is answered NOT_LEADER if the
-//     leader epoch it was written in ends first (produceDone).
+//     leader epoch it was written in ends first, or this node's leader
+//     lease lapses (delayedProduceOutcome).
 
 // Append appends records to a partition this node leads and waits for
 // acks: StartAppend, then Wait.
@@ -63,6 +64,11 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 	if err != nil {
 		return nil, err
 	}
+	// Read before appendAsLeader checks the lease: a lapse noted after
+	// this read answers the write if it waits (lease.go), and one noted
+	// before it had begun before the check, which then refuses the write
+	// unless the lease has been renewed since.
+	leaseLapses := m.leaseLapses.Load()
 	info, epoch, err := p.appendAsLeader(records, acks)
 	if err != nil {
 		return nil, p.logError(err)
@@ -81,7 +87,8 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 		// The original may still be waiting for its own flush, so the
 		// retry waits for the same offsets as if it had been written
 		// now: it must not be acknowledged before the original could be.
-		next: info.LastOffset + 1,
+		next:        info.LastOffset + 1,
+		leaseLapses: leaseLapses,
 		// A leader gives every record, control records included, the
 		// next offset, so the span is the count.
 		written: info.LastOffset - info.FirstOffset + 1,
@@ -104,7 +111,9 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 	return pa, nil
 }
 
-// pendingAppend is the replica manager's Pending.
+// pendingAppend is the replica manager's Pending, one allocation per
+// produce. Its fields are laid out to fit the 64-byte size class (a
+// produceWait embedded whole would pad it to 72, the 80-byte class).
 type pendingAppend struct {
 	p    *Partition
 	acks Acks
@@ -112,6 +121,9 @@ type pendingAppend struct {
 	epoch int32
 	res   AppendResult
 	next  int64 // the offset after the append's last record
+	// leaseLapses is Manager.leaseLapses read before the append's lease
+	// check (produceWait).
+	leaseLapses uint64
 	// written is the records appended (Records).
 	written int64
 }
@@ -133,7 +145,7 @@ func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (Appen
 	if pa.acks != AcksAll {
 		return pa.res, nil
 	}
-	if err := p.waitForHighWatermark(ctx, pa.next, pa.epoch, timeout); err != nil {
+	if err := p.waitForHighWatermark(ctx, produceWait{next: pa.next, epoch: pa.epoch, leaseLapses: pa.leaseLapses}, timeout); err != nil {
 		return failed, err
 	}
 	return pa.res, nil
@@ -163,46 +175,104 @@ func (p *Partition) appendAsLeader(records []byte, acks Acks) (storage.AppendInf
 	return info, p.mu.leaderEpoch, err
 }
 
-// produceDone is the delayed produce's completion test: done once the
-// high watermark has reached next, or at once with an error if the
-// partition was deleted or this node lost its leadership while waiting,
-// even if it leads again: the write was made in leader epoch epoch, and
-// in a later one the offsets below the high watermark may hold another
-// leader's records (this node followed it meanwhile, or its image
-// skipped that epoch). The client retries; an idempotent producer's
-// retry of a write that survived is answered with its original offset.
-// Kafka also answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
-// below min.insync.replicas meanwhile: the records are in the log, but
-// not with the redundancy asked for. Fjord answers it as soon as the ISR
-// is below, since its high watermark then stays put.
-func (p *Partition) produceDone(next int64, epoch int32) (bool, error) {
+// produceWait is what an acks=all write waits under, fixed when it is
+// made: its side of the delayed produce's completion rule.
+type produceWait struct {
+	// next is the offset after the write's last record: it is committed
+	// once the high watermark reaches next.
+	next int64
+	// epoch is the leader epoch the write was made in.
+	epoch int32
+	// leaseLapses is Manager.leaseLapses as read before the write's
+	// lease check.
+	leaseLapses uint64
+}
+
+// produceState is the partition's side of the rule, as produceDone reads
+// it under Partition.mu.
+type produceState struct {
+	// notLeader is checkLeaderLocked's answer: nil while the partition
+	// exists and this node leads it.
+	notLeader      error
+	leaderEpoch    int32
+	isr, minInsync int
+	highWatermark  int64
+	leaseLapses    uint64 // Manager.leaseLapses now
+}
+
+// delayedProduceOutcome is the delayed produce's completion rule (Kafka's
+// DelayedProduce.tryComplete), pure: done, with the answer's error (nil:
+// acknowledged), or not done yet. partition names the partition in the
+// errors. In order:
+//
+//  1. The partition was deleted or this node no longer leads it: its
+//     error.
+//  2. The leader epoch the write was made in has ended, even if this
+//     node leads again: NOT_LEADER_OR_FOLLOWER. In a later epoch the
+//     offsets below the high watermark may hold another leader's
+//     records (this node followed it meanwhile, or its image skipped
+//     that epoch). The client retries; an idempotent producer's retry of
+//     a write that survived is answered with its original offset.
+//  3. The ISR is smaller than min.insync.replicas:
+//     NOT_ENOUGH_REPLICAS_AFTER_APPEND, the records in the log but not
+//     with the redundancy asked for. Kafka answers it when the ISR shrank
+//     meanwhile; Fjord as soon as the ISR is below, since its high
+//     watermark then stays put (maybeAdvanceHighWatermarkLocked) and
+//     waiting would only time out.
+//  4. The high watermark has reached the write: acknowledged.
+//  5. This node's leader lease lapsed after the write was made (a lapse
+//     was noted since): NOT_LEADER_OR_FOLLOWER. A successor may have
+//     been elected, so the high watermark may never reach the write
+//     here; the client retries at the new leader now rather than after
+//     its timeout (lease.go). After 4, not before: a committed write is
+//     on every ISR member, any of which the controller may elect, so it
+//     is acknowledged, lapse or not.
+//  6. Otherwise: not done, wait.
+func delayedProduceOutcome(w produceWait, s produceState, partition fmt.Stringer) (bool, error) {
+	switch {
+	case s.notLeader != nil:
+		return true, s.notLeader
+	case s.leaderEpoch != w.epoch:
+		return true, fmt.Errorf("%w: %s: written in leader epoch %d, which ended (now %d) before the write was committed",
+			ErrNotLeader, partition, w.epoch, s.leaderEpoch)
+	case s.isr < s.minInsync:
+		return true, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
+			ErrNotEnoughReplicasAfterAppend, partition, s.isr, s.minInsync)
+	case s.highWatermark >= w.next:
+		return true, nil
+	case s.leaseLapses != w.leaseLapses:
+		return true, fmt.Errorf("%w: %s: this node's leader lease lapsed before the write was committed (high watermark %d, the write ends at %d), so another node may lead the partition now",
+			ErrNotLeader, partition, s.highWatermark, w.next)
+	default:
+		return false, nil
+	}
+}
+
+// produceDone reads the partition's state and applies
+// delayedProduceOutcome to w.
+func (p *Partition) produceDone(w produceWait) (bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if err := p.checkLeaderLocked(-1); err != nil {
-		return true, err
-	}
-	if p.mu.leaderEpoch != epoch {
-		return true, fmt.Errorf("%w: %s: written in leader epoch %d, which ended (now %d) before the write was committed",
-			ErrNotLeader, p, epoch, p.mu.leaderEpoch)
-	}
-	if len(p.mu.isr) < p.mu.minInsync {
-		// The high watermark does not move below min.insync.replicas
-		// (maybeAdvanceHighWatermarkLocked): waiting would only time out.
-		return true, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
-			ErrNotEnoughReplicasAfterAppend, p, len(p.mu.isr), p.mu.minInsync)
-	}
-	return p.log.HighWatermark() >= next, nil
+	return delayedProduceOutcome(w, produceState{
+		notLeader:     p.checkLeaderLocked(-1),
+		leaderEpoch:   p.mu.leaderEpoch,
+		isr:           len(p.mu.isr),
+		minInsync:     p.mu.minInsync,
+		highWatermark: p.log.HighWatermark(),
+		leaseLapses:   p.m.leaseLapses.Load(),
+	}, p)
 }
 
 // waitForHighWatermark parks an acks=all produce until the high watermark
-// reaches next. It is woken by high-watermark moves and leadership
-// changes only (see Partition.wait), never by polling.
-func (p *Partition) waitForHighWatermark(ctx context.Context, next int64, epoch int32, timeout time.Duration) error {
-	if done, err := p.produceDone(next, epoch); done {
+// reaches w.next, or the rule answers it otherwise. It is woken by
+// high-watermark moves, leadership changes and lapses of the leader
+// lease only (see Partition.wait), never by polling.
+func (p *Partition) waitForHighWatermark(ctx context.Context, pw produceWait, timeout time.Duration) error {
+	if done, err := p.produceDone(pw); done {
 		return err
 	}
 	if timeout <= 0 {
-		return fmt.Errorf("%w: %s: high watermark %d has not reached %d", ErrRequestTimedOut, p, p.log.HighWatermark(), next)
+		return fmt.Errorf("%w: %s: high watermark %d has not reached %d", ErrRequestTimedOut, p, p.log.HighWatermark(), pw.next)
 	}
 	w := newWaiter(false)
 	p.addWaiter(w)
@@ -210,19 +280,19 @@ func (p *Partition) waitForHighWatermark(ctx context.Context, next int64, epoch 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
-		// Checked after registering, so an advance between the first
-		// check and addWaiter is not missed.
-		if done, err := p.produceDone(next, epoch); done {
+		// Checked after registering, so an advance (or a lapse of the
+		// lease) between the first check and addWaiter is not missed.
+		if done, err := p.produceDone(pw); done {
 			return err
 		}
 		select {
-		case <-w.ch: // the high watermark moved or leadership changed: look again
+		case <-w.ch: // the high watermark moved, leadership changed or the lease lapsed: look again
 		case <-timer.C: // the produce's timeout: the records stay in the log, unacknowledged
-			if done, err := p.produceDone(next, epoch); done {
+			if done, err := p.produceDone(pw); done {
 				return err
 			}
 			return fmt.Errorf("%w: %s: high watermark %d has not reached %d after %v",
-				ErrRequestTimedOut, p, p.log.HighWatermark(), next, timeout)
+				ErrRequestTimedOut, p, p.log.HighWatermark(), pw.next, timeout)
 		case <-ctx.Done(): // the connection closed or the server is stopping
 			return fmt.Errorf("%w: %w", ErrRequestTimedOut, ctx.Err())
 		}

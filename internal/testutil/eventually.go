@@ -39,3 +39,21 @@ func Wait(d time.Duration, cond func() error) error {
 		<-tick.C // poll again
 	}
 }
+
+// Receive waits for a value on ch and returns it, failing the test once
+// d has passed without one; what names the value awaited, for the
+// failure. As with Eventually, d bounds something that normally comes in
+// milliseconds: a test that wants to show an answer came from somewhere
+// other than a timeout gives the request a timeout far past d.
+func Receive[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C: // the bound: fail
+		t.Fatalf("%s not received after %v", what, d)
+		panic("unreachable: Fatalf returned")
+	}
+}

@@ -46,3 +46,23 @@ func TestEventuallyFailsPastTheDeadline(t *testing.T) {
 		t.Fatal("Eventually returned without failing the test")
 	}
 }
+
+func TestReceive(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if v := Receive(t, 10*time.Second, "the value", ch); v != 7 {
+		t.Fatalf("received %d, want 7", v)
+	}
+	r := &recorder{TB: t}
+	func() {
+		defer func() {
+			if p := recover(); p != r {
+				t.Fatalf("recovered %v, want the recorder's Fatalf", p)
+			}
+		}()
+		Receive(r, 20*time.Millisecond, "nothing", ch)
+	}()
+	if r.failed == "" {
+		t.Fatal("Receive returned without failing the test")
+	}
+}

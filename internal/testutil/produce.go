@@ -16,8 +16,16 @@ import (
 // partition 0 of topic, straight to broker b (no routing, no retries),
 // and returns the partition's error as the broker answered it (a kerr
 // value, with the broker's message), for tests that need a node's own
-// first answer rather than a client's eventual success.
+// first answer rather than a client's eventual success. Its timeout_ms
+// is 10 s.
 func ProduceOnce(ctx context.Context, b *kgo.Broker, topic string, n int) error {
+	return ProduceOnceTimeout(ctx, b, topic, n, 10*time.Second)
+}
+
+// ProduceOnceTimeout is ProduceOnce with the request's timeout_ms: how
+// long the broker may hold the produce waiting for its followers before
+// it answers REQUEST_TIMED_OUT. ctx bounds the wait on the client's side.
+func ProduceOnceTimeout(ctx context.Context, b *kgo.Broker, topic string, n int, timeout time.Duration) error {
 	bb := record.NewBuilder(record.DefaultBatchOptions())
 	for i := range n {
 		bb.Add([]byte("k"), fmt.Appendf(nil, "v%d", i), nil, time.Now().UnixMilli())
@@ -27,7 +35,7 @@ func ProduceOnce(ctx context.Context, b *kgo.Broker, topic string, n int) error 
 		return err
 	}
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10000
+	req.Acks, req.TimeoutMillis = -1, int32(timeout/time.Millisecond)
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
