@@ -307,3 +307,36 @@ func TestXerialSnappyBatch(t *testing.T) {
 		}
 	}
 }
+
+// A marker batch reads back as what it was made from; other control
+// records and short values are refused.
+func TestEndTxnMarkerBatch(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		b, err := EndTxnMarkerBatch(42, 7, 19, commit, 1234)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := ParseHeader(b)
+		if err != nil || !h.IsControl() || !h.IsTransactional() || h.ProducerID != 42 || h.ProducerEpoch != 7 || h.BaseSequence != -1 || h.NumRecords != 1 {
+			t.Fatalf("header %+v, %v", h, err)
+		}
+		recs, err := Records(b)
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("records %v, %v", recs, err)
+		}
+		typ, ce, err := ParseEndTxnMarker(&recs[0])
+		if want := map[bool]ControlType{true: ControlCommit, false: ControlAbort}[commit]; err != nil || typ != want || ce != 19 || recs[0].Timestamp != 1234 {
+			t.Fatalf("marker %v %d %v, want %v 19", typ, ce, err, want)
+		}
+	}
+	for _, r := range []Record{
+		{Key: ControlRecordKey(ControlType(3)), Value: EndTxnMarkerValue(1)}, // a leader-change record
+		{Key: ControlRecordKey(ControlCommit), Value: []byte{0, 0, 1}},       // cut short
+		{Key: ControlRecordKey(ControlCommit), Value: []byte{0xff, 0xff, 0, 0, 0, 1}},
+		{Key: []byte{0}, Value: EndTxnMarkerValue(1)},
+	} {
+		if _, _, err := ParseEndTxnMarker(&r); !errors.Is(err, ErrCorruptRecord) {
+			t.Errorf("ParseEndTxnMarker(key %x value %x): %v, want ErrCorruptRecord", r.Key, r.Value, err)
+		}
+	}
+}

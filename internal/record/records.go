@@ -379,3 +379,43 @@ func ControlRecordKey(t ControlType) []byte {
 func EndTxnMarkerValue(coordinatorEpoch int32) []byte {
 	return binary.BigEndian.AppendUint32([]byte{0, 0}, uint32(coordinatorEpoch))
 }
+
+// endTxnMarkerValueSize is a transaction marker value's size: version
+// int16, coordinator epoch int32.
+const endTxnMarkerValueSize = 6
+
+// ParseEndTxnMarker reads a transaction marker: its control record's type
+// (abort or commit) and the coordinator epoch in its value. A control
+// record of another type, or a marker whose value is cut short, is
+// ErrCorruptRecord; a value version above 0 is read as 0 (its first
+// fields are fixed, as Kafka reads it).
+func ParseEndTxnMarker(r *Record) (t ControlType, coordinatorEpoch int32, err error) {
+	if t, err = ParseControlRecord(r); err != nil {
+		return 0, 0, err
+	}
+	if t != ControlAbort && t != ControlCommit {
+		return 0, 0, fmt.Errorf("%w: control record of type %v, not a transaction marker", ErrCorruptRecord, t)
+	}
+	if len(r.Value) < endTxnMarkerValueSize || int16(binary.BigEndian.Uint16(r.Value)) < 0 {
+		return 0, 0, fmt.Errorf("%w: transaction marker value of %d bytes", ErrCorruptRecord, len(r.Value))
+	}
+	return t, int32(binary.BigEndian.Uint32(r.Value[2:])), nil
+}
+
+// EndTxnMarkerBatch is the batch of one transaction marker, as a
+// partition's leader writes it for the coordinator: a control batch,
+// transactional, of producer pid at epoch, without a sequence, holding one
+// record (key: the type; value: the coordinator epoch) at timestamp. Its
+// base offset and leader epoch are the log's to assign.
+func EndTxnMarkerBatch(pid int64, epoch int16, coordinatorEpoch int32, commit bool, timestamp int64) ([]byte, error) {
+	opts := DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch = pid, epoch
+	opts.Transactional, opts.Control = true, true
+	b := NewBuilder(opts)
+	t := ControlAbort
+	if commit {
+		t = ControlCommit
+	}
+	b.Add(ControlRecordKey(t), EndTxnMarkerValue(coordinatorEpoch), nil, timestamp)
+	return b.Build()
+}

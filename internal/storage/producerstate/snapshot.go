@@ -9,17 +9,19 @@ package producerstate
 // one at or below its log end offset and replays the batch headers after
 // it.
 //
-// Format, version 1. Integers are big-endian; there is no padding.
+// Format, version 2. Integers are big-endian; there is no padding.
 //
 //	magic          4 bytes  "FJPS"
-//	version        uint16   1
+//	version        uint16   2 (1: no coordinatorEpoch, no txnFirstOffset)
 //	offset         int64    the offset in the file name
 //	count          uint32   number of producers
 //	count times, producer ids ascending:
-//	  producerId     int64
-//	  epoch          int16
-//	  lastTimestamp  int64
-//	  numBatches     uint8    0..5
+//	  producerId       int64
+//	  epoch            int16
+//	  lastTimestamp    int64
+//	  coordinatorEpoch int32    (version 2) the last marker's, -1: none
+//	  txnFirstOffset   int64    (version 2) the open transaction's first offset, -1: none
+//	  numBatches       uint8    0..5
 //	  numBatches times, oldest first:
 //	    firstSeq       int32
 //	    lastSeq        int32
@@ -28,9 +30,12 @@ package producerstate
 //	    maxTimestamp   int64
 //	crc            uint32   CRC-32C (Castagnoli) of every byte before it
 //
-// A file that breaks any of this (bad CRC, unknown magic or version, a
-// count that the bytes do not hold, producer ids out of order, offsets out
-// of order or at or past the snapshot's offset, bytes left over) is
+// Version 1 files (before transactions) are read as producers with no
+// marker and no transaction open. A file that breaks any of this (bad
+// CRC, unknown magic or version, a count that the bytes do not hold,
+// producer ids out of order, offsets out of order or at or past the
+// snapshot's offset, an open transaction's first offset not below it,
+// bytes left over) is
 // ErrCorruptSnapshot; the log then falls back to an older snapshot or to
 // the start of the log. Decoding never panics and never allocates more
 // than the file's size warrants.
@@ -52,11 +57,14 @@ const SnapshotSuffix = ".snapshot"
 
 const (
 	snapshotMagic   = "FJPS"
-	snapshotVersion = 1
+	snapshotVersion = 2
 	headerSize      = 4 + 2 + 8 + 4
-	entryHeaderSize = 8 + 2 + 8 + 1
-	batchSize       = 4 + 4 + 8 + 8 + 8
-	crcSize         = 4
+	// entryHeaderSizeV1 is a version 1 producer's fixed part; version 2
+	// adds the coordinator epoch and the open transaction's first offset.
+	entryHeaderSizeV1 = 8 + 2 + 8 + 1
+	entryHeaderSizeV2 = entryHeaderSizeV1 + 4 + 8
+	batchSize         = 4 + 4 + 8 + 8 + 8
+	crcSize           = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -87,6 +95,8 @@ func (s *State) AppendSnapshot(dst []byte, offset int64) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(pid))
 		dst = binary.BigEndian.AppendUint16(dst, uint16(e.epoch))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(e.lastTimestamp))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(e.coordinatorEpoch))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(e.txnFirstOffset))
 		dst = append(dst, e.n)
 		for _, b := range e.batches[:e.n] {
 			dst = binary.BigEndian.AppendUint32(dst, uint32(b.FirstSeq))
@@ -115,18 +125,24 @@ func DecodeSnapshot(b []byte, offset, nowMs int64) (*State, error) {
 	if string(body[:4]) != snapshotMagic {
 		return nil, bad("magic %q", body[:4])
 	}
-	if v := binary.BigEndian.Uint16(body[4:]); v != snapshotVersion {
-		return nil, bad("unknown version %d", v)
+	version := binary.BigEndian.Uint16(body[4:])
+	entryHeaderSize := entryHeaderSizeV2
+	switch version {
+	case 1:
+		entryHeaderSize = entryHeaderSizeV1
+	case snapshotVersion:
+	default:
+		return nil, bad("unknown version %d", version)
 	}
 	if o := int64(binary.BigEndian.Uint64(body[6:])); o != offset {
 		return nil, bad("holds the state at offset %d, named for %d", o, offset)
 	}
 	count := binary.BigEndian.Uint32(body[14:])
 	rest := body[headerSize:]
-	if uint64(count)*entryHeaderSize > uint64(len(rest)) {
+	if uint64(count)*uint64(entryHeaderSize) > uint64(len(rest)) {
 		return nil, bad("%d producers in %d bytes", count, len(rest))
 	}
-	s := &State{producers: make(map[int64]*entry, count)}
+	s := &State{producers: make(map[int64]*entry, count), ongoing: map[int64]int64{}}
 	prevPID := int64(-1)
 	for i := range count {
 		if len(rest) < entryHeaderSize {
@@ -134,11 +150,20 @@ func DecodeSnapshot(b []byte, offset, nowMs int64) (*State, error) {
 		}
 		pid := int64(binary.BigEndian.Uint64(rest))
 		e := &entry{
-			epoch:         int16(binary.BigEndian.Uint16(rest[8:])),
-			lastTimestamp: int64(binary.BigEndian.Uint64(rest[10:])),
-			n:             rest[18],
-			lastSeenMs:    nowMs,
+			epoch:            int16(binary.BigEndian.Uint16(rest[8:])),
+			lastTimestamp:    int64(binary.BigEndian.Uint64(rest[10:])),
+			coordinatorEpoch: -1,
+			txnFirstOffset:   -1,
+			lastSeenMs:       nowMs,
 		}
+		if version >= 2 {
+			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(rest[18:]))
+			e.txnFirstOffset = int64(binary.BigEndian.Uint64(rest[22:]))
+			if e.txnFirstOffset < -1 || e.txnFirstOffset >= offset {
+				return nil, bad("producer %d: open transaction from offset %d, snapshot at %d", pid, e.txnFirstOffset, offset)
+			}
+		}
+		e.n = rest[entryHeaderSize-1]
 		rest = rest[entryHeaderSize:]
 		if pid <= prevPID {
 			return nil, bad("producer id %d after %d", pid, prevPID)
@@ -165,6 +190,9 @@ func DecodeSnapshot(b []byte, offset, nowMs int64) (*State, error) {
 			e.batches[k] = bt
 		}
 		s.producers[pid] = e
+		if e.txnFirstOffset >= 0 {
+			s.ongoing[pid] = e.txnFirstOffset
+		}
 	}
 	if len(rest) != 0 {
 		return nil, bad("%d bytes after the last producer", len(rest))

@@ -20,7 +20,8 @@
 //
 // Batches already in the log (replicated from a leader, or read back when
 // the state is rebuilt) are applied with Update, which never refuses one:
-// the log is the truth.
+// the log is the truth. Transaction markers are applied with UpdateMarker
+// (txn.go, which keeps the open transactions).
 //
 // Kafka accepts any sequence from a producer it does not know (KIP-360),
 // so that a producer whose state was lost to retention or expiration can go
@@ -49,6 +50,14 @@ var (
 	// ErrInvalidProducerEpoch: a batch from an epoch older than the
 	// producer's newest (a fenced producer). INVALID_PRODUCER_EPOCH.
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	// ErrInvalidTxnState: a batch that does not fit the producer's
+	// transaction: a non-transactional one while it has a transaction
+	// open on the partition. INVALID_TXN_STATE.
+	ErrInvalidTxnState = errors.New("invalid transaction state")
+	// ErrCoordinatorFenced: a transaction marker from a coordinator epoch
+	// older than the last this partition took for the producer.
+	// TRANSACTION_COORDINATOR_FENCED.
+	ErrCoordinatorFenced = errors.New("transaction coordinator fenced")
 )
 
 // MaxBatches is how many of a producer's newest batches are remembered
@@ -71,6 +80,12 @@ type Entry struct {
 	Batches []Batch
 	// LastTimestamp is the max timestamp of the producer's newest batch.
 	LastTimestamp int64
+	// CoordinatorEpoch is the coordinator epoch of the producer's last
+	// marker here (-1: none yet).
+	CoordinatorEpoch int32
+	// TxnFirstOffset is the first offset of the producer's open
+	// transaction on this partition (-1: none).
+	TxnFirstOffset int64
 }
 
 // entry is Entry without a slice per producer.
@@ -79,6 +94,11 @@ type entry struct {
 	n             uint8
 	batches       [MaxBatches]Batch // batches[:n], oldest first
 	lastTimestamp int64
+	// coordinatorEpoch is the last marker's (-1: none) and txnFirstOffset
+	// the open transaction's first offset (-1: none; when set, the
+	// producer is in State.ongoing).
+	coordinatorEpoch int32
+	txnFirstOffset   int64
 	// lastSeenMs is when this log last saw a batch of the producer, by
 	// the broker's clock (see RemoveExpired). Not in snapshots: a loaded
 	// producer counts as seen when it is loaded.
@@ -86,7 +106,13 @@ type entry struct {
 }
 
 func (e *entry) export() Entry {
-	return Entry{Epoch: e.epoch, Batches: slices.Clone(e.batches[:e.n]), LastTimestamp: e.lastTimestamp}
+	return Entry{Epoch: e.epoch, Batches: slices.Clone(e.batches[:e.n]), LastTimestamp: e.lastTimestamp,
+		CoordinatorEpoch: e.coordinatorEpoch, TxnFirstOffset: e.txnFirstOffset}
+}
+
+// newEntry is a producer first seen at epoch.
+func newEntry(epoch int16) *entry {
+	return &entry{epoch: epoch, coordinatorEpoch: -1, txnFirstOffset: -1}
 }
 
 func (e *entry) add(b Batch) {
@@ -123,10 +149,19 @@ func (e *entry) duplicateOf(epoch int16, first, last int32) (Batch, bool) {
 // State is the producer state of one log.
 type State struct {
 	producers map[int64]*entry
+	// ongoing maps each producer with an open transaction to the
+	// transaction's first offset. Invariant: exactly the producers whose
+	// entry has txnFirstOffset >= 0, with that offset.
+	ongoing map[int64]int64
+	// decided are the transactions completed whose marker the high
+	// watermark has not passed yet (Kafka's unreplicated transactions),
+	// in marker order: until it has, they still hold the last stable
+	// offset (txn.go). Not in snapshots.
+	decided []CompletedTxn
 }
 
 // New returns an empty state.
-func New() *State { return &State{producers: map[int64]*entry{}} }
+func New() *State { return &State{producers: map[int64]*entry{}, ongoing: map[int64]int64{}} }
 
 // Len returns the number of producers.
 func (s *State) Len() int { return len(s.producers) }
@@ -151,7 +186,7 @@ func (s *State) All() map[int64]Entry {
 
 // Clone returns a deep copy.
 func (s *State) Clone() *State {
-	c := &State{producers: make(map[int64]*entry, len(s.producers))}
+	c := &State{producers: make(map[int64]*entry, len(s.producers)), ongoing: maps.Clone(s.ongoing), decided: slices.Clone(s.decided)}
 	for pid, e := range s.producers {
 		cp := *e
 		c.producers[pid] = &cp
@@ -194,6 +229,9 @@ type pending struct {
 // (see Duplicate), an error wrapping ErrOutOfOrderSequence or
 // ErrInvalidProducerEpoch when a batch breaks the rules, and otherwise
 // nothing: Update each batch once it is written.
+//
+// A non-transactional batch from a producer with a transaction open here
+// is ErrInvalidTxnState (a duplicate is answered first, as Kafka does).
 //
 // Batches without a producer id are not checked. A duplicate is only
 // answered as one when every batch of the produce is a duplicate and they
@@ -245,6 +283,10 @@ func (s *State) Check(hdrs []record.Header) (dup Duplicate, isDup bool, err erro
 				ndups++
 				continue
 			}
+			if e.txnFirstOffset >= 0 && !h.IsTransactional() {
+				return Duplicate{}, false, fmt.Errorf("%w: producer %d wrote a non-transactional batch while its transaction from offset %d is open",
+					ErrInvalidTxnState, pid, e.txnFirstOffset)
+			}
 			var lastSeq int32 = -1
 			if e.n > 0 {
 				lastSeq = e.batches[e.n-1].LastSeq
@@ -292,23 +334,22 @@ func checkNext(pid int64, curEpoch int16, lastSeq int32, hasLast bool, epoch int
 // Update applies a batch written to the log, offsets assigned: appended
 // after Check, replicated from a leader, or read back while rebuilding.
 // It never refuses a batch. nowMs is the broker's clock: when the batch
-// was written, or when it was read back. A control batch (a transaction
-// marker) only moves the producer's epoch and timestamps; transactions are
-// not kept yet.
+// was written, or when it was read back. A transactional batch of a
+// producer with no transaction open here opens one at its base offset.
+// A transaction marker goes to UpdateMarker; a control batch given here
+// (one without its marker record: the cleaner emptied it) only moves the
+// producer's epoch and timestamps.
 func (s *State) Update(h record.Header, nowMs int64) {
 	if !h.HasProducerID() {
 		return
 	}
-	e := s.producers[h.ProducerID]
-	if e == nil {
-		e = &entry{epoch: h.ProducerEpoch}
-		s.producers[h.ProducerID] = e
-	}
-	e.setEpoch(h.ProducerEpoch)
-	e.lastTimestamp = h.MaxTimestamp
-	e.lastSeenMs = nowMs
+	e := s.touch(h, nowMs)
 	if h.IsControl() {
 		return
+	}
+	if h.IsTransactional() && e.txnFirstOffset < 0 {
+		e.txnFirstOffset = h.BaseOffset
+		s.ongoing[h.ProducerID] = h.BaseOffset
 	}
 	e.add(Batch{
 		FirstSeq:     h.BaseSequence,
@@ -319,10 +360,26 @@ func (s *State) Update(h record.Header, nowMs int64) {
 	})
 }
 
+// touch returns the entry of h's producer, made if new, at h's epoch
+// and seen now.
+func (s *State) touch(h record.Header, nowMs int64) *entry {
+	e := s.producers[h.ProducerID]
+	if e == nil {
+		e = newEntry(h.ProducerEpoch)
+		s.producers[h.ProducerID] = e
+	}
+	e.setEpoch(h.ProducerEpoch)
+	e.lastTimestamp = h.MaxTimestamp
+	e.lastSeenMs = nowMs
+	return e
+}
+
 // RemoveExpired forgets the producers this log has not seen a batch from
 // for expirationMs (Kafka's producer.id.expiration.ms), and returns how
 // many it forgot. Without it the state would grow with every producer that
-// ever wrote to the partition.
+// ever wrote to the partition. A producer with a transaction open here
+// never expires: its transaction holds the last stable offset until a
+// marker ends it, and the marker needs its first offset.
 //
 // Kafka measures from the newest batch's timestamp, which is the
 // producer's clock under CreateTime: a producer that sends old timestamps
@@ -332,7 +389,7 @@ func (s *State) Update(h record.Header, nowMs int64) {
 func (s *State) RemoveExpired(nowMs, expirationMs int64) int {
 	n := 0
 	for pid, e := range s.producers {
-		if nowMs-e.lastSeenMs >= expirationMs {
+		if e.txnFirstOffset < 0 && nowMs-e.lastSeenMs >= expirationMs {
 			delete(s.producers, pid)
 			n++
 		}
