@@ -16,10 +16,11 @@ import (
 //
 // A pass over a log works on its cleanable segments: every segment wholly
 // below the cleaning bound, which is the lowest of the active segment's
-// base offset, the high watermark (never clean what a follower may still
-// truncate) and the first offset of a transaction whose outcome is not in
-// the cleanable range yet (its records must not supersede older ones
-// before it commits). It then:
+// base offset, the last stable offset (never clean what a follower may
+// still truncate, nor a transaction not yet decided and replicated) and
+// the first offset of a transaction whose outcome is not in the cleanable
+// range yet (its records must not supersede older ones before it
+// commits). It then:
 //
 //  1. scans the cleanable segments once, noting aborted transactions (their
 //     records are dropped), each producer's last batch, and for every key
@@ -35,7 +36,10 @@ import (
 //     "<base>.log.cleaned" and synced, renamed to "<base>.log.swap" and the
 //     directory synced (from here recovery finishes the swap), the old
 //     indexes removed, the swap renamed over "<base>.log", the new indexes
-//     written. Swapping oldest first means a crash between two swaps never
+//     written. The transaction index stays as it was: its entries whose
+//     batches the pass dropped name no batch any more, which is harmless,
+//     and a segment emptied whole goes with its index, its aborted batches
+//     gone too. Swapping oldest first means a crash between two swaps never
 //     leaves a tombstone removed while the value it deleted survives.
 //
 // The active segment is never touched. Whole-log offset maps are held in
@@ -63,7 +67,7 @@ func (l *Log) Compact() (CleanResult, error) {
 	cfg := l.cfg.Load()
 	nowMs := l.now().UnixMilli()
 	segs := *l.segments.Load()
-	bound := min(l.activeSegment().baseOffset, l.highWatermark.Load())
+	bound := min(l.activeSegment().baseOffset, l.LastStableOffset())
 
 	// Pass 1: scan.
 	var (
@@ -369,6 +373,9 @@ func (l *Log) swapSegment(old *segment, size, truncations int64, cleaned *segmen
 		}
 		// Committed: recovery finishes the swap from here.
 		old.close()
+		if err := old.closeTxnIndex(); err != nil {
+			return false, l.fail("clean", err)
+		}
 		for _, p := range []string{old.indexPath(), old.timeIndexPath()} {
 			if err := l.fs.Remove(p); err != nil && !isNotExist(err) {
 				return false, l.fail("clean", err)

@@ -40,7 +40,22 @@ var (
 	// producer's newest on this partition (a fenced producer).
 	// INVALID_PRODUCER_EPOCH.
 	ErrInvalidProducerEpoch = producerstate.ErrInvalidProducerEpoch
+	// ErrInvalidTxnState: a non-transactional batch from a producer with
+	// a transaction open on the partition. INVALID_TXN_STATE.
+	ErrInvalidTxnState = producerstate.ErrInvalidTxnState
+	// ErrCoordinatorFenced: a transaction marker from an older
+	// transaction coordinator epoch than the producer's last marker's.
+	// TRANSACTION_COORDINATOR_FENCED.
+	ErrCoordinatorFenced = producerstate.ErrCoordinatorFenced
 )
+
+// ErrCorruptTxnIndex: a segment's transaction index is damaged. A
+// read_committed read that needs it fails (KAFKA_STORAGE_ERROR) rather
+// than serve an aborted transaction's records as committed; the log's
+// open rebuilds the indexes from the log when it finds one damaged
+// (producer.go), and removing the partition's producer snapshots before a
+// restart rebuilds them all.
+var ErrCorruptTxnIndex = errors.New("storage: corrupt transaction index")
 
 // IsCorruption reports whether err says stored or offered bytes are
 // damaged (bad length, magic, CRC, record structure). Damaged data is never

@@ -154,8 +154,9 @@ func (l *Log) closeFiles() {
 //
 //	*.cleaned, *.tmp  a cleaner or checkpoint write that never finished: removed
 //	*.swap            a cleaned segment fully written but not yet swapped in:
-//	                  the swap is completed (its indexes are rebuilt)
-//	*.index without a .log: removed
+//	                  the swap is completed (its indexes are rebuilt; its
+//	                  transaction index is kept: see cleaner.go)
+//	*.index, *.timeindex, *.txnindex without a .log: removed
 func (l *Log) loadSegments() ([]*segment, error) {
 	names, err := l.fs.List(l.dir)
 	if err != nil {
@@ -213,7 +214,7 @@ func (l *Log) loadSegments() ([]*segment, error) {
 		}
 	}
 	for _, n := range names {
-		for _, ext := range []string{".index", ".timeindex"} {
+		for _, ext := range []string{".index", ".timeindex", ".txnindex"} {
 			if base, ok := parseSegmentName(n, ext); ok && !logs[base] {
 				if err := l.fs.Remove(filepath.Join(l.dir, n)); err != nil {
 					return nil, err

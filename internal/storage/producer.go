@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"io"
 	"path/filepath"
 	"slices"
@@ -99,7 +100,7 @@ func (l *Log) loadProducerStateLocked() error {
 		st, err := producerstate.DecodeSnapshot(b, off, nowMs)
 		if err == nil {
 			l.producers = st
-			return l.replayProducersLocked(off, leo, nowMs)
+			return l.rebuildIfDamagedLocked(l.replayProducersLocked(off, leo, nowMs), leo, nowMs)
 		}
 		l.log.Warn("ignoring damaged producer state snapshot; rebuilding from an older one or the log",
 			"log", l.name, "offset", off, "err", err)
@@ -112,14 +113,43 @@ func (l *Log) loadProducerStateLocked() error {
 	return l.replayProducersLocked(0, leo, nowMs)
 }
 
-// replayProducersLocked applies the headers of the batches with base
-// offsets in [from, to) to the producer state, as seen at nowMs.
+// rebuildIfDamagedLocked answers a replay's error: a damaged transaction
+// index, which the replay from a snapshot cannot rebuild below the
+// snapshot, has the state rebuilt from the whole log instead (which
+// rewrites every index). Producers whose batches retention deleted are
+// forgotten then: only the snapshot knew them.
+// REQUIRES: l.mu held.
+func (l *Log) rebuildIfDamagedLocked(err error, leo, nowMs int64) error {
+	if !errors.Is(err, ErrCorruptTxnIndex) {
+		return err
+	}
+	l.log.Warn("damaged transaction index; rebuilding the producer state and the transaction indexes from the log",
+		"log", l.name, "err", err)
+	l.producers = producerstate.New()
+	return l.replayProducersLocked(0, leo, nowMs)
+}
+
+// replayProducersLocked applies the batches with base offsets in [from,
+// to) to the producer state, as seen at nowMs: their headers, and a
+// control batch's marker. The transaction indexes are rebuilt with it:
+// their entries for markers at or past from are dropped first and the
+// replay appends them again (txnindex.go), so nothing a crash or a
+// truncation took from the log stays indexed.
 // REQUIRES: l.mu held (nothing removes segments meanwhile).
 func (l *Log) replayProducersLocked(from, to, nowMs int64) error {
+	defer l.publishUnstableLocked(true)
+	segs := *l.segments.Load()
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].baseOffset <= from {
+			continue // wholly below from: its markers are too
+		}
+		if err := s.truncateTxnIndex(from); err != nil {
+			return err
+		}
+	}
 	if from >= to {
 		return nil
 	}
-	segs := *l.segments.Load()
 	for i, s := range segs {
 		if i+1 < len(segs) && segs[i+1].baseOffset <= from {
 			continue // wholly below from
@@ -158,8 +188,16 @@ func (l *Log) replayProducersLocked(from, to, nowMs int64) error {
 			if h.BaseOffset >= to {
 				return nil
 			}
-			if h.BaseOffset >= from {
-				l.producers.Update(h, nowMs)
+			if h.BaseOffset >= from && h.HasProducerID() {
+				var b []byte
+				if h.IsControl() {
+					if b, err = sc.batch(h); err != nil {
+						return s.corrupt(sc.pos, err)
+					}
+				}
+				if err := l.applyBatchLocked(s, h, b, nowMs); err != nil {
+					return err
+				}
 			}
 			sc.advance(h)
 		}

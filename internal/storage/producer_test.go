@@ -49,7 +49,7 @@ func producerConfig() Config {
 type producerLog struct {
 	t    testing.TB
 	l    *Log
-	hist []record.Header
+	hist []histBatch
 	// sent holds each batch as the client sent it, by base offset, for
 	// retries.
 	sent map[int64][]byte
@@ -82,7 +82,7 @@ func (p *producerLog) tryAppend(data []byte) (AppendInfo, error) {
 		if err != nil {
 			return info, err
 		}
-		p.hist = append(p.hist, h)
+		p.hist = append(p.hist, histBatch{Header: h})
 		p.sent[h.BaseOffset] = orig[pos : pos+h.Size()]
 		pos += h.Size()
 	}
@@ -106,16 +106,49 @@ func (p *producerLog) truncated() {
 	}
 }
 
+// histBatch is a batch the producer tests wrote: its header and, for a
+// transaction marker, the marker.
+type histBatch struct {
+	record.Header
+	marker *producerstate.Marker
+}
+
+// histOf reads a batch written as a follower.
+func histOf(t testing.TB, b []byte) histBatch {
+	t.Helper()
+	h, err := record.ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := histBatch{Header: h}
+	if h.IsControl() {
+		err := record.ForEachRecord(b, func(r *record.Record) error {
+			if m, ok := producerstate.ParseMarker(r); ok {
+				hb.marker = &m
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hb
+}
+
 // producerExpect is the state the batches hs leave.
-func producerExpect(hs []record.Header) map[int64]producerstate.Entry {
+func producerExpect(hs []histBatch) map[int64]producerstate.Entry {
 	s := producerstate.New()
 	for _, h := range hs {
-		s.Update(h, 0)
+		if h.marker != nil {
+			s.UpdateMarker(h.Header, *h.marker, 0)
+		} else {
+			s.Update(h.Header, 0)
+		}
 	}
 	return s.All()
 }
 
-func producerCheckState(t testing.TB, what string, l *Log, hs []record.Header) {
+func producerCheckState(t testing.TB, what string, l *Log, hs []histBatch) {
 	t.Helper()
 	if got, want := l.ActiveProducers(), producerExpect(hs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: producer state\n%+v\nwant\n%+v", what, got, want)
@@ -223,8 +256,7 @@ func TestProducerSequenceWraparound(t *testing.T) {
 	if _, err := l.AppendAsFollower(follow); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := record.ParseHeader(follow)
-	p.hist = append(p.hist, h)
+	p.hist = append(p.hist, histOf(t, follow))
 
 	wrap := p.append(producerBatch(t, 7, 0, math.MaxInt32-1, 3, 1)) // MaxInt32-1, MaxInt32, 0
 	if e := l.ActiveProducers()[7]; e.Batches[len(e.Batches)-1].LastSeq != 0 {
@@ -270,8 +302,7 @@ func TestProducerFollowerAndMarkers(t *testing.T) {
 		if _, err := l.AppendAsFollower(b); err != nil {
 			t.Fatal(err)
 		}
-		h, _ := record.ParseHeader(b)
-		p.hist = append(p.hist, h)
+		p.hist = append(p.hist, histOf(t, b))
 	}
 	opts := record.DefaultBatchOptions()
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 5, 1, 10
@@ -333,7 +364,7 @@ func TestProducerRollWritesSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var below []record.Header
+		var below []histBatch
 		for _, h := range p.hist {
 			if h.BaseOffset < off {
 				below = append(below, h)
@@ -584,7 +615,7 @@ func TestProducerTruncation(t *testing.T) {
 	}
 	h, _ := record.ParseHeader(first)
 	h.BaseOffset = cut
-	p.hist = append(p.hist, h)
+	p.hist = append(p.hist, histBatch{Header: h})
 	p.sent[cut] = first
 	producerFill(t, p, 6)
 	producerCheckState(t, "appending after TruncateTo", l, p.hist)
@@ -855,7 +886,7 @@ func (w *producerCrash) check() error {
 	if leo < w.durable {
 		return fmt.Errorf("log end offset %d below the acknowledged %d", leo, w.durable)
 	}
-	var hist []record.Header
+	var hist []histBatch
 	if w.p == nil {
 		w.p = newProducerLog(w.t, nil)
 	}

@@ -14,11 +14,13 @@ import (
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
-// A segment is one file of a partition's log and its two sparse indexes:
+// A segment is one file of a partition's log, its two sparse indexes and
+// its transaction index:
 //
 //	<dir>/00000000000000368769.log        batches, exactly as on the wire (v2)
 //	<dir>/00000000000000368769.index      offset -> position (see index.go)
 //	<dir>/00000000000000368769.timeindex  timestamp -> offset
+//	<dir>/00000000000000368769.txnindex   aborted transactions (txnindex.go)
 //
 // The name is the base offset, zero-padded to 20 digits.
 // Invariant: baseOffset <= every offset in this segment, and every offset in
@@ -69,6 +71,9 @@ type segment struct {
 		// batch was indexed, or they were rebuilt, since the last write).
 		indexDirty bool
 	}
+
+	// txn is the transaction index, with a lock of its own.
+	txn txnIndex
 }
 
 func segmentPath(dir string, base int64, ext string) string {
@@ -94,7 +99,7 @@ func createSegment(fsys vfs.FS, dir string, base int64) (*segment, error) {
 	s.mu.firstTimestamp = -1
 	// Stale index files from an earlier segment with this base offset
 	// would be trusted after a clean restart; remove them.
-	for _, p := range []string{s.indexPath(), s.timeIndexPath()} {
+	for _, p := range []string{s.indexPath(), s.timeIndexPath(), s.txnIndexPath()} {
 		if err := fsys.Remove(p); err != nil && !vfs.IsNotExist(err) {
 			f.Close()
 			return nil, err
@@ -149,7 +154,7 @@ func (s *segment) close() error {
 // shutdown closes the file for good: later uses fail with ErrLogClosed
 // instead of reopening (and leaking) it.
 func (s *segment) shutdown() error {
-	err := s.close()
+	err := errors.Join(s.close(), s.closeTxnIndex())
 	s.fileMu.Lock()
 	s.shut = true
 	s.fileMu.Unlock()
@@ -160,11 +165,12 @@ func (s *segment) shutdown() error {
 // REQUIRES: Log.segLock held exclusively.
 func (s *segment) remove() error {
 	s.close()
+	s.closeTxnIndex()
 	s.fileMu.Lock()
 	s.removed = true
 	s.fileMu.Unlock()
 	var first error
-	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
+	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath(), s.txnIndexPath()} {
 		if err := s.fs.Remove(p); err != nil && !vfs.IsNotExist(err) && first == nil {
 			first = err
 		}

@@ -159,6 +159,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return l.fail("truncate fully", err)
 	}
 	l.producers = producerstate.New()
+	l.publishUnstableLocked(true)
 	s, err := createSegment(l.fs, l.dir, offset)
 	if err != nil {
 		return l.fail("truncate fully", err)

@@ -158,6 +158,9 @@ type State struct {
 	// in marker order: until it has, they still hold the last stable
 	// offset (txn.go). Not in snapshots.
 	decided []CompletedTxn
+	// txnGen counts the changes to ongoing and decided, so that a reader
+	// of Unstable knows when its copy is stale.
+	txnGen uint64
 }
 
 // New returns an empty state.
@@ -186,7 +189,7 @@ func (s *State) All() map[int64]Entry {
 
 // Clone returns a deep copy.
 func (s *State) Clone() *State {
-	c := &State{producers: make(map[int64]*entry, len(s.producers)), ongoing: maps.Clone(s.ongoing), decided: slices.Clone(s.decided)}
+	c := &State{producers: make(map[int64]*entry, len(s.producers)), ongoing: maps.Clone(s.ongoing), decided: slices.Clone(s.decided), txnGen: s.txnGen}
 	for pid, e := range s.producers {
 		cp := *e
 		c.producers[pid] = &cp
@@ -350,6 +353,7 @@ func (s *State) Update(h record.Header, nowMs int64) {
 	if h.IsTransactional() && e.txnFirstOffset < 0 {
 		e.txnFirstOffset = h.BaseOffset
 		s.ongoing[h.ProducerID] = h.BaseOffset
+		s.txnGen++
 	}
 	e.add(Batch{
 		FirstSeq:     h.BaseSequence,

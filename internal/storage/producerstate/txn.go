@@ -1,6 +1,7 @@
 package producerstate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -104,6 +105,7 @@ func (s *State) UpdateMarker(h record.Header, m Marker, nowMs int64) (CompletedT
 	e.txnFirstOffset = -1
 	delete(s.ongoing, h.ProducerID)
 	s.decided = append(s.decided, ct)
+	s.txnGen++
 	return ct, true
 }
 
@@ -134,8 +136,37 @@ func (s *State) FirstUnstableOffset() (offset int64, ok bool) {
 // OnHighWatermark forgets the decided transactions whose marker lies
 // below hw: they no longer hold the last stable offset.
 func (s *State) OnHighWatermark(hw int64) {
-	s.decided = slices.DeleteFunc(s.decided, func(ct CompletedTxn) bool { return ct.LastOffset < hw })
+	if n := len(s.decided); n > 0 {
+		if s.decided = slices.DeleteFunc(s.decided, func(ct CompletedTxn) bool { return ct.LastOffset < hw }); len(s.decided) != n {
+			s.txnGen++
+		}
+	}
 }
+
+// UnstableTxn is a transaction that holds the last stable offset: one
+// open here (LastOffset -1), or one decided whose marker, at LastOffset,
+// the high watermark had not passed when the state last heard of it.
+type UnstableTxn struct {
+	FirstOffset, LastOffset int64
+}
+
+// Unstable returns the transactions that hold the last stable offset,
+// sorted by first offset (a copy), and the generation it is of: while
+// TxnGeneration returns the same, the copy is current.
+func (s *State) Unstable() ([]UnstableTxn, uint64) {
+	out := make([]UnstableTxn, 0, len(s.ongoing)+len(s.decided))
+	for _, first := range s.ongoing {
+		out = append(out, UnstableTxn{FirstOffset: first, LastOffset: -1})
+	}
+	for _, ct := range s.decided {
+		out = append(out, UnstableTxn{FirstOffset: ct.FirstOffset, LastOffset: ct.LastOffset})
+	}
+	slices.SortFunc(out, func(a, b UnstableTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	return out, s.txnGen
+}
+
+// TxnGeneration changes whenever Unstable's answer may have.
+func (s *State) TxnGeneration() uint64 { return s.txnGen }
 
 // OngoingTransactions returns the open transactions' first offsets, by
 // producer id (a copy).

@@ -83,6 +83,39 @@ func TestTransactionLifecycle(t *testing.T) {
 	}
 }
 
+// Unstable lists what holds the last stable offset, by first offset, and
+// its generation changes exactly when the list may have.
+func TestUnstable(t *testing.T) {
+	s := New()
+	u, gen := s.Unstable()
+	if len(u) != 0 {
+		t.Fatalf("empty state: %+v", u)
+	}
+	step := func(what string, changes bool, fn func(), want ...UnstableTxn) {
+		t.Helper()
+		fn()
+		got, g := s.Unstable()
+		if changes == (g == gen) || g != s.TxnGeneration() {
+			t.Fatalf("%s: generation %d -> %d (TxnGeneration %d), a change: %v", what, gen, g, s.TxnGeneration(), changes)
+		}
+		gen = g
+		if len(got) != 0 || len(want) != 0 {
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: unstable %+v, want %+v", what, got, want)
+			}
+		}
+	}
+	step("an idempotent batch", false, func() { s.Update(hdr(7, 0, 0, 1, 0), 0) })
+	step("producer 2 opens", true, func() { s.Update(txnHdr(2, 0, 0, 1, 3), 0) }, UnstableTxn{3, -1})
+	step("producer 1 opens", true, func() { s.Update(txnHdr(1, 0, 0, 1, 5), 0) }, UnstableTxn{3, -1}, UnstableTxn{5, -1})
+	step("producer 2 goes on", false, func() { s.Update(txnHdr(2, 0, 1, 1, 6), 0) }, UnstableTxn{3, -1}, UnstableTxn{5, -1})
+	step("producer 2 commits", true, func() { s.UpdateMarker(markerHdr(2, 0, 7), Marker{Commit: true}, 0) },
+		UnstableTxn{3, 7}, UnstableTxn{5, -1})
+	step("the high watermark at the marker", false, func() { s.OnHighWatermark(7) }, UnstableTxn{3, 7}, UnstableTxn{5, -1})
+	step("the high watermark past it", true, func() { s.OnHighWatermark(8) }, UnstableTxn{5, -1})
+	step("a marker for nothing open", false, func() { s.UpdateMarker(markerHdr(9, 0, 8), Marker{}, 0) }, UnstableTxn{5, -1})
+}
+
 // A transaction that opened after a marker's offset is not the marker's
 // concern: the entry's last stable offset only looks below the marker.
 func TestMarkerLastStableOnlyLooksBelow(t *testing.T) {

@@ -1,0 +1,540 @@
+package storage
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/fjordmq/fjord/internal/record"
+	"github.com/fjordmq/fjord/internal/storage/producerstate"
+	"github.com/fjordmq/fjord/internal/vfs"
+)
+
+// Transactions in the log (txn.go, txnindex.go; DESIGN.md section 23).
+
+// txnLog drives a log as transactional producers and their coordinator
+// would: each producer's batches in sequence, markers at the end.
+type txnLog struct {
+	t   testing.TB
+	l   *Log
+	seq map[int64]int32
+}
+
+func newTxnLog(t testing.TB, l *Log) *txnLog { return &txnLog{t: t, l: l, seq: map[int64]int32{}} }
+
+// send appends a transactional batch of n records from producer pid
+// (epoch 0) and returns its first offset.
+func (x *txnLog) send(pid int64, n int) int64 {
+	x.t.Helper()
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, 0, x.seq[pid]
+	opts.Transactional = true
+	info, err := x.l.Append(testBatchOpts(x.t, opts, n, 40, 1, nil), 0)
+	if err != nil {
+		x.t.Fatalf("producer %d: %v", pid, err)
+	}
+	x.seq[pid] += int32(n)
+	return info.FirstOffset
+}
+
+// plain appends a batch of n records with no producer.
+func (x *txnLog) plain(n int) int64 {
+	x.t.Helper()
+	info, err := x.l.Append(testBatch(x.t, n, 40, 1, nil), 0)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	return info.FirstOffset
+}
+
+// end writes producer pid's marker and returns its offset.
+func (x *txnLog) end(pid int64, commit bool) int64 {
+	x.t.Helper()
+	info, err := x.l.AppendTxnMarker(TxnMarker{ProducerID: pid, CoordinatorEpoch: 1, Commit: commit}, 0)
+	if err != nil {
+		x.t.Fatalf("marker for producer %d: %v", pid, err)
+	}
+	if info.FirstOffset != info.LastOffset {
+		x.t.Fatalf("a marker took offsets %d..%d", info.FirstOffset, info.LastOffset)
+	}
+	return info.FirstOffset
+}
+
+func (x *txnLog) expectLSO(what string, hw, want int64) {
+	x.t.Helper()
+	x.l.SetHighWatermark(hw)
+	if got := x.l.LastStableOffset(); got != want {
+		x.t.Fatalf("%s: high watermark %d: last stable offset %d, want %d", what, hw, got, want)
+	}
+}
+
+func (x *txnLog) expectAborted(what string, from, upTo int64, want ...AbortedTxn) {
+	x.t.Helper()
+	got, err := x.l.AbortedTransactions(from, upTo)
+	if err != nil {
+		x.t.Fatalf("%s: %v", what, err)
+	}
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		x.t.Fatalf("%s: aborted transactions in [%d, %d)\n%+v\nwant\n%+v", what, from, upTo, got, want)
+	}
+}
+
+// segmentOf returns the segment that holds offset.
+func segmentOf(l *Log, offset int64) *segment {
+	segs := *l.segments.Load()
+	for i := len(segs) - 1; i > 0; i-- {
+		if segs[i].baseOffset <= offset {
+			return segs[i]
+		}
+	}
+	return segs[0]
+}
+
+func TestTxnLastStableOffset(t *testing.T) {
+	l := openTestLog(t, vfs.NewMem(), "/data/t-0", producerConfig(), OpenOptions{})
+	defer l.Close()
+	x := newTxnLog(t, l)
+
+	x.plain(2) // 0..1
+	x.expectLSO("no transaction", 2, 2)
+	a := x.send(1, 2) // 2..3
+	x.expectLSO("a transaction open", 4, a)
+	x.expectLSO("a transaction open above the high watermark", 1, 1)
+	b := x.send(2, 2) // 4..5
+	x.send(1, 2)      // 6..7: the same transaction goes on
+	x.expectLSO("two open", l.LogEndOffset(), a)
+
+	ma := x.end(1, true) // 8
+	x.expectLSO("committed, the marker not replicated", ma, a)
+	x.expectLSO("committed and replicated", ma+1, b)
+	mb := x.end(2, false) // 9
+	x.expectLSO("aborted, the marker not replicated", mb, b)
+	x.expectLSO("both decided and replicated", mb+1, mb+1)
+	// The next append forgets the decided transactions; nothing moves.
+	x.plain(1)
+	x.expectLSO("after the next append", l.LogEndOffset(), l.LogEndOffset())
+
+	// A marker for a producer with nothing open here completes nothing.
+	x.end(3, false)
+	x.expectLSO("a marker of no transaction", l.LogEndOffset(), l.LogEndOffset())
+	x.expectAborted("a marker of no transaction", 0, l.LogEndOffset(),
+		AbortedTxn{ProducerID: 2, FirstOffset: b, LastOffset: mb, LastStableOffset: mb + 1})
+
+	// DeleteRecords past an open transaction's start: the LSO never
+	// falls below the log start.
+	c := x.send(4, 3)
+	x.plain(1)
+	x.expectLSO("open before DeleteRecords", l.LogEndOffset(), c)
+	if _, err := l.DeleteRecordsBefore(c + 1); err != nil {
+		t.Fatal(err)
+	}
+	x.expectLSO("DeleteRecords inside an open transaction", l.LogEndOffset(), c+1)
+}
+
+func TestTxnAbortedIndex(t *testing.T) {
+	fsys := vfs.NewMem()
+	l := openTestLog(t, fsys, "/data/t-0", producerConfig(), OpenOptions{})
+	defer l.Close()
+	x := newTxnLog(t, l)
+
+	// Producer 1's transaction spans rolls (700-byte segments) and is
+	// aborted while producer 2's, begun below its marker, is open: its
+	// entry's last stable offset is producer 2's first offset.
+	a := x.send(1, 3)
+	for range 6 {
+		x.send(1, 3)
+	}
+	b := x.send(2, 1)
+	ma := x.end(1, false)
+	mb := x.end(2, false)
+	c := x.send(1, 2)
+	mc := x.end(1, true) // committed: no entry
+	if l.NumSegments() < 3 {
+		t.Fatalf("%d segments: the transaction was meant to span rolls", l.NumSegments())
+	}
+	ea := AbortedTxn{ProducerID: 1, FirstOffset: a, LastOffset: ma, LastStableOffset: b}
+	eb := AbortedTxn{ProducerID: 2, FirstOffset: b, LastOffset: mb, LastStableOffset: mb + 1}
+	leo := l.LogEndOffset()
+	x.expectAborted("the whole log", 0, leo, ea, eb)
+	x.expectAborted("from producer 1's first batch", a+1, a+2, ea)
+	// Past producer 1's marker: its entry no longer overlaps.
+	x.expectAborted("past the first marker", ma+1, leo, eb)
+	// Below producer 2's start: its entry begins at or past the upper
+	// bound, and producer 1's entry's last stable offset says so.
+	x.expectAborted("below producer 2's start", a, b, ea)
+	x.expectAborted("after both", mb+1, leo)
+	x.expectAborted("the committed transaction", c, mc+1)
+
+	// The entries are in the segment of their markers.
+	segs := *l.segments.Load()
+	for _, s := range segs {
+		entries, err := s.abortedTxns()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.LastOffset < s.baseOffset || s != segs[len(segs)-1] && e.LastOffset >= segs[len(segs)-1].baseOffset {
+				t.Fatalf("segment %d holds the entry of the marker at %d", s.baseOffset, e.LastOffset)
+			}
+		}
+	}
+
+	// A read_committed read: the aborted transactions that overlap what
+	// it read, and nothing past the last stable offset.
+	// A read returns one segment's batches at most.
+	l.SetHighWatermark(leo)
+	for _, from := range []int64{a, b} {
+		res, err := l.ReadCommitted(nil, from, 1<<20, leo, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []AbortedTxn
+		for _, e := range []AbortedTxn{ea, eb} {
+			if e.LastOffset >= from && e.FirstOffset <= res.LastOffset {
+				want = append(want, e)
+			}
+		}
+		if res.LastStableOffset != leo || len(want) == 0 || !reflect.DeepEqual(res.AbortedTxns, want) {
+			t.Fatalf("read_committed from %d to %d: last stable %d, aborted %+v, want %+v",
+				from, res.LastOffset, res.LastStableOffset, res.AbortedTxns, want)
+		}
+	}
+	// With producer 3's transaction open, the read stops at its start.
+	d := x.send(3, 2)
+	x.send(3, 2)
+	l.SetHighWatermark(l.LogEndOffset())
+	res, err := l.ReadCommitted(nil, c, 1<<20, l.LogEndOffset(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Range.File != nil {
+		defer res.Range.File.Close()
+	}
+	if res.LastStableOffset != d || res.LastOffset != d-1 || len(res.AbortedTxns) != 0 {
+		t.Fatalf("read_committed with a transaction open at %d: last stable %d, last offset %d, aborted %+v",
+			d, res.LastStableOffset, res.LastOffset, res.AbortedTxns)
+	}
+	// At the last stable offset: empty, not out of range.
+	res, err = l.ReadCommitted(nil, d, 1<<20, l.LogEndOffset(), -1)
+	if err != nil || len(res.Records) != 0 || res.LastOffset != -1 {
+		t.Fatalf("read_committed at the last stable offset: %d bytes to %d, %v", len(res.Records), res.LastOffset, err)
+	}
+	// read_uncommitted reads on, and answers no aborted transactions.
+	res, err = l.ReadInto(nil, d, 1<<20, l.LogEndOffset())
+	if err != nil || res.LastOffset != l.LogEndOffset()-1 || res.AbortedTxns != nil {
+		t.Fatalf("read_uncommitted at %d: to %d, aborted %+v, %v", d, res.LastOffset, res.AbortedTxns, err)
+	}
+}
+
+func TestTxnMarkerChecks(t *testing.T) {
+	l := openTestLog(t, vfs.NewMem(), "/data/t-0", producerConfig(), OpenOptions{})
+	defer l.Close()
+	x := newTxnLog(t, l)
+	x.send(1, 2)
+	refused := func(what string, m TxnMarker, want error) {
+		t.Helper()
+		leo := l.LogEndOffset()
+		if _, err := l.AppendTxnMarker(m, 0); !errors.Is(err, want) {
+			t.Fatalf("%s: %v, want %v", what, err, want)
+		}
+		if l.LogEndOffset() != leo {
+			t.Fatalf("%s: the refused marker was written", what)
+		}
+	}
+	// Producer 1 is at epoch 0, and coordinator epoch 5 ends its first
+	// transaction.
+	if _, err := l.AppendTxnMarker(TxnMarker{ProducerID: 1, CoordinatorEpoch: 5}, 0); err != nil {
+		t.Fatal(err)
+	}
+	refused("an older coordinator", TxnMarker{ProducerID: 1, CoordinatorEpoch: 4}, ErrCoordinatorFenced)
+	refused("Transactions V2 at the producer's epoch", TxnMarker{ProducerID: 1, CoordinatorEpoch: 5, StrictEpoch: true}, ErrInvalidProducerEpoch)
+	refused("a negative producer id", TxnMarker{ProducerID: -1}, ErrInvalidBatch)
+	refused("a negative epoch", TxnMarker{ProducerID: 1, ProducerEpoch: -1}, ErrInvalidBatch)
+	// Transactions V2: the marker carries the bumped epoch, which the
+	// producer takes; an older epoch is fenced from then on.
+	x.send(1, 1)
+	if _, err := l.AppendTxnMarker(TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 5, StrictEpoch: true, Commit: true}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if e := l.ActiveProducers()[1]; e.Epoch != 1 || e.CoordinatorEpoch != 5 || e.TxnFirstOffset != -1 {
+		t.Fatalf("after a V2 marker: %+v", e)
+	}
+	refused("an older epoch", TxnMarker{ProducerID: 1, CoordinatorEpoch: 5}, ErrInvalidProducerEpoch)
+
+	// Inside a transaction, the producer's plain batch is refused.
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = 2, 0, 0, true
+	if _, err := l.Append(testBatchOpts(t, opts, 1, 10, 1, nil), 0); err != nil {
+		t.Fatal(err)
+	}
+	opts.BaseSequence, opts.Transactional = 1, false
+	leo := l.LogEndOffset()
+	if _, err := l.Append(testBatchOpts(t, opts, 1, 10, 1, nil), 0); !errors.Is(err, ErrInvalidTxnState) || l.LogEndOffset() != leo {
+		t.Fatalf("a plain batch inside a transaction: %v (log end %d -> %d)", err, leo, l.LogEndOffset())
+	}
+	// A client may not write a marker itself.
+	b := compactionMarker(t, 2, 0, 1, record.ControlAbort)
+	if _, err := l.Append(b, 0); !errors.Is(err, ErrInvalidBatch) || l.LogEndOffset() != leo {
+		t.Fatalf("a client's control batch: %v", err)
+	}
+}
+
+// TestTxnFollowerTruncation: a follower computes the same from the
+// batches it copies, and a truncation undoes the markers it removes.
+func TestTxnFollowerTruncation(t *testing.T) {
+	l := openTestLog(t, vfs.NewMem(), "/data/t-0", producerConfig(), OpenOptions{})
+	defer l.Close()
+	x := newTxnLog(t, l)
+	at := int64(0)
+	follow := func(b []byte) int64 {
+		t.Helper()
+		info, err := l.AppendAsFollower(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = info.LastOffset + 1
+		return info.FirstOffset
+	}
+	txnBatch := func(pid int64, seq int32) []byte {
+		opts := compactionTxn(pid)
+		opts.BaseOffset, opts.BaseSequence, opts.PartitionLeaderEpoch = at, seq, 0
+		return testBatchOpts(t, opts, 2, 40, 1, nil)
+	}
+	a := follow(txnBatch(1, 0))
+	follow(txnBatch(1, 2))
+	ma := follow(compactionMarker(t, 1, at, 1, record.ControlAbort))
+	b := follow(txnBatch(2, 0))
+	leo := l.LogEndOffset()
+	x.expectAborted("as a follower", 0, leo, AbortedTxn{ProducerID: 1, FirstOffset: a, LastOffset: ma, LastStableOffset: ma + 1})
+	x.expectLSO("as a follower", leo, b)
+
+	// Cut below the abort marker: the transaction is open again, and not
+	// indexed.
+	if err := l.TruncateTo(ma); err != nil {
+		t.Fatal(err)
+	}
+	x.expectAborted("cut below the marker", 0, l.LogEndOffset())
+	x.expectLSO("cut below the marker", l.LogEndOffset(), a)
+	// The new leader's history: a commit there instead.
+	at = l.LogEndOffset()
+	follow(compactionMarker(t, 1, at, 1, record.ControlCommit))
+	x.expectAborted("committed on the new leader", 0, l.LogEndOffset())
+	x.expectLSO("committed on the new leader", l.LogEndOffset(), l.LogEndOffset())
+	// Cut below the transaction: nothing of it is left.
+	if err := l.TruncateTo(a); err != nil {
+		t.Fatal(err)
+	}
+	x.expectLSO("cut below the transaction", l.LogEndOffset(), l.LogEndOffset())
+	if e, ok := l.ActiveProducers()[1]; ok {
+		t.Fatalf("cut below the transaction: %+v", e)
+	}
+}
+
+// TestTxnReopen: open transactions and the index survive a clean restart
+// and a crash (what was flushed).
+func TestTxnReopen(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		name := map[bool]string{true: "clean", false: "crash"}[clean]
+		t.Run(name, func(t *testing.T) {
+			fsys := vfs.NewMem()
+			dir := "/data/t-0"
+			l := openTestLog(t, fsys, dir, producerConfig(), OpenOptions{})
+			x := newTxnLog(t, l)
+			a := x.send(1, 3)
+			for range 5 {
+				x.send(1, 3)
+			}
+			b := x.send(2, 2)
+			ma := x.end(1, false)
+			c := x.send(3, 1)
+			x.send(2, 1)
+			if err := l.Flush(l.LogEndOffset()); err != nil {
+				t.Fatal(err)
+			}
+			durable := l.LogEndOffset()
+			// Past the flush: lost at a crash, kept at a clean close.
+			mb := x.end(2, false)
+			leo := l.LogEndOffset()
+			if clean {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				fsys.Crash()
+			}
+			l = openTestLog(t, fsys, dir, producerConfig(), OpenOptions{})
+			defer l.Close()
+			x = newTxnLog(t, l)
+			ea := AbortedTxn{ProducerID: 1, FirstOffset: a, LastOffset: ma, LastStableOffset: b}
+			if clean {
+				x.expectAborted("after a clean restart", 0, leo, ea,
+					AbortedTxn{ProducerID: 2, FirstOffset: b, LastOffset: mb, LastStableOffset: c})
+				x.expectLSO("after a clean restart", leo, c)
+				return
+			}
+			if l.LogEndOffset() != durable {
+				t.Fatalf("after a crash the log ends at %d, flushed to %d", l.LogEndOffset(), durable)
+			}
+			x.expectAborted("after a crash", 0, durable, ea)
+			x.expectLSO("after a crash", durable, b)
+			if e := l.ActiveProducers()[2]; e.TxnFirstOffset != b {
+				t.Fatalf("producer 2 after a crash: %+v", e)
+			}
+		})
+	}
+}
+
+// TestTxnIndexDamage: a damaged index fails the reads that need it, and
+// is rebuilt from the log; a torn entry is ignored and overwritten.
+func TestTxnIndexDamage(t *testing.T) {
+	fsys := vfs.NewMem()
+	dir := "/data/t-0"
+	l := openTestLog(t, fsys, dir, producerConfig(), OpenOptions{})
+	x := newTxnLog(t, l)
+	a := x.send(1, 2)
+	b := x.send(2, 2)
+	ma := x.end(1, false)
+	for range 8 { // roll past the marker's segment
+		x.plain(4)
+	}
+	mb := x.end(2, false)
+	want := []AbortedTxn{
+		{ProducerID: 1, FirstOffset: a, LastOffset: ma, LastStableOffset: b},
+		{ProducerID: 2, FirstOffset: b, LastOffset: mb, LastStableOffset: mb + 1},
+	}
+	sealed, active := segmentOf(l, ma), segmentOf(l, mb)
+	if sealed == active || active != l.activeSegment() {
+		t.Fatal("the markers were meant to be in a sealed segment and the active one")
+	}
+	leo := l.LogEndOffset()
+	x.expectAborted("before", 0, leo, want...)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damage := func(s *segment, b []byte) {
+		t.Helper()
+		f, err := fsys.Create(s.txnIndexPath())
+		if err == nil {
+			_, err = f.WriteAt(b, 0)
+		}
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen := func() {
+		t.Helper()
+		l = openTestLog(t, fsys, dir, producerConfig(), OpenOptions{})
+		x = newTxnLog(t, l)
+		l.SetHighWatermark(l.LogEndOffset())
+	}
+
+	// A sealed segment's index: its version is wrong. The read that needs
+	// it fails; a read_uncommitted one does not.
+	garbled := appendTxnIndexEntry(nil, want[0])
+	garbled[1] = 7
+	damage(sealed, garbled)
+	reopen()
+	if _, err := l.ReadCommitted(nil, a, 1<<20, leo, -1); !errors.Is(err, ErrCorruptTxnIndex) {
+		t.Fatalf("read_committed over a damaged index: %v", err)
+	}
+	if _, err := l.Read(a, 1<<20, leo); err != nil {
+		t.Fatalf("read_uncommitted over a damaged index: %v", err)
+	}
+	// Without the producer snapshots, the open rebuilds every index.
+	l.Close()
+	snaps, err := listSnapshots(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range snaps {
+		if err := fsys.Remove(filepath.Join(dir, producerstate.SnapshotFileName(off))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen()
+	x.expectAborted("rebuilt without the snapshots", 0, leo, want...)
+
+	// The active segment's index, damaged: the open finds it and
+	// rebuilds.
+	l.Close()
+	damage(active, append(appendTxnIndexEntry(nil, want[1]), appendTxnIndexEntry(nil, want[1])...))
+	reopen()
+	x.expectAborted("rebuilt at the open", 0, leo, want...)
+
+	// A torn entry at the end: ignored, then overwritten by the next.
+	l.Close()
+	damage(active, append(appendTxnIndexEntry(nil, want[1]), 0, 0, 9))
+	reopen()
+	x.expectAborted("a torn entry", 0, leo, want...)
+	c := x.send(3, 1)
+	mc := x.end(3, false)
+	ec := AbortedTxn{ProducerID: 3, FirstOffset: c, LastOffset: mc, LastStableOffset: mc + 1}
+	x.expectAborted("after the torn entry", 0, l.LogEndOffset(), append(want, ec)...)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := readWhole(fsys, active.txnIndexPath())
+	if err != nil || len(raw) != 2*txnIndexEntrySize {
+		t.Fatalf("the active segment's index: %d bytes, %v; want 2 entries", len(raw), err)
+	}
+}
+
+// TestTxnIndexGoesWithItsSegment: retention deletes a segment's index
+// with it, and a stale index never outlives a new segment at its base.
+func TestTxnIndexGoesWithItsSegment(t *testing.T) {
+	fsys := vfs.NewMem()
+	dir := "/data/t-0"
+	cfg := producerConfig()
+	l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+	defer l.Close()
+	x := newTxnLog(t, l)
+	x.send(1, 1)
+	m := x.end(1, false)
+	for range 8 {
+		x.plain(4)
+	}
+	marked := segmentOf(l, m)
+	if marked == l.activeSegment() {
+		t.Fatal("the marker was meant to be in a sealed segment")
+	}
+	path := marked.txnIndexPath()
+	if _, err := fsys.Stat(path); err != nil {
+		t.Fatalf("the marker's segment's index: %v", err)
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	cfg.RetentionBytes = 0
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat(path); !vfs.IsNotExist(err) {
+		t.Fatalf("the deleted segment's index: %v", err)
+	}
+	x.expectAborted("after retention", 0, l.LogEndOffset())
+
+	// A stale index left at a base offset (a crash between removing a
+	// segment's files) is not inherited by a new segment there.
+	f, err := fsys.Create(path)
+	if err == nil {
+		_, err = f.WriteAt(appendTxnIndexEntry(nil, AbortedTxn{ProducerID: 1, LastOffset: m, LastStableOffset: m + 1}), 0)
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateFullyAndStartAt(marked.baseOffset); err != nil {
+		t.Fatal(err)
+	}
+	x.expectAborted("started over", 0, 1<<40)
+}
