@@ -27,6 +27,7 @@ import (
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 const adminTestNodeID = 1
@@ -405,6 +406,14 @@ func (r *adminFakeReplicas) log(topic string, partition int32) (*adminFakeLog, e
 
 func (r *adminFakeReplicas) StartAppend(string, int32, []byte, replica.Acks) (replica.Pending, error) {
 	return nil, errors.New("adminFakeReplicas: the data path is not part of the admin tests")
+}
+
+func (r *adminFakeReplicas) StartTxnMarker(string, int32, storage.TxnMarker) (replica.Pending, error) {
+	return nil, errMemNoProducers
+}
+
+func (r *adminFakeReplicas) ActiveProducers(string, int32) ([]replica.ActiveProducer, error) {
+	return nil, errMemNoProducers
 }
 
 func (r *adminFakeReplicas) Fetch(_ context.Context, _ replica.FetchParams, parts []replica.FetchPartition) *replica.FetchResult {

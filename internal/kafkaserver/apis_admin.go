@@ -42,6 +42,7 @@ var adminAPIs = []api{
 	{key: 81, minVersion: 0, maxVersion: 0, handle: handleRemoveRaftVoter},
 	{key: 64, minVersion: 0, maxVersion: 0, handle: handleUnregisterBroker},
 	{key: 60, minVersion: 0, maxVersion: 2, handle: handleDescribeCluster},
+	{key: 61, minVersion: 0, maxVersion: 0, handle: handleDescribeProducers},
 }
 
 // leaderPartition checks, against img, that this node can answer for

@@ -35,6 +35,7 @@ var wantAdminVersions = map[int16][2]int16{
 	46: {0, 0}, // ListPartitionReassignments
 	55: {0, 2}, // DescribeQuorum (v2 is KIP-853's)
 	60: {0, 2}, // DescribeCluster (v2 is KIP-1073's)
+	61: {0, 0}, // DescribeProducers (KIP-664)
 	64: {0, 0}, // UnregisterBroker (the end of fjord cluster drain)
 	80: {0, 1}, // AddRaftVoter (KIP-853)
 	81: {0, 0}, // RemoveRaftVoter (KIP-853)

@@ -1,7 +1,7 @@
 package kafkaserver
 
 // dataAPIs: bootstrap and the data path (ApiVersions, Metadata, Produce,
-// Fetch). The ranges are chosen against real clients (each API's file
+// Fetch, and WriteTxnMarkers, which appends). The ranges are chosen against real clients (each API's file
 // says why): every non-flexible version kafkajs and kafka-go stop at is
 // kept, Produce is advertised from v0 although only magic-2 batches are
 // accepted (librdkafka turns compression off when Produce's minimum is
@@ -12,4 +12,5 @@ var dataAPIs = []api{
 	{key: 3, minVersion: 0, maxVersion: 12, handle: handleMetadata},
 	{key: 0, minVersion: 0, maxVersion: 11, handle: handleProduce},
 	{key: 1, minVersion: 4, maxVersion: 16, handle: handleFetch},
+	{key: 27, minVersion: 0, maxVersion: 2, handle: handleWriteTxnMarkers},
 }

@@ -22,8 +22,11 @@ package kafkaserver
 // client learns of the error without sitting out MaxWait.
 //
 // Isolation: IsolationLevel 1 (read_committed) reads below the last
-// stable offset and answers a non-null, empty aborted-transactions list
-// (there are no transactions yet); 0 reads below the high watermark.
+// stable offset and answers the aborted transactions that overlap the
+// batches returned (producer id and first offset; non-null, empty when
+// there are none), which the consumer skips; 0 reads below the high
+// watermark and answers null. Every partition carries the last stable
+// offset.
 //
 // Followers: a request from a replica (replica id >= 0, ReplicaState
 // from v15) reads to the log end, and its fetch offset tells the leader
@@ -279,7 +282,10 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			a.RecordBatches = r.Records
 		}
 		if params.Isolation == replica.IsolationTxnCommitted {
-			a.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			a.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, len(r.AbortedTxns))
+			for j, t := range r.AbortedTxns {
+				a.AbortedTransactions[j] = kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: t.ProducerID, FirstOffset: t.FirstOffset}
+			}
 		}
 	}
 	leaders := make(map[int32]bool)

@@ -20,6 +20,7 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // memController keeps an image and creates topics in it.
@@ -247,6 +248,18 @@ func (r *memReplicas) StartAppend(topic string, partition int32, records []byte,
 		return nil, err
 	}
 	return &memPending{r: r, topic: topic, partition: partition, res: res, records: written}, nil
+}
+
+// The in-memory replicas keep no producer state: transactions are tested
+// against the real replica manager (newRealReplicasHarness).
+var errMemNoProducers = errors.New("memReplicas: no producer state; use newRealReplicasHarness")
+
+func (r *memReplicas) StartTxnMarker(string, int32, storage.TxnMarker) (replica.Pending, error) {
+	return nil, errMemNoProducers
+}
+
+func (r *memReplicas) ActiveProducers(string, int32) ([]replica.ActiveProducer, error) {
+	return nil, errMemNoProducers
 }
 
 func (r *memReplicas) append(topic string, partition int32, records []byte) (replica.AppendResult, int64, error) {

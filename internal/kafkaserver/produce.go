@@ -43,7 +43,10 @@ package kafkaserver
 // for the transactional producer and surfaces it, rather than retrying
 // forever as it would a retriable code or guessing at UNSUPPORTED_VERSION.
 // (A transactional client is already refused at InitProducerId; this
-// covers one that skips it.)
+// covers one that skips it.) So is a transactional batch in a request
+// without a transactional id, as Kafka refuses one: the log would open a
+// transaction that no coordinator ever ends, holding the partition's last
+// stable offset (and read_committed consumers) back for good.
 //
 // v10+ partitions answered NOT_LEADER_OR_FOLLOWER carry the current
 // leader (KIP-951) and the response the leader's endpoint, so the client
@@ -58,6 +61,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
 )
 
@@ -150,7 +154,9 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 				// rather than guess one.
 				job.err = errDuplicatePartition
 			default:
-				job.err = checkMagic(rp.Records)
+				if job.err = checkMagic(rp.Records); job.err == nil {
+					job.err = checkNotTransactional(rp.Records)
+				}
 			}
 			seen[key{rt.Topic, rp.Partition}] = true
 		}
@@ -304,6 +310,22 @@ func partitionExists(t *metadata.Topic, p int32) bool {
 // the append: message sets (magic 0 and 1) with
 // UNSUPPORTED_FOR_MESSAGE_FORMAT. Other damage is left to the append's
 // full validation, which answers CORRUPT_MESSAGE or INVALID_RECORD.
+// checkNotTransactional refuses records holding a transactional batch.
+// Records it cannot parse pass, for the log to refuse with the reason.
+func checkNotTransactional(records []byte) error {
+	for len(records) > 0 {
+		h, err := record.ParseHeader(records)
+		if err != nil || h.Size() <= 0 || h.Size() > len(records) {
+			return nil
+		}
+		if h.IsTransactional() {
+			return errTransactionsUnsupported
+		}
+		records = records[h.Size():]
+	}
+	return nil
+}
+
 func checkMagic(records []byte) error {
 	if len(records) <= magicOffset {
 		return errTooShortForBatch

@@ -82,6 +82,21 @@ func TestProduceRefusals(t *testing.T) {
 		req  *kmsg.ProduceRequest
 		want *kerr.Error
 	}{"transactional id", txn, kerr.TransactionalIDAuthorizationFailed})
+	// A transactional batch without a transactional id, behind a good
+	// one: nothing of the request is written.
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = 7, 0, 0, true
+	tb := record.NewBuilder(opts)
+	tb.Add(nil, []byte("v"), nil, 1)
+	txnBatch, err := tb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, struct {
+		name string
+		req  *kmsg.ProduceRequest
+		want *kerr.Error
+	}{"transactional batch", produceReq(9, 1, "t", 0, append(batch(t, "g", 1), txnBatch...)), kerr.TransactionalIDAuthorizationFailed})
 
 	c := h.dial()
 	for _, tc := range cases {

@@ -8,6 +8,7 @@ import (
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // The services the protocol handlers call. The server holds no state but
@@ -40,6 +41,13 @@ type Replicas interface {
 	// (offsets, epoch). A connection's appends must start in request
 	// order, their waits may overlap (see conn.produceTurn).
 	StartAppend(topic string, partition int32, records []byte, acks replica.Acks) (replica.Pending, error)
+	// StartTxnMarker writes a transaction marker to a partition this
+	// node leads (WriteTxnMarkers); the Pending's Wait answers once the
+	// high watermark passes it.
+	StartTxnMarker(topic string, partition int32, marker storage.TxnMarker) (replica.Pending, error)
+	// ActiveProducers describes the producers of a partition this node
+	// leads (DescribeProducers), by producer id.
+	ActiveProducers(topic string, partition int32) ([]replica.ActiveProducer, error)
 	// Fetch reads every partition, waiting (long-poll, woken by appends
 	// and high-watermark moves, not a timer) until MinBytes are ready,
 	// MaxWait passes or ctx ends.

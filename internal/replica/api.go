@@ -104,6 +104,10 @@ type FetchPartitionResult struct {
 	// LastOffset is the last offset in Records or Range, -1 when they
 	// hold nothing (storage.ReadResult.LastOffset).
 	LastOffset int64
+	// AbortedTxns, for IsolationTxnCommitted, are the aborted
+	// transactions that overlap Records or Range: the consumer skips
+	// their producers' batches within them.
+	AbortedTxns []storage.AbortedTxn
 	// DivergingEpoch, when Epoch >= 0, tells a follower that its log
 	// differs from the leader's after EndOffset in that epoch: it
 	// truncates there and fetches again. Nothing is read then.

@@ -62,6 +62,12 @@ var (
 	// ErrInvalidProducerEpoch: a batch from an epoch older than the
 	// producer's newest on the partition (a fenced producer).
 	ErrInvalidProducerEpoch = kerr.InvalidProducerEpoch
+	// ErrInvalidTxnState: a non-transactional batch from a producer with
+	// a transaction open on the partition.
+	ErrInvalidTxnState = kerr.InvalidTxnState
+	// ErrCoordinatorFenced: a transaction marker from an older
+	// transaction coordinator epoch than the producer's last marker's.
+	ErrCoordinatorFenced = kerr.TransactionCoordinatorFenced
 	// ErrStorage: the partition's log failed (a failed fsync above all)
 	// and refuses writes until the node restarts and recovers it.
 	ErrStorage = kerr.KafkaStorageError
@@ -114,6 +120,15 @@ func fromLog(err error) error {
 		sentinel = ErrOutOfOrderSequence
 	case errors.Is(err, storage.ErrInvalidProducerEpoch):
 		sentinel = ErrInvalidProducerEpoch
+	case errors.Is(err, storage.ErrInvalidTxnState):
+		sentinel = ErrInvalidTxnState
+	case errors.Is(err, storage.ErrCoordinatorFenced):
+		sentinel = ErrCoordinatorFenced
+	case errors.Is(err, storage.ErrCorruptTxnIndex):
+		// The log is sound; one segment's index of aborted
+		// transactions is not, and read_committed reads over it are
+		// refused rather than served wrong.
+		sentinel = ErrStorage
 	default:
 		return err
 	}

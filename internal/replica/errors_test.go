@@ -75,6 +75,9 @@ func TestFromLog(t *testing.T) {
 		{storage.ErrInvalidConfig, ErrInvalidConfig, kerr.InvalidConfig},
 		{fmt.Errorf("p0: %w", storage.ErrOutOfOrderSequence), ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 		{storage.ErrInvalidProducerEpoch, ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+		{fmt.Errorf("%w (log t-0)", storage.ErrInvalidTxnState), ErrInvalidTxnState, kerr.InvalidTxnState},
+		{fmt.Errorf("%w (log t-0)", storage.ErrCoordinatorFenced), ErrCoordinatorFenced, kerr.TransactionCoordinatorFenced},
+		{fmt.Errorf("%w: 0.txnindex: entry 0: version 7", storage.ErrCorruptTxnIndex), ErrStorage, kerr.KafkaStorageError},
 	}
 	for _, tc := range cases {
 		checkBoundary(t, tc.err.Error(), fromLog(tc.err), tc.sentinel, tc.code, tc.err)

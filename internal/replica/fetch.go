@@ -34,9 +34,11 @@ import (
 // limits. Later partitions get nothing rather than more than their share
 // (the client rotates partition order, so each comes first in turn).
 //
-// Transactions are not built yet, so no batch is ever uncommitted: the
-// last stable offset equals the high watermark and read_committed reads
-// what read_uncommitted reads.
+// Transactions (storage/txn.go): a read_committed read stops at the last
+// stable offset and answers the aborted transactions that overlap what it
+// read, for the consumer to skip. The last stable offset moves only when
+// the high watermark does (past a marker) or the log start does, so the
+// high-watermark wakeups serve read_committed fetches too.
 
 // Read buffers come from the data path's pool (internal/bufpool). A read
 // takes the class that fits its partition limit, at most maxReadBufBytes
@@ -225,7 +227,7 @@ func (f *fetch) readPartition(p *Partition, i int, limit int, minOne bool) (Fetc
 			// Kafka's answer: no records, the offsets, and the replica.
 			hw := p.log.HighWatermark()
 			return FetchPartitionResult{
-				HighWatermark: hw, LastStableOffset: hw, LogStartOffset: p.log.LogStartOffset(),
+				HighWatermark: hw, LastStableOffset: lastStable(p.log, hw), LogStartOffset: p.log.LogStartOffset(),
 				LastOffset: -1, DivergingEpoch: noDivergence, Redirect: true, PreferredReadReplica: id,
 			}, nil
 		}
@@ -248,9 +250,10 @@ func (f *fetch) readForFollower(p *Partition, i int, limit int, minOne bool) (Fe
 		return FetchPartitionResult{}, err
 	}
 	if d, diverged := p.divergence(fp.FetchOffset, fp.LastFetchedEpoch); diverged {
+		hw := p.log.HighWatermark()
 		return FetchPartitionResult{
-			HighWatermark:    p.log.HighWatermark(),
-			LastStableOffset: p.log.HighWatermark(),
+			HighWatermark:    hw,
+			LastStableOffset: lastStable(p.log, hw),
 			LogStartOffset:   p.log.LogStartOffset(),
 			LastOffset:       -1,
 			DivergingEpoch:   d,
@@ -272,7 +275,7 @@ func (f *fetch) readLog(p *Partition, fp *FetchPartition, limit int, minOne bool
 	// The high watermark is read before the records, so every record
 	// returned is below the high watermark returned.
 	hw := p.log.HighWatermark()
-	lso := hw // no transactions yet: see the file comment
+	lso := lastStable(p.log, hw)
 	var bound int64
 	switch f.params.Isolation {
 	case IsolationTxnCommitted:
@@ -290,9 +293,16 @@ func (f *fetch) readLog(p *Partition, fp *FetchPartition, limit int, minOne bool
 	buf := bufpool.Get(min(limit, maxReadBufBytes))
 	var rr storage.ReadResult
 	var err error
+	minRange := -1 // no file range: read into buf
 	if f.params.MinRangeBytes > 0 && len(f.files) < maxFetchRanges {
-		rr, err = p.log.ReadRange(buf, fp.FetchOffset, limit, bound, f.params.MinRangeBytes)
-	} else {
+		minRange = f.params.MinRangeBytes
+	}
+	switch {
+	case f.params.Isolation == IsolationTxnCommitted:
+		rr, err = p.log.ReadCommitted(buf, fp.FetchOffset, limit, bound, minRange)
+	case minRange >= 0:
+		rr, err = p.log.ReadRange(buf, fp.FetchOffset, limit, bound, minRange)
+	default:
 		rr, err = p.log.ReadInto(buf, fp.FetchOffset, limit, bound)
 	}
 	if err != nil {
@@ -302,9 +312,10 @@ func (f *fetch) readLog(p *Partition, fp *FetchPartition, limit int, minOne bool
 	if r := rr.Range; r.File != nil {
 		bufpool.Put(buf)
 		last := rr.LastOffset
+		aborted := rr.AbortedTxns
 		if !minOne && r.Size > limit {
 			r.File.Close() // see below: only the first partition with data may exceed its limit
-			r, last = storage.FileRange{}, -1
+			r, last, aborted = storage.FileRange{}, -1, nil
 		} else {
 			f.files = append(f.files, r.File)
 		}
@@ -314,6 +325,7 @@ func (f *fetch) readLog(p *Partition, fp *FetchPartition, limit int, minOne bool
 			LogStartOffset:   rr.LogStartOffset,
 			Range:            r,
 			LastOffset:       last,
+			AbortedTxns:      aborted,
 			DivergingEpoch:   noDivergence,
 		}, nil
 	}
@@ -323,11 +335,11 @@ func (f *fetch) readLog(p *Partition, fp *FetchPartition, limit int, minOne bool
 		// partition with data may exceed its limit.
 		records = nil
 	}
-	last := rr.LastOffset
+	last, aborted := rr.LastOffset, rr.AbortedTxns
 	switch {
 	case len(records) == 0:
 		bufpool.Put(buf)
-		records, last = nil, -1
+		records, last, aborted = nil, -1, nil
 	case !sameBuffer(records, buf):
 		bufpool.Put(buf) // storage allocated: the batch was larger than the buffer
 	case bufpool.ClassBytes(len(records)) < cap(buf)/2:
@@ -344,9 +356,14 @@ func (f *fetch) readLog(p *Partition, fp *FetchPartition, limit int, minOne bool
 		LogStartOffset:   rr.LogStartOffset,
 		Records:          records,
 		LastOffset:       last,
+		AbortedTxns:      aborted,
 		DivergingEpoch:   noDivergence,
 	}, nil
 }
+
+// lastStable is the log's last stable offset, at most hw: the high
+// watermark an answer carries was read first, and may be older.
+func lastStable(l *storage.Log, hw int64) int64 { return min(l.LastStableOffset(), hw) }
 
 var noDivergence = EpochEndOffset{Epoch: -1, EndOffset: -1}
 

@@ -20,7 +20,9 @@ func (p *Partition) lastFetchable(isolation Isolation) int64 {
 	switch isolation {
 	case IsolationLogEnd:
 		return p.log.LogEndOffset()
-	default: // high watermark; the last stable offset equals it until transactions exist
+	case IsolationTxnCommitted:
+		return p.log.LastStableOffset()
+	default:
 		return p.log.HighWatermark()
 	}
 }

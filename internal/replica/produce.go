@@ -57,6 +57,26 @@ type Pending interface {
 // acknowledge them all. So the server starts a connection's appends one
 // request at a time and waits for them concurrently.
 func (m *Manager) StartAppend(topic string, partition int32, records []byte, acks Acks) (Pending, error) {
+	return m.startWrite(topic, partition, acks, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+		return l.Append(records, epoch)
+	})
+}
+
+// StartTxnMarker writes a transaction marker for the transaction
+// coordinator (WriteTxnMarkers) to a partition this node leads, as an
+// acks=all write, as Kafka's are: checked by the log against the
+// producer's state first (ErrInvalidProducerEpoch, ErrCoordinatorFenced),
+// and answered by Wait once the high watermark passes it. Until it does,
+// the transaction still holds the last stable offset.
+func (m *Manager) StartTxnMarker(topic string, partition int32, marker storage.TxnMarker) (Pending, error) {
+	return m.startWrite(topic, partition, AcksAll, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+		return l.AppendTxnMarker(marker, epoch)
+	})
+}
+
+// startWrite is StartAppend and StartTxnMarker: write appends to the log
+// at the leader epoch it is given.
+func (m *Manager) startWrite(topic string, partition int32, acks Acks, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
 		return nil, fmt.Errorf("%w: acks=%d (allowed: 0, 1, -1)", ErrInvalidRequiredAcks, acks)
 	}
@@ -69,7 +89,7 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 	// before it had begun before the check, which then refuses the write
 	// unless the lease has been renewed since.
 	leaseLapses := m.leaseLapses.Load()
-	info, epoch, err := p.appendAsLeader(records, acks)
+	info, epoch, err := p.appendAsLeader(acks, write)
 	if err != nil {
 		return nil, p.logError(err)
 	}
@@ -155,10 +175,10 @@ func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (Appen
 // one it already has.
 func isDuplicate(info storage.AppendInfo) bool { return info.Duplicate }
 
-// appendAsLeader checks leadership and min.insync.replicas and appends,
+// appendAsLeader checks leadership and min.insync.replicas and writes,
 // under p.mu shared so the epoch stamped, and returned, is the current
 // one.
-func (p *Partition) appendAsLeader(records []byte, acks Acks) (storage.AppendInfo, int32, error) {
+func (p *Partition) appendAsLeader(acks Acks, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (storage.AppendInfo, int32, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLeaderLocked(-1); err != nil {
@@ -171,7 +191,7 @@ func (p *Partition) appendAsLeader(records []byte, acks Acks) (storage.AppendInf
 		return storage.AppendInfo{}, -1, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
 			ErrNotEnoughReplicas, p, len(p.mu.isr), p.mu.minInsync)
 	}
-	info, err := p.log.Append(records, p.mu.leaderEpoch)
+	info, err := write(p.log, p.mu.leaderEpoch)
 	return info, p.mu.leaderEpoch, err
 }
 
