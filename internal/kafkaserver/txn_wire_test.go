@@ -274,6 +274,9 @@ func TestWriteTxnMarkersRefusals(t *testing.T) {
 	if codes := send(marker(7, 0, 5, 0, "t", 0)); !slices.Equal(codes, []int16{0}) {
 		t.Fatalf("the marker: %v", codes)
 	}
+	// Producer 7's next transaction, open: a V2 marker at its epoch is
+	// not a resend.
+	w.send(7, "y")
 	before := leo()
 	for _, tc := range []struct {
 		name   string

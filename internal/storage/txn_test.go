@@ -251,17 +251,24 @@ func TestTxnMarkerChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("an older coordinator", TxnMarker{ProducerID: 1, CoordinatorEpoch: 4}, ErrCoordinatorFenced)
+	// Under Transactions V2 a marker at the producer's epoch is refused
+	// while a transaction is open (its marker carries the next epoch),
+	// and written as a resend when none is (KAFKA-19999).
+	x.send(1, 1)
 	refused("Transactions V2 at the producer's epoch", TxnMarker{ProducerID: 1, CoordinatorEpoch: 5, StrictEpoch: true}, ErrInvalidProducerEpoch)
 	refused("a negative producer id", TxnMarker{ProducerID: -1}, ErrInvalidBatch)
 	refused("a negative epoch", TxnMarker{ProducerID: 1, ProducerEpoch: -1}, ErrInvalidBatch)
 	// Transactions V2: the marker carries the bumped epoch, which the
 	// producer takes; an older epoch is fenced from then on.
-	x.send(1, 1)
 	if _, err := l.AppendTxnMarker(TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 5, StrictEpoch: true, Commit: true}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if e := l.ActiveProducers()[1]; e.Epoch != 1 || e.CoordinatorEpoch != 5 || e.TxnFirstOffset != -1 {
 		t.Fatalf("after a V2 marker: %+v", e)
+	}
+	before := l.LogEndOffset()
+	if _, err := l.AppendTxnMarker(TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 5, StrictEpoch: true, Commit: true}, 0); err != nil || l.LogEndOffset() != before+1 {
+		t.Fatalf("a resent V2 marker: %v (log end %d -> %d)", err, before, l.LogEndOffset())
 	}
 	refused("an older epoch", TxnMarker{ProducerID: 1, CoordinatorEpoch: 5}, ErrInvalidProducerEpoch)
 

@@ -64,12 +64,20 @@ type CompletedTxn struct {
 // coordinator bumped), not newer than it, is ErrInvalidProducerEpoch; one
 // from a coordinator epoch older than the producer's last marker's is
 // ErrCoordinatorFenced. A producer this partition does not know passes.
+//
+// Under strictEpoch, a marker at the producer's epoch while it has no
+// transaction open here is a resend (a new coordinator finishing a
+// decided transaction, or a lost answer) and passes: it completes
+// nothing. Refusing it left Kafka's coordinator unable to finish the
+// transaction, and the producer answered CONCURRENT_TRANSACTIONS for
+// good (KAFKA-19999).
 func (s *State) CheckMarker(pid int64, epoch int16, coordinatorEpoch int32, strictEpoch bool) error {
 	e := s.producers[pid]
 	if e == nil {
 		return nil
 	}
-	if epoch < e.epoch || strictEpoch && epoch == e.epoch {
+	resend := strictEpoch && epoch == e.epoch && e.txnFirstOffset < 0
+	if epoch < e.epoch || strictEpoch && epoch == e.epoch && !resend {
 		return fmt.Errorf("%w: a marker for producer %d at epoch %d, and the producer is at epoch %d here",
 			ErrInvalidProducerEpoch, pid, epoch, e.epoch)
 	}

@@ -166,9 +166,19 @@ func TestTransactionChecks(t *testing.T) {
 	if err := s.CheckMarker(99, 0, 0, true); err != nil {
 		t.Fatalf("a producer this partition does not know: %v", err)
 	}
+	// Under Transactions V2, the marker at epoch 4 again, with nothing
+	// open, is a resend: it passes.
+	if err := s.CheckMarker(1, 4, 9, true); err != nil {
+		t.Fatalf("a resent V2 marker: %v", err)
+	}
 	// The marker took epoch 4: its batch history is gone, the next
 	// transaction starts at sequence 0.
 	write(t, s, txnHdr(1, 4, 0, 1, 2))
+	// With a transaction open at epoch 4, a V2 marker at 4 is not a
+	// resend: that transaction's marker carries 5.
+	if err := s.CheckMarker(1, 4, 9, true); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("a V2 marker at the epoch of an open transaction: %v", err)
+	}
 }
 
 // An open transaction survives a snapshot, and its producer never
