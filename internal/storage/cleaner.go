@@ -193,6 +193,7 @@ func (l *Log) Compact() (CleanResult, error) {
 		// would move the log start offset past offsets consumers may ask
 		// for (they get the next record instead, as in any gap).
 		keepEmpty := s == segs[0]
+		var lastDropped int64 = -1 // the last marker this segment's copy drops
 		out, err := l.cleanSegment(s, sizes[i], cfg, keepEmpty, scan, func(h record.Header, b []byte, dst []byte) ([]byte, error) {
 			if h.IsControl() {
 				keep := retained[h.ProducerID] || h.MaxTimestamp >= horizon
@@ -200,6 +201,7 @@ func (l *Log) Compact() (CleanResult, error) {
 				if keep {
 					return append(dst, b...), nil
 				}
+				lastDropped = h.BaseOffset
 				return dst, nil
 			}
 			if abortedBatch[h.BaseOffset] {
@@ -237,7 +239,7 @@ func (l *Log) Compact() (CleanResult, error) {
 		if err != nil {
 			return res, err
 		}
-		ok, err := l.swapSegment(s, before, truncations[s], out)
+		ok, err := l.swapSegment(s, before, truncations[s], out, lastDropped)
 		if err != nil {
 			return res, err
 		}
@@ -332,7 +334,18 @@ func (l *Log) cleanSegment(s *segment, size int64, cfg *Config, keepEmpty bool,
 // and truncation count it had when cleaning began) by its cleaned copy, or
 // removes it when the copy is empty. It reports false, and discards the
 // copy, when old changed.
-func (l *Log) swapSegment(old *segment, size, truncations int64, cleaned *segment) (bool, error) {
+//
+// lastDropped is the offset of the last marker the copy drops, -1 if
+// none. A producer snapshot at or below it may have been taken while the
+// marker's transaction was open: a rebuild from it (a truncation into the
+// cleaned segments) would find the transaction open and no marker left to
+// end it, and hold the last stable offset at its first offset for good.
+// So those snapshots are deleted first, durably, before the swap: a
+// rebuild there then replays the cleaned segments from the log's start,
+// where every transaction that kept a record kept its marker. (The
+// marker's transaction may have lost its records in an earlier pass, so
+// where it began is not known here.)
+func (l *Log) swapSegment(old *segment, size, truncations int64, cleaned *segment, lastDropped int64) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	discard := func() {
@@ -355,6 +368,10 @@ func (l *Log) swapSegment(old *segment, size, truncations int64, cleaned *segmen
 	if idx < 0 || old.size.Load() != size || old.truncations.Load() != truncations {
 		discard()
 		return false, nil
+	}
+	if err := l.deleteSnapshotsUpToLocked(lastDropped); err != nil {
+		discard()
+		return false, l.fail("clean", err)
 	}
 	l.segLock.Lock()
 	defer l.segLock.Unlock()

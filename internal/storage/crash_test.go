@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -21,16 +22,18 @@ import (
 //
 // A scripted workload drives a Manager through everything that writes:
 // appends across segment rolls, flushes, checkpoints, a truncation, a new
-// leader epoch, DeleteRecords and a retention pass, a compaction pass and a
-// clean close. It is run once to count its mutating file-system operations,
-// and then once for every crash point: MemFS.CrashAfter(n) makes every
-// operation after the n-th fail, the workload stops at its first error, the
-// file system loses what was not durable (Crash; CrashTorn, which also
-// keeps a random torn prefix of unsynced appends; or nothing, when only the
-// process died) and the data directory is opened again through
-// OpenManager, which finds the checkpoints and the clean-shutdown marker
-// itself. TestCrashDuringRecovery then also crashes that recovery, at each
-// of its operations, for a sample of the crash points.
+// leader epoch, DeleteRecords and a retention pass, a compaction pass,
+// transactions of two producers (committed, aborted, one across a roll and
+// one left open) and a clean close. It is run once to count its mutating
+// file-system operations, and then once for every crash point:
+// MemFS.CrashAfter(n) makes every operation after the n-th fail, the
+// workload stops at its first error, the file system loses what was not
+// durable (Crash; CrashTorn, which also keeps a random torn prefix of
+// unsynced appends; or nothing, when only the process died) and the data
+// directory is opened again through OpenManager, which finds the
+// checkpoints and the clean-shutdown marker itself. TestCrashDuringRecovery
+// then also crashes that recovery, at each of its operations, for a sample
+// of the crash points.
 //
 // The workload keeps, as it goes, the model of what the log holds after its
 // completed steps (modelBatch, shared with model_test.go) and what the step
@@ -48,7 +51,13 @@ import (
 //     log end offset reads the batch holding it, and the offsets keep
 //     LogStartOffset <= HighWatermark <= LogEndOffset;
 //   - recovery is idempotent: crashing again straight after it, and then
-//     closing cleanly and opening again, changes nothing.
+//     closing cleanly, cutting the power and opening again, changes
+//     nothing;
+//   - the transactions are what the surviving batches say (crashCheckTxns):
+//     the aborted ones whose marker survived are indexed, exactly, and no
+//     index entry names a marker past the log end; the last stable offset
+//     and each producer's open transaction are those of the transactions
+//     whose batches survived and whose marker did not.
 
 const crashDataDir = "/data"
 
@@ -92,11 +101,25 @@ type crashWorkload struct {
 	// names it, for failure messages.
 	spec modelSurvival
 	step string
+
+	// The transactional producers.
+	txnA, txnB crashTxnProducer
+}
+
+// crashTxnProducer is a transactional producer of the workload, at epoch
+// 0 and coordinator epoch 0 throughout.
+type crashTxnProducer struct {
+	id  int64
+	seq int32 // its next sequence number
 }
 
 func newCrashWorkload(fs *vfs.MemFS) *crashWorkload {
-	return &crashWorkload{fs: fs, clock: &fakeClock{ms: 1_700_000_000_000}}
+	return &crashWorkload{fs: fs, clock: &fakeClock{ms: 1_700_000_000_000},
+		txnA: crashTxnProducer{id: crashTxnPIDs[0]}, txnB: crashTxnProducer{id: crashTxnPIDs[1]}}
 }
+
+// crashTxnPIDs are the workload's transactional producers.
+var crashTxnPIDs = [2]int64{900, 901}
 
 // begin starts a step that leaves the log as it is if cut short.
 func (w *crashWorkload) begin(step string) {
@@ -154,6 +177,25 @@ func (w *crashWorkload) run() error {
 		func() error { w.avoid = true; return w.appendN(4, 1) },
 		w.flush,
 		w.compact,
+		// Transactions, after the compaction so that it need not be
+		// modelled for them. A's first is aborted while B's is open, so
+		// its index entry's last stable offset is B's first offset, below
+		// the marker; it is flushed.
+		func() error { return w.txnData(&w.txnA, 40) },
+		func() error { return w.txnData(&w.txnB, 40) },
+		func() error { return w.txnData(&w.txnA, 40) },
+		func() error { return w.txnMarker(&w.txnA, false) },
+		w.flush,
+		// B commits; A's next transaction spans a roll and is aborted, its
+		// entry in a later segment than its first batch, and A's marker is
+		// sent again, as a coordinator retrying does: it completes nothing
+		// and indexes nothing.
+		func() error { return w.txnMarker(&w.txnB, true) },
+		w.txnAcrossRoll,
+		func() error { return w.txnMarker(&w.txnA, false) },
+		// B's next transaction stays open through the rest, the clean
+		// close included.
+		func() error { return w.txnData(&w.txnB, 40) },
 		// Appends never flushed until the clean close.
 		func() error { return w.appendN(3, 1) },
 		w.checkpoint,
@@ -204,6 +246,84 @@ func (w *crashWorkload) build() []byte {
 		panic(err)
 	}
 	return data
+}
+
+// txnData appends a transactional batch of p: two records of size to
+// 2*size random bytes, under keys of p's own.
+func (w *crashWorkload) txnData(p *crashTxnProducer, size int) error {
+	w.seq++
+	opts := record.DefaultBatchOptions()
+	opts.Transactional = true
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = p.id, 0, p.seq
+	b := record.NewBuilder(opts)
+	rng := rand.New(rand.NewPCG(uint64(w.seq), uint64(p.id)))
+	for i := range 2 {
+		value := make([]byte, size+rng.IntN(size))
+		for j := range value {
+			value[j] = byte(rng.Uint32())
+		}
+		b.Add([]byte(fmt.Sprintf("txn-%d-%d", p.id, p.seq+int32(i))), value, nil, w.clock.ms)
+	}
+	data, err := b.Build()
+	if err != nil {
+		return err
+	}
+	if err := w.append(data); err != nil {
+		return err
+	}
+	p.seq += 2
+	return nil
+}
+
+// txnAcrossRoll has A write a transaction whose batches span a roll (a
+// small batch, then big ones until one rolls), and abort it.
+func (w *crashWorkload) txnAcrossRoll() error {
+	first, segs := w.leo, w.l.NumSegments()
+	if err := w.txnData(&w.txnA, 40); err != nil {
+		return err
+	}
+	for i := 0; w.l.NumSegments() == segs; i++ {
+		if i == 3 {
+			return fmt.Errorf("four batches from %d and no roll", first)
+		}
+		if err := w.txnData(&w.txnA, 250); err != nil {
+			return err
+		}
+	}
+	if bases := modelSegmentBases(w.l); bases[len(bases)-1] <= first {
+		return fmt.Errorf("the transaction from %d rolled at its first batch (segments %v); the script needs it to span the roll", first, bases)
+	}
+	return w.txnMarker(&w.txnA, false)
+}
+
+// txnMarker writes a transaction marker for p as the leader, and expects
+// it written as record.EndTxnMarkerBatch makes it, at the log end offset
+// and in the current leader epoch.
+func (w *crashWorkload) txnMarker(p *crashTxnProducer, commit bool) error {
+	w.clock.advance(10)
+	want, err := record.EndTxnMarkerBatch(p.id, 0, 0, commit, w.clock.ms)
+	if err != nil {
+		return err
+	}
+	record.SetBaseOffset(want, w.leo)
+	record.SetPartitionLeaderEpoch(want, w.epoch)
+	mb, err := modelParseBatch(want)
+	if err != nil {
+		return err
+	}
+	w.step = fmt.Sprintf("marker (commit=%v) for producer %d at %d", commit, p.id, w.leo)
+	w.spec = w.hold()
+	w.spec.ref = slices.Concat(w.ref, []modelBatch{mb})
+	w.spec.refLEO = w.leo + 1
+	info, err := w.l.AppendTxnMarker(TxnMarker{ProducerID: p.id, Commit: commit}, w.epoch)
+	if err != nil {
+		return err
+	}
+	if info.FirstOffset != w.leo || info.LastOffset != w.leo {
+		return fmt.Errorf("%s: written at %d..%d", w.step, info.FirstOffset, info.LastOffset)
+	}
+	w.ref, w.leo = w.spec.ref, w.leo+1
+	return nil
 }
 
 // appendTombstones appends one old batch deleting key-0 and key-1.
@@ -498,11 +618,170 @@ func crashReopen(w *crashWorkload, spec *modelSurvival, rng *rand.Rand) (*Manage
 			return m, st, fmt.Errorf("offsetForTimestamp(%d) = (%d, %d, %v, %v), want (%d, %d, %v)", ts, o, gotTs, found, err, wo, wts, wfound)
 		}
 	}
+	if err := crashCheckTxns(w.fs, l, got); err != nil {
+		return m, st, err
+	}
 	return m, st, nil
 }
 
+// crashCheckTxns checks a recovered log's transactions against its
+// surviving batches (DESIGN.md section 23), read by crashTxnModel and not
+// through the transaction index:
+//
+//   - AbortedTransactions over the whole log answers exactly the aborted
+//     transactions whose marker survived, each with its first offset, its
+//     marker's and the last stable offset of its index entry;
+//   - with the high watermark at the log end offset, LastStableOffset is
+//     the first offset of the earliest transaction left open (clamped to
+//     the log start offset), or the log end offset;
+//   - each workload producer's open transaction in the producer state is
+//     the one the batches leave open;
+//   - the .txnindex files hold exactly those entries, each in the segment
+//     holding its marker: none names a marker at or past the log end
+//     offset, and none is left without its segment.
+//
+// The high watermark is put back afterwards, so that what the log shows is
+// as recovery left it.
+func crashCheckTxns(fsys vfs.FS, l *Log, batches []modelBatch) error {
+	start, leo := l.LogStartOffset(), l.LogEndOffset()
+	open, aborted, err := crashTxnModel(batches, leo)
+	if err != nil {
+		return err
+	}
+	got, err := l.AbortedTransactions(start, leo)
+	var want []AbortedTxn
+	for _, a := range aborted {
+		if a.LastOffset >= start {
+			want = append(want, a)
+		}
+	}
+	if err != nil || !slices.Equal(got, want) {
+		return fmt.Errorf("AbortedTransactions(%d, %d) = %+v (%v), want %+v", start, leo, got, err, want)
+	}
+	hw := l.HighWatermark()
+	l.SetHighWatermark(leo)
+	lso := l.LastStableOffset()
+	l.SetHighWatermark(hw)
+	wantLSO := leo
+	for _, first := range open {
+		wantLSO = min(wantLSO, max(first, start))
+	}
+	if lso != wantLSO {
+		return fmt.Errorf("last stable offset %d with the high watermark at the log end offset %d, want %d (open transactions %v)", lso, leo, wantLSO, open)
+	}
+	producers := l.ActiveProducers()
+	for _, pid := range crashTxnPIDs {
+		gotFirst, wantFirst := int64(-1), int64(-1)
+		if e, ok := producers[pid]; ok {
+			gotFirst = e.TxnFirstOffset
+		}
+		if f, ok := open[pid]; ok {
+			wantFirst = f
+		}
+		if gotFirst != wantFirst {
+			return fmt.Errorf("producer %d: open transaction from %d in the producer state, want %d", pid, gotFirst, wantFirst)
+		}
+	}
+	// The files, read directly.
+	bases := modelSegmentBases(l)
+	var onDisk []AbortedTxn
+	names, err := fsys.List(crashLogDir())
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		base, ok := parseSegmentName(n, ".txnindex")
+		if !ok {
+			continue
+		}
+		i, found := slices.BinarySearch(bases, base)
+		if !found {
+			return fmt.Errorf("%s: a transaction index without its segment (segments %v)", n, bases)
+		}
+		end := leo
+		if i+1 < len(bases) {
+			end = bases[i+1]
+		}
+		b, err := readWhole(fsys, filepath.Join(crashLogDir(), n))
+		if err != nil {
+			return err
+		}
+		// 34-byte entries (txnindex.go): version, producer id, first
+		// offset, last offset, last stable offset. Whole entries only: a
+		// torn one at the end is not one.
+		for ; len(b) >= 34; b = b[34:] {
+			e := AbortedTxn{
+				ProducerID:       int64(binary.BigEndian.Uint64(b[2:])),
+				FirstOffset:      int64(binary.BigEndian.Uint64(b[10:])),
+				LastOffset:       int64(binary.BigEndian.Uint64(b[18:])),
+				LastStableOffset: int64(binary.BigEndian.Uint64(b[26:])),
+			}
+			if e.LastOffset < base || e.LastOffset >= end {
+				return fmt.Errorf("%s: entry %+v outside its segment [%d, %d) (log end offset %d)", n, e, base, end, leo)
+			}
+			onDisk = append(onDisk, e)
+		}
+	}
+	if !slices.Equal(onDisk, aborted) {
+		return fmt.Errorf("transaction index files hold %+v, want %+v", onDisk, aborted)
+	}
+	return nil
+}
+
+// crashTxnModel reads the transactions off the batches below leo, by the
+// rules of DESIGN.md section 23: a producer's transactional data batch
+// opens a transaction unless one is open; a marker completes the open
+// one, if any; an aborted one is indexed with, as its last stable offset,
+// the first offset of the earliest other transaction open below the
+// marker, or the marker's offset + 1. It returns the transactions left
+// open (first offset by producer) and the aborted ones, in marker order.
+// The marker's type is read from its control record's key by hand.
+func crashTxnModel(batches []modelBatch, leo int64) (map[int64]int64, []AbortedTxn, error) {
+	open := map[int64]int64{}
+	var aborted []AbortedTxn
+	for _, b := range batches {
+		if b.base >= leo {
+			break
+		}
+		h, err := record.ParseHeader(b.data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !h.HasProducerID() || !h.IsTransactional() {
+			continue
+		}
+		pid := h.ProducerID
+		if !h.IsControl() {
+			if _, ok := open[pid]; !ok {
+				open[pid] = b.base
+			}
+			continue
+		}
+		if len(b.records) != 1 || len(b.records[0].key) != 4 {
+			return nil, nil, fmt.Errorf("control batch %v: not a transaction marker", b)
+		}
+		first, ok := open[pid]
+		if !ok {
+			continue
+		}
+		delete(open, pid)
+		if binary.BigEndian.Uint16(b.records[0].key[2:]) != 0 {
+			continue // committed
+		}
+		lso := b.base + 1
+		for _, f := range open {
+			if f < b.base {
+				lso = min(lso, f)
+			}
+		}
+		aborted = append(aborted, AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.base, LastStableOffset: lso})
+	}
+	return open, aborted, nil
+}
+
 // crashCheck recovers after a crash and checks the result, then that a
-// second crash straight after recovery and a clean restart change nothing.
+// second crash straight after recovery, and a clean close followed by a
+// power cut, change nothing.
 func crashCheck(w *crashWorkload, rng *rand.Rand) error {
 	spec := w.spec
 	_, first, err := crashReopen(w, &spec, rng)
@@ -520,6 +799,8 @@ func crashCheck(w *crashWorkload, rng *rand.Rand) error {
 	if err := m.Close(); err != nil {
 		return fmt.Errorf("clean close after recovery: %w", err)
 	}
+	// A clean close leaves everything durable.
+	w.fs.Crash()
 	m, third, err := crashReopen(w, nil, rng)
 	if err != nil {
 		return fmt.Errorf("clean restart: %w", err)
@@ -554,7 +835,12 @@ func crashEveryBoundary(t *testing.T, mode crashMode) {
 	if _, _, err := crashReopen(count, &count.spec, rand.New(rand.NewPCG(0, 0))); err != nil {
 		t.Fatalf("the workload without a crash, reopened: %v", err)
 	}
-	t.Logf("%d mutating operations, %d batches, log end offset %d, segments %v", total, len(count.ref), count.leo, modelSegmentBases(count.l))
+	open, aborted, err := crashTxnModel(count.ref, count.leo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d mutating operations, %d batches, log end offset %d, segments %v, open transactions %v, aborted %+v",
+		total, len(count.ref), count.leo, modelSegmentBases(count.l), open, aborted)
 	for n := range total + 1 {
 		w := newCrashWorkload(vfs.NewMem())
 		w.fs.CrashAfter(n)

@@ -2,8 +2,10 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -42,6 +44,10 @@ type modelRecord struct {
 	// batchMaxTimestamp is its batch's header max timestamp, which is
 	// what compaction measures delete.retention.ms against.
 	batchMaxTimestamp int64
+	// producerID, transactional and control are its batch's: a
+	// transaction marker is a control batch's record.
+	producerID             int64
+	transactional, control bool
 }
 
 // modelBatch is one batch as the segment files must hold it.
@@ -67,6 +73,7 @@ func modelParseBatch(data []byte) (modelBatch, error) {
 		b.records = append(b.records, modelRecord{
 			offset: r.Offset, timestamp: r.Timestamp, key: r.Key, value: r.Value,
 			batchMaxTimestamp: h.MaxTimestamp,
+			producerID:        h.ProducerID, transactional: h.IsTransactional(), control: h.IsControl(),
 		})
 	}
 	return b, nil
@@ -233,7 +240,10 @@ func (s modelSurvival) check(got []modelBatch, leo int64) error {
 		return fmt.Errorf("log end offset %d after recovery; surviving data ends at %d and the first lost batch starts at %d", leo, lastEnd, hi)
 	}
 	if s.removable != nil {
-		return s.checkNewest(got, lastEnd)
+		// Below required, what did not survive was removable: the
+		// newest record of a key there may be a tombstone compaction
+		// removed with the batches after the last surviving one.
+		return s.checkNewest(got, max(lastEnd, min(s.required, s.refLEO)))
 	}
 	return nil
 }
@@ -291,7 +301,9 @@ func (s modelSurvival) allRemovable(b modelBatch) bool {
 // checkNewest is compaction's safety rule over what survived below end:
 // for every key, the newest record appended there survives, unless it is a
 // tombstone compaction was allowed to drop, and then no older record of
-// that key survives either (a deleted key does not come back).
+// that key survives either (a deleted key does not come back). The records
+// of transactions are left to removable: markers share their keys, and an
+// aborted transaction's records go whatever their keys.
 func (s modelSurvival) checkNewest(got []modelBatch, end int64) error {
 	newest := map[string]modelRecord{}
 	for j, b := range s.ref {
@@ -299,7 +311,7 @@ func (s modelSurvival) checkNewest(got []modelBatch, end int64) error {
 			continue
 		}
 		for _, r := range b.records {
-			if r.offset < end {
+			if r.offset < end && !r.transactional {
 				newest[string(r.key)] = r
 			}
 		}
@@ -326,27 +338,94 @@ func (s modelSurvival) checkNewest(got []modelBatch, end int64) error {
 	return nil
 }
 
-// modelRemovable returns compaction's rule for a log holding batches: a
-// record below bound may go when a newer record of its key is also below
-// bound, and a tombstone below bound may go once its batch is older than
-// the horizon.
+// modelRemovable returns what a compaction pass below bound may remove
+// from a log holding batches (modelCleanRuleOf).
 func modelRemovable(batches []modelBatch, bound, horizon int64) func(modelRecord) bool {
+	return modelCleanRuleOf(batches, bound, horizon).may
+}
+
+// modelCleanRule is what a compaction pass does to each record: may says
+// it may remove it, must that it must.
+type modelCleanRule struct {
+	may, must func(modelRecord) bool
+}
+
+// modelCleanRuleOf returns compaction's rule (cleaner.go) for a pass below
+// bound, at horizon, over a log holding batches. Below bound, and nowhere
+// else:
+//
+//   - a record goes when a newer record of its key is also below bound, and
+//     a tombstone once its batch is older than the horizon (records of
+//     markers and of aborted transactions aside);
+//   - the records of an aborted transaction go: they must when its abort
+//     marker is below bound too, and may when the marker is further on (the
+//     pass notes aborted transactions over the segments below the last
+//     stable offset before an open transaction trims its bound);
+//   - a marker goes once its batch is older than the horizon, unless a
+//     transactional batch of its producer kept a record in the pass since
+//     the producer's previous marker (a committed transaction's records
+//     still there keep its marker).
+func modelCleanRuleOf(batches []modelBatch, bound, horizon int64) modelCleanRule {
+	// The aborted transactions' records, with their markers' offsets.
+	abortedBy := map[int64]int64{}
+	open := map[int64][]modelRecord{}
+	for _, b := range batches {
+		for _, r := range b.records {
+			switch {
+			case !r.transactional:
+			case r.control:
+				if len(r.key) == 4 && binary.BigEndian.Uint16(r.key[2:]) == 0 {
+					for _, a := range open[r.producerID] {
+						abortedBy[a.offset] = r.offset
+					}
+				}
+				delete(open, r.producerID)
+			default:
+				open[r.producerID] = append(open[r.producerID], r)
+			}
+		}
+	}
 	latest := map[string]int64{}
 	for _, b := range batches {
 		for _, r := range b.records {
-			if r.offset < bound {
+			if _, aborted := abortedBy[r.offset]; r.offset < bound && !r.control && !aborted {
 				latest[string(r.key)] = r.offset
 			}
 		}
 	}
-	return func(r modelRecord) bool {
+	byKey := func(r modelRecord) bool {
+		return latest[string(r.key)] > r.offset || r.value == nil && r.batchMaxTimestamp < horizon
+	}
+	markerGoes := map[int64]bool{}
+	retained := map[int64]bool{}
+	for _, b := range batches {
+		for _, r := range b.records {
+			if r.offset >= bound || !r.transactional {
+				continue
+			}
+			if r.control {
+				markerGoes[r.offset] = !retained[r.producerID] && r.batchMaxTimestamp < horizon
+				delete(retained, r.producerID)
+			} else if _, aborted := abortedBy[r.offset]; !aborted && !byKey(r) {
+				retained[r.producerID] = true
+			}
+		}
+	}
+	rule := func(r modelRecord, must bool) bool {
 		if r.offset >= bound {
 			return false
 		}
-		if latest[string(r.key)] > r.offset {
-			return true
+		if r.control {
+			return markerGoes[r.offset]
 		}
-		return r.value == nil && r.batchMaxTimestamp < horizon
+		if marker, aborted := abortedBy[r.offset]; aborted {
+			return !must || marker < bound
+		}
+		return byKey(r)
+	}
+	return modelCleanRule{
+		may:  func(r modelRecord) bool { return rule(r, false) },
+		must: func(r modelRecord) bool { return rule(r, true) },
 	}
 }
 
@@ -551,18 +630,22 @@ func modelDescribe(data []byte) string {
 // the strict in-memory file system and compares it with modelLog after
 // every one: appends of 1-3 batches of 1-50 records (random keys from a
 // small key space, values of 0-3000 bytes, tombstones, all five codecs),
-// reads at random offsets with random maxBytes and maxOffset, timestamp
-// lookups, flushes, high watermark moves, truncation (also below the log
-// start offset), DeleteRecords, retention by bytes and by time on a fake
-// clock, compaction, config changes, crashes (Crash and CrashTorn) with
-// recovery from the recovery point, kills (reopen without Close and
+// transactions of a few producers (batches, commit and abort markers, some
+// bumping the producer epoch, produces the log must refuse), reads (also
+// read_committed) at random offsets with random maxBytes and maxOffset,
+// timestamp lookups, flushes, high watermark moves, truncation (also below
+// the log start offset), DeleteRecords, retention by bytes and by time on
+// a fake clock, compaction, config changes, crashes (Crash and CrashTorn)
+// with recovery from the recovery point, kills (reopen without Close and
 // without losing the page cache) and clean close and reopen. Segments are
 // 4-64 KiB so that rolls, index lookups and multi-segment reads happen all
 // the time.
 //
 // After every operation the offsets must equal the model's, LogStartOffset
 // <= HighWatermark <= LogEndOffset and RecoveryPoint <= LogEndOffset must
-// hold, and a few random reads must return exactly the model's batches.
+// hold, a few random reads must return exactly the model's batches, and
+// the last stable offset, each transactional producer's open transaction
+// and the aborted transactions must be the model's (modelTxns).
 // After every structural change (and every 100 operations) the segment
 // files are read directly and must hold exactly the model's batches, and
 // every batch and gap is read back through the indexes.
@@ -653,6 +736,7 @@ type modelRun struct {
 	counts  map[string]int
 	parsed  modelParsed
 	prod    modelProducers
+	txn     modelTxns
 }
 
 func newModelRun(t *testing.T, seed uint64) *modelRun {
@@ -666,6 +750,7 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 		counts: map[string]int{},
 		parsed: modelParsed{},
 		prod:   modelProducers{tainted: map[int64]bool{}, compactedAway: map[int64]bool{}, sent: map[int64][]byte{}},
+		txn:    modelTxns{byOffset: map[int64]*modelTxn{}},
 	}
 	r.keys = []int{4, 50, 500, 5000}[r.rng.IntN(4)]
 	r.cfg = r.randomConfig()
@@ -734,6 +819,7 @@ func (r *modelRun) randomOp() {
 	}
 	ops := []op{
 		{"append", 36, r.opAppend},
+		{"txn", 10, r.opTxn},
 		{"read", 20, r.opRead},
 		{"offsetForTimestamp", 5, r.opOffsetForTimestamp},
 		{"flush", 8, r.opFlush},
@@ -778,6 +864,7 @@ func (r *modelRun) checkQuick() {
 	for range 2 {
 		r.checkRead(r.randomOffset(), r.randomMaxBytes(), m.leo)
 	}
+	r.txn.check(r)
 }
 
 // checkFull compares the segment files, and every batch read back through
@@ -868,6 +955,11 @@ func (r *modelRun) opRead() {
 		maxOffset = r.m.lso + r.rng.Int64N(r.m.leo-r.m.lso+3)
 	}
 	offset, maxBytes := r.randomOffset(), r.randomMaxBytes()
+	if r.rng.IntN(3) == 0 {
+		r.note("readCommitted(%d, %d, %d)", offset, maxBytes, maxOffset)
+		r.checkReadCommitted(offset, maxBytes, maxOffset)
+		return
+	}
 	r.note("read(%d, %d, %d)", offset, maxBytes, maxOffset)
 	r.checkRead(offset, maxBytes, maxOffset)
 }
@@ -999,6 +1091,7 @@ func (r *modelRun) opAppend() {
 	m.batches = append(m.batches, added...)
 	m.leo = next
 	r.prod.appended(data, orig)
+	r.txn.appended(m.hw)
 }
 
 func (r *modelRun) opOffsetForTimestamp() {
@@ -1081,6 +1174,7 @@ func (r *modelRun) opTruncate() {
 		m.batches = nil
 		m.lso, m.hw, m.leo, m.rp = offset, offset, offset, offset
 		r.prod.clear()
+		r.txn.clear()
 	default:
 		// Batches at or past offset go, a straddling one whole; the log
 		// then ends where the data left in the last kept segment (the one
@@ -1093,7 +1187,8 @@ func (r *modelRun) opTruncate() {
 		}
 		m.batches = m.batches[:j]
 		m.leo = end
-		r.prod.truncate(end)
+		r.prod.truncate(end, modelSegmentBases(r.log)[0])
+		r.txn.rebuilt(end, modelSegmentBases(r.log), r.prod.markersCompacted)
 		m.hw = min(m.hw, end)
 		m.rp = min(m.rp, end)
 		m.lso = min(m.lso, end)
@@ -1218,21 +1313,24 @@ func (r *modelRun) opCompact() {
 	}
 	r.log.SetHighWatermark(hw)
 	m.hw = min(max(hw, m.lso), m.leo)
+	lso := r.txn.checkLSO(r)
 	segsBefore := modelSegmentBases(r.log)
-	r.note("compact with hw %d over segments %v", m.hw, segsBefore)
+	r.note("compact with hw %d and last stable offset %d over segments %v", m.hw, lso, segsBefore)
 	res, err := r.log.Compact()
 	if err != nil {
 		r.fatalf("compact: %v", err)
 	}
 	bound := res.FirstDirtyOffset
 	// The cleaning bound is the first uncleaned segment, never above the
-	// high watermark or into the active segment.
+	// last stable offset (so the high watermark) or into the active
+	// segment.
 	active := segsBefore[len(segsBefore)-1]
-	if bound > max(m.hw, segsBefore[0]) || bound > active {
-		r.fatalf("compaction bound %d above hw %d or the active segment %d", bound, m.hw, active)
+	if bound > max(lso, segsBefore[0]) || bound > active {
+		r.fatalf("compaction bound %d above the last stable offset %d or the active segment %d", bound, lso, active)
 	}
 	horizon := r.clock.ms - r.cfg.DeleteRetentionMs
-	removable := modelRemovable(m.batches, bound, horizon)
+	rule := modelCleanRuleOf(m.batches, bound, horizon)
+	removable := rule.may
 	segs, err := r.parsed.dumpFiles(r.fs, r.dir)
 	if err != nil {
 		r.fatalf("segment files after compaction: %v", err)
@@ -1242,16 +1340,18 @@ func (r *modelRun) opCompact() {
 	if err := spec.check(got, m.leo); err != nil {
 		r.fatalf("after compaction (bound %d): %v", bound, err)
 	}
-	// A pass cleans everything below its bound: nothing removable is left.
+	// A pass cleans everything below its bound: nothing it must remove
+	// is left.
 	for _, b := range got {
 		for _, rec := range b.records {
-			if removable(rec) {
+			if rule.must(rec) {
 				r.fatalf("compaction (bound %d) kept record %d (key %q), which it should have removed", bound, rec.offset, rec.key)
 			}
 		}
 	}
 	r.note("  compacted below %d: %d -> %d batches, %d segments cleaned", bound, len(m.batches), len(got), res.SegmentsCleaned)
 	r.prod.compacted(m.batches, got)
+	r.txn.compacted(m.batches, got, &r.prod)
 	m.batches = got
 	r.checkFull()
 }
@@ -1273,7 +1373,8 @@ func (r *modelRun) reopened(spec modelSurvival, what string) {
 	m := &r.m
 	m.batches = got
 	m.leo = leo
-	r.prod.truncate(leo)
+	r.prod.truncate(leo, segs[0].base)
+	r.txn.rebuilt(leo, modelSegmentBases(r.log), r.prod.markersCompacted)
 	m.rp = leo
 	m.lso = min(max(m.lso, segs[0].base), leo)
 	m.hw = min(max(m.hw, m.lso), leo)
@@ -1471,23 +1572,40 @@ func TestModelRegressionTruncateIntoGap(t *testing.T) {
 // (then, or after a truncation) was removed by compaction is tainted: no
 // longer checked, and no longer used.
 type modelProducers struct {
-	hist    []record.Header
+	hist    []modelHistBatch
 	tainted map[int64]bool
 	// compactedAway: base offsets of producer batches compaction removed.
 	compactedAway map[int64]bool
-	active        []int64
-	nextPID       int64
+	// markersCompacted: compaction has removed a transaction marker, and
+	// with it every producer-state snapshot at or below it (a rebuild
+	// from one would have the marker's transaction open again, for good).
+	// A rebuild since may start from the first segment, so it knows only
+	// the producers with batches left in the log.
+	markersCompacted bool
+	active           []int64
+	nextPID          int64
 	// pending: the batches of the append being built.
 	pending []record.Header
 	// sent: the last batch each producer sent, as sent, for retries.
 	sent map[int64][]byte
 }
 
+// modelHistBatch is a producer's batch in the history: its header and,
+// for a transaction marker, the marker.
+type modelHistBatch struct {
+	record.Header
+	marker *producerstate.Marker
+}
+
 // expect is the state hist (and pending) leave.
 func (p *modelProducers) expect(withPending bool) *producerstate.State {
 	s := producerstate.New()
 	for _, h := range p.hist {
-		s.Update(h, 0)
+		if h.marker != nil {
+			s.UpdateMarker(h.Header, *h.marker, 0)
+		} else {
+			s.Update(h.Header, 0)
+		}
 	}
 	if withPending {
 		for _, h := range p.pending {
@@ -1527,14 +1645,16 @@ func (p *modelProducers) appended(data, orig []byte) {
 	for pos := 0; pos < len(data); {
 		h, _ := record.ParseHeader(data[pos:])
 		if h.HasProducerID() {
-			p.hist = append(p.hist, h)
+			p.hist = append(p.hist, modelHistBatch{Header: h})
 			p.sent[h.ProducerID] = orig[pos : pos+h.Size()]
 		}
 		pos += h.Size()
 	}
 }
 
-func (p *modelProducers) truncate(leo int64) {
+// truncate notes a rebuild of the producer state to leo, the log's
+// first segment starting at firstBase.
+func (p *modelProducers) truncate(leo, firstBase int64) {
 	for len(p.hist) > 0 && p.hist[len(p.hist)-1].BaseOffset >= leo {
 		p.hist = p.hist[:len(p.hist)-1]
 	}
@@ -1544,6 +1664,39 @@ func (p *modelProducers) truncate(leo int64) {
 		}
 	}
 	p.taint()
+	if !p.markersCompacted {
+		return
+	}
+	// The rebuild may replay from the first segment: a producer one of
+	// whose batches or markers retention removed may be listed with fewer
+	// batches, older epochs, or not at all.
+	lastEntry, lastMarker := map[int64]int64{}, map[int64]int64{}
+	for _, h := range p.hist {
+		lastEntry[h.ProducerID] = h.BaseOffset
+		if h.marker != nil {
+			lastMarker[h.ProducerID] = h.BaseOffset
+		}
+	}
+	for pid, e := range p.expect(false).All() {
+		gone := lastEntry[pid] < firstBase
+		if m, ok := lastMarker[pid]; ok && m < firstBase {
+			gone = true // its coordinator epoch
+		}
+		for _, b := range e.Batches {
+			gone = gone || b.FirstOffset < firstBase
+		}
+		if gone {
+			p.retire(pid)
+		}
+	}
+}
+
+// retire stops checking and using pid.
+func (p *modelProducers) retire(pid int64) {
+	if !p.tainted[pid] {
+		p.tainted[pid] = true
+		p.active = slices.DeleteFunc(p.active, func(a int64) bool { return a == pid })
+	}
 }
 
 func (p *modelProducers) clear() {
@@ -1560,6 +1713,7 @@ func (p *modelProducers) compacted(before, after []modelBatch) {
 	for _, b := range before {
 		if h, _ := record.ParseHeader(b.data); !kept[b.base] && h.HasProducerID() {
 			p.compactedAway[b.base] = true
+			p.markersCompacted = p.markersCompacted || h.IsControl()
 		}
 	}
 	p.taint()
@@ -1570,9 +1724,8 @@ func (p *modelProducers) compacted(before, after []modelBatch) {
 func (p *modelProducers) taint() {
 	for pid, e := range p.expect(false).All() {
 		for _, b := range e.Batches {
-			if p.compactedAway[b.FirstOffset] && !p.tainted[pid] {
-				p.tainted[pid] = true
-				p.active = slices.DeleteFunc(p.active, func(a int64) bool { return a == pid })
+			if p.compactedAway[b.FirstOffset] {
+				p.retire(pid)
 			}
 		}
 	}
@@ -1620,5 +1773,648 @@ func (p *modelProducers) check(r *modelRun) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		r.fatalf("producer state\n%+v\nmodel\n%+v", got, want)
+	}
+}
+
+// Transactions in the model (DESIGN.md section 23).
+//
+// modelTxns follows the transactions of the model's transactional
+// producers from what was written (a history truncated with the log, as
+// modelProducers keeps its batches), never from the log's transaction
+// index: for each, its first offset, its marker's, and whether it was
+// aborted. From it the model expects the last stable offset, each
+// producer's open transaction and the aborted transactions that
+// AbortedTransactions and ReadCommitted answer, with the last stable
+// offset each index entry records.
+//
+// What the history alone does not decide, the model allows for instead of
+// guessing how the log rebuilt its state (it starts from the newest
+// snapshot at or below the log end offset, whichever that is):
+//
+//   - compaction removes aborted transactions' batches and old markers
+//     (modelCleanRuleOf). A transaction one of whose batches it removed is
+//     tainted: its index entry may go (a rebuild that replays its marker
+//     without its batches indexes nothing), and so it is not compared;
+//     the entries whose last stable offset it set may record a later one;
+//   - a truncation (or a crash) that cuts the marker of a tainted
+//     transaction leaves it open in the log only if the snapshot the
+//     rebuild starts from had it open: it is maybe open, and the model has
+//     its producer abort it next, as a coordinator would;
+//   - a decided transaction holds the last stable offset until an append
+//     finds the high watermark past its marker (the producer state forgets
+//     it then, and a snapshot keeps those it still lists); after a rebuild
+//     the model does not know which snapshot it started from;
+//   - compaction that removes a marker removes the producer-state
+//     snapshots at or below it too (cleaner.go), so a later rebuild may
+//     replay from the first segment: see modelProducers.markersCompacted
+//     and modelTxns.rebuilt.
+
+// modelTxnPIDBase: the transactional producers' ids start here, far from
+// the idempotent ones'.
+const modelTxnPIDBase = 1 << 20
+
+// modelTxnHold says whether the log's producer state still lists a decided
+// transaction as unreplicated (producerstate.State.OnHighWatermark).
+type modelTxnHold int8
+
+const (
+	txnHeld        modelTxnHold = iota // listed: it holds the LSO while the HW is not past its marker
+	txnReleased                        // forgotten by an append with the HW past its marker
+	txnHoldUnknown                     // rebuilt since: listed or not
+)
+
+// modelTxn is one transaction of the history.
+type modelTxn struct {
+	pid     int64
+	first   int64
+	marker  int64 // -1 while open
+	aborted bool
+	// maybe: open in the history, and in the log maybe (see above).
+	maybe bool
+	hold  modelTxnHold // of a decided one
+	// openAtMarker are the other transactions open when its marker was
+	// written, and maybeAtMarker which of those were maybe open then.
+	openAtMarker  []*modelTxn
+	maybeAtMarker []bool
+	// tainted: compaction removed one of its batches (or a rebuild may
+	// have replayed it from the first segment); markerGone: compaction
+	// removed its marker.
+	tainted, markerGone bool
+	// firstAlts: where the rebuilds from the first segment since it began
+	// have it begin, its first batch left there (see rebuilt).
+	firstAlts []int64
+}
+
+func (x *modelTxn) String() string {
+	s := fmt.Sprintf("{producer %d from %d", x.pid, x.first)
+	if x.marker >= 0 {
+		s += fmt.Sprintf(" to %d aborted=%v hold=%d", x.marker, x.aborted, x.hold)
+	} else if x.maybe {
+		s += " maybe open"
+	}
+	if x.tainted {
+		s += " tainted"
+	}
+	if x.markerGone {
+		s += " marker compacted"
+	}
+	return s + "}"
+}
+
+// entryLSO is the range the last stable offset of an aborted
+// transaction's index entry must be in: the first offset of the earliest
+// other transaction open at its marker, or the marker's offset + 1; a
+// rebuild may not count the ones compaction tainted, nor the maybe open
+// ones.
+func (x *modelTxn) entryLSO() (low, high int64) {
+	low, high = x.marker+1, x.marker+1
+	for i, o := range x.openAtMarker {
+		low = min(low, o.first)
+		if !x.maybeAtMarker[i] && !o.tainted {
+			high = min(high, o.first)
+		}
+	}
+	return low, high
+}
+
+// modelTxnProducer is a transactional producer of the model.
+type modelTxnProducer struct {
+	pid              int64
+	epoch            int16 // the newest it used
+	coordinatorEpoch int32
+	// retired: tainted (modelProducers.tainted), so its sequence numbers
+	// in the log are not known for sure; it writes no more batches.
+	retired bool
+}
+
+type modelTxns struct {
+	txns []*modelTxn // by first offset
+	// byOffset: each batch of theirs, data or marker, by base offset.
+	byOffset  map[int64]*modelTxn
+	producers []*modelTxnProducer
+}
+
+func (t *modelTxns) producer(pid int64) *modelTxnProducer {
+	for _, p := range t.producers {
+		if p.pid == pid {
+			return p
+		}
+	}
+	panic(fmt.Sprintf("no transactional producer %d", pid))
+}
+
+// openTxn returns pid's open transaction, if any.
+func (t *modelTxns) openTxn(pid int64) *modelTxn {
+	for _, x := range t.txns {
+		if x.pid == pid && x.marker < 0 {
+			return x
+		}
+	}
+	return nil
+}
+
+// data notes a transactional batch of pid written at base.
+func (t *modelTxns) data(pid, base int64) {
+	x := t.openTxn(pid)
+	if x == nil {
+		x = &modelTxn{pid: pid, first: base, marker: -1}
+		t.txns = append(t.txns, x)
+	}
+	if x.maybe {
+		panic(fmt.Sprintf("producer %d wrote data with its transaction in doubt", pid))
+	}
+	t.byOffset[base] = x
+}
+
+// marker notes pid's marker written at offset.
+func (t *modelTxns) marker(pid, offset int64, commit bool) {
+	x := t.openTxn(pid)
+	if x == nil {
+		return // it completes nothing
+	}
+	x.marker, x.aborted, x.hold = offset, !commit, txnHeld
+	if x.maybe {
+		x.hold = txnHoldUnknown // the log may have had nothing open, or another
+	}
+	for _, o := range t.txns {
+		if o != x && o.marker < 0 {
+			x.openAtMarker = append(x.openAtMarker, o)
+			x.maybeAtMarker = append(x.maybeAtMarker, o.maybe)
+		}
+	}
+	t.byOffset[offset] = x
+}
+
+// appended notes an append (the log's appendLocked) with the high
+// watermark at hw: the decided transactions whose marker is below hw are
+// forgotten.
+func (t *modelTxns) appended(hw int64) {
+	for _, x := range t.txns {
+		if x.marker >= 0 && x.marker < hw {
+			x.hold = txnReleased
+		}
+	}
+}
+
+// rebuilt notes that the log ends at end (a truncation, or what a crash
+// left) and rebuilt its producer state, the log's segments now starting at
+// bases.
+//
+// snapshotsCut: compaction has removed a marker, and with it the
+// producer-state snapshots at or below it (modelProducers.markersCompacted).
+func (t *modelTxns) rebuilt(end int64, bases []int64, snapshotsCut bool) {
+	kept := t.txns[:0]
+	for _, x := range t.txns {
+		if x.first >= end {
+			continue
+		}
+		switch {
+		case x.marker >= end:
+			x.marker, x.aborted, x.maybe = -1, false, x.tainted
+			x.openAtMarker, x.maybeAtMarker = nil, nil
+		case x.marker >= 0 && x.hold == txnReleased:
+			x.hold = txnHoldUnknown
+		}
+		kept = append(kept, x)
+	}
+	clear(t.txns[len(kept):])
+	t.txns = kept
+	for o := range t.byOffset {
+		if o >= end {
+			delete(t.byOffset, o)
+		}
+	}
+	if snapshotsCut {
+		// The rebuild may replay from the first segment: a transaction
+		// begins, for it, at its first batch left there (firstAlts), and
+		// one with none left is not seen at all (open: maybe; decided: it
+		// may hold nothing). Either way it holds nothing a reader can
+		// reach below, and its index entry may differ (tainted).
+		firstIn := map[*modelTxn]int64{}
+		for o, x := range t.byOffset {
+			if o != x.marker && o >= bases[0] {
+				if f, ok := firstIn[x]; !ok || o < f {
+					firstIn[x] = o
+				}
+			}
+		}
+		for _, x := range t.txns {
+			if x.markerGone && x.hold == txnHeld {
+				x.hold = txnHoldUnknown // the replay does not see it decided
+			}
+			if x.first >= bases[0] {
+				continue
+			}
+			x.tainted = true
+			if f, ok := firstIn[x]; ok {
+				if !slices.Contains(x.firstAlts, f) {
+					x.firstAlts = append(x.firstAlts, f)
+				}
+			} else if x.marker < 0 {
+				x.maybe = true
+			} else if x.hold == txnHeld {
+				x.hold = txnHoldUnknown
+			}
+		}
+	}
+}
+
+// clear: the log starts over empty.
+func (t *modelTxns) clear() {
+	t.txns = nil
+	clear(t.byOffset)
+}
+
+// compacted notes the batches a compaction pass removed: it taints their
+// transactions, and their producers (whose state a rebuild may no longer
+// get right: a removed marker carried its epochs).
+func (t *modelTxns) compacted(before, after []modelBatch, p *modelProducers) {
+	kept := map[int64]bool{}
+	for _, b := range after {
+		kept[b.base] = true
+	}
+	for _, b := range before {
+		if kept[b.base] {
+			continue
+		}
+		if x := t.byOffset[b.base]; x != nil {
+			x.tainted = true
+			if b.base == x.marker {
+				x.markerGone = true
+			}
+		}
+		if h, _ := record.ParseHeader(b.data); h.ProducerID >= modelTxnPIDBase {
+			p.tainted[h.ProducerID] = true
+		}
+	}
+}
+
+// prune forgets the decided transactions below the first segment: no
+// entry of theirs is left, and no truncation can reopen them.
+func (t *modelTxns) prune(firstBase int64) {
+	gone := func(x *modelTxn) bool {
+		return x.marker >= 0 && x.marker < firstBase && !x.markerGone
+	}
+	for o, x := range t.byOffset {
+		if gone(x) {
+			delete(t.byOffset, o)
+		}
+	}
+	kept := t.txns[:0]
+	for _, x := range t.txns {
+		if !gone(x) {
+			kept = append(kept, x)
+		}
+	}
+	clear(t.txns[len(kept):])
+	t.txns = kept
+}
+
+// expectLSO returns the last stable offset the log must have, and the
+// others it may have (see above): the first offset of the earliest
+// transaction open, or decided and listed with its marker not below the
+// high watermark, clamped to [lso, hw]; hw when there is none.
+func (t *modelTxns) expectLSO(lso, hw int64) (int64, []int64) {
+	// first: the earliest held transaction's first offset; upper: the
+	// earliest held one's latest beginning (a rebuild from the first
+	// segment may have it begin later: firstAlts).
+	first, upper := int64(math.MaxInt64), int64(math.MaxInt64)
+	var maybes []*modelTxn
+	for _, x := range t.txns {
+		var holds, may bool
+		switch {
+		case x.marker < 0:
+			holds, may = !x.maybe, x.maybe
+		case x.marker >= hw:
+			holds, may = x.hold == txnHeld, x.hold == txnHoldUnknown
+		}
+		if holds {
+			first = min(first, x.first)
+			upper = min(upper, slices.Max(append([]int64{x.first}, x.firstAlts...)))
+			maybes = append(maybes, x)
+		} else if may {
+			maybes = append(maybes, x)
+		}
+	}
+	clamp := func(o int64) int64 { return min(max(o, lso), hw) }
+	want := hw
+	if first < math.MaxInt64 {
+		want = clamp(first)
+	}
+	// The others: any beginning of a transaction that holds or may hold,
+	// up to upper, or upper itself.
+	alts := []int64{clamp(upper)}
+	for _, x := range maybes {
+		for _, o := range append([]int64{x.first}, x.firstAlts...) {
+			if o < upper {
+				alts = append(alts, clamp(o))
+			}
+		}
+	}
+	return want, alts
+}
+
+// checkLSO checks the log's last stable offset, and returns it.
+func (t *modelTxns) checkLSO(r *modelRun) int64 {
+	r.t.Helper()
+	got := r.log.LastStableOffset()
+	want, alts := t.expectLSO(r.m.lso, r.m.hw)
+	if got != want && !slices.Contains(alts, got) {
+		r.fatalf("last stable offset %d, model %d (or one of %v); transactions %v", got, want, alts, t.txns)
+	}
+	return got
+}
+
+// checkAborted compares aborted transactions the log answered for
+// [from, upper) with the model's.
+func (t *modelTxns) checkAborted(r *modelRun, what string, got []AbortedTxn, from, upper int64) {
+	r.t.Helper()
+	firstBase := modelSegmentBases(r.log)[0]
+	var want []*modelTxn
+	for _, x := range t.txns {
+		if x.aborted && !x.tainted && x.marker >= max(from, firstBase) && x.first < upper {
+			want = append(want, x)
+		}
+	}
+	slices.SortFunc(want, func(a, b *modelTxn) int { return int(a.marker - b.marker) })
+	kept := got[:0:0]
+	for _, e := range got {
+		if x := t.byOffset[e.LastOffset]; x != nil && x.tainted && x.pid == e.ProducerID {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	ok := len(kept) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		e, x := kept[i], want[i]
+		low, high := x.entryLSO()
+		ok = e.ProducerID == x.pid && e.FirstOffset == x.first && e.LastOffset == x.marker &&
+			e.LastStableOffset >= low && e.LastStableOffset <= high
+	}
+	if !ok {
+		r.fatalf("%s: aborted transactions in [%d, %d) %+v (tainted ones left out), model %v", what, from, upper, kept, want)
+	}
+}
+
+// check compares the log's transactions with the model's.
+func (t *modelTxns) check(r *modelRun) {
+	r.t.Helper()
+	l, m := r.log, &r.m
+	if len(t.txns) > 64 {
+		t.prune(modelSegmentBases(l)[0])
+	}
+	t.checkLSO(r)
+	producers := l.ActiveProducers()
+	for _, p := range t.producers {
+		got := int64(-1)
+		if e, ok := producers[p.pid]; ok {
+			got = e.TxnFirstOffset
+		}
+		want := int64(-1)
+		x := t.openTxn(p.pid)
+		if x != nil {
+			want = x.first
+		}
+		ok := got == want || x != nil && (x.maybe && got == -1 || slices.Contains(x.firstAlts, got))
+		if !ok {
+			r.fatalf("producer %d: open transaction from %d, model %v", p.pid, got, x)
+		}
+	}
+	got, err := l.AbortedTransactions(m.lso, m.leo)
+	if err != nil {
+		r.fatalf("AbortedTransactions(%d, %d): %v", m.lso, m.leo, err)
+	}
+	t.checkAborted(r, "AbortedTransactions", got, m.lso, m.leo)
+	from := m.lso + r.rng.Int64N(m.leo-m.lso+1)
+	upper := from + 1 + r.rng.Int64N(m.leo-from+1)
+	if got, err = l.AbortedTransactions(from, upper); err != nil {
+		r.fatalf("AbortedTransactions(%d, %d): %v", from, upper, err)
+	}
+	t.checkAborted(r, "AbortedTransactions", got, from, upper)
+}
+
+// checkReadCommitted is checkRead for a read_committed reader: the
+// batches below the last stable offset, and the aborted transactions that
+// overlap them.
+func (r *modelRun) checkReadCommitted(offset int64, maxBytes int, maxOffset int64) {
+	r.t.Helper()
+	m := &r.m
+	res, err := r.log.ReadCommitted(nil, offset, maxBytes, maxOffset, -1)
+	if offset < m.lso || offset > m.leo {
+		if !errors.Is(err, ErrOffsetOutOfRange) {
+			r.fatalf("read_committed at %d outside [%d, %d]: err %v, want ErrOffsetOutOfRange", offset, m.lso, m.leo, err)
+		}
+		return
+	}
+	if err != nil {
+		r.fatalf("readCommitted(%d, %d, %d): %v", offset, maxBytes, maxOffset, err)
+	}
+	want, alts := r.txn.expectLSO(m.lso, m.hw)
+	if res.LastStableOffset != want && !slices.Contains(alts, res.LastStableOffset) {
+		r.fatalf("read_committed at %d reports last stable offset %d, model %d (or one of %v)", offset, res.LastStableOffset, want, alts)
+	}
+	wantRecords := modelExpectRead(m.batches, modelSegmentBases(r.log), offset, maxBytes, min(maxOffset, res.LastStableOffset), m.leo)
+	if !bytes.Equal(res.Records, wantRecords) {
+		r.fatalf("readCommitted(%d, %d, %d) below the last stable offset %d: got %s, want %s", offset, maxBytes, maxOffset,
+			res.LastStableOffset, modelDescribe(res.Records), modelDescribe(wantRecords))
+	}
+	if len(res.Records) == 0 {
+		if res.AbortedTxns != nil {
+			r.fatalf("readCommitted(%d, %d, %d) read nothing and answered aborted transactions %+v", offset, maxBytes, maxOffset, res.AbortedTxns)
+		}
+		return
+	}
+	r.txn.checkAborted(r, fmt.Sprintf("readCommitted(%d, %d, %d)", offset, maxBytes, maxOffset), res.AbortedTxns, offset, res.LastOffset+1)
+}
+
+// opTxn is one step of a transactional producer: a batch in its
+// transaction (opening one if none is open), a marker, or a produce the
+// log must refuse. A transaction maybe open (see above) is aborted first.
+func (r *modelRun) opTxn() {
+	t := &r.txn
+	for _, x := range t.txns {
+		if x.marker < 0 && x.maybe {
+			r.counts["txn resolve"]++
+			r.txnMarker(t.producer(x.pid), false, false)
+			return
+		}
+	}
+	var live []*modelTxnProducer
+	for _, p := range t.producers {
+		if !p.retired {
+			live = append(live, p)
+		}
+	}
+	if len(live) < 2 || r.rng.IntN(100) == 0 {
+		p := &modelTxnProducer{pid: modelTxnPIDBase + int64(len(t.producers))}
+		t.producers = append(t.producers, p)
+		live = append(live, p)
+	}
+	p := live[r.rng.IntN(len(live))]
+	x := t.openTxn(p.pid)
+	tainted := r.prod.tainted[p.pid]
+	switch n := r.rng.IntN(16); {
+	case tainted && x == nil:
+		r.note("retire transactional producer %d", p.pid)
+		p.retired = true
+	case x != nil && !tainted && n == 0:
+		r.txnRefused(p)
+	case x == nil && n < 2:
+		r.counts["txn marker for none"]++
+		r.txnMarker(p, n == 0, false)
+	case x == nil || (!tainted && n < 9):
+		r.counts["txn data"]++
+		r.txnData(p)
+	default:
+		commit := n < 12
+		if commit {
+			r.counts["txn commit"]++
+		} else {
+			r.counts["txn abort"]++
+		}
+		r.txnMarker(p, commit, !tainted && n%4 == 0)
+	}
+}
+
+// txnData appends a batch of p's transaction: 1-5 records under keys of
+// its own (never superseded by others: compaction removes them only when
+// the transaction is aborted).
+func (r *modelRun) txnData(p *modelTxnProducer) {
+	m := &r.m
+	opts := record.DefaultBatchOptions()
+	opts.Codec = []record.Codec{record.CodecNone, record.CodecGzip, record.CodecSnappy, record.CodecLZ4, record.CodecZstd}[r.rng.IntN(5)]
+	opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, p.pid, p.epoch, 0
+	if e, ok := r.prod.expect(false).Get(p.pid); ok {
+		opts.ProducerEpoch = e.Epoch
+		if len(e.Batches) > 0 {
+			opts.BaseSequence = producerstate.LastSeq(e.Batches[len(e.Batches)-1].LastSeq, 1)
+		}
+	}
+	p.epoch = max(p.epoch, opts.ProducerEpoch)
+	b := record.NewBuilder(opts)
+	n := 1 + r.rng.IntN(5)
+	for i := range n {
+		value := make([]byte, min(r.modelValueSize(), 500))
+		for j := range value {
+			value[j] = byte('a' + (i+j)%5)
+		}
+		b.Add([]byte(fmt.Sprintf("t%d-%d-%d", p.pid, opts.ProducerEpoch, opts.BaseSequence+int32(i))), value, nil, r.clock.ms-int64(r.rng.IntN(20_000)))
+	}
+	data, err := b.Build()
+	if err != nil {
+		r.fatalf("build: %v", err)
+	}
+	r.note("transactional batch of producer %d (epoch %d, sequence %d, %d records) at %d", p.pid, opts.ProducerEpoch, opts.BaseSequence, n, m.leo)
+	orig := bytes.Clone(data)
+	info, err := r.log.Append(data, r.epoch)
+	if err != nil {
+		r.fatalf("transactional append: %v", err)
+	}
+	got, err := r.parsed.parse(data)
+	if err != nil || got.base != m.leo || info.FirstOffset != m.leo || info.LastOffset != got.last || len(got.records) != n {
+		r.fatalf("transactional append at %d: %+v, %v (%v)", m.leo, info, got, err)
+	}
+	m.batches = append(m.batches, got)
+	m.leo = got.last + 1
+	r.prod.appended(data, orig)
+	r.txn.data(p.pid, got.base)
+	r.txn.appended(m.hw)
+}
+
+// txnMarker writes a marker for p as the leader; with bump it carries a
+// new producer epoch (Transactions V2, StrictEpoch). It must be written
+// as record.EndTxnMarkerBatch makes it, at the log end offset.
+func (r *modelRun) txnMarker(p *modelTxnProducer, commit, bump bool) {
+	m := &r.m
+	epoch, coordinatorEpoch := p.epoch, p.coordinatorEpoch
+	if e, ok := r.prod.expect(false).Get(p.pid); ok {
+		epoch, coordinatorEpoch = max(epoch, e.Epoch), max(coordinatorEpoch, e.CoordinatorEpoch)
+	}
+	if bump {
+		epoch++
+	}
+	if r.rng.IntN(8) == 0 {
+		coordinatorEpoch++
+	}
+	p.epoch, p.coordinatorEpoch = epoch, coordinatorEpoch
+	want, err := record.EndTxnMarkerBatch(p.pid, epoch, coordinatorEpoch, commit, r.clock.ms)
+	if err != nil {
+		r.fatalf("marker: %v", err)
+	}
+	record.SetBaseOffset(want, m.leo)
+	record.SetPartitionLeaderEpoch(want, r.epoch)
+	if r.cfg.LogAppendTime {
+		record.SetLogAppendTime(want, r.clock.ms)
+	}
+	r.note("marker (commit=%v) of producer %d (epoch %d%s, coordinator epoch %d) at %d", commit, p.pid, epoch,
+		map[bool]string{true: " bumped", false: ""}[bump], coordinatorEpoch, m.leo)
+	info, err := r.log.AppendTxnMarker(TxnMarker{ProducerID: p.pid, ProducerEpoch: epoch, CoordinatorEpoch: coordinatorEpoch,
+		Commit: commit, StrictEpoch: bump}, r.epoch)
+	if err != nil {
+		r.fatalf("marker: %v", err)
+	}
+	if info.FirstOffset != m.leo || info.LastOffset != m.leo || info.NumBatches != 1 {
+		r.fatalf("marker at %d: %+v", m.leo, info)
+	}
+	b, err := r.parsed.parse(want)
+	if err != nil {
+		r.fatalf("marker: %v", err)
+	}
+	h, _ := record.ParseHeader(want)
+	m.batches = append(m.batches, b)
+	m.leo++
+	r.prod.hist = append(r.prod.hist, modelHistBatch{Header: h, marker: &producerstate.Marker{Commit: commit, CoordinatorEpoch: coordinatorEpoch}})
+	r.txn.marker(p.pid, b.base, commit)
+	r.txn.appended(m.hw)
+}
+
+// txnRefused sends, for p (its transaction open, its state known), what
+// the log must refuse, writing nothing: a non-transactional batch inside
+// the transaction, a marker from an older or (strict) the same producer
+// epoch or from an older coordinator epoch, a control batch from a client.
+func (r *modelRun) txnRefused(p *modelTxnProducer) {
+	e, _ := r.prod.expect(false).Get(p.pid)
+	marker := TxnMarker{ProducerID: p.pid, ProducerEpoch: e.Epoch, CoordinatorEpoch: e.CoordinatorEpoch}
+	var err, want error
+	var what string
+	switch r.rng.IntN(5) {
+	case 0:
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = p.pid, e.Epoch, 0
+		if len(e.Batches) > 0 {
+			opts.BaseSequence = producerstate.LastSeq(e.Batches[len(e.Batches)-1].LastSeq, 1)
+		}
+		what, want = "a non-transactional batch in a transaction", ErrInvalidTxnState
+		_, err = r.log.Append(testBatchOpts(r.t, opts, 2, 10, r.clock.ms, func(i int) []byte { return []byte(fmt.Sprintf("k%d", i)) }), r.epoch)
+	case 1:
+		if marker.ProducerEpoch == 0 {
+			return
+		}
+		marker.ProducerEpoch--
+		what, want = "a marker from an older producer epoch", ErrInvalidProducerEpoch
+		_, err = r.log.AppendTxnMarker(marker, r.epoch)
+	case 2:
+		marker.StrictEpoch = true
+		what, want = "a strict marker from the same producer epoch", ErrInvalidProducerEpoch
+		_, err = r.log.AppendTxnMarker(marker, r.epoch)
+	case 3:
+		if marker.CoordinatorEpoch <= 0 {
+			return
+		}
+		marker.CoordinatorEpoch--
+		what, want = "a marker from an older coordinator epoch", ErrCoordinatorFenced
+		_, err = r.log.AppendTxnMarker(marker, r.epoch)
+	case 4:
+		b, berr := record.EndTxnMarkerBatch(p.pid, e.Epoch, e.CoordinatorEpoch, true, r.clock.ms)
+		if berr != nil {
+			r.fatalf("marker: %v", berr)
+		}
+		what, want = "a control batch from a client", ErrInvalidBatch
+		_, err = r.log.Append(b, r.epoch)
+	}
+	r.note("refused: %s of producer %d", what, p.pid)
+	r.counts["txn refused"]++
+	if !errors.Is(err, want) {
+		r.fatalf("%s of producer %d: err %v, want %v", what, p.pid, err, want)
 	}
 }

@@ -51,8 +51,11 @@ import (
 // that is what still deduplicates a retry of a batch retention already
 // removed, and what lets the producer go on at its next sequence number.
 // Expiry runs with each retention pass.
-// Compaction leaves the state alone: the cleaner keeps each producer's
-// last batch.
+// Compaction leaves the state alone (the cleaner keeps each producer's
+// last batch), but a pass that drops a transaction marker deletes every
+// snapshot at or below it first (cleaner.go, swapSegment): one taken
+// while the marker's transaction was open would have a rebuild from it
+// find the transaction open, with no marker left to end it.
 
 // snapshotReadChunk is the scanner's read-ahead while replaying headers:
 // small, since only 61 bytes of each batch are wanted.
@@ -134,19 +137,37 @@ func (l *Log) rebuildIfDamagedLocked(err error, leo, nowMs int64) error {
 // control batch's marker. The transaction indexes are rebuilt with it:
 // their entries for markers at or past from are dropped first and the
 // replay appends them again (txnindex.go), so nothing a crash or a
-// truncation took from the log stays indexed.
+// truncation took from the log stays indexed. The entries appended are
+// synced before it returns: the log's recovery point may already be
+// past them, so no Flush would.
 // REQUIRES: l.mu held (nothing removes segments meanwhile).
 func (l *Log) replayProducersLocked(from, to, nowMs int64) error {
 	defer l.publishUnstableLocked(true)
 	segs := *l.segments.Load()
+	first := len(segs) // the first segment that may hold from's markers
 	for i, s := range segs {
 		if i+1 < len(segs) && segs[i+1].baseOffset <= from {
 			continue // wholly below from: its markers are too
 		}
+		first = min(first, i)
 		if err := s.truncateTxnIndex(from); err != nil {
 			return err
 		}
 	}
+	if err := l.replayBatchesLocked(segs, from, to, nowMs); err != nil {
+		return err
+	}
+	for _, s := range segs[first:] {
+		if err := s.syncTxnIndex(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayBatchesLocked is replayProducersLocked's replay.
+// REQUIRES: l.mu held.
+func (l *Log) replayBatchesLocked(segs []*segment, from, to, nowMs int64) error {
 	if from >= to {
 		return nil
 	}
@@ -275,6 +296,24 @@ func (l *Log) deleteSnapshotsBelowLocked(start int64) {
 		kept = append(kept, off)
 	}
 	l.snapshots = kept
+}
+
+// deleteSnapshotsUpToLocked deletes the snapshots at or below offset, and
+// syncs the directory if it deleted any.
+// REQUIRES: l.mu held.
+func (l *Log) deleteSnapshotsUpToLocked(offset int64) error {
+	n, _ := slices.BinarySearch(l.snapshots, offset+1)
+	if n == 0 {
+		return nil
+	}
+	for i, off := range l.snapshots[:n] {
+		if err := l.fs.Remove(l.snapshotPath(off)); err != nil && !isNotExist(err) {
+			l.snapshots = l.snapshots[i:]
+			return err
+		}
+	}
+	l.snapshots = slices.Delete(l.snapshots, 0, n)
+	return l.fs.SyncDir(l.dir)
 }
 
 // deleteAllSnapshotsLocked deletes every snapshot, for a log that starts

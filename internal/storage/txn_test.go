@@ -2,9 +2,11 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage/producerstate"
@@ -544,4 +546,64 @@ func TestTxnIndexGoesWithItsSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.expectAborted("started over", 0, 1<<40)
+}
+
+// TestTxnCompactionDoesNotReviveATransaction: compaction drops an abort
+// marker with its transaction's records; a truncation into the cleaned
+// segments must not rebuild from a snapshot taken while the transaction
+// was open (it would stay open for good: no marker is left to end it).
+func TestTxnCompactionDoesNotReviveATransaction(t *testing.T) {
+	fsys := vfs.NewMem()
+	clock := &fakeClock{ms: 1_700_000_000_000}
+	cfg := compactionConfig()
+	cfg.SegmentBytes = 1000
+	cfg.DeleteRetentionMs = 0
+	l := openTestLog(t, fsys, "/data/t-0", cfg, OpenOptions{Now: clock.now})
+	defer l.Close()
+	ts := clock.ms
+	at := int64(0)
+	follow := func(b []byte) {
+		t.Helper()
+		info, err := l.AppendAsFollower(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = info.LastOffset + 1
+	}
+	plain := func(key string) {
+		follow(compactionBatch(t, record.DefaultBatchOptions(), at, ts, compactionPut(key, string(make([]byte, 200)))))
+	}
+	follow(compactionBatch(t, compactionTxn(7), at, ts, compactionPut("a", "aborted"), compactionPut("b", "aborted")))
+	for l.NumSegments() < 2 {
+		plain(fmt.Sprint("k", at))
+	}
+	marker := at
+	follow(compactionMarker(t, 7, at, ts, record.ControlAbort))
+	for l.NumSegments() < 4 {
+		plain(fmt.Sprint("k", at))
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	clock.advance(time.Minute)
+	if _, err := l.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Read(marker, 1<<20, marker+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) > 0 {
+		if h, _ := record.ParseHeader(res.Records); h.BaseOffset == marker {
+			t.Fatal("the cleaner kept the marker: the test needs it dropped")
+		}
+	}
+	// A follower's truncation into the cleaned segments, past the marker.
+	if err := l.TruncateTo(marker + 2); err != nil {
+		t.Fatal(err)
+	}
+	if lso, hw := l.LastStableOffset(), l.HighWatermark(); lso != hw {
+		t.Fatalf("after the truncation: last stable offset %d, high watermark %d", lso, hw)
+	}
+	if e, ok := l.ActiveProducers()[7]; ok && e.TxnFirstOffset != -1 {
+		t.Fatalf("producer 7's aborted transaction is open again: %+v", e)
+	}
 }

@@ -9,10 +9,11 @@ package producerstate
 // one at or below its log end offset and replays the batch headers after
 // it.
 //
-// Format, version 2. Integers are big-endian; there is no padding.
+// Format, version 3. Integers are big-endian; there is no padding.
 //
 //	magic          4 bytes  "FJPS"
-//	version        uint16   2 (1: no coordinatorEpoch, no txnFirstOffset)
+//	version        uint16   3 (1: no coordinatorEpoch, no txnFirstOffset;
+//	                        2: no decided transactions)
 //	offset         int64    the offset in the file name
 //	count          uint32   number of producers
 //	count times, producer ids ascending:
@@ -28,10 +29,18 @@ package producerstate
 //	    firstOffset    int64
 //	    lastOffset     int64
 //	    maxTimestamp   int64
+//	numDecided     uint32   (version 3) decided transactions that still
+//	                        hold the last stable offset (txn.go), in
+//	                        marker order:
+//	  producerId       int64
+//	  firstOffset      int64
+//	  lastOffset       int64    the marker's
 //	crc            uint32   CRC-32C (Castagnoli) of every byte before it
 //
 // Version 1 files (before transactions) are read as producers with no
-// marker and no transaction open. A file that breaks any of this (bad
+// marker and no transaction open, version 2 files as holding no decided
+// transaction. Without the decided ones, a reopened log's last stable
+// offset would pass a transaction whose marker is not yet replicated. A file that breaks any of this (bad
 // CRC, unknown magic or version, a count that the bytes do not hold,
 // producer ids out of order, offsets out of order or at or past the
 // snapshot's offset, an open transaction's first offset not below it,
@@ -57,13 +66,14 @@ const SnapshotSuffix = ".snapshot"
 
 const (
 	snapshotMagic   = "FJPS"
-	snapshotVersion = 2
+	snapshotVersion = 3
 	headerSize      = 4 + 2 + 8 + 4
 	// entryHeaderSizeV1 is a version 1 producer's fixed part; version 2
 	// adds the coordinator epoch and the open transaction's first offset.
 	entryHeaderSizeV1 = 8 + 2 + 8 + 1
 	entryHeaderSizeV2 = entryHeaderSizeV1 + 4 + 8
 	batchSize         = 4 + 4 + 8 + 8 + 8
+	decidedSize       = 8 + 8 + 8
 	crcSize           = 4
 )
 
@@ -106,6 +116,12 @@ func (s *State) AppendSnapshot(dst []byte, offset int64) []byte {
 			dst = binary.BigEndian.AppendUint64(dst, uint64(b.MaxTimestamp))
 		}
 	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s.decided)))
+	for _, ct := range s.decided {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(ct.ProducerID))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(ct.FirstOffset))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(ct.LastOffset))
+	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -130,7 +146,7 @@ func DecodeSnapshot(b []byte, offset, nowMs int64) (*State, error) {
 	switch version {
 	case 1:
 		entryHeaderSize = entryHeaderSizeV1
-	case snapshotVersion:
+	case 2, snapshotVersion:
 	default:
 		return nil, bad("unknown version %d", version)
 	}
@@ -192,6 +208,31 @@ func DecodeSnapshot(b []byte, offset, nowMs int64) (*State, error) {
 		s.producers[pid] = e
 		if e.txnFirstOffset >= 0 {
 			s.ongoing[pid] = e.txnFirstOffset
+		}
+	}
+	if version >= 3 {
+		if len(rest) < 4 {
+			return nil, bad("no decided transactions count")
+		}
+		n := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(n)*decidedSize > uint64(len(rest)) {
+			return nil, bad("%d decided transactions in %d bytes", n, len(rest))
+		}
+		prevMarker := int64(-1)
+		for range n {
+			ct := CompletedTxn{
+				ProducerID:  int64(binary.BigEndian.Uint64(rest)),
+				FirstOffset: int64(binary.BigEndian.Uint64(rest[8:])),
+				LastOffset:  int64(binary.BigEndian.Uint64(rest[16:])),
+			}
+			rest = rest[decidedSize:]
+			if ct.ProducerID < 0 || ct.FirstOffset < 0 || ct.LastOffset <= ct.FirstOffset || ct.LastOffset <= prevMarker || ct.LastOffset >= offset {
+				return nil, bad("producer %d: decided transaction %d..%d (previous marker at %d, snapshot at %d)",
+					ct.ProducerID, ct.FirstOffset, ct.LastOffset, prevMarker, offset)
+			}
+			prevMarker = ct.LastOffset
+			s.decided = append(s.decided, ct)
 		}
 	}
 	if len(rest) != 0 {

@@ -156,7 +156,8 @@ type State struct {
 	// decided are the transactions completed whose marker the high
 	// watermark has not passed yet (Kafka's unreplicated transactions),
 	// in marker order: until it has, they still hold the last stable
-	// offset (txn.go). Not in snapshots.
+	// offset (txn.go). Snapshots keep their producer, first offset and
+	// marker offset, which is all that is used of them.
 	decided []CompletedTxn
 	// txnGen counts the changes to ongoing and decided, so that a reader
 	// of Unstable knows when its copy is stale.

@@ -281,12 +281,12 @@ func TestSnapshotDamageDetected(t *testing.T) {
 
 func TestSnapshotUnknownVersion(t *testing.T) {
 	b := New().AppendSnapshot(nil, 7)
-	b[5] = 3 // version 3, CRC fixed up: a file from a newer Fjord
+	b[5] = 4 // version 4, CRC fixed up: a file from a newer Fjord
 	body := b[:len(b)-crcSize]
 	b = append(bytes.Clone(body), 0, 0, 0, 0)
 	putCRC(b)
 	if _, err := DecodeSnapshot(b, 7, 0); !errors.Is(err, ErrCorruptSnapshot) {
-		t.Fatalf("version 3: %v", err)
+		t.Fatalf("version 4: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package producerstate
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -219,6 +220,64 @@ func TestTransactionSnapshotAndExpiry(t *testing.T) {
 	}
 	if e, _ := dec.Get(5); e.Epoch != 2 || e.TxnFirstOffset != -1 || e.CoordinatorEpoch != -1 || len(e.Batches) != 1 {
 		t.Fatalf("version 1 entry %+v", e)
+	}
+}
+
+// A decided transaction whose marker the high watermark has not passed
+// survives a snapshot: it still holds the first unstable offset after a
+// reopen. A version 2 snapshot has none.
+func TestDecidedSnapshot(t *testing.T) {
+	s := New()
+	write(t, s, txnHdr(1, 0, 0, 2, 0), txnHdr(2, 0, 0, 1, 2))
+	s.UpdateMarker(markerHdr(1, 0, 3), Marker{Commit: true}, 0)
+	s.UpdateMarker(markerHdr(2, 0, 4), Marker{}, 0)
+	s.OnHighWatermark(4) // producer 1's marker is replicated, producer 2's not
+	b := s.AppendSnapshot(nil, 5)
+	got, err := DecodeSnapshot(b, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, ok := got.FirstUnstableOffset(); !ok || first != 2 {
+		t.Fatalf("first unstable after the snapshot %d %v, want producer 2's 2", first, ok)
+	}
+	if u, _ := got.Unstable(); !reflect.DeepEqual(u, []UnstableTxn{{2, 4}}) {
+		t.Fatalf("unstable %+v", u)
+	}
+
+	// Version 2: the same without the decided section.
+	v2 := bytes.Clone(b[:len(b)-crcSize-4-decidedSize])
+	v2[5] = 2
+	v2 = binary.BigEndian.AppendUint32(v2, crc32.Checksum(v2, castagnoli))
+	dec, err := DecodeSnapshot(v2, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := dec.FirstUnstableOffset(); ok || !reflect.DeepEqual(dec.All(), got.All()) {
+		t.Fatalf("version 2: producers %+v", dec.All())
+	}
+
+	// Damage in the decided section.
+	for _, tc := range []struct {
+		name string
+		ct   []CompletedTxn
+	}{
+		{"a marker at the snapshot's offset", []CompletedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 5}}},
+		{"markers out of order", []CompletedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 3}, {ProducerID: 2, FirstOffset: 1, LastOffset: 2}}},
+		{"a first offset past the marker", []CompletedTxn{{ProducerID: 1, FirstOffset: 4, LastOffset: 3}}},
+		{"a negative producer id", []CompletedTxn{{ProducerID: -1, FirstOffset: 0, LastOffset: 3}}},
+	} {
+		bad := New()
+		bad.decided = tc.ct
+		if _, err := DecodeSnapshot(bad.AppendSnapshot(nil, 5), 5, 0); !errors.Is(err, ErrCorruptSnapshot) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	short := New().AppendSnapshot(nil, 5)
+	short = short[:len(short)-crcSize]
+	binary.BigEndian.PutUint32(short[len(short)-4:], 1<<30) // more decided than bytes
+	short = binary.BigEndian.AppendUint32(short, crc32.Checksum(short, castagnoli))
+	if _, err := DecodeSnapshot(short, 5, 0); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("a decided count the bytes do not hold: %v", err)
 	}
 }
 
