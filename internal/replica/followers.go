@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // The leader's view of its followers (Kafka's Replica state on the
@@ -59,6 +61,9 @@ type followers struct {
 	term  int32
 	since time.Time // when this node became leader in term
 	m     map[int32]*followerState
+	// refused is the latest expansion the controller refused in term,
+	// nil when none.
+	refused *refusedExpansion
 }
 
 // resetLocked starts a new term's state (or clears it, term -1).
@@ -66,6 +71,7 @@ type followers struct {
 func (f *followers) resetLocked(term int32, now time.Time) {
 	f.term, f.since = term, now
 	f.m = map[int32]*followerState{}
+	f.refused = nil
 }
 
 // stateLocked returns id's state, creating it caught up as of the term's
@@ -156,35 +162,117 @@ func (f *followers) offset(id int32) replicaOffset {
 	return replicaOffset{nodeID: id}
 }
 
+// isrDecision is what the leader's ISR decision (isrChange) reads
+// besides the followers' state.
+type isrDecision struct {
+	self      int32
+	replicas  []int32
+	isr       []int32
+	hw        int64
+	termStart int64 // the offset this leader's epoch began at
+	lag       time.Duration
+	now       time.Time
+	// expand: a follower's fetch asks, and replicas outside the ISR may
+	// be added; false for the ISR loop, which only shrinks (Kafka's
+	// maybeShrinkIsr: only a fetch expands). A replica that stopped
+	// fetching is never proposed on the strength of its last fetch.
+	expand bool
+	// brokers are the registered brokers of this node's latest image,
+	// for isrEligible.
+	brokers map[int32]metadata.Broker
+	// image and partitionEpoch are what a refused expansion is matched
+	// against (refusedExpansion).
+	image          *metadata.Image
+	partitionEpoch int32
+}
+
 // isrChange computes the ISR the leader should ask for: members that
-// have not caught up within lag are dropped, replicas outside the ISR
-// that hold everything up to hw and up to the start of this term
-// (termStart) are added. It returns isr itself when nothing changes.
-func (f *followers) isrChange(self int32, replicas, isr []int32, hw, termStart int64, lag time.Duration, now time.Time) []int32 {
+// have not caught up within lag are dropped and, when d.expand,
+// replicas outside the ISR are added that hold everything up to hw and
+// up to the start of this term, have caught up within lag, are eligible
+// in this leader's image (isrEligible) and were not just refused
+// (refusedExpansion). It returns d.isr itself when nothing changes.
+func (f *followers) isrChange(d isrDecision) []int32 {
 	f.Lock()
 	defer f.Unlock()
-	next := make([]int32, 0, len(replicas))
-	for _, id := range replicas {
-		in := slices.Contains(isr, id)
+	next := make([]int32, 0, len(d.replicas))
+	for _, id := range d.replicas {
+		in := slices.Contains(d.isr, id)
 		switch {
-		case id == self:
+		case id == d.self:
 			next = append(next, id)
 		case in:
-			if now.Sub(f.stateLocked(id).lastCaughtUp) <= lag {
+			if d.now.Sub(f.stateLocked(id).lastCaughtUp) <= d.lag {
 				next = append(next, id)
 			}
+		case !d.expand:
 		default:
 			s := f.m[id]
-			if s != nil && s.fetchOffset >= hw && s.fetchOffset >= termStart && now.Sub(s.lastCaughtUp) <= lag {
+			if s != nil && s.fetchOffset >= d.hw && s.fetchOffset >= d.termStart && d.now.Sub(s.lastCaughtUp) <= d.lag &&
+				isrEligible(d.brokers, id, s.brokerEpoch) && !f.refused.holds(id, d) {
 				next = append(next, id)
 			}
 		}
 	}
 	// Keep the replica order, as Kafka does; only membership matters.
-	if sameMembers(next, isr) {
-		return isr
+	if sameMembers(next, d.isr) {
+		return d.isr
 	}
 	return next
+}
+
+// isrEligible reports whether replica id may join the ISR in this
+// leader's metadata view (KIP-841; Kafka's Partition.isReplicaIsrEligible):
+// registered, not fenced, not in controlled shutdown, and fetching as
+// the registration the image knows, or naming no broker epoch (KIP-903).
+// The controller refuses any other with INELIGIBLE_REPLICA
+// (controller/alter_partition.go), so proposing it only costs a request
+// and a refusal; a follower that was killed is fenced within a session
+// timeout, while its last fetch keeps it caught up for the whole lag
+// time.
+func isrEligible(brokers map[int32]metadata.Broker, id int32, fetchBrokerEpoch int64) bool {
+	b, ok := brokers[id]
+	return ok && b.Active() && (fetchBrokerEpoch == -1 || fetchBrokerEpoch == b.Epoch)
+}
+
+// refusedExpansion is an expansion the controller refused for what it
+// asked (INELIGIBLE_REPLICA, INVALID_REQUEST). Its new members are not
+// proposed again while nothing the refusal may rest on has moved: the
+// leader's image (broker registrations, fencing), the partition epoch,
+// the term (the followers' state is reset with it), and for at most
+// refusedExpansionBackoff, in case the controller refused from a view
+// older than the leader's and caught up without writing a record.
+// Without it a live follower that the leader's image wrongly shows
+// eligible (the image lags the controller's) would cost a refused
+// AlterPartition on every one of its fetches, partition by partition.
+type refusedExpansion struct {
+	members        []int32 // the members the refused change added
+	image          *metadata.Image
+	partitionEpoch int32
+	at             time.Time
+}
+
+// refusedExpansionBackoff bounds how long a refused expansion holds its
+// members back while the leader's image and the partition stay as
+// they were.
+const refusedExpansionBackoff = 5 * time.Second
+
+// holds reports whether r keeps id out of the expansion d decides.
+// A nil r holds nothing.
+func (r *refusedExpansion) holds(id int32, d isrDecision) bool {
+	return r != nil && slices.Contains(r.members, id) && r.image == d.image &&
+		r.partitionEpoch == d.partitionEpoch && d.now.Sub(r.at) < refusedExpansionBackoff
+}
+
+// noteRefused records that the expansion to members, decided in term
+// against image and partitionEpoch, was refused at now.
+func (f *followers) noteRefused(term int32, members []int32, image *metadata.Image, partitionEpoch int32, now time.Time) {
+	f.Lock()
+	defer f.Unlock()
+	if term != f.term {
+		return // leadership moved since: the new term starts afresh
+	}
+	f.refused = &refusedExpansion{members: members, image: image, partitionEpoch: partitionEpoch, at: now}
 }
 
 func sameMembers(a, b []int32) bool {

@@ -17,9 +17,20 @@ import (
 // the leader and partition epochs the partition has at the time.
 //
 //   - Shrink: a loop every replica.lag.time.max.ms / 4 looks at every
-//     partition this node leads.
-//   - Expand: a follower's fetch that reaches the high watermark asks at
-//     once, so a caught-up follower rejoins without waiting for the loop.
+//     partition this node leads. It only shrinks.
+//   - Expand: only a follower's fetch that reaches the high watermark
+//     asks (Kafka's maybeExpandIsr), at once, so a caught-up follower
+//     rejoins without waiting for the loop. A new member must be
+//     eligible in this leader's image (KIP-841, isrEligible):
+//     registered, not fenced, not in controlled shutdown, fetching as
+//     the registration the image knows. The loop never adds: a replica
+//     that stopped fetching is not proposed on the strength of its last
+//     fetch, which keeps it caught up for the whole lag time after it
+//     died, long after the controller fenced it.
+//   - An expansion the controller refused is not proposed again until
+//     the image or the partition epoch moves, or a few seconds pass
+//     (refusedExpansion): the fetch path would otherwise ask on every
+//     fetch of a follower the leader's lagging image shows eligible.
 //
 // The safety rule (KIP-497's maximal ISR, as Kafka's Partition keeps
 // it): the set the high watermark counts always holds every member of
@@ -67,14 +78,16 @@ func (p *Partition) noteFollowerFetch(ff followerFetch, at time.Time) {
 	inISR := slices.Contains(p.mu.isr, ff.id)
 	p.mu.RUnlock()
 	if !inISR && ff.offset >= p.log.HighWatermark() {
-		p.maybeAlterISR()
+		p.maybeAlterISR(true)
 	}
 }
 
 // maybeAlterISR sends an AlterPartition when this node leads p and its
-// ISR should change, unless one is pending: that one is sent again if
-// its outcome is unknown and no send is in flight.
-func (p *Partition) maybeAlterISR() {
+// ISR should change (expand: replicas may be added, as a follower's
+// fetch asks; else it only shrinks, as the loop asks), unless one is
+// pending: that one is sent again if its outcome is unknown and no send
+// is in flight.
+func (p *Partition) maybeAlterISR(expand bool) {
 	m := p.m
 	if m.opts.ISR == nil {
 		return
@@ -94,8 +107,19 @@ func (p *Partition) maybeAlterISR() {
 		return
 	}
 	isr := p.mu.isr
-	next := p.followers.isrChange(m.opts.NodeID, p.mu.replicas, isr, p.log.HighWatermark(), termStart,
-		m.opts.ReplicaLagTime, m.opts.Now())
+	// ApplyImage publishes the image before it updates the partitions,
+	// so the brokers read here are at least as new as p's state.
+	img := m.image.Load()
+	var brokers map[int32]metadata.Broker
+	if img != nil {
+		brokers = img.Brokers
+	}
+	next := p.followers.isrChange(isrDecision{
+		self: m.opts.NodeID, replicas: p.mu.replicas, isr: isr,
+		hw: p.log.HighWatermark(), termStart: termStart,
+		lag: m.opts.ReplicaLagTime, now: m.opts.Now(), expand: expand,
+		brokers: brokers, image: img, partitionEpoch: p.mu.partitionEpoch,
+	})
 	req := controlplane.AlterPartition{
 		TopicID: p.topicID, Partition: p.partition,
 		LeaderID: m.opts.NodeID, BrokerEpoch: m.brokerEpoch.Load(),
@@ -108,7 +132,7 @@ func (p *Partition) maybeAlterISR() {
 	if sameMembers(next, isr) {
 		return
 	}
-	pend := &pendingISR{req: req, from: isr}
+	pend := &pendingISR{req: req, from: isr, image: img}
 	pend.inFlight.Store(true)
 	// Publish the pending ISR under p.wait, where the high watermark
 	// moves: an advance that began before this counts only the old ISR,
@@ -137,6 +161,9 @@ func (p *Partition) maybeAlterISR() {
 type pendingISR struct {
 	req  controlplane.AlterPartition
 	from []int32 // the ISR it was decided against, for the log
+	// image is the leader's image it was decided against, for
+	// refusedExpansion.
+	image *metadata.Image
 	// inFlight: a goroutine is sending req.
 	inFlight atomic.Bool
 	// lastSent is when the last send ended (UnixNano), for the resend
@@ -210,7 +237,11 @@ func (p *Partition) alterISR(pend *pendingISR) {
 		p.applyCommittedISR(pend, st)
 	case errors.Is(err, controlplane.ErrIneligibleReplica) || errors.Is(err, controlplane.ErrInvalidRequest):
 		// Refused for what it asks, at the partition's current epochs:
-		// nothing was committed.
+		// nothing was committed. Its new members wait for a change
+		// before they are proposed again.
+		if added := addedMembers(req.NewISR, pend.from); len(added) > 0 {
+			p.followers.noteRefused(req.LeaderEpoch, added, pend.image, req.PartitionEpoch, p.m.opts.Now())
+		}
 		p.isrPending.CompareAndSwap(pend, nil)
 		p.m.log.Warn("ISR change refused", "partition", p.String(), "isr", pend.from, "new_isr", req.NewISR,
 			"leader_epoch", req.LeaderEpoch, "partition_epoch", req.PartitionEpoch, "err", err)
@@ -262,7 +293,8 @@ func (p *Partition) settlePendingISRLocked(part *metadata.Partition) {
 }
 
 // runISRChecks is the shrink loop (every ReplicaLagTime / 4) until the
-// manager closes.
+// manager closes. It also sends again the pending changes whose outcome
+// is unknown. It adds no member: only fetches do.
 func (m *Manager) runISRChecks() {
 	// A quarter of the lag time (Kafka checks every half): a follower
 	// is shrunk at most a quarter past its lag time, and a check of the
@@ -277,7 +309,7 @@ func (m *Manager) runISRChecks() {
 			return
 		}
 		for _, p := range m.table.Load().partitions {
-			p.maybeAlterISR()
+			p.maybeAlterISR(false)
 		}
 	}
 }
@@ -290,4 +322,15 @@ func addsMembers(next, isr []int32) bool {
 		}
 	}
 	return false
+}
+
+// addedMembers returns the members of next that isr does not hold.
+func addedMembers(next, isr []int32) []int32 {
+	var out []int32
+	for _, id := range next {
+		if !slices.Contains(isr, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -72,8 +72,13 @@ type Manager struct {
 	// (the controller's publisher), but Close may come from anywhere.
 	applyMu   sync.Mutex
 	lastImage *metadata.Image // the image last applied; guarded by applyMu
-	// image is lastImage for the fetch path, which reads the brokers'
-	// racks and states from it without applyMu; nil before the first.
+	// image is the image being applied or last applied, for the fetch
+	// path, which reads the brokers' racks and states from it without
+	// applyMu (the read-replica choice, and whether a follower may join
+	// an ISR); nil before the first. ApplyImage stores it before it
+	// updates the partitions, as Kafka's publisher updates its metadata
+	// cache first: a partition's state is never newer than the brokers
+	// read beside it.
 	image atomic.Pointer[metadata.Image]
 
 	// lifecycle guards background goroutines against Close: they are
@@ -241,6 +246,7 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 	if m.closed() || img == nil {
 		return
 	}
+	m.image.Store(img)
 	old := m.table.Load()
 	next := &partitionTable{
 		partitions: make(map[storage.TopicPartition]*Partition, len(old.partitions)),
@@ -346,7 +352,6 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 	}
 	m.throttle.setRate(img.FollowerThrottleRate(m.opts.NodeID), m.opts.Now())
 	m.lastImage = img
-	m.image.Store(img)
 	m.fetchers.apply(img, next)
 	m.ready.Store(len(failed) == 0)
 }

@@ -68,7 +68,8 @@ type node struct {
 	id  int32
 	m   *Manager
 	img *metadata.Image
-	// brokers, when set, are the images' registered brokers.
+	// brokers are the images' registered brokers (newNodes:
+	// activeBrokers).
 	brokers map[int32]metadata.Broker
 }
 
@@ -98,9 +99,20 @@ func newNodes(t *testing.T, n int32, configure ...func(*Options)) (leaders *memL
 			sm.Close()
 		})
 		leaders.managers[id] = m
-		nodes = append(nodes, &node{t: t, id: id, m: m})
+		nodes = append(nodes, &node{t: t, id: id, m: m, brokers: activeBrokers(n)})
 	}
 	return leaders, nodes
+}
+
+// activeBrokers is nodes 1 to n registered and active, node i at broker
+// epoch 100+i: a leader adds to the ISR only a follower its image shows
+// so (isrEligible).
+func activeBrokers(n int32) map[int32]metadata.Broker {
+	out := map[int32]metadata.Broker{}
+	for id := int32(1); id <= n; id++ {
+		out[id] = metadata.Broker{NodeID: id, Epoch: 100 + int64(id)}
+	}
+	return out
 }
 
 // set applies an image where topic "r" has one partition, replicas
