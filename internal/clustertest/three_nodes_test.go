@@ -677,6 +677,7 @@ func (e *env) leaderOfManyKilled(t *testing.T) {
 	}
 	served0, polls0 := metadataServed(), polls.Load()
 
+	ctrlMark := e.c.Node(ctrl).LogMark()
 	killed := time.Now()
 	e.c.Kill(leader)
 	var reled time.Duration
@@ -700,10 +701,7 @@ func (e *env) leaderOfManyKilled(t *testing.T) {
 		return nil
 	})
 	fences := 0
-	for _, line := range strings.Split(e.c.Node(ctrl).LogTail(5000), "\n") {
-		if at := lineTime(line); at.Before(killed) {
-			continue // an earlier subtest's fence of the same node
-		}
+	for _, line := range strings.Split(e.c.Node(ctrl).LogSince(ctrlMark), "\n") {
 		if m := fenceLineRE.FindStringSubmatch(line); m != nil && m[1] == strconv.Itoa(int(leader)) {
 			fences++
 			if elected, _ := strconv.Atoi(m[2]); elected < manyPartitions {
@@ -721,6 +719,7 @@ func (e *env) leaderOfManyKilled(t *testing.T) {
 		"from the kill until %d more records were acknowledged (%v) the surviving nodes answered %.1f Metadata requests/s (the test's own %d polls excluded)",
 		leader, manyPartitions, next, reled.Round(time.Millisecond), manyPartitions, window.Round(time.Millisecond), metadataRate, polls.Load()-polls0)
 
+	leaderMark, ctrlMark := e.c.Node(leader).LogMark(), e.c.Node(ctrl).LogMark()
 	restarted := time.Now()
 	e.c.Start(leader)
 	testutil.Eventually(t, 60*time.Second, func() error {
@@ -748,9 +747,10 @@ func (e *env) leaderOfManyKilled(t *testing.T) {
 	back := time.Since(restarted)
 	// Where the time went: the node's start (its log's start line) and
 	// the controller's ISR changes for the topic.
-	started := logTime(e.c.Node(leader).LogTail(2000), `msg="fjord node started"`, false)
-	firstISR := logTime(e.c.Node(ctrl).LogTail(20_000), `msg="altered ISR" component=controller topic=`+topic+" ", true)
-	lastISR := logTime(e.c.Node(ctrl).LogTail(20_000), `msg="altered ISR" component=controller topic=`+topic+" ", false)
+	started := logTime(e.c.Node(leader).LogSince(leaderMark), `msg="fjord node started"`, false)
+	ctrlLog := e.c.Node(ctrl).LogSince(ctrlMark)
+	firstISR := logTime(ctrlLog, `msg="altered ISR" component=controller topic=`+topic+" ", true)
+	lastISR := logTime(ctrlLog, `msg="altered ISR" component=controller topic=`+topic+" ", false)
 	t.Logf("node %d back in all %d ISRs %v after its restart began: started at +%v, the ISR changes committed from +%v to +%v", leader, manyPartitions,
 		back.Round(time.Millisecond), started.Sub(restarted).Round(time.Millisecond), firstISR.Sub(restarted).Round(time.Millisecond), lastISR.Sub(restarted).Round(time.Millisecond))
 	load.finish(t, ctx, e)

@@ -663,6 +663,36 @@ func (n *Node) LogTail(lines int) string {
 	return lastLines(b, lines)
 }
 
+// LogMark is the node's log size now, for LogSince: a check of what the
+// node logged after an event reads from the mark, not from a tail that a
+// burst of lines (one per partition on a leader change) can push it out
+// of.
+func (n *Node) LogMark() int64 {
+	st, err := os.Stat(n.logPath)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logSinceBytes bounds what LogSince reads.
+const logSinceBytes = 64 << 20
+
+// LogSince returns what the node logged from mark (a LogMark) on, all
+// of it up to logSinceBytes.
+func (n *Node) LogSince(mark int64) string {
+	f, err := os.Open(n.logPath)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", n.logPath, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, mark, logSinceBytes))
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", n.logPath, err)
+	}
+	return string(b)
+}
+
 // LatestOutput returns the latest process's own output (its last
 // readTailBytes), after the node's earlier runs in the same log file.
 func (n *Node) LatestOutput() string {
