@@ -22,6 +22,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/node"
 )
@@ -113,8 +115,9 @@ func newDevCommand() *cobra.Command {
 		Short: "Run a local cluster of N nodes until Ctrl-C",
 		Long: `Run a local cluster: --nodes "fjord serve" processes of this binary, ids 1 to
 N, each a broker and a voter of one controller quorum, with their listeners on
---host. dev waits until every node's /readyz answers 200, then prints the
-bootstrap servers, each node's addresses, pid and log, and commands to try.
+--host. dev waits until every node's /readyz answers 200 and its metadata
+lists every node as a live broker, then prints the bootstrap servers, each
+node's addresses, pid and log, and commands to try.
 
 Ctrl-C (SIGINT) or SIGTERM stops every node with a controlled shutdown and
 exits 0 once all have exited cleanly; a node still running 15 s after its
@@ -676,6 +679,26 @@ func (c *devCluster) checkReady(ctx context.Context, client *http.Client, n *dev
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("answered %s", resp.Status)
+	}
+	// Ready also means the node's metadata lists every node as a live
+	// broker: a node answers /readyz once it serves, which can be before
+	// the controller has unfenced the last one to register, and a client
+	// that asks for the brokers then (fjord verify's --fault-cmd picks
+	// the nodes to fault that way) would not see it. Asked of the node's
+	// own Kafka listener: /v1/cluster answers from a client's cache.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.layout.addr(n.ports.Kafka)))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	r, err := cl.SeedBrokers()[0].Request(ctx, mreq)
+	if err != nil {
+		return err
+	}
+	if got := len(r.(*kmsg.MetadataResponse).Brokers); got < len(c.nodes) {
+		return fmt.Errorf("its metadata lists %d of the %d nodes as live brokers", got, len(c.nodes))
 	}
 	return nil
 }
