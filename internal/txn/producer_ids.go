@@ -1,13 +1,3 @@
-// Package txn hands out producer ids to idempotent producers and, in a
-// later issue, coordinates transactions.
-//
-// Producer ids come in blocks that the controller commits to the metadata
-// log (metadata.ProducerIDsRecord), so an id handed out once is never
-// handed out again, by this node or any other, even after a restart: a
-// restarted node asks for a fresh block and abandons what was left of its
-// old one. Abandoned ids are harmless; reused ids would let two producers
-// share sequence numbers and have one's batches dropped as the other's
-// duplicates.
 package txn
 
 import (
