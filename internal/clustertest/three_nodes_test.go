@@ -53,6 +53,7 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("LeaderOfManyKilled", e.leaderOfManyKilled)
 	t.Run("ControlledShutdown", e.controlledShutdown)
 	t.Run("ControllerShutdown", e.controllerShutdown)
+	t.Run("Transactions", e.transactions)
 }
 
 // Acceptance point 2: RF=3, min.insync.replicas=2, acks=all, 200,000

@@ -43,16 +43,16 @@ type api struct {
 
 // apis is every API served, by key. It is built from the tables in
 // apis_data.go (bootstrap, produce, fetch), apis_admin.go (admin and
-// offsets), apis_group.go (consumer groups) and apis_controller.go (the
-// requests nodes send the active controller), so each part can change
-// without touching the others.
+// offsets), apis_group.go (consumer groups), apis_txn.go (transactions)
+// and apis_controller.go (the requests nodes send the active controller),
+// so each part can change without touching the others.
 // Built in init, not a var initializer: ApiVersions' handler reads the
 // table, which would make the initializer refer to itself.
 var apis map[int16]api
 
 func init() {
 	apis = make(map[int16]api)
-	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, controllerAPIs} {
+	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, txnAPIs, controllerAPIs} {
 		for _, a := range tab {
 			if _, dup := apis[a.key]; dup {
 				panic("kafkaserver: API registered twice: " + kmsg.NameForKey(a.key))

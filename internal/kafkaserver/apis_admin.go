@@ -27,7 +27,7 @@ var adminAPIs = []api{
 	{key: 19, minVersion: 0, maxVersion: 7, handle: handleCreateTopics, controlChange: true},
 	{key: 20, minVersion: 0, maxVersion: 6, handle: handleDeleteTopics, controlChange: true},
 	{key: 21, minVersion: 0, maxVersion: 2, handle: handleDeleteRecords},
-	{key: 22, minVersion: 0, maxVersion: 4, handle: handleInitProducerID},
+	{key: 22, minVersion: 0, maxVersion: 5, handle: handleInitProducerID},
 	{key: 23, minVersion: 0, maxVersion: 4, handle: handleOffsetForLeaderEpoch},
 	{key: 32, minVersion: 0, maxVersion: 4, handle: handleDescribeConfigs},
 	{key: 33, minVersion: 0, maxVersion: 2, handle: handleAlterConfigs, controlChange: true},

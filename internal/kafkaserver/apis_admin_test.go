@@ -23,7 +23,7 @@ var wantAdminVersions = map[int16][2]int16{
 	19: {0, 7}, // CreateTopics
 	20: {0, 6}, // DeleteTopics
 	21: {0, 2}, // DeleteRecords
-	22: {0, 4}, // InitProducerId
+	22: {0, 5}, // InitProducerId (v6 is KIP-939 two-phase commit)
 	23: {0, 4}, // OffsetForLeaderEpoch (v2 is librdkafka's max)
 	32: {0, 4}, // DescribeConfigs
 	33: {0, 2}, // AlterConfigs

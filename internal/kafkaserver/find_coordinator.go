@@ -12,6 +12,8 @@ import (
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/txn"
+	"github.com/fjordmq/fjord/internal/txn/txnstatetopic"
 )
 
 // FindCoordinator: v0-6
@@ -25,9 +27,12 @@ import (
 // has a leader the answer is COORDINATOR_NOT_AVAILABLE, which clients
 // retry.
 //
-// Transactions have no coordinator yet: key type 1 is answered
-// COORDINATOR_NOT_AVAILABLE, with a message saying why (v1+). That is an
-// honest, retriable answer.
+// A transactional id's coordinator (key type 1) is found the same way on
+// __transaction_state (txn.PartitionFor, TransactionTopicPartitions
+// partitions, created on the first lookup with the replication the
+// cluster allows and min.insync.replicas below it). A node that runs no
+// transaction coordinator answers COORDINATOR_NOT_AVAILABLE, with a
+// message saying why (v1+).
 //
 // It was advertised before groups existed because librdkafka reads its
 // presence as a sign of a broker new enough for LZ4 (its feature map ties
@@ -74,7 +79,7 @@ func (s *Server) findCoordinator(ctx context.Context, keyType int8, key string) 
 	switch keyType {
 	case 0: // group
 	case 1:
-		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "Fjord has no transaction coordinator yet")
+		return s.findTransactionCoordinator(ctx, key)
 	default:
 		return coordinatorError(kerr.InvalidRequest.Code, "unknown coordinator key type: allowed 0 (group) and 1 (transaction)")
 	}
@@ -122,6 +127,54 @@ func (s *Server) offsetsTopic(ctx context.Context) (*metadata.Topic, error) {
 		return nil, err
 	}
 	if t, ok := lookupTopic(s.image(), offsetsTopic); ok {
+		return t, nil
+	}
+	return nil, kerr.CoordinatorNotAvailable
+}
+
+// findTransactionCoordinator answers key type 1: the leader of the
+// transactional id's __transaction_state partition.
+func (s *Server) findTransactionCoordinator(ctx context.Context, id string) coordinatorAnswer {
+	if s.cfg.Transactions == nil {
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "this node runs no transaction coordinator")
+	}
+	if id == "" {
+		return coordinatorError(kerr.InvalidRequest.Code, "empty transactional id")
+	}
+	t, err := s.transactionTopic(ctx)
+	if err != nil {
+		return coordinatorError(s.errorCodeLogged(err, "FindCoordinator: creating "+metadata.TransactionStateTopic), err.Error())
+	}
+	n := s.cfg.TransactionTopicPartitions
+	if int32(len(t.Partitions)) != n {
+		s.log.Error("kafkaserver: __transaction_state has the wrong partition count for the transaction coordinator",
+			"partitions", len(t.Partitions), "want", n)
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code,
+			fmt.Sprintf("%s has %d partitions, the transaction coordinator %d", metadata.TransactionStateTopic, len(t.Partitions), n))
+	}
+	p := &t.Partitions[txn.PartitionFor(id, n)]
+	b, ok := s.image().Broker(p.Leader)
+	if p.Leader < 0 || !ok {
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "the transactional id's __transaction_state partition has no leader yet")
+	}
+	return coordinatorAnswer{nodeID: b.NodeID, host: b.Host, port: b.Port}
+}
+
+// transactionTopic returns __transaction_state, creating it first if this
+// is the first transactional id's lookup.
+func (s *Server) transactionTopic(ctx context.Context) (*metadata.Topic, error) {
+	if t, ok := lookupTopic(s.image(), metadata.TransactionStateTopic); ok {
+		return t, nil
+	}
+	rf := s.cfg.TransactionTopicReplicationFactor
+	if n := int16(len(s.image().BrokerIDs())); n > 0 && rf > n {
+		rf = n // "as the cluster allows"
+	}
+	res := s.controller.CreateTopics(ctx, []controlplane.CreateTopic{txnstatetopic.Spec(s.cfg.TransactionTopicPartitions, rf)}, false)
+	if err := res[0].Err; err != nil && !errors.Is(err, controlplane.ErrTopicExists) {
+		return nil, err
+	}
+	if t, ok := lookupTopic(s.image(), metadata.TransactionStateTopic); ok {
 		return t, nil
 	}
 	return nil, kerr.CoordinatorNotAvailable

@@ -47,7 +47,7 @@ func TestInitProducerIDEpochBump(t *testing.T) {
 	adminWantCode(t, "v2", resp.ErrorCode, nil)
 }
 
-func TestInitProducerIDTransactional(t *testing.T) {
+func TestInitProducerIDTransactionalWithoutCoordinator(t *testing.T) {
 	f := newAdminFixture(t)
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = strp("txn-1")

@@ -37,14 +37,18 @@ package kafkaserver
 // partition failed, the connection is closed instead, Kafka's way of
 // making a client that reads no answers refresh its metadata.
 //
-// Transactions are a later issue. A request with a transactional id is
-// refused per partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (and
-// an error message saying why on v8+): every client treats it as fatal
-// for the transactional producer and surfaces it, rather than retrying
-// forever as it would a retriable code or guessing at UNSUPPORTED_VERSION.
-// (A transactional client is already refused at InitProducerId; this
-// covers one that skips it.) So is a transactional batch in a request
-// without a transactional id, as Kafka refuses one: the log would open a
+// A request with a transactional id carries a transaction's batches; the
+// log checks each against its producer's state (an older epoch is
+// refused, so a fenced producer's late writes never land). Like Kafka
+// before KIP-890, the partition does not ask the coordinator whether it
+// was added to the transaction: a client that skips AddPartitionsToTxn
+// leaves a transaction there that no marker ends until `fjord txn abort`.
+// On a node that runs no transaction coordinator (and for an empty id),
+// such a request is refused per partition with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED (and a message saying why on
+// v8+), which every client treats as fatal for the transactional producer.
+// A transactional batch in a request without a transactional id is
+// refused the same way, as Kafka refuses one: the log would open a
 // transaction that no coordinator ever ends, holding the partition's last
 // stable offset (and read_committed consumers) back for good.
 //
@@ -89,8 +93,10 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	internal := s.internalClient(req)
 	var refuseAll error
 	switch {
-	case body.TransactionID != nil:
+	case body.TransactionID != nil && s.cfg.Transactions == nil:
 		refuseAll = errTransactionsUnsupported
+	case body.TransactionID != nil && *body.TransactionID == "":
+		refuseAll = errEmptyTransactionalID
 	case body.Acks != 0 && body.Acks != 1 && body.Acks != -1:
 		refuseAll = replica.ErrInvalidRequiredAcks
 	case req.version < 3:
@@ -154,7 +160,7 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 				// rather than guess one.
 				job.err = errDuplicatePartition
 			default:
-				if job.err = checkMagic(rp.Records); job.err == nil {
+				if job.err = checkMagic(rp.Records); job.err == nil && body.TransactionID == nil {
 					job.err = checkNotTransactional(rp.Records)
 				}
 			}
@@ -267,10 +273,13 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 // Produce refusals made at the protocol edge, each the Kafka error it is
 // answered with.
 var (
-	errTransactionsUnsupported = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "transactions are not supported by this server yet")
-	errOldMessageFormat        = fmtKerr(kerr.UnsupportedForMessageFormat, "only record batch v2 (magic 2, produce v3+) is accepted")
-	errDuplicatePartition      = fmtKerr(kerr.InvalidRequest, "partition appears more than once in the request")
-	errTooShortForBatch        = fmtKerr(kerr.CorruptMessage, "records too short to be a record batch")
+	errTransactionsUnsupported = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "this node runs no transaction coordinator")
+	errEmptyTransactionalID    = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "empty transactional id")
+	// Kafka answers it so too: no transactional id is authorized.
+	errTransactionalBatchWithoutID = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a request without a transactional id")
+	errOldMessageFormat            = fmtKerr(kerr.UnsupportedForMessageFormat, "only record batch v2 (magic 2, produce v3+) is accepted")
+	errDuplicatePartition          = fmtKerr(kerr.InvalidRequest, "partition appears more than once in the request")
+	errTooShortForBatch            = fmtKerr(kerr.CorruptMessage, "records too short to be a record batch")
 )
 
 // kerrDetail is a Kafka error with a message for the client.
@@ -310,8 +319,19 @@ func partitionExists(t *metadata.Topic, p int32) bool {
 // the append: message sets (magic 0 and 1) with
 // UNSUPPORTED_FOR_MESSAGE_FORMAT. Other damage is left to the append's
 // full validation, which answers CORRUPT_MESSAGE or INVALID_RECORD.
-// checkNotTransactional refuses records holding a transactional batch.
-// Records it cannot parse pass, for the log to refuse with the reason.
+func checkMagic(records []byte) error {
+	if len(records) <= magicOffset {
+		return errTooShortForBatch
+	}
+	if m := records[magicOffset]; m == 0 || m == 1 {
+		return errOldMessageFormat
+	}
+	return nil
+}
+
+// checkNotTransactional refuses records holding a transactional batch, in
+// a request without a transactional id. Records it cannot parse pass, for
+// the log to refuse with the reason.
 func checkNotTransactional(records []byte) error {
 	for len(records) > 0 {
 		h, err := record.ParseHeader(records)
@@ -319,19 +339,9 @@ func checkNotTransactional(records []byte) error {
 			return nil
 		}
 		if h.IsTransactional() {
-			return errTransactionsUnsupported
+			return errTransactionalBatchWithoutID
 		}
 		records = records[h.Size():]
-	}
-	return nil
-}
-
-func checkMagic(records []byte) error {
-	if len(records) <= magicOffset {
-		return errTooShortForBatch
-	}
-	if m := records[magicOffset]; m == 0 || m == 1 {
-		return errOldMessageFormat
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/topicconfig"
+	"github.com/fjordmq/fjord/internal/txn/txnstatetopic"
 )
 
 // Defaults for Config's zero values.
@@ -102,6 +103,21 @@ type Config struct {
 	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
 	// (default 3, capped at the brokers there are).
 	OffsetsTopicReplicationFactor int16
+	// Transactions, when set, is the transaction coordinator of the
+	// __transaction_state partitions this node leads. Nil: this node runs
+	// none, and transactional requests are answered as before
+	// transactions existed (FindCoordinator key type 1
+	// COORDINATOR_NOT_AVAILABLE, InitProducerId with a transactional id
+	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+	Transactions Transactions
+	// TransactionTopicPartitions is transaction.state.log.num.partitions:
+	// the partitions of __transaction_state when FindCoordinator creates
+	// it (default 50). It must match the transaction coordinator's.
+	TransactionTopicPartitions int32
+	// TransactionTopicReplicationFactor is
+	// transaction.state.log.replication.factor (default 3, capped at the
+	// brokers there are).
+	TransactionTopicReplicationFactor int16
 	// InternalClientID, when set, is the client id of Fjord's own Kafka
 	// clients that own an internal topic and write it over the wire (the
 	// HTTP gateway's idempotency index): requests with exactly this
@@ -241,6 +257,12 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 	}
 	if cfg.OffsetsTopicReplicationFactor <= 0 {
 		cfg.OffsetsTopicReplicationFactor = offsetstopic.DefaultReplicationFactor
+	}
+	if cfg.TransactionTopicPartitions <= 0 {
+		cfg.TransactionTopicPartitions = txnstatetopic.DefaultPartitions
+	}
+	if cfg.TransactionTopicReplicationFactor <= 0 {
+		cfg.TransactionTopicReplicationFactor = txnstatetopic.DefaultReplicationFactor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -9,6 +9,7 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/txn"
 )
 
 // The services the protocol handlers call. The server holds no state but
@@ -92,4 +93,18 @@ type Groups interface {
 	ListGroups(states []string) ([]group.GroupListing, error)
 	DeleteGroups(ctx context.Context, groups []string) []error
 	DeleteOffsets(ctx context.Context, groupID string, parts []group.TopicPartition) (err error, partErrs []error)
+}
+
+// Transactions is the transaction coordinator (internal/txn): the
+// transactional APIs' handlers decode requests into its calls and answer
+// its kerr errors by code (txn.ErrorForVersion maps them to what each
+// request version may carry).
+type Transactions interface {
+	InitProducerID(ctx context.Context, transactionalID string, transactionTimeoutMs int32, expectedProducerID int64, expectedEpoch int16) (producerID int64, epoch int16, err error)
+	AddPartitionsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition, tv2 bool) error
+	VerifyPartitionsInTxn(transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition) []error
+	AddOffsetsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, groupID string) error
+	EndTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, commit, tv2 bool) (int64, int16, error)
+	DescribeTransactions(ids []string) []txn.TransactionDescription
+	ListTransactions(f txn.ListTransactionsFilter) (txns []txn.TransactionListing, unknownStates []string, err error)
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/txn"
+	"github.com/fjordmq/fjord/internal/txn/txnstatetopic"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -134,6 +135,9 @@ type Node struct {
 	internalClientID string
 	loader           *offsetstopic.Loader
 	unsubGroup       func()
+	txns             *txn.Coordinator // fed by txnLoader, as groups is by loader
+	txnLoader        *txnstatetopic.Loader
+	unsubTxn         func()
 	kafka            *kafkaserver.Server
 	api              *httpapi.API
 	metrics          *prometheus.Registry
@@ -348,18 +352,34 @@ func (n *Node) start(ctx context.Context) error {
 	n.loader = offsetstopic.NewLoader(n.groups, n.replicas, cfg.NodeID, n.log)
 	n.unsubGroup = n.ctrl.Subscribe(n.loader.OnImage)
 
-	n.metrics = newRegistry(n.storage, fsyncs, n.groups, replicationCollector{n})
+	// The transaction coordinator follows this node's leadership of
+	// __transaction_state the same way, and sends its markers to the
+	// leaders of a transaction's partitions through the peer clients
+	// (this node's own listener for the partitions it leads). Its
+	// producer ids come from the same manager as idempotent producers'.
 	pids := txn.NewProducerIDManager(n.control, cfg.NodeID)
+	n.txns = txn.New(txn.Config{
+		TransactionPartitions: txnstatetopic.DefaultPartitions,
+		OffsetsPartitions:     offsetstopic.DefaultPartitions,
+		Logger:                n.log,
+	}, txnstatetopic.NewLog(n.replicas, time.Now), txnstatetopic.NewMarkerSender(n.ctrl, n.peers), pids)
+	n.txnLoader = txnstatetopic.NewLoader(n.txns, n.replicas, cfg.NodeID, n.log)
+	n.unsubTxn = n.ctrl.Subscribe(n.txnLoader.OnImage)
+
+	n.metrics = newRegistry(n.storage, fsyncs, n.groups, replicationCollector{n})
 	n.kafka = kafkaserver.New(kafkaserver.Config{
-		Addr:                   n.kafkaLn.Addr().String(),
-		NodeID:                 cfg.NodeID,
-		TopicConfigs:           topicConfigs,
-		MaxRequestBytes:        cfg.MaxRequestBytes,
-		AutoCreateTopics:       cfg.AutoCreateTopics,
-		OffsetsTopicPartitions: offsetstopic.DefaultPartitions,
-		InternalClientID:       n.internalClientID,
-		Metrics:                n.metrics,
-		Logger:                 n.log,
+		Addr:                              n.kafkaLn.Addr().String(),
+		NodeID:                            cfg.NodeID,
+		TopicConfigs:                      topicConfigs,
+		MaxRequestBytes:                   cfg.MaxRequestBytes,
+		AutoCreateTopics:                  cfg.AutoCreateTopics,
+		OffsetsTopicPartitions:            offsetstopic.DefaultPartitions,
+		Transactions:                      n.txns,
+		TransactionTopicPartitions:        txnstatetopic.DefaultPartitions,
+		TransactionTopicReplicationFactor: txnstatetopic.DefaultReplicationFactor,
+		InternalClientID:                  n.internalClientID,
+		Metrics:                           n.metrics,
+		Logger:                            n.log,
 	}, brokerControlPlane{n.ctrl, n.ctrl, n.control, n.control}, n.replicas, pids, n.groups)
 	n.servers.Add(1)
 	go func() {
@@ -714,10 +734,11 @@ func (n *Node) Ready() error {
 }
 
 // Close stops the node: first a controlled shutdown (shutdown.go), then
-// the Kafka listener and its connections, the HTTP listener, the replica manager, the controller and, last, the storage
-// manager, which flushes every log, writes the checkpoints and the
-// clean-shutdown marker. It is safe to call more than once; every call
-// returns the first error of the first.
+// the Kafka listener and its connections, the HTTP listener, the
+// transaction and group coordinators, the replica manager, the
+// controller and, last, the storage manager, which flushes every log,
+// writes the checkpoints and the clean-shutdown marker. It is safe to
+// call more than once; every call returns the first error of the first.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		// While the listeners still serve: clients follow the moved
@@ -759,6 +780,22 @@ func (n *Node) Close() error {
 			add("closing pprof listener", n.pprofLn.Close())
 		}
 		n.servers.Wait()
+		// The coordinators, once no request can reach them, and before
+		// the replica manager their logs are in: each stops following
+		// the images, lets its loads end, then closes (the transaction
+		// coordinator's marker goroutines end there, before the peer
+		// clients they send through close below). The transaction
+		// coordinator first, the reverse of their start; neither calls
+		// the other.
+		if n.unsubTxn != nil {
+			n.unsubTxn()
+		}
+		if n.txnLoader != nil {
+			n.txnLoader.Close()
+		}
+		if n.txns != nil {
+			n.txns.Close()
+		}
 		if n.unsubGroup != nil {
 			n.unsubGroup()
 		}

@@ -100,7 +100,9 @@ func (c *Coordinator) Load(p int32, coordinatorEpoch int32, read func(fn func(Re
 	for _, cm := range completions {
 		c.goBackground(func() { c.completeTransaction(cm.m, cm.complete, cm.marker) })
 	}
-	c.logger.Info("txn: partition loaded", slog.Int("partition", int(p)), slog.Int("coordinator_epoch", int(coordinatorEpoch)),
+	// Debug, as group's: the node's loader logs one line for all the
+	// partitions an image hands this node (txnstatetopic.Loader).
+	c.logger.Debug("txn: partition loaded", slog.Int("partition", int(p)), slog.Int("coordinator_epoch", int(coordinatorEpoch)),
 		slog.Int("transactional_ids", loaded), slog.Int("completing", len(completions)),
 		slog.Int("skipped_records", r.skipped))
 	return nil

@@ -1,0 +1,191 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/testutil"
+)
+
+// Issue 17, the transactional producer on three nodes (franz-go, the
+// Transactions V1 path): committed transactions are read once by
+// read_committed readers and aborted ones never; read_uncommitted readers
+// see both. The transaction coordinator's node is SIGKILLed while a
+// transaction is open: the client finds the new coordinator, which loaded
+// the transaction from __transaction_state, and its commit holds. A
+// second producer with the same transactional id fences the first, whose
+// later writes and commit are refused and never become visible.
+func (e *env) transactions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic, partitions = "txn-out", 3
+	e.createTopic(t, ctx, topic, partitions, 3)
+	e.fullISRs(t, ctx, topic, partitions)
+
+	newProducer := func(id string) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+			kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic), kgo.RetryTimeout(60*time.Second),
+			kgo.TransactionTimeout(60*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	// txn produces n records with values prefix-i in one transaction and
+	// ends it; before, when set, runs between the produces and the end.
+	txn := func(cl *kgo.Client, prefix string, n int, commit bool, before func()) error {
+		if err := cl.BeginTransaction(); err != nil {
+			return err
+		}
+		for i := range n {
+			r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%7), Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				return fmt.Errorf("%s: produce %d: %w", prefix, i, err)
+			}
+		}
+		if before != nil {
+			before()
+		}
+		return cl.EndTransaction(ctx, kgo.TransactionEndTry(commit))
+	}
+
+	p := newProducer("tx-a")
+	if err := txn(p, "c1", 60, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn(p, "a1", 40, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator's node dies with the transaction open.
+	coord := e.txnCoordinator(t, ctx, "tx-a")
+	if err := txn(p, "c2", 50, true, func() {
+		e.c.Kill(coord)
+	}); err != nil {
+		t.Fatalf("commit across the coordinator's SIGKILL: %v", err)
+	}
+	e.c.Start(coord)
+	if now := e.txnCoordinator(t, ctx, "tx-a"); now == coord {
+		t.Logf("node %d coordinates tx-a again after its restart", now)
+	}
+
+	// Zombie fencing: a new session of tx-a fences p.
+	q := newProducer("tx-a")
+	if err := txn(q, "c3", 30, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err == nil {
+		r := &kgo.Record{Value: []byte("zombie")}
+		err = p.ProduceSync(ctx, r).FirstErr()
+		if err == nil {
+			err = p.EndTransaction(ctx, kgo.TryCommit)
+		}
+		if err == nil {
+			t.Fatal("the fenced producer's transaction committed")
+		}
+		if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) && !errors.Is(err, kerr.InvalidProducerIDMapping) {
+			t.Logf("the fenced producer was refused with %v", err)
+		}
+	}
+
+	want := map[string]int{"c1": 60, "c2": 50, "c3": 30}
+	committed := e.readTxnTopic(t, ctx, topic, partitions, true)
+	for prefix, n := range want {
+		if got := committed[prefix]; got != n {
+			t.Errorf("read_committed: %d records of %s, want %d (all: %v)", got, prefix, n, committed)
+		}
+	}
+	for prefix, n := range committed {
+		if _, ok := want[prefix]; !ok {
+			t.Errorf("read_committed: %d records of %s, which was never committed", n, prefix)
+		}
+	}
+	uncommitted := e.readTxnTopic(t, ctx, topic, partitions, false)
+	t.Logf("coordinator node %d killed mid-transaction; read_committed read %v, read_uncommitted %v", coord, committed, uncommitted)
+	if uncommitted["a1"] != 40 || uncommitted["c1"] != 60 {
+		t.Errorf("read_uncommitted: %v, want the aborted a1's 40 records and c1's 60 among them", uncommitted)
+	}
+}
+
+// txnCoordinator is the node FindCoordinator names for transactional id
+// id, once one is named.
+func (e *env) txnCoordinator(t *testing.T, ctx context.Context, id string) int32 {
+	t.Helper()
+	var node int32
+	testutil.Eventually(t, 30*time.Second, func() error {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType, req.CoordinatorKey = 1, id
+		resp, err := req.RequestWith(ctx, e.cl)
+		if err != nil {
+			return err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return err
+		}
+		node = resp.NodeID
+		return nil
+	})
+	return node
+}
+
+// readTxnTopic reads topic from the start, read_committed or not, and
+// counts the records by value prefix (the part before "-"). It first
+// appends a plain "end" record to each partition and reads each partition
+// up to the first end record: past the markers, and past every
+// transaction.
+func (e *env) readTxnTopic(t *testing.T, ctx context.Context, topic string, partitions int32, committed bool) map[string]int {
+	t.Helper()
+	w, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for p := range partitions {
+		if err := w.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("end-")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	level := kgo.ReadUncommitted()
+	if committed {
+		level = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	counts := map[string]int{}
+	ended := map[int32]bool{} // the partitions whose end record was read
+	for len(ended) < int(partitions) {
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := cl.PollFetches(fctx)
+		cancel()
+		if fctx.Err() != nil && fs.NumRecords() == 0 {
+			t.Fatalf("reading %s (committed %v): nothing new in 30 s, the end record of %d of %d partitions read: %v",
+				topic, committed, len(ended), partitions, counts)
+		}
+		for _, err := range fs.Errors() {
+			if !errors.Is(err.Err, context.DeadlineExceeded) {
+				t.Fatalf("reading %s: %v", topic, err.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			prefix, _, _ := strings.Cut(string(r.Value), "-")
+			if prefix == "end" {
+				ended[r.Partition] = true
+			} else if !ended[r.Partition] {
+				counts[prefix]++
+			}
+		})
+	}
+	return counts
+}

@@ -1,0 +1,73 @@
+package kafkaserver
+
+// DescribeTransactions: v0 (KIP-664)
+//
+// The state of each transactional id this node coordinates, as the
+// coordinator has it: state, timeout, start time (-1 when no transaction
+// has begun since InitProducerId), producer id and epoch, and the
+// partitions of the transaction (during Prepare*, those still awaiting
+// their markers). An id on a partition this node does not lead is
+// NOT_COORDINATOR; one it does not know, TRANSACTIONAL_ID_NOT_FOUND; an
+// empty id, INVALID_REQUEST. Admin clients send each id to its
+// coordinator (FindCoordinator key type 1), as `fjord txn` and Kafka's
+// kafka-transactions.sh do.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleDescribeTransactions(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	r := req.body.(*kmsg.DescribeTransactionsRequest)
+	resp := kmsg.NewPtrDescribeTransactionsResponse()
+	resp.SetVersion(req.version)
+	answer := func(id string, err error) {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
+		st.ErrorCode = s.errorCodeLogged(err, "DescribeTransactions")
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	if s.cfg.Transactions == nil {
+		for _, id := range r.TransactionalIDs {
+			answer(id, kerr.CoordinatorNotAvailable)
+		}
+		return resp, nil, nil
+	}
+	var ids []string
+	for _, id := range r.TransactionalIDs {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	described := s.cfg.Transactions.DescribeTransactions(ids)
+	next := 0
+	for _, id := range r.TransactionalIDs {
+		if id == "" {
+			answer(id, invalidRequest("empty transactional id"))
+			continue
+		}
+		d := described[next]
+		next++
+		if d.Err != nil {
+			answer(id, d.Err)
+			continue
+		}
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.State = d.TransactionalID, d.State.String()
+		st.TimeoutMillis, st.StartTimestamp = d.TimeoutMs, d.StartTimeMs
+		st.ProducerID, st.ProducerEpoch = d.ProducerID, d.ProducerEpoch
+		for _, tp := range d.Partitions { // sorted by topic, then partition
+			if n := len(st.Topics); n == 0 || st.Topics[n-1].Topic != tp.Topic {
+				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+				t.Topic = tp.Topic
+				st.Topics = append(st.Topics, t)
+			}
+			last := &st.Topics[len(st.Topics)-1]
+			last.Partitions = append(last.Partitions, tp.Partition)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return resp, nil, nil
+}
