@@ -54,6 +54,7 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("ControlledShutdown", e.controlledShutdown)
 	t.Run("ControllerShutdown", e.controllerShutdown)
 	t.Run("Transactions", e.transactions)
+	t.Run("AbandonedTransaction", e.abandonedTransaction)
 }
 
 // Acceptance point 2: RF=3, min.insync.replicas=2, acks=all, 200,000

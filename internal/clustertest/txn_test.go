@@ -189,3 +189,84 @@ func (e *env) readTxnTopic(t *testing.T, ctx context.Context, topic string, part
 	}
 	return counts
 }
+
+// Issue 17, acceptance point 3: a producer that begins a transaction,
+// writes, and is never heard from again. Its transaction holds the
+// partition's last stable offset (read_committed readers wait) until the
+// coordinator aborts it at its timeout (checked every second; Kafka
+// checks every 10 s); then the last stable offset passes it (the test
+// logs how long it held it), read_committed readers never see its
+// records, and read_uncommitted readers do.
+func (e *env) abandonedTransaction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic, partitions = "txn-abandoned", 1
+	e.createTopic(t, ctx, topic, partitions, 3)
+	e.fullISRs(t, ctx, topic, partitions)
+
+	const timeout = 3 * time.Second
+	p, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+		kgo.TransactionalID("tx-abandoned"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "abandoned-%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	abandoned := time.Now()
+	// Meanwhile a plain record after it: read_committed cannot reach it
+	// while the transaction is open.
+	if err := e.cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("after-0")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	lso := func() (int64, error) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = 1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = 0, -1
+		rt.Partitions = []kmsg.ListOffsetsRequestTopicPartition{rp}
+		req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
+		resp, err := req.RequestWith(ctx, e.cl)
+		if err != nil {
+			return 0, err
+		}
+		got := resp.Topics[0].Partitions[0]
+		return got.Offset, kerr.ErrorForCode(got.ErrorCode)
+	}
+	if o, err := lso(); err != nil || o != 0 {
+		t.Fatalf("last stable offset %d (%v) with the transaction open from offset 0", o, err)
+	}
+	var moved time.Duration
+	testutil.Eventually(t, 60*time.Second, func() error {
+		o, err := lso()
+		if err != nil {
+			return err
+		}
+		if o < 12 { // 10 records, the abort marker, the plain record
+			return fmt.Errorf("last stable offset %d", o)
+		}
+		moved = time.Since(abandoned)
+		return nil
+	})
+	t.Logf("the abandoned transaction (timeout %v) held the last stable offset for %v", timeout, moved.Round(100*time.Millisecond))
+
+	committed := e.readTxnTopic(t, ctx, topic, partitions, true)
+	if committed["abandoned"] != 0 || committed["after"] != 1 {
+		t.Errorf("read_committed read %v; want the plain record alone", committed)
+	}
+	if uncommitted := e.readTxnTopic(t, ctx, topic, partitions, false); uncommitted["abandoned"] != 10 {
+		t.Errorf("read_uncommitted read %v; want the abandoned transaction's 10 records", uncommitted)
+	}
+	// The producer learns it at its next commit: its epoch was bumped.
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Error("the abandoned transaction's commit after its abort was accepted")
+	}
+}

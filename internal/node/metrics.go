@@ -13,6 +13,8 @@ import (
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/txn"
+	"github.com/fjordmq/fjord/internal/txn/txnstatetopic"
 )
 
 // The node's Prometheus registry, served at /metrics on the HTTP
@@ -38,7 +40,7 @@ func observeSeconds(h prometheus.Histogram) func(time.Duration) {
 	return func(d time.Duration) { h.Observe(d.Seconds()) }
 }
 
-func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, groups *group.Coordinator, repl replicationCollector) *prometheus.Registry {
+func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, groups *group.Coordinator, txns txnCollector, repl replicationCollector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -46,6 +48,7 @@ func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, groups *gro
 		partitionCollector{logs: logs},
 		fsyncs,
 		lagCollector{groups: groups, logs: logs, maxSeries: maxLagSeries},
+		txns,
 		repl,
 	)
 	return reg
@@ -175,7 +178,7 @@ var (
 type partitionCollector struct{ logs *storage.Manager }
 
 func (partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{partLogStartDesc, partLogEndDesc, partHWDesc, partSizeDesc} {
+	for _, d := range []*prometheus.Desc{partLogStartDesc, partLogEndDesc, partHWDesc, partSizeDesc, partLSOLagDesc} {
 		ch <- d
 	}
 }
@@ -187,7 +190,40 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(partLogEndDesc, prometheus.GaugeValue, float64(l.LogEndOffset()), labels...)
 		ch <- prometheus.MustNewConstMetric(partHWDesc, prometheus.GaugeValue, float64(l.HighWatermark()), labels...)
 		ch <- prometheus.MustNewConstMetric(partSizeDesc, prometheus.GaugeValue, float64(l.Size()), labels...)
+		ch <- prometheus.MustNewConstMetric(partLSOLagDesc, prometheus.GaugeValue, float64(l.HighWatermark()-l.LastStableOffset()), labels...)
 	}
+}
+
+var (
+	partLSOLagDesc = prometheus.NewDesc("fjord_partition_last_stable_lag_records",
+		"High watermark less last stable offset: the records read_committed consumers cannot read yet, behind a transaction still open (or decided, its marker not yet replicated).",
+		[]string{"topic", "partition"}, nil)
+	txnOngoingDesc   = prometheus.NewDesc("fjord_transactions_ongoing", "Transactions this node coordinates that are open or being completed (they hold their partitions' last stable offsets).", nil, nil)
+	txnCommittedDesc = prometheus.NewDesc("fjord_transactions_committed_total", "Transactions this node's coordinator completed with a commit since it started.", nil, nil)
+	txnAbortedDesc   = prometheus.NewDesc("fjord_transactions_aborted_total", "Transactions this node's coordinator completed with an abort since it started (timed out, fenced, or the producer's).", nil, nil)
+	txnTimedOutDesc  = prometheus.NewDesc("fjord_transactions_timed_out_total", "Aborts this node's coordinator started at a transaction's timeout since it started.", nil, nil)
+	txnLoadDesc      = prometheus.NewDesc("fjord_transaction_coordinator_load_seconds", "How long the latest load of __transaction_state partitions this node came to lead took (0 before the first).", nil, nil)
+)
+
+// txnCollector reports the transaction coordinator's figures.
+type txnCollector struct {
+	coord  *txn.Coordinator
+	loader *txnstatetopic.Loader
+}
+
+func (txnCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{txnOngoingDesc, txnCommittedDesc, txnAbortedDesc, txnTimedOutDesc, txnLoadDesc} {
+		ch <- d
+	}
+}
+
+func (c txnCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.coord.Stats()
+	ch <- prometheus.MustNewConstMetric(txnOngoingDesc, prometheus.GaugeValue, float64(s.Ongoing))
+	ch <- prometheus.MustNewConstMetric(txnCommittedDesc, prometheus.CounterValue, float64(s.Committed))
+	ch <- prometheus.MustNewConstMetric(txnAbortedDesc, prometheus.CounterValue, float64(s.Aborted))
+	ch <- prometheus.MustNewConstMetric(txnTimedOutDesc, prometheus.CounterValue, float64(s.TimedOut))
+	ch <- prometheus.MustNewConstMetric(txnLoadDesc, prometheus.GaugeValue, c.loader.LastLoad().Seconds())
 }
 
 // httpConnGauge registers fjord_http_connections and returns the HTTP

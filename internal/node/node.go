@@ -361,12 +361,18 @@ func (n *Node) start(ctx context.Context) error {
 	n.txns = txn.New(txn.Config{
 		TransactionPartitions: txnstatetopic.DefaultPartitions,
 		OffsetsPartitions:     offsetstopic.DefaultPartitions,
-		Logger:                n.log,
+		// Every second, not Kafka's 10 s: an abandoned transaction
+		// holds its partitions' last stable offsets, and so every
+		// read_committed reader of them, until this check aborts it,
+		// so they wait at most its timeout and a second. A check reads
+		// memory only.
+		AbortTimedOutTransactionCleanupInterval: time.Second,
+		Logger:                                  n.log,
 	}, txnstatetopic.NewLog(n.replicas, time.Now), txnstatetopic.NewMarkerSender(n.ctrl, n.peers), pids)
 	n.txnLoader = txnstatetopic.NewLoader(n.txns, n.replicas, cfg.NodeID, n.log)
 	n.unsubTxn = n.ctrl.Subscribe(n.txnLoader.OnImage)
 
-	n.metrics = newRegistry(n.storage, fsyncs, n.groups, replicationCollector{n})
+	n.metrics = newRegistry(n.storage, fsyncs, n.groups, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                              n.kafkaLn.Addr().String(),
 		NodeID:                            cfg.NodeID,

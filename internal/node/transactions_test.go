@@ -34,6 +34,25 @@ func TestTransactionCommitWritesMarkers(t *testing.T) {
 
 	commitTransaction(t, ctx, n, "checkout-1", []txn.TopicPartition{{Topic: "orders", Partition: 1}},
 		func(txn.TopicPartition) *Node { return n })
+
+	// The metrics say so: one commit, nothing open, a load that took
+	// some time, and no records behind the last stable offset.
+	m := scrape(t, n)
+	for name, want := range map[string]float64{
+		"fjord_transactions_committed_total": 1,
+		"fjord_transactions_aborted_total":   0,
+		"fjord_transactions_ongoing":         0,
+	} {
+		if got, ok := m.Value(name); !ok || got != want {
+			t.Errorf("%s = %v (reported %v), want %v", name, got, ok, want)
+		}
+	}
+	if got, ok := m.Value("fjord_transaction_coordinator_load_seconds"); !ok || got <= 0 {
+		t.Errorf("fjord_transaction_coordinator_load_seconds = %v (reported %v), want a load's time", got, ok)
+	}
+	if got, ok := m.Value("fjord_partition_last_stable_lag_records", "topic=orders", "partition=1"); !ok || got != 0 {
+		t.Errorf("fjord_partition_last_stable_lag_records{orders-1} = %v (reported %v), want 0", got, ok)
+	}
 }
 
 // The same on three nodes: the coordinator is the leader of the id's

@@ -30,6 +30,8 @@ type Coordinator struct {
 	// as Kafka's authors test it.
 	maxEpoch int16
 
+	counts counters // for Stats
+
 	// ctx ends at Close; every partition's ctx derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc

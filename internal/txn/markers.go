@@ -128,7 +128,15 @@ func (c *Coordinator) completeTransaction(m *transactionMetadata, complete *tran
 		complete.lastUpdateMs = c.nowMs()
 		m.mu.Unlock()
 		err := c.commitTransit(m, complete, true, func() { m.mu.awaitingMarkers = nil })
-		if err == nil || !c.owns(ps) {
+		if err == nil {
+			if complete.state == StateCompleteCommit {
+				c.counts.committed.Add(1)
+			} else {
+				c.counts.aborted.Add(1)
+			}
+			return
+		}
+		if !c.owns(ps) {
 			return
 		}
 		c.logger.Warn("txn: writing a transaction's completion failed; retrying",

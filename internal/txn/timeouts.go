@@ -80,7 +80,9 @@ func (c *Coordinator) abortIfTimedOut(m *transactionMetadata) {
 	if err := c.commitTransit(m, &next, false, func() { c.startCompletionLocked(m) }); err != nil {
 		c.logger.Warn("txn: aborting a timed-out transaction failed; retrying at the next check",
 			slog.String("transactional_id", m.transactionalID), slog.Any("err", err))
+		return
 	}
+	c.counts.timedOut.Add(1)
 }
 
 // expireTransactionalIDs tombstones every expired id of the loaded

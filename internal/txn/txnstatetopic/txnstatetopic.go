@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
@@ -165,6 +166,12 @@ type Loader struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// lastWave is how long the latest wave of loads took (nanoseconds),
+	// from the image that started it to the last load's end: the time
+	// the ids of a new leader's partitions answered
+	// COORDINATOR_LOAD_IN_PROGRESS.
+	lastWave atomic.Int64
+
 	mu struct {
 		sync.Mutex
 		// epochs[p] is the leader epoch partition p was (or is being)
@@ -172,6 +179,10 @@ type Loader struct {
 		epochs map[int32]int32
 	}
 }
+
+// LastLoad is how long the latest wave of loads took; 0 before the
+// first.
+func (g *Loader) LastLoad() time.Duration { return time.Duration(g.lastWave.Load()) }
 
 // NewLoader returns the Loader of coord's partitions, replaying them from
 // replicas' logs.
@@ -219,7 +230,7 @@ func (g *Loader) OnImage(img *metadata.Image) {
 	if len(starts) == 0 {
 		return
 	}
-	w := &loadWave{log: g.log, start: time.Now(), pending: len(starts)}
+	w := &loadWave{log: g.log, start: time.Now(), pending: len(starts), took: &g.lastWave}
 	for _, p := range starts {
 		epoch := led[p]
 		g.wg.Add(1)
@@ -238,6 +249,7 @@ func (g *Loader) OnImage(img *metadata.Image) {
 type loadWave struct {
 	log   *slog.Logger
 	start time.Time
+	took  *atomic.Int64 // set to the wave's time when it ends
 
 	mu      sync.Mutex
 	pending int // loads not yet finished
@@ -256,8 +268,10 @@ func (w *loadWave) done(records int, ok bool) {
 		w.records += records
 	}
 	if w.pending == 0 && w.loaded > 0 {
+		took := time.Since(w.start)
+		w.took.Store(int64(took))
 		w.log.Info("transaction coordinator loaded partitions", "topic", metadata.TransactionStateTopic, "partitions", w.loaded,
-			"records", w.records, "took", time.Since(w.start).Round(time.Millisecond))
+			"records", w.records, "took", took.Round(time.Millisecond))
 	}
 }
 
