@@ -30,6 +30,11 @@
 //	TestGroupLibrdkafka         librdkafka's group consumer, default and cooperative assignors
 //	TestGroupStaticMemberRestart static members restarted without a rebalance; old ids fenced
 //	TestGroupCommitsSurviveKill committed offsets across SIGKILL and restart, exactly
+//	TestTransactionsSarama      transactional SyncProducer, default version and newest 3.x:
+//	                            commit, abort, a session fenced between transactions and one
+//	                            fenced with its transaction open; read back read_committed and
+//	                            read_uncommitted up to an end record per partition (1 and 3 nodes)
+//	TestTransactionsLibrdkafka  the same with librdkafka's transactional producer (1 and 3 nodes)
 //
 // The SIGKILLed group member is this test binary run again with
 // FJORD_E2E_COOP_MEMBER set (groups_coopmember_test.go's init).
@@ -39,6 +44,11 @@
 //	go test ./internal/e2e                  # 20-60 s on 2 cores (plus building fjord once)
 //	FJORD_E2E_LONG=1 go test -timeout 30m ./internal/e2e   # about 2 minutes
 //	FJORD_BIN=/path/to/fjord go test ./internal/e2e   # a prebuilt binary
+//
+// FJORD_E2E_CLIENT_DEBUG=1 sends the transaction tests' client logs to
+// stderr: Sarama's Logger and DebugLogger, and librdkafka's
+// "eos,protocol,broker" debug log, to see which request a failure came
+// from.
 //
 // FJORD_E2E_LONG=1 makes the runs longer: 1,000,000 records instead of
 // 100,000 for franz-go, ten times the records for Sarama and librdkafka,

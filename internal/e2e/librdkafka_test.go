@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -275,8 +276,12 @@ type rdkLogs struct {
 // rdkLogLines is how many of the latest log lines a failed test shows.
 const rdkLogLines = 40
 
+// watchRdkLogs keeps the client's latest log lines for a failure's
+// report and, under FJORD_E2E_CLIENT_DEBUG=1, copies every line to
+// stderr as it comes.
 func watchRdkLogs(t *testing.T, who string, ch chan kafka.LogEvent) *rdkLogs {
 	l := &rdkLogs{protocolErrors: make(chan string, 1)}
+	echo := clientDebug()
 	go func() {
 		// Ends when the client's Close closes the channel.
 		for ev := range ch {
@@ -286,6 +291,9 @@ func watchRdkLogs(t *testing.T, who string, ch chan kafka.LogEvent) *rdkLogs {
 				case l.protocolErrors <- line:
 				default:
 				}
+			}
+			if echo {
+				fmt.Fprintf(os.Stderr, "[librdkafka %s] %s\n", who, line)
 			}
 			l.mu.Lock()
 			l.lines = append(l.lines, line)
