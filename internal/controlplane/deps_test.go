@@ -13,7 +13,7 @@ import (
 // controller itself may.
 func TestBrokerSideDependsOnTheSeamOnly(t *testing.T) {
 	const mod = "github.com/fjordmq/fjord/internal/"
-	brokerSide := []string{"controlplane", "controlplane/forward", "peers", "leaderfetch", "kafkaserver", "txn", "txn/txnstatetopic", "group", "group/offsetstopic", "replica", "httpapi", "storage", "metadata", "record", "topicconfig"}
+	brokerSide := []string{"controlplane", "controlplane/forward", "peers", "leaderfetch", "kafkaserver", "txn", "txn/txnstatetopic", "group", "group/offsetstopic", "coordload", "replica", "httpapi", "storage", "metadata", "record", "topicconfig"}
 	forbidden := []string{"github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb", mod + "controller", mod + "node"}
 
 	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}

@@ -12,10 +12,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/coordload"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
@@ -84,161 +84,56 @@ func (l Log) Append(ctx context.Context, p int32, recs []group.Record) error {
 	return err
 }
 
-// Loader hands the coordinator the __consumer_offsets partitions
-// this node leads: Load when it comes to lead one (or leads it in a new
-// epoch), Unload when it stops. Loads run off the publisher's goroutine,
-// one partition at a time each, since replaying a partition reads its
-// whole log.
+// Loader hands the coordinator the __consumer_offsets partitions this
+// node leads: Load when it comes to lead one (or leads it in a new
+// epoch), Unload when it stops (internal/coordload follows the images).
 type Loader struct {
-	coord    *group.Coordinator
-	replicas *replica.Manager
-	nodeID   int32
-	log      *slog.Logger
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu struct {
-		sync.Mutex
-		// epochs[p] is the leader epoch partition p was (or is being)
-		// loaded in.
-		epochs map[int32]int32
-	}
+	*coordload.Loader
 }
 
 func NewLoader(coord *group.Coordinator, replicas *replica.Manager, nodeID int32, log *slog.Logger) *Loader {
-	g := &Loader{coord: coord, replicas: replicas, nodeID: nodeID, log: log}
-	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.mu.epochs = make(map[int32]int32)
-	return g
-}
-
-// OnImage is a metadata image subscriber, registered after the replica
-// manager's: by the time it runs, the image's logs are open.
-func (g *Loader) OnImage(img *metadata.Image) {
-	if img == nil {
-		return
-	}
-	led := map[int32]int32{}
-	if t, ok := img.Topics[metadata.ConsumerOffsetsTopic]; ok && t != nil {
-		for i := range t.Partitions {
-			if p := &t.Partitions[i]; p.Leader == g.nodeID {
-				led[int32(i)] = p.LeaderEpoch
-			}
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for p := range g.mu.epochs {
-		if _, ok := led[p]; !ok {
-			delete(g.mu.epochs, p)
-			g.coord.Unload(p)
-		}
-	}
-	var starts []int32
-	for p, epoch := range led {
-		if cur, ok := g.mu.epochs[p]; ok && cur == epoch {
-			continue
-		}
-		g.mu.epochs[p] = epoch
-		starts = append(starts, p)
-	}
-	if len(starts) == 0 {
-		return
-	}
-	w := &loadWave{log: g.log, start: time.Now(), pending: len(starts)}
-	for _, p := range starts {
-		epoch := led[p]
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			w.done(g.load(p, epoch))
-		}()
-	}
-}
-
-// loadWave is the loads one image started: the first image after a
-// start leads all 50 partitions of __consumer_offsets at once, and an
-// operator wants one line saying the coordinator is ready, not fifty.
-// Each partition's load is logged at debug level, a failure as an error.
-type loadWave struct {
-	log   *slog.Logger
-	start time.Time
-
-	mu      sync.Mutex
-	pending int // loads not yet finished
-	loaded  int // loads that finished with the partition's groups served
-	records int
-}
-
-// done records the end of one load of the wave; the last one logs the
-// summary.
-func (w *loadWave) done(records int, ok bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending--
-	if ok {
-		w.loaded++
-		w.records += records
-	}
-	if w.pending == 0 && w.loaded > 0 {
-		w.log.Info("group coordinator loaded partitions", "topic", metadata.ConsumerOffsetsTopic, "partitions", w.loaded,
-			"records", w.records, "took", time.Since(w.start).Round(time.Millisecond))
-	}
-}
-
-// load replays partition p into the coordinator and reports how many
-// records it read and whether the partition's groups are now served.
-func (g *Loader) load(p, epoch int32) (int, bool) {
-	start := time.Now()
-	records := 0
-	err := g.coord.Load(p, func(fn func(group.Record) error) error {
-		return g.replicas.ScanLog(g.ctx, metadata.ConsumerOffsetsTopic, p, func(batch []byte) error {
-			h, err := record.ParseHeader(batch)
-			if err != nil {
-				return err
-			}
-			if h.IsControl() {
-				return nil // transaction markers: none are written yet
-			}
-			recs, err := record.Records(batch)
-			if err != nil {
-				return err
-			}
-			for _, r := range recs {
-				records++
-				// The batch's buffer is reused for the next read.
-				if err := fn(group.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}); err != nil {
+	return &Loader{coordload.New(coordload.Config{
+		Topic: metadata.ConsumerOffsetsTopic, NodeID: nodeID, Name: "group coordinator", Log: log,
+		Load: func(ctx context.Context, p, _ int32) (int, error) {
+			records := 0
+			err := coord.Load(p, func(fn func(group.Record) error) error {
+				return replicas.ScanLog(ctx, metadata.ConsumerOffsetsTopic, p, func(batch []byte) error {
+					n, err := replayBatch(batch, fn)
+					records += n
 					return err
-				}
-			}
-			return nil
-		})
-	})
-	switch {
-	case err == nil:
-		g.log.Debug("group coordinator loaded partition", "partition", p, "leader_epoch", epoch,
-			"records", records, "took", time.Since(start).Round(time.Millisecond))
-		return records, true
-	case errors.Is(err, context.Canceled), errors.Is(err, group.ErrLoadSuperseded):
+				})
+			})
+			return records, err
+		},
 		// The node is closing, or a newer leadership of the partition
 		// started its own load.
-	default:
-		// The partition's groups answer NOT_COORDINATOR until the next
-		// metadata image tries again.
-		g.log.Error("group coordinator could not load partition", "partition", p, "leader_epoch", epoch, "err", err)
-		g.mu.Lock()
-		if g.mu.epochs[p] == epoch {
-			delete(g.mu.epochs, p)
-		}
-		g.mu.Unlock()
-	}
-	return records, false
+		Quiet: func(err error) bool {
+			return errors.Is(err, context.Canceled) || errors.Is(err, group.ErrLoadSuperseded)
+		},
+		Unload: coord.Unload,
+	})}
 }
 
-// Close stops loads under way and waits for them.
-func (g *Loader) Close() {
-	g.cancel()
-	g.wg.Wait()
+// replayBatch passes each record of batch to fn and returns how many it
+// passed. Control batches are skipped: they are no record of the
+// coordinator's.
+func replayBatch(batch []byte, fn func(group.Record) error) (int, error) {
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return 0, err
+	}
+	if h.IsControl() {
+		return 0, nil
+	}
+	recs, err := record.Records(batch)
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range recs {
+		// The batch's buffer is reused for the next read.
+		if err := fn(group.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}); err != nil {
+			return i + 1, err
+		}
+	}
+	return len(recs), nil
 }

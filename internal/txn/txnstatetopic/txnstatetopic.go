@@ -21,11 +21,10 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/coordload"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
@@ -153,36 +152,10 @@ type coordinator interface {
 // Loader hands the coordinator the __transaction_state partitions this
 // node leads: Load when it comes to lead one (or leads it in a new
 // leader epoch, which becomes the coordinator epoch its markers carry),
-// Unload when it stops. Loads run off the publisher's goroutine, one
-// goroutine per partition, since replaying a partition reads its whole
-// log.
+// Unload when it stops (internal/coordload follows the images).
 type Loader struct {
-	coord  coordinator
-	logs   scanner
-	nodeID int32
-	log    *slog.Logger
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	// lastWave is how long the latest wave of loads took (nanoseconds),
-	// from the image that started it to the last load's end: the time
-	// the ids of a new leader's partitions answered
-	// COORDINATOR_LOAD_IN_PROGRESS.
-	lastWave atomic.Int64
-
-	mu struct {
-		sync.Mutex
-		// epochs[p] is the leader epoch partition p was (or is being)
-		// loaded in.
-		epochs map[int32]int32
-	}
+	*coordload.Loader
 }
-
-// LastLoad is how long the latest wave of loads took; 0 before the
-// first.
-func (g *Loader) LastLoad() time.Duration { return time.Duration(g.lastWave.Load()) }
 
 // NewLoader returns the Loader of coord's partitions, replaying them from
 // replicas' logs.
@@ -191,122 +164,28 @@ func NewLoader(coord *txn.Coordinator, replicas *replica.Manager, nodeID int32, 
 }
 
 func newLoader(coord coordinator, logs scanner, nodeID int32, log *slog.Logger) *Loader {
-	g := &Loader{coord: coord, logs: logs, nodeID: nodeID, log: log}
-	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.mu.epochs = make(map[int32]int32)
-	return g
-}
-
-// OnImage is a metadata image subscriber, registered after the replica
-// manager's: by the time it runs, the image's logs are open.
-func (g *Loader) OnImage(img *metadata.Image) {
-	if img == nil {
-		return
-	}
-	led := map[int32]int32{}
-	if t, ok := img.Topics[metadata.TransactionStateTopic]; ok && t != nil {
-		for i := range t.Partitions {
-			if p := &t.Partitions[i]; p.Leader == g.nodeID {
-				led[int32(i)] = p.LeaderEpoch
-			}
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for p := range g.mu.epochs {
-		if _, ok := led[p]; !ok {
-			delete(g.mu.epochs, p)
-			g.coord.Unload(p)
-		}
-	}
-	var starts []int32
-	for p, epoch := range led {
-		if cur, ok := g.mu.epochs[p]; ok && cur == epoch {
-			continue
-		}
-		g.mu.epochs[p] = epoch
-		starts = append(starts, p)
-	}
-	if len(starts) == 0 {
-		return
-	}
-	w := &loadWave{log: g.log, start: time.Now(), pending: len(starts), took: &g.lastWave}
-	for _, p := range starts {
-		epoch := led[p]
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			w.done(g.load(p, epoch))
-		}()
-	}
-}
-
-// loadWave is the loads one image started: the first image after a
-// start leads all 50 partitions of __transaction_state at once, and an
-// operator wants one line saying the coordinator is ready, not fifty.
-// Each partition's load is logged at debug level (here and by txn), a
-// failure as an error.
-type loadWave struct {
-	log   *slog.Logger
-	start time.Time
-	took  *atomic.Int64 // set to the wave's time when it ends
-
-	mu      sync.Mutex
-	pending int // loads not yet finished
-	loaded  int // loads that finished with the partition's ids served
-	records int
-}
-
-// done records the end of one load of the wave; the last one logs the
-// summary.
-func (w *loadWave) done(records int, ok bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending--
-	if ok {
-		w.loaded++
-		w.records += records
-	}
-	if w.pending == 0 && w.loaded > 0 {
-		took := time.Since(w.start)
-		w.took.Store(int64(took))
-		w.log.Info("transaction coordinator loaded partitions", "topic", metadata.TransactionStateTopic, "partitions", w.loaded,
-			"records", w.records, "took", took.Round(time.Millisecond))
-	}
-}
-
-// load replays partition p into the coordinator at coordinator epoch
-// epoch and reports how many records it read and whether the
-// partition's ids are now served.
-func (g *Loader) load(p, epoch int32) (int, bool) {
-	start := time.Now()
-	records := 0
-	err := g.coord.Load(p, epoch, func(fn func(txn.Record) error) error {
-		return g.logs.ScanLog(g.ctx, metadata.TransactionStateTopic, p, func(batch []byte) error {
-			n, err := replayBatch(batch, fn)
-			records += n
-			return err
-		})
-	})
-	switch {
-	case err == nil:
-		g.log.Debug("transaction coordinator loaded partition", "partition", p, "leader_epoch", epoch,
-			"records", records, "took", time.Since(start).Round(time.Millisecond))
-		return records, true
-	case errors.Is(err, context.Canceled), errors.Is(err, txn.ErrLoadSuperseded), errors.Is(err, txn.ErrClosed):
+	return &Loader{coordload.New(coordload.Config{
+		Topic: metadata.TransactionStateTopic, NodeID: nodeID, Name: "transaction coordinator", Log: log,
+		Load: func(ctx context.Context, p, epoch int32) (int, error) {
+			records := 0
+			err := coord.Load(p, epoch, func(fn func(txn.Record) error) error {
+				return logs.ScanLog(ctx, metadata.TransactionStateTopic, p, func(batch []byte) error {
+					n, err := replayBatch(batch, fn)
+					records += n
+					return err
+				})
+			})
+			return records, err
+		},
 		// The node is closing, or a newer leadership of the partition
-		// started its own load.
-	default:
-		// The partition's ids answer NOT_COORDINATOR until the next
-		// metadata image tries again.
-		g.log.Error("transaction coordinator could not load partition", "partition", p, "leader_epoch", epoch, "err", err)
-		g.mu.Lock()
-		if g.mu.epochs[p] == epoch {
-			delete(g.mu.epochs, p)
-		}
-		g.mu.Unlock()
-	}
-	return records, false
+		// started its own load. Any other failure leaves the
+		// partition's ids answering NOT_COORDINATOR until the next image
+		// tries again.
+		Quiet: func(err error) bool {
+			return errors.Is(err, context.Canceled) || errors.Is(err, txn.ErrLoadSuperseded) || errors.Is(err, txn.ErrClosed)
+		},
+		Unload: coord.Unload,
+	})}
 }
 
 // replayBatch passes each record of batch to fn as a txn.Record and
@@ -329,10 +208,4 @@ func replayBatch(batch []byte, fn func(txn.Record) error) (int, error) {
 		return fn(txn.Record{Key: r.Key, Value: r.Value})
 	})
 	return n, err
-}
-
-// Close stops loads under way and waits for them.
-func (g *Loader) Close() {
-	g.cancel()
-	g.wg.Wait()
 }
