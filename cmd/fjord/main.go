@@ -47,6 +47,7 @@ func newRootCommand() *cobra.Command {
 		newProduceCommand(),
 		newConsumeCommand(),
 		newGroupCommand(),
+		newTxnCommand(),
 		newClusterCommand(),
 		newVerifyCommand(),
 		newVersionCommand(),
