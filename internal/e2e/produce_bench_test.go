@@ -83,26 +83,9 @@ func benchmarkProduce(b *testing.B, policy string, partitions int32) {
 	}
 	defer cl.Close()
 
-	// Distinct random payloads, reused round-robin: generating 1 KiB of
-	// randomness per record would cost the producer more than sending it.
-	payloads := make([][]byte, 4096)
-	for i := range payloads {
-		payloads[i] = make([]byte, 1024)
-		rand.Read(payloads[i])
-	}
-	var (
-		wg       sync.WaitGroup
-		failures atomic.Int64
-		firstErr atomic.Value
-	)
-	done := func(_ *kgo.Record, err error) {
-		if err != nil {
-			if failures.Add(1) == 1 {
-				firstErr.Store(err)
-			}
-		}
-		wg.Done()
-	}
+	payloads := benchPayloads()
+	var acks benchAcks
+	wg, done := &acks.wg, acks.done
 	b.SetBytes(1024)
 	b.ResetTimer()
 	start := time.Now()
@@ -113,9 +96,7 @@ func benchmarkProduce(b *testing.B, policy string, partitions int32) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if n := failures.Load(); n > 0 {
-		b.Fatalf("%d of %d records failed; first: %v", n, b.N, firstErr.Load())
-	}
+	acks.check(b)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
 
 	// Every acknowledged record is in the log: the figure counts nothing
@@ -128,5 +109,40 @@ func benchmarkProduce(b *testing.B, policy string, partitions int32) {
 	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	if total != int64(b.N) {
 		b.Fatalf("log holds %d records, %d were acknowledged", total, b.N)
+	}
+}
+
+// benchPayloads are distinct 1 KiB random payloads, reused round-robin:
+// generating 1 KiB of randomness per record would cost the producer more
+// than sending it.
+func benchPayloads() [][]byte {
+	payloads := make([][]byte, 4096)
+	for i := range payloads {
+		payloads[i] = make([]byte, 1024)
+		rand.Read(payloads[i])
+	}
+	return payloads
+}
+
+// benchAcks counts a benchmark's produce answers: done is each record's
+// promise; wg waits for them all.
+type benchAcks struct {
+	wg       sync.WaitGroup
+	failures atomic.Int64
+	firstErr atomic.Value
+}
+
+func (a *benchAcks) done(_ *kgo.Record, err error) {
+	if err != nil && a.failures.Add(1) == 1 {
+		a.firstErr.Store(err)
+	}
+	a.wg.Done()
+}
+
+// check fails b if any record failed.
+func (a *benchAcks) check(b *testing.B) {
+	b.Helper()
+	if n := a.failures.Load(); n > 0 {
+		b.Fatalf("%d of %d records failed; first: %v", n, b.N, a.firstErr.Load())
 	}
 }

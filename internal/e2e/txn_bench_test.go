@@ -2,11 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,22 +66,9 @@ func benchmarkTxnProduce(b *testing.B, transactional bool) {
 	}
 	defer cl.Close()
 
-	payloads := make([][]byte, 4096)
-	for i := range payloads {
-		payloads[i] = make([]byte, 1024)
-		rand.Read(payloads[i])
-	}
-	var (
-		wg       sync.WaitGroup
-		failures atomic.Int64
-		firstErr atomic.Value
-	)
-	done := func(_ *kgo.Record, err error) {
-		if err != nil && failures.Add(1) == 1 {
-			firstErr.Store(err)
-		}
-		wg.Done()
-	}
+	payloads := benchPayloads()
+	var acks benchAcks
+	wg, done := &acks.wg, acks.done
 	var (
 		commits []time.Duration
 		markers int64 // the commits' markers: one per partition written
@@ -148,9 +132,7 @@ func benchmarkTxnProduce(b *testing.B, transactional bool) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if n := failures.Load(); n > 0 {
-		b.Fatalf("%d of %d records failed; first: %v", n, b.N, firstErr.Load())
-	}
+	acks.check(b)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
 	if len(commits) > 0 {
 		slices.Sort(commits)
