@@ -204,7 +204,10 @@ func (e *env) abandonedTransaction(t *testing.T) {
 	e.createTopic(t, ctx, topic, partitions, 3)
 	e.fullISRs(t, ctx, topic, partitions)
 
-	const timeout = 3 * time.Second
+	// Long enough that the writes below land well inside it even on a
+	// loaded machine; the test logs how long the last stable offset was
+	// held past it.
+	const timeout = 10 * time.Second
 	p, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
 		kgo.TransactionalID("tx-abandoned"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(timeout))
 	if err != nil {
@@ -214,10 +217,12 @@ func (e *env) abandonedTransaction(t *testing.T) {
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
+	var recs []*kgo.Record
 	for i := range 10 {
-		if err := p.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "abandoned-%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "abandoned-%d", i)})
+	}
+	if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 	abandoned := time.Now()
 	// Meanwhile a plain record after it: read_committed cannot reach it
