@@ -98,12 +98,12 @@ type Groups interface {
 // Transactions is the transaction coordinator (internal/txn): the
 // transactional APIs' handlers decode requests into its calls and answer
 // its kerr errors by code (txn.ErrorForVersion maps them to what each
-// request version may carry).
+// request version may carry). Only what the served APIs call: the
+// verify-only add (KIP-890 part 1) and AddOffsetsToTxn join it with
+// their handlers.
 type Transactions interface {
 	InitProducerID(ctx context.Context, transactionalID string, transactionTimeoutMs int32, expectedProducerID int64, expectedEpoch int16) (producerID int64, epoch int16, err error)
 	AddPartitionsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition, tv2 bool) error
-	VerifyPartitionsInTxn(transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition) []error
-	AddOffsetsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, groupID string) error
 	EndTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, commit, tv2 bool) (int64, int16, error)
 	DescribeTransactions(ids []string) []txn.TransactionDescription
 	ListTransactions(f txn.ListTransactionsFilter) (txns []txn.TransactionListing, unknownStates []string, err error)

@@ -49,14 +49,6 @@ func (f *scriptedTxns) AddPartitionsToTxn(_ context.Context, id string, pid int6
 	return f.note("add " + id)
 }
 
-func (f *scriptedTxns) VerifyPartitionsInTxn(string, int64, int16, []txn.TopicPartition) []error {
-	panic("not sent by these tests")
-}
-
-func (f *scriptedTxns) AddOffsetsToTxn(context.Context, string, int64, int16, string) error {
-	panic("not served")
-}
-
 func (f *scriptedTxns) EndTxn(_ context.Context, id string, pid int64, epoch int16, commit, tv2 bool) (int64, int16, error) {
 	if tv2 {
 		panic("EndTxn v5 is not served")
