@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/bench"
+	"github.com/fjordmq/fjord/internal/freeport"
 	"github.com/fjordmq/fjord/internal/netfault"
 )
 
@@ -481,23 +482,17 @@ func (n *localNode) logTail(lines int) string {
 // were free a moment ago: a node cannot report a port it picked itself
 // (":0") back to this process, and a quorum's voter list must name every
 // controller port before any node starts, so the ports are chosen here,
-// with the small race that a retry covers. All n listeners are held
-// open together so the kernel cannot hand out one port twice.
+// with the small race that a retry covers. They are outside the kernel's
+// ephemeral range, so a killed node's ports are still free when it
+// starts again (internal/freeport).
 func freeLoopbackPorts(n int) ([]string, error) {
-	var addrs []string
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("--local: finding a free port: %w", err)
-		}
-		held = append(held, l)
-		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)))
+	ports, err := freeport.Take("127.0.0.1", n)
+	if err != nil {
+		return nil, fmt.Errorf("--local: %w", err)
+	}
+	addrs := make([]string, n)
+	for i, p := range ports {
+		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return addrs, nil
 }

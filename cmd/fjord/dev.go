@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/freeport"
 	"github.com/fjordmq/fjord/internal/node"
 )
 
@@ -415,27 +416,11 @@ func checkPortsFree(l devLayout) error {
 }
 
 // freeDevPorts returns n distinct ports on host that were free a moment
-// ago. The listeners are held together so the kernel cannot hand out a
-// port twice; a node binds its ports a moment after they close, and
-// devStartTries covers the rare port taken in between.
-func freeDevPorts(host string, n int) ([]int, error) {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port on %s: %v", host, err)
-		}
-		held = append(held, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// ago, outside the kernel's ephemeral range, so that a port a killed node
+// lets go is not handed to another program while dev restarts the node
+// (internal/freeport). A node binds its ports a moment after this
+// returns; devStartTries covers the rare port taken in between.
+func freeDevPorts(host string, n int) ([]int, error) { return freeport.Take(host, n) }
 
 // devNodeEnv is this process's environment without the FJORD_ variables
 // that set serve's flags: a shell's FJORD_DATA_DIR or FJORD_LOG_LEVEL,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/freeport"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -25,14 +27,15 @@ import (
 // register), and returns them by node id - 1.
 func startCluster(t *testing.T, n int) []*Node {
 	t.Helper()
+	// Every voter list names every controller port, so the ports are
+	// picked before any node binds them (internal/freeport).
+	ports, err := freeport.Take("127.0.0.1", n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	voters := make([]Voter, n)
 	for i := range voters {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		voters[i] = Voter{NodeID: int32(i + 1), Addr: ln.Addr().String()}
-		ln.Close()
+		voters[i] = Voter{NodeID: int32(i + 1), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))}
 	}
 	nodes := make([]*Node, n)
 	errs := make([]error, n)

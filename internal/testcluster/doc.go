@@ -48,15 +48,16 @@
 // removes), or taken from $FJORD_BIN when that is set, so a CI job or a
 // developer can test a binary built once, or one built with -race.
 //
-// Ports. Each node gets three ports (Kafka, controller, HTTP) found by
-// listening on 127.0.0.1:0 and closing the listener; the node binds them a
-// moment later. Another process can take such a port in that gap. The race
-// is tiny (the kernel hands out ephemeral ports round-robin, so a just-freed
-// one is rarely reused at once), this package never hands out the same port
-// twice in one process, and Start retries with fresh ports when the node's
-// log says "address already in use". Restart reuses the node's ports on
-// purpose (clients keep their bootstrap address), so it has the same gap
-// and no retry.
+// Ports. Each node gets three ports (Kafka, controller, HTTP) that were
+// free a moment ago, picked outside the kernel's ephemeral range
+// (internal/freeport), and binds them a moment later. Another process
+// that names such a port can take it in that gap; the kernel never hands
+// one out by itself (not to a listener on port 0, not as a connection's
+// source port), this package never hands out the same port twice in one
+// process, and Start retries with fresh ports when the node's log says
+// "address already in use". Restart reuses the node's ports on purpose
+// (clients keep their bootstrap address); since the ports are outside
+// the ephemeral range, a port a killed node let go is still free.
 // In network mode none of this applies: each node has a namespace, and
 // so a network stack, of its own, and listens on fjord's default ports.
 //

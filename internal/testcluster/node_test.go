@@ -264,22 +264,6 @@ func TestCleanupKillsAndPrintsTailOnFailure(t *testing.T) {
 	}
 }
 
-func TestFreePortsDistinct(t *testing.T) {
-	seen := make(map[int]bool)
-	for range 20 {
-		ports, err := freePorts(3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range ports {
-			if seen[p] {
-				t.Fatalf("port %d handed out twice", p)
-			}
-			seen[p] = true
-		}
-	}
-}
-
 func TestLastLines(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
