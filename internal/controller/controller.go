@@ -48,7 +48,7 @@ var (
 type Config struct {
 	NodeID int32
 	// Dir holds the Raft state: raft.db (raft-boltdb/v2: log and stable
-	// store) and snapshots/.
+	// store), snapshots/ and quorum.id (quorumid.go).
 	Dir string
 	// Addr is the Raft TCP bind address (--controller-addr). Its host must
 	// be a concrete address (it is also what the node advertises to other
@@ -65,7 +65,9 @@ type Config struct {
 	// (Kafka's controller.quorum.voters); it must name this node, whose
 	// entry's address is taken from Addr as bound. Empty: this node
 	// alone, a cluster of one. Once the Raft state exists it is ignored:
-	// the quorum is what the log says.
+	// the quorum is what the log says. The list as given, this node's
+	// entry included (when not empty), is also what the quorum id hashes
+	// (quorumid.go), so every voter must be given the same list.
 	Voters []Voter
 	// Observer makes this node follow the metadata log without a vote
 	// (a broker-only node, --process-roles broker; join.go): it
@@ -230,7 +232,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: snapshot store in %s: %w", cfg.Dir, err)
 	}
-	c.mux, c.trans, err = newTransport(cfg.Addr, rlog)
+	c.mux, c.trans, err = newTransport(cfg.Addr, log, rlog)
 	if err != nil {
 		return nil, fmt.Errorf("controller: raft transport on %s (needs a concrete host, e.g. 127.0.0.1:9093): %w", cfg.Addr, err)
 	}
@@ -252,6 +254,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: reading raft state in %s: %w", cfg.Dir, err)
 	}
+	var bootstrapped []Voter
 	if !existing && !cfg.Observer {
 		servers := []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: c.trans.LocalAddr()}}
 		for _, v := range cfg.Voters {
@@ -263,7 +266,12 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 		if err := raft.BootstrapCluster(rc, c.store, c.store, c.snaps, c.trans, raft.Configuration{Servers: servers}); err != nil {
 			return nil, fmt.Errorf("controller: bootstrapping a metadata log of %d voters: %w", len(servers), err)
 		}
-		log.Info("bootstrapped a new metadata log", "dir", cfg.Dir, "node_id", cfg.NodeID, "voters", len(servers))
+		bootstrapped = bootstrapVoters(cfg.Voters, cfg.NodeID, c.trans.LocalAddr())
+		log.Info("bootstrapped a new metadata log", "dir", cfg.Dir, "node_id", cfg.NodeID, "voters", len(servers),
+			"quorum_id", quorumIDOf(bootstrapped))
+	}
+	if err := c.settleQuorumID(bootstrapped); err != nil {
+		return nil, err
 	}
 	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, c.snaps, c.trans)
 	if err != nil {
@@ -711,9 +719,10 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 	}
 }
 
-// newTransport is the quorum's TCP transport on addr.
-func newTransport(addr string, log *raftLogger) (*muxLayer, *raft.NetworkTransport, error) {
-	mux, err := newMuxLayer(addr)
+// newTransport is the quorum's TCP transport on addr: log receives the
+// stream layer's refusals, rlog raft's own messages.
+func newTransport(addr string, log *slog.Logger, rlog *raftLogger) (*muxLayer, *raft.NetworkTransport, error) {
+	mux, err := newMuxLayer(addr, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -721,7 +730,7 @@ func newTransport(addr string, log *raftLogger) (*muxLayer, *raft.NetworkTranspo
 		Stream:  mux,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  log,
+		Logger:  rlog,
 		// One AppendEntries in flight per follower: hashicorp/raft's
 		// pipelined replication (the default, two in flight) can
 		// deadlock when a follower answers Success=false, as a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -988,12 +987,7 @@ func TestRegisterBrokerRefusesBadEndpoints(t *testing.T) {
 // elected (it needs 2 votes of 2).
 func TestOpenDoesNotWaitToLead(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	absent := ln.Addr().String()
-	ln.Close() // nothing listens there: node 2 is down
+	absent := freeAddrs(t, 1)[0] // nothing listens there: node 2 is down
 	cfg := baseConfig(t, t.TempDir())
 	cfg.Voters = []controller.Voter{{NodeID: 1}, {NodeID: 2, Addr: absent}}
 	c, err := controller.Open(ctxT(t), cfg)

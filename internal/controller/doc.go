@@ -13,11 +13,15 @@
 //
 // Open never waits for an election. On first start (no Raft state in
 // Config.Dir) the node bootstraps the metadata log with Config.Voters (by
-// default itself alone); the first active controller commits a random
-// cluster id. Brokers register their endpoint (RegisterBroker) on every
-// start. Changes are made only by the active controller; elsewhere, and
-// while there is none, operations answer controlplane.ErrNotController,
-// which callers retry.
+// default itself alone) and writes its quorum id, a hash of that voter
+// list (quorumid.go); the first active controller commits a random
+// cluster id. Every Raft connection opens with the dialer's quorum id,
+// and a node refuses one from another quorum (join.go), so a voter list
+// naming an address where another cluster's controller now listens
+// cannot mix the two metadata logs. Brokers register their endpoint
+// (RegisterBroker) on every start. Changes are made only by the active
+// controller; elsewhere, and while there is none, operations answer
+// controlplane.ErrNotController, which callers retry.
 //
 // The broker side (kafkaserver, txn, node's wiring) reaches the controller
 // only through package controlplane's interfaces, Images, Client and ISR,
@@ -29,6 +33,7 @@
 //
 //	raft.db      raft-boltdb/v2: the Raft log and stable store (term, vote)
 //	snapshots/   raft's file snapshot store: metadata.EncodeImage documents
+//	quorum.id    the quorum id, 32 hex digits and a newline (quorumid.go)
 //
 // One Raft entry is one metadata.EncodeBatch batch: a topic's TopicRecord,
 // PartitionRecords and ConfigRecords commit together or not at all. Raft

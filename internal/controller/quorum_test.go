@@ -4,28 +4,31 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/freeport"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
-// freeAddrs reserves n loopback addresses for voters that must know each
-// other's before any starts.
+// freeAddrs picks n loopback addresses for voters that must know each
+// other's before any starts, from freeport: outside the kernel's
+// ephemeral range, so no port-0 listener or outgoing connection of
+// another test takes one between the pick and the bind.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
+	ports, err := freeport.Take("127.0.0.1", n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, ln.Addr().String())
-		ln.Close()
+	for _, p := range ports {
+		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 	}
 	return addrs
 }
