@@ -74,7 +74,21 @@ func (m *Manager) StartTxnMarker(topic string, partition int32, marker storage.T
 	})
 }
 
-// startWrite is StartAppend and StartTxnMarker: write appends to the log
+// AppendAsCoordinator appends records a coordinator of this node writes
+// for a producer (the group coordinator's transactional offset commits)
+// with acks=all, checked as storage.Log.AppendAsCoordinator says: the
+// producer's epoch, not its sequence.
+func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partition int32, records []byte, timeout time.Duration) (AppendResult, error) {
+	pending, err := m.startWrite(topic, partition, AcksAll, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+		return l.AppendAsCoordinator(records, epoch)
+	})
+	if err != nil {
+		return AppendResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}, err
+	}
+	return pending.Wait(ctx, timeout)
+}
+
+// startWrite is StartAppend, StartTxnMarker and AppendAsCoordinator: write appends to the log
 // at the leader epoch it is given.
 func (m *Manager) startWrite(topic string, partition int32, acks Acks, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {

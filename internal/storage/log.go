@@ -171,6 +171,26 @@ func (l *Log) fail(op string, err error) error {
 // or a fenced epoch is ErrOutOfOrderSequence or ErrInvalidProducerEpoch,
 // and then no batch of data is written.
 func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
+	return l.appendChecked(data, leaderEpoch, l.producers.Check)
+}
+
+// AppendAsCoordinator appends batches a coordinator of this node wrote
+// for a producer: the group coordinator's transactional offset commits
+// (TxnOffsetCommit), which carry the producer's id and epoch so that the
+// transaction's marker ends them, but whose sequence numbers are not the
+// producer's (it never writes here itself). As Kafka's appends of origin
+// COORDINATOR, they are checked for the producer's epoch and for a
+// transaction left open by a non-transactional batch, never for sequence
+// or duplicates (producerstate.State.CheckCoordinator).
+func (l *Log) AppendAsCoordinator(data []byte, leaderEpoch int32) (AppendInfo, error) {
+	return l.appendChecked(data, leaderEpoch, func(hdrs []record.Header) (producerstate.Duplicate, bool, error) {
+		return producerstate.Duplicate{}, false, l.producers.CheckCoordinator(hdrs)
+	})
+}
+
+// appendChecked is Append with check in place of the producer state's
+// Check; l.mu is held across check.
+func (l *Log) appendChecked(data []byte, leaderEpoch int32, check func([]record.Header) (producerstate.Duplicate, bool, error)) (AppendInfo, error) {
 	cfg := l.cfg.Load()
 	hdrs, err := validateBatches(data, cfg, true)
 	if err != nil {
@@ -181,7 +201,7 @@ func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
 	if err := l.checkWritable(); err != nil {
 		return AppendInfo{}, err
 	}
-	if dup, isDup, err := l.producers.Check(hdrs); err != nil {
+	if dup, isDup, err := check(hdrs); err != nil {
 		return AppendInfo{}, fmt.Errorf("%w (log %s)", err, l.name)
 	} else if isDup {
 		info := AppendInfo{FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset, LogAppendTime: -1,

@@ -607,3 +607,55 @@ func TestTxnCompactionDoesNotReviveATransaction(t *testing.T) {
 		t.Fatalf("producer 7's aborted transaction is open again: %+v", e)
 	}
 }
+
+// A coordinator's batches for a producer (the group coordinator's
+// transactional offset commits) all start at sequence 0: they are
+// checked for the producer's epoch and open transaction, never taken
+// for duplicates of each other or refused as out of sequence.
+func TestAppendAsCoordinator(t *testing.T) {
+	l := openTestLog(t, vfs.NewMem(), "/data/__consumer_offsets-0", producerConfig(), OpenOptions{})
+	defer l.Close()
+	x := newTxnLog(t, l)
+	commit := func(pid int64, epoch int16, txn bool) (AppendInfo, error) {
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, 0, txn
+		return l.AppendAsCoordinator(testBatchOpts(t, opts, 2, 40, 1, nil), 0)
+	}
+	first, err := commit(7, 3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := commit(7, 3, true) // the same sequence, a second commit
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Duplicate || again.FirstOffset != first.LastOffset+1 {
+		t.Fatalf("second commit at sequence 0: %+v, want written after %+v", again, first)
+	}
+	x.expectLSO("the producer's transaction is open", l.LogEndOffset(), first.FirstOffset)
+	if _, err := commit(7, 2, true); !errors.Is(err, producerstate.ErrInvalidProducerEpoch) {
+		t.Fatalf("older epoch: %v, want ErrInvalidProducerEpoch", err)
+	}
+	if _, err := commit(7, 3, false); !errors.Is(err, producerstate.ErrInvalidTxnState) {
+		t.Fatalf("non-transactional batch inside the transaction: %v, want ErrInvalidTxnState", err)
+	}
+	info, err := l.AppendTxnMarker(TxnMarker{ProducerID: 7, ProducerEpoch: 3, CoordinatorEpoch: 1, Commit: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.expectLSO("committed", info.LastOffset+1, info.LastOffset+1)
+	if got := l.LogEndOffset(); got != info.LastOffset+1 {
+		t.Fatalf("log end %d, want %d: a refused batch was written", got, info.LastOffset+1)
+	}
+	// A producer's own sequence rules are untouched: its retry is a
+	// duplicate on the client path.
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 9, 0, 0
+	b := testBatchOpts(t, opts, 1, 40, 1, nil)
+	if _, err := l.Append(append([]byte(nil), b...), 0); err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := l.Append(b, 0); err != nil || !dup.Duplicate {
+		t.Fatalf("client retry: %+v, %v; want a duplicate", dup, err)
+	}
+}

@@ -315,6 +315,34 @@ func (s *State) Check(hdrs []record.Header) (dup Duplicate, isDup bool, err erro
 	return dup, true, nil
 }
 
+// CheckCoordinator is Check for batches a coordinator writes on a
+// producer's behalf (storage.Log.AppendAsCoordinator): each producer's
+// epoch may not be older than its latest here (ErrInvalidProducerEpoch),
+// and a non-transactional batch may not come while its transaction is
+// open (ErrInvalidTxnState); sequences are not the producer's, so they
+// are neither checked nor used to find duplicates.
+func (s *State) CheckCoordinator(hdrs []record.Header) error {
+	for i := range hdrs {
+		h := &hdrs[i]
+		if !h.HasProducerID() {
+			continue
+		}
+		e := s.producers[h.ProducerID]
+		if e == nil {
+			continue
+		}
+		if h.ProducerEpoch < e.epoch {
+			return fmt.Errorf("%w: producer %d epoch %d, older than its epoch %d on this partition",
+				ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+		}
+		if e.txnFirstOffset >= 0 && !h.IsTransactional() {
+			return fmt.Errorf("%w: producer %d wrote a non-transactional batch while its transaction from offset %d is open",
+				ErrInvalidTxnState, h.ProducerID, e.txnFirstOffset)
+		}
+	}
+	return nil
+}
+
 // checkNext applies the epoch and sequence rules to a batch of
 // (epoch, first) from producer pid, whose state has curEpoch and, when
 // hasLast, lastSeq.
