@@ -88,7 +88,10 @@ func stateIn(state string, states []string) bool {
 // group is deleted (tombstones for its offsets and metadata are written
 // first; if that fails the group stays and the error is answered), a
 // group with members answers NON_EMPTY_GROUP, an unknown one
-// GROUP_ID_NOT_FOUND.
+// GROUP_ID_NOT_FOUND. Offsets pending in a transaction do not keep an
+// Empty group: their partitions are tombstoned too, which drops them in
+// the log as in memory, so the transaction's commit later brings nothing
+// back (Kafka's OffsetMetadataManager.deleteAllOffsets).
 func (c *Coordinator) DeleteGroups(ctx context.Context, groups []string) []error {
 	errs := make([]error, len(groups))
 	for i, id := range groups {
@@ -120,8 +123,9 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 		g.mu.Unlock()
 		return ErrNonEmptyGroup
 	}
-	tps := make([]TopicPartition, 0, len(g.mu.offsets))
-	for tp := range g.mu.offsets {
+	held := g.offsetPartitionsLocked()
+	tps := make([]TopicPartition, 0, len(held))
+	for tp := range held {
 		tps = append(tps, tp)
 	}
 	sortPartitions(tps)

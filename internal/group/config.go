@@ -107,7 +107,26 @@ func (cfg Config) withDefaults() Config {
 // honour ctx and must not keep recs after it returns.
 type Log interface {
 	Append(ctx context.Context, p int32, recs []Record) error
+	// AppendTxn writes recs as one transactional batch of producer
+	// (producerID, epoch): a TxnOffsetCommit's offsets, which the
+	// transaction's marker on partition p later commits or aborts
+	// (CompleteTxn). The partition checks the epoch as it does a
+	// producer's own batches: one older than the producer's latest on
+	// p is kerr.InvalidProducerEpoch. Errors are otherwise Append's.
+	AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, recs []Record) error
 }
 
 // Record is one __consumer_offsets record: a kmsg-encoded key and value.
-type Record struct{ Key, Value []byte }
+// Load's read also says where each record stands in the log: its offset,
+// and whether it belongs to a transaction (Transactional, with the
+// writing producer's id) or is a transaction marker (Control: no key or
+// value; Commit says which). Append and AppendTxn ignore these fields.
+type Record struct {
+	Key, Value []byte
+
+	Offset        int64
+	Transactional bool
+	ProducerID    int64 // when Transactional or Control
+	Control       bool
+	Commit        bool // when Control: a commit marker, else an abort
+}

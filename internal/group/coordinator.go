@@ -49,6 +49,18 @@ type partitionState struct {
 	token   uint64 // the Load that owns this state
 	loading bool
 	groups  map[string]*group
+	// producerGroups are, per producer id, the groups that may hold its
+	// pending transactional offsets or have its append in flight
+	// (Kafka's openGroupsForProducer), so a marker visits those groups
+	// only. A group is added before its transactional append starts and
+	// the producer's entry removed by CompleteTxn; entries for groups
+	// since removed, or whose append failed, are harmless (a completion
+	// finds nothing there).
+	producerGroups map[int64]map[*group]struct{}
+	// completions are the markers CompleteTxn reported while the
+	// partition was loading; Load applies them before it publishes the
+	// groups. Only while loading.
+	completions []txnCompletion
 }
 
 // New returns a coordinator of no partitions; Load adds them. It starts

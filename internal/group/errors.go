@@ -8,13 +8,16 @@ import (
 
 // Expected conditions. Every error a request method returns is one of the
 // kerr values below, never wrapped, so the protocol edge answers it with
-// its .Code; the comment says when each is returned. The last block holds
-// the errors of Load, which no client sees.
+// its .Code; the comment says when each is returned. The exception is a
+// failed append's error that Kafka passes through (see Log): it is
+// answered as the log gave it, also a kerr value, such as
+// INVALID_PRODUCER_EPOCH or PRODUCER_FENCED for CommitTxnOffsets. The
+// last block holds the errors of Load, which no client sees.
 var (
 	// ErrInvalidGroupID: an empty group id where Kafka requires one
-	// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetDelete; commits,
-	// fetches, describes and deletes accept "" for compatibility, as
-	// Kafka does).
+	// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetDelete,
+	// TxnOffsetCommit; OffsetCommit, fetches, describes and deletes
+	// accept "" for compatibility, as Kafka does).
 	ErrInvalidGroupID = kerr.InvalidGroupID
 	// ErrNotCoordinator: the group's __consumer_offsets partition is not
 	// loaded on this node (never loaded, unloaded, or its load failed),
@@ -74,6 +77,11 @@ var (
 	// ErrUnknownServerError: a group metadata record was too large for
 	// the offsets topic (Kafka's answer too).
 	ErrUnknownServerError = kerr.UnknownServerError
+	// ErrUnstableOffsetCommit: a requireStable FetchOffsets of a
+	// partition with a transactional commit pending (KIP-447), in that
+	// partition's CommittedOffset.Err; the consumer retries until the
+	// transaction ends.
+	ErrUnstableOffsetCommit = kerr.UnstableOffsetCommit
 
 	// ErrLoadSuperseded: Load's partition was unloaded, loaded again or
 	// the coordinator closed before the replay finished; what was

@@ -115,6 +115,21 @@ type group struct {
 		subscribed map[string]struct{}
 
 		offsets map[TopicPartition]offset
+		// txnOffsets are TxnOffsetCommit's offsets by producer id: in
+		// the log, but not visible to FetchOffsets until the producer's
+		// transaction marker lands on the group's partition (CompleteTxn
+		// moves them into offsets, or drops them). They never expire,
+		// and keep the group alive. Invariant: no inner map is empty.
+		txnOffsets map[int64]map[TopicPartition]offset
+		// txnAppend is the TxnOffsetCommit whose append is in flight, if
+		// any (the write turn allows one): its partitions already answer
+		// requireStable fetches UNSTABLE_OFFSET_COMMIT, and a marker that
+		// lands meanwhile is remembered in it (see CommitTxnOffsets).
+		txnAppend *txnAppend
+		// nextPosition is the position the group's next applied append
+		// gives its offsets (offset.position). Invariant: greater than
+		// the position of every offset in offsets and txnOffsets.
+		nextPosition int64
 	}
 }
 
@@ -166,6 +181,14 @@ type offset struct {
 	// (OffsetCommit v2-v4) or loaded from v1 records, which carry that
 	// per-commit expiry; it then overrides the group's retention rules.
 	expireTime time.Time
+	// position orders the records that wrote the group's offsets as the
+	// log does: a committed transaction's offset replaces the committed
+	// one only if its record is later in the log (see CompleteTxn).
+	// Loaded offsets carry their record's log offset; offsets written
+	// since carry the group's nextPosition, which starts past the end of
+	// the replay and grows with each append's outcome, applied in the
+	// order the write turn gave the appends.
+	position int64
 }
 
 func newGroup(id string, partition int32, now time.Time) *group {
@@ -177,6 +200,7 @@ func newGroup(id string, partition int32, now time.Time) *group {
 	g.mu.pending = make(map[string]clock.Timer)
 	g.mu.pendingSync = make(map[string]struct{})
 	g.mu.offsets = make(map[TopicPartition]offset)
+	g.mu.txnOffsets = make(map[int64]map[TopicPartition]offset)
 	return g
 }
 
@@ -475,7 +499,11 @@ func (g *group) isSubscribedLocked(topic string) bool {
 //     retention after its commit.
 //
 // An offset with an expiry of its own (OffsetCommit v2-v4's retention, a
-// v1 record) expires then instead.
+// v1 record) expires then instead. An offset whose partition has a
+// transactional commit pending does not expire until the transaction
+// ends, as in Kafka's OffsetMetadataManager.cleanupExpiredOffsets: its
+// tombstone would also drop the pending offset (see records.go), which
+// the transaction may still commit.
 // REQUIRES: g.mu held.
 func (g *group) expiredOffsetsLocked(now time.Time, retention time.Duration) []TopicPartition {
 	var base func(o offset) time.Time
@@ -498,7 +526,7 @@ func (g *group) expiredOffsetsLocked(now time.Time, retention time.Duration) []T
 	}
 	var expired []TopicPartition
 	for tp, o := range g.mu.offsets {
-		if _, ok := subscribed[tp.Topic]; ok {
+		if _, ok := subscribed[tp.Topic]; ok || g.hasTxnOffsetLocked(tp) {
 			continue
 		}
 		if !o.expireTime.IsZero() {
@@ -516,14 +544,17 @@ func (g *group) expiredOffsetsLocked(now time.Time, retention time.Duration) []T
 }
 
 // unusedLocked: the group holds nothing worth keeping: no members, no
-// outstanding member ids, no offsets, and no metadata record was ever
-// written for it (it never completed a rebalance). Such a group exists
-// only because a request created it and then failed; dropping it keeps
-// ListGroups from showing a group no client was told about.
+// outstanding member ids, no offsets (committed, pending in a
+// transaction or being written), and no metadata record was ever written
+// for it (it never completed a rebalance). Such a group exists only
+// because a request created it and then failed, or its only transaction
+// aborted; dropping it keeps ListGroups from showing a group no client
+// was told about.
 // REQUIRES: g.mu held.
 func (g *group) unusedLocked() bool {
 	return g.mu.state == stateEmpty && !g.mu.deleting && g.mu.generation == 0 &&
-		len(g.mu.members) == 0 && len(g.mu.pending) == 0 && len(g.mu.offsets) == 0
+		len(g.mu.members) == 0 && len(g.mu.pending) == 0 && len(g.mu.offsets) == 0 &&
+		!g.hasTxnOffsetsLocked()
 }
 
 // setJoinWaiterLocked parks a JoinGroup for m and returns its channel. A

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
@@ -30,15 +31,25 @@ const waitBound = 5 * time.Second
 const testPartitions = 4
 
 // memLog is the in-memory Log the tests run against: per partition, every
-// record appended, in order. Tests can make appends fail or hold them.
+// record appended, in order, each with its offset (its index) and, for
+// AppendTxn's records and markers, the marks Load's read gives them. Tests
+// can make appends fail or hold them. Its partitions check producer
+// epochs as Kafka's do for transactional batches: an AppendTxn whose
+// epoch is older than the producer's latest on the partition (its last
+// batch or marker) fails with INVALID_PRODUCER_EPOCH.
 type memLog struct {
 	mu struct {
 		sync.Mutex
 		parts   map[int32][]Record
-		fail    error         // while set, every Append fails with it
-		gate    chan struct{} // while set, Append waits for it to close
-		waiting int           // appends waiting at the gate
-		appends int           // successful appends
+		epochs  map[int32]map[int64]int16 // partition -> producer id -> latest epoch
+		fail    error                     // while set, every Append fails with it
+		gate    chan struct{}             // while set, Append waits for it to close
+		waiting int                       // appends waiting at the gate
+		// landedGate: while set, appends wait for it to close after
+		// writing their records (holdAnswers); landed counts them.
+		landedGate chan struct{}
+		landed     int
+		appends    int // successful appends
 		// inFlight and overlaps check Log's contract that one group's
 		// appends never overlap.
 		inFlight map[string]bool
@@ -49,11 +60,47 @@ type memLog struct {
 func newMemLog() *memLog {
 	l := &memLog{}
 	l.mu.parts = make(map[int32][]Record)
+	l.mu.epochs = make(map[int32]map[int64]int16)
 	l.mu.inFlight = make(map[string]bool)
 	return l
 }
 
 func (l *memLog) Append(ctx context.Context, p int32, recs []Record) error {
+	return l.append(ctx, p, recs, nil)
+}
+
+// txnBatch is the producer of a transactional batch.
+type txnBatch struct {
+	producerID int64
+	epoch      int16
+}
+
+func (l *memLog) AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, recs []Record) error {
+	return l.append(ctx, p, recs, &txnBatch{producerID, epoch})
+}
+
+// marker appends producerID's transaction marker to partition p, as the
+// transaction coordinator's WriteTxnMarkers would, with the producer's
+// epoch (bumped for a coordinator-ended transaction). It does not tell
+// the coordinator: tests call CompleteTxn (or not) themselves.
+func (l *memLog) marker(p int32, producerID int64, epoch int16, commit bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bumpEpochLocked(p, producerID, epoch)
+	l.mu.parts[p] = append(l.mu.parts[p], Record{Offset: int64(len(l.mu.parts[p])),
+		ProducerID: producerID, Control: true, Commit: commit})
+}
+
+func (l *memLog) bumpEpochLocked(p int32, producerID int64, epoch int16) {
+	if l.mu.epochs[p] == nil {
+		l.mu.epochs[p] = make(map[int64]int16)
+	}
+	if cur, ok := l.mu.epochs[p][producerID]; !ok || epoch > cur {
+		l.mu.epochs[p][producerID] = epoch
+	}
+}
+
+func (l *memLog) append(ctx context.Context, p int32, recs []Record, txn *txnBatch) error {
 	group := recordGroup(recs[0])
 	l.mu.Lock()
 	if l.mu.inFlight[group] {
@@ -86,15 +133,63 @@ func (l *memLog) Append(ctx context.Context, p int32, recs []Record) error {
 		}
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mu.fail != nil {
-		return l.mu.fail
+	if err := l.mu.fail; err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	if txn != nil {
+		if cur, ok := l.mu.epochs[p][txn.producerID]; ok && txn.epoch < cur {
+			l.mu.Unlock()
+			return kerr.InvalidProducerEpoch
+		}
+		l.bumpEpochLocked(p, txn.producerID, txn.epoch)
 	}
 	for _, r := range recs {
-		l.mu.parts[p] = append(l.mu.parts[p], Record{Key: slices.Clone(r.Key), Value: slices.Clone(r.Value)})
+		stored := Record{Key: slices.Clone(r.Key), Value: slices.Clone(r.Value), Offset: int64(len(l.mu.parts[p]))}
+		if txn != nil {
+			stored.Transactional, stored.ProducerID = true, txn.producerID
+		}
+		l.mu.parts[p] = append(l.mu.parts[p], stored)
 	}
 	l.mu.appends++
+	landed := l.mu.landedGate
+	if landed != nil {
+		l.mu.landed++
+	}
+	l.mu.Unlock()
+	if landed != nil {
+		<-landed // the records are in the log; the answer waits
+		l.mu.Lock()
+		l.mu.landed--
+		l.mu.Unlock()
+	}
 	return nil
+}
+
+// holdAnswers makes appends write their records and then wait, until the
+// returned release is called, before answering: a write that has landed
+// but whose outcome the coordinator has not applied yet.
+func (l *memLog) holdAnswers() (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gate := make(chan struct{})
+	l.mu.landedGate = gate
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.mu.landedGate = nil
+			l.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
+// landedAppends counts appends held by holdAnswers.
+func (l *memLog) landedAppends() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.landed
 }
 
 // recordGroup is the group a record belongs to.
@@ -419,6 +514,9 @@ func (h *harness) groupRecords(id string) []decoded {
 	h.t.Helper()
 	var out []decoded
 	for _, r := range h.log.records(PartitionFor(id, testPartitions)) {
+		if r.Control {
+			continue // a transaction marker: no group of its own
+		}
 		if d := decodeRecord(h.t, r); d.group == id {
 			out = append(out, d)
 		}

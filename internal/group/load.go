@@ -7,15 +7,19 @@ import (
 
 // Load makes this node the coordinator of partition p's groups: read
 // calls fn with every record of the partition from its start to its end,
-// in order, and replaying them rebuilds committed offsets and group
-// metadata (the last record per key wins; tombstones delete). Until Load
+// in order (transaction markers included, each Record saying where it
+// stands in the log), and replaying them rebuilds committed offsets,
+// offsets pending in open transactions, and group metadata (the last
+// record per key wins; tombstones delete; see replay). Until Load
 // returns, requests for p's groups answer COORDINATOR_LOAD_IN_PROGRESS;
 // if it fails, NOT_COORDINATOR. A Stable group comes back with its members
 // and assignments, each member's session starting now: members that kept
 // running heartbeat the new coordinator and carry on without a rebalance.
-// Loading a partition already loaded drops its groups first (parked
-// requests answer NOT_COORDINATOR) and waits for their writes under way
-// to end: the log is the truth.
+// A transaction marker CompleteTxn reports while p is loading is applied
+// after the replay, before any request can reach p's groups. Loading a
+// partition already loaded drops its groups first (parked requests
+// answer NOT_COORDINATOR) and waits for their writes under way to end:
+// the log is the truth.
 //
 // Threads: read runs on the caller's goroutine with no lock held; fn must
 // be called from that goroutine. fn does not keep the record's slices.
@@ -49,6 +53,7 @@ func (c *Coordinator) Load(p int32, read func(fn func(Record) error) error) erro
 	r := newReplay()
 	err := read(r.apply)
 	var groups map[string]*group
+	var producerGroups map[int64]map[*group]struct{}
 	if err == nil {
 		groups = r.build(p, c.clock.Now())
 		// Start the members' sessions before anyone can reach the groups,
@@ -59,24 +64,40 @@ func (c *Coordinator) Load(p int32, read func(fn func(Record) error) error) erro
 			c.onGroupLoadedLocked(g)
 			g.mu.Unlock()
 		}
+		producerGroups = producerGroupsOf(groups)
 	}
 
-	c.mu.Lock()
-	ps := c.mu.partitions[p]
-	if c.mu.closed || ps == nil || ps.token != token {
+	// Publish the groups once no transaction marker reported while
+	// loading (CompleteTxn) is left to apply: applying one takes group
+	// locks, which c.mu must not be held across, so each batch is taken
+	// under c.mu, applied without it, and the check repeated.
+	var loaded int
+	for {
+		c.mu.Lock()
+		ps := c.mu.partitions[p]
+		if c.mu.closed || ps == nil || ps.token != token {
+			c.mu.Unlock()
+			c.killGroups(groups, ErrNotCoordinator)
+			return ErrLoadSuperseded
+		}
+		if err != nil {
+			delete(c.mu.partitions, p)
+			c.mu.Unlock()
+			return fmt.Errorf("group: loading __consumer_offsets partition %d: %w", p, err)
+		}
+		if queued := ps.completions; len(queued) > 0 {
+			ps.completions = nil
+			c.mu.Unlock()
+			c.applyCompletions(groups, producerGroups, queued)
+			continue
+		}
+		ps.loading = false
+		ps.groups = groups
+		ps.producerGroups = producerGroups
+		loaded = len(groups) // read under the lock: JoinGroup adds to the map once it is published
 		c.mu.Unlock()
-		c.killGroups(groups, ErrNotCoordinator)
-		return ErrLoadSuperseded
+		break
 	}
-	if err != nil {
-		delete(c.mu.partitions, p)
-		c.mu.Unlock()
-		return fmt.Errorf("group: loading __consumer_offsets partition %d: %w", p, err)
-	}
-	ps.loading = false
-	ps.groups = groups
-	loaded := len(groups) // read under the lock: JoinGroup adds to the map once it is published
-	c.mu.Unlock()
 	c.logger.Debug("group: partition loaded", slog.Int("partition", int(p)), slog.Int("groups", loaded))
 	return nil
 }

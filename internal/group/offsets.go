@@ -55,17 +55,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (err
 		return err, nil
 	}
 	now := c.clock.Now()
-	partErrs = make([]error, len(req.Offsets))
-	var recs []Record
-	var stored []int // indexes into req.Offsets of the partitions written
-	for i, o := range req.Offsets {
-		if o.Metadata != nil && len(*o.Metadata) > c.cfg.MaxMetadataBytes {
-			partErrs[i] = ErrOffsetMetadataTooLarge
-			continue
-		}
-		recs = append(recs, offsetCommitRecord(g.id, o, commitTime(o, now), expireTime(req, now)))
-		stored = append(stored, i)
-	}
+	recs, stored, partErrs := c.offsetRecords(g.id, req.Offsets, func(o OffsetCommit) time.Time { return commitTime(o, now) }, expireTime(req, now))
 	if len(recs) == 0 {
 		c.maybeDropUnusedLocked(g, true)
 		g.mu.Unlock()
@@ -93,6 +83,11 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (err
 		// coordinator reads it from there.
 		return nil, partErrs
 	}
+	// The batch is later in the log than every record this group has
+	// applied, so its offsets replace whatever is committed; a pending
+	// transaction's offsets of the same partitions, if it commits, will
+	// not replace them (see CompleteTxn).
+	position := g.takePositionLocked()
 	for _, i := range stored {
 		o := req.Offsets[i]
 		meta := ""
@@ -100,9 +95,26 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (err
 			meta = *o.Metadata
 		}
 		g.mu.offsets[o.TopicPartition] = offset{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: meta,
-			commitTime: commitTime(o, now), expireTime: expireTime(req, now)}
+			commitTime: commitTime(o, now), expireTime: expireTime(req, now), position: position}
 	}
 	return nil, partErrs
+}
+
+// offsetRecords are the records of a commit of offsets: each partition
+// whose metadata is longer than MaxMetadataBytes answers
+// OFFSET_METADATA_TOO_LARGE in partErrs and is left out; stored are the
+// indexes into offsets of the partitions written.
+func (c *Coordinator) offsetRecords(group string, offsets []OffsetCommit, commitTime func(OffsetCommit) time.Time, expire time.Time) (recs []Record, stored []int, partErrs []error) {
+	partErrs = make([]error, len(offsets))
+	for i, o := range offsets {
+		if o.Metadata != nil && len(*o.Metadata) > c.cfg.MaxMetadataBytes {
+			partErrs[i] = ErrOffsetMetadataTooLarge
+			continue
+		}
+		recs = append(recs, offsetCommitRecord(group, o, commitTime(o), expire))
+		stored = append(stored, i)
+	}
+	return recs, stored, partErrs
 }
 
 // commitTime is when o counts as committed: its own commit timestamp
@@ -158,14 +170,17 @@ func (c *Coordinator) validateCommitLocked(g *group, req CommitRequest) error {
 }
 
 // FetchOffsets: OffsetFetch v0+ for one group. It answers the committed
-// offset of each partition in parts (all the group's partitions, sorted,
-// when parts is nil), -1 with "" metadata for a partition with none, and
-// whatever the group's state: simple consumers have no membership to
-// check. requireStable (KIP-447) waits out pending transactional commits;
-// there are no transactions yet, so no commit is ever pending and it
-// changes nothing.
+// offset of each partition in parts (all the group's partitions with a
+// committed offset, sorted, when parts is nil), -1 with "" metadata for a
+// partition with none, and whatever the group's state: simple consumers
+// have no membership to check. Offsets pending in a transaction are not
+// committed yet and never answered. With requireStable (OffsetFetch v7+,
+// KIP-447) a partition with a transactional commit pending or being
+// written answers -1 with ErrUnstableOffsetCommit in its Err instead, as
+// Kafka's GroupMetadataManager.getOffsets does: a consumer taking over
+// the partition waits for the transaction to end rather than start from
+// an offset the transaction may be about to replace.
 func (c *Coordinator) FetchOffsets(group string, parts []TopicPartition, requireStable bool) ([]CommittedOffset, error) {
-	_ = requireStable // see above: meaningful once transactional commits exist
 	g, err := c.lookup(group, false)
 	if err != nil {
 		return nil, err
@@ -191,6 +206,12 @@ func (c *Coordinator) FetchOffsets(group string, parts []TopicPartition, require
 	}
 	out := make([]CommittedOffset, 0, len(parts))
 	for _, tp := range parts {
+		if requireStable && g.hasTxnOffsetLocked(tp) {
+			unstable := none(tp)
+			unstable.Err = ErrUnstableOffsetCommit
+			out = append(out, unstable)
+			continue
+		}
 		o, ok := g.mu.offsets[tp]
 		if !ok {
 			out = append(out, none(tp))
@@ -207,9 +228,12 @@ func (c *Coordinator) FetchOffsets(group string, parts []TopicPartition, require
 // topics a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for those
 // partitions) and deletes the rest; a group of another protocol type with
 // members answers NON_EMPTY_GROUP. Deleting writes a tombstone per
-// committed offset; a partition with nothing committed answers nil. err
-// is group-wide (partErrs is nil with it); otherwise partErrs[i] answers
-// parts[i].
+// partition with an offset committed or pending in a transaction, and
+// the tombstone ends both: pending offsets of the partition are dropped,
+// and their transaction's commit no longer brings them back (Kafka's
+// OffsetMetadataManager.deleteOffsets and its replay of tombstones). A
+// partition with neither answers nil. err is group-wide (partErrs is nil
+// with it); otherwise partErrs[i] answers parts[i].
 func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []TopicPartition) (err error, partErrs []error) {
 	if group == "" {
 		return ErrInvalidGroupID, nil
@@ -251,16 +275,17 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []T
 	}
 	var recs []Record
 	var deleted []TopicPartition
+	held := g.offsetPartitionsLocked()
 	for _, i := range eligible {
-		if _, ok := g.mu.offsets[parts[i]]; ok && !slices.Contains(deleted, parts[i]) {
+		if _, ok := held[parts[i]]; ok && !slices.Contains(deleted, parts[i]) {
 			recs = append(recs, offsetTombstone(g.id, parts[i]))
 			deleted = append(deleted, parts[i])
 		}
 	}
-	// An Empty group left with no offsets is gone, as Kafka removes it
-	// (and tombstones its metadata) at once rather than at the next
-	// retention check.
-	dies := len(recs) > 0 && g.mu.state == stateEmpty && len(g.mu.pending) == 0 && len(deleted) == len(g.mu.offsets)
+	// An Empty group left with no offsets (committed or pending) is gone,
+	// as Kafka removes it (and tombstones its metadata) at once rather
+	// than at the next retention check.
+	dies := len(recs) > 0 && g.mu.state == stateEmpty && len(g.mu.pending) == 0 && len(deleted) == len(held)
 	if dies && g.mu.generation > 0 {
 		recs = append(recs, groupTombstone(g.id))
 	}
@@ -282,10 +307,15 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, parts []T
 		}
 		return nil, partErrs
 	}
+	// A transaction's marker that landed meanwhile (CompleteTxn) may have
+	// committed pending offsets of these partitions: before the
+	// tombstones in the log, they are gone now; after them, the
+	// tombstones had dropped them. Gone either way.
 	for _, tp := range deleted {
 		delete(g.mu.offsets, tp)
+		g.dropTxnOffsetLocked(tp)
 	}
-	if dies && g.mu.state == stateEmpty && len(g.mu.offsets) == 0 {
+	if dies && g.mu.state == stateEmpty && len(g.mu.offsets) == 0 && !g.hasTxnOffsetsLocked() {
 		c.logger.Info("group: removed after its last offsets were deleted", slog.String("group", g.id))
 		c.killGroupLocked(g, ErrCoordinatorNotAvailable)
 		c.removeGroupLocked(g)
@@ -323,7 +353,11 @@ func (c *Coordinator) expireGroup(g *group) {
 		return
 	}
 	expired := g.expiredOffsetsLocked(c.clock.Now(), c.cfg.OffsetsRetention)
-	dies := g.mu.state == stateEmpty && len(g.mu.pending) == 0 && len(expired) == len(g.mu.offsets)
+	// Pending transactional offsets keep the group: its transaction may
+	// still commit them (Kafka's cleanupExpiredOffsets keeps a group with
+	// open transactions).
+	dies := g.mu.state == stateEmpty && len(g.mu.pending) == 0 && len(expired) == len(g.mu.offsets) &&
+		!g.hasTxnOffsetsLocked()
 	if len(expired) == 0 && !dies {
 		g.mu.Unlock()
 		return

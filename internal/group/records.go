@@ -25,6 +25,11 @@ import (
 // host, rebalance and session timeouts, subscription, assignment). A nil
 // value is a tombstone. Read: every version Kafka has written (offset
 // values v0-v4, group values v0-v4).
+//
+// A TxnOffsetCommit writes the same offset records in a transactional
+// batch of its producer, and the transaction's marker (a control record,
+// no key or value) later lands on the same partition; Load's read marks
+// both (Record.Transactional, Record.Control).
 const (
 	offsetCommitKeyVersion   = 1
 	offsetCommitValueVersion = 3
@@ -118,22 +123,45 @@ func unixMilli(t time.Time) int64 {
 }
 
 // replay accumulates a partition's records; the last record per key wins
-// and a tombstone deletes.
+// and a tombstone deletes. Transactions (KIP-98), as Kafka's loader
+// replays them:
+//
+//   - an offset record in a transactional batch pends for its producer,
+//     and a tombstone there drops that producer's pending offset;
+//   - a tombstone outside a transaction deletes the committed offset and
+//     every producer's pending offset of the partition (DeleteGroups and
+//     OffsetDelete tombstone pending offsets this way; retention never
+//     tombstones a partition with offsets pending);
+//   - a marker ends its producer's pending offsets in every group: a
+//     commit makes each the committed offset of its partition unless the
+//     committed one's record is later in the log, an abort drops them.
+//
+// Offsets pending at the end stay pending in the loaded groups: their
+// marker comes later, through CompleteTxn.
 type replay struct {
 	groups map[string]*replayedGroup
+	// producerGroups are, per producer id, the groups holding its pending
+	// offsets, so a marker visits only those.
+	producerGroups map[int64]map[string]struct{}
+	// end is one past the largest record offset replayed: loaded groups
+	// number the appends they apply from there (offset.position).
+	end int64
 }
 
 type replayedGroup struct {
-	metadata *kmsg.GroupMetadataValue // nil: none, or tombstoned
-	offsets  map[TopicPartition]*offset
+	metadata   *kmsg.GroupMetadataValue // nil: none, or tombstoned
+	offsets    map[TopicPartition]*offset
+	txnOffsets map[int64]map[TopicPartition]*offset // pending, by producer id
 }
 
-func newReplay() *replay { return &replay{groups: make(map[string]*replayedGroup)} }
+func newReplay() *replay {
+	return &replay{groups: make(map[string]*replayedGroup), producerGroups: make(map[int64]map[string]struct{})}
+}
 
 func (r *replay) group(id string) *replayedGroup {
 	rg := r.groups[id]
 	if rg == nil {
-		rg = &replayedGroup{offsets: make(map[TopicPartition]*offset)}
+		rg = &replayedGroup{offsets: make(map[TopicPartition]*offset), txnOffsets: make(map[int64]map[TopicPartition]*offset)}
 		r.groups[id] = rg
 	}
 	return rg
@@ -143,6 +171,11 @@ func (r *replay) group(id string) *replayedGroup {
 // ErrMalformedRecord) for a record of a known version that does not
 // decode.
 func (r *replay) apply(rec Record) error {
+	r.end = max(r.end, rec.Offset+1)
+	if rec.Control {
+		r.completeTxn(rec.ProducerID, rec.Commit)
+		return nil
+	}
 	if len(rec.Key) < 2 {
 		return fmt.Errorf("%w: key of %d bytes", ErrMalformedRecord, len(rec.Key))
 	}
@@ -156,12 +189,37 @@ func (r *replay) apply(rec Record) error {
 		tp := TopicPartition{Topic: k.Topic, Partition: k.Partition}
 		rg := r.group(k.Group)
 		if tombstone {
+			if rec.Transactional {
+				if pending := rg.txnOffsets[rec.ProducerID]; pending != nil {
+					delete(pending, tp)
+				}
+				return nil
+			}
 			rg.offsets[tp] = nil
+			for _, pending := range rg.txnOffsets {
+				delete(pending, tp)
+			}
 			return nil
 		}
 		o, err := decodeOffset(rec.Value)
 		if err != nil {
 			return fmt.Errorf("%w: offset commit value for group %q %s-%d: %v", ErrMalformedRecord, k.Group, k.Topic, k.Partition, err)
+		}
+		o.position = rec.Offset
+		if rec.Transactional {
+			pending := rg.txnOffsets[rec.ProducerID]
+			if pending == nil {
+				pending = make(map[TopicPartition]*offset)
+				rg.txnOffsets[rec.ProducerID] = pending
+			}
+			pending[tp] = o
+			groups := r.producerGroups[rec.ProducerID]
+			if groups == nil {
+				groups = make(map[string]struct{})
+				r.producerGroups[rec.ProducerID] = groups
+			}
+			groups[k.Group] = struct{}{}
+			return nil
 		}
 		rg.offsets[tp] = o
 	case 2:
@@ -189,6 +247,25 @@ func (r *replay) apply(rec Record) error {
 	return nil
 }
 
+// completeTxn replays a marker of producerID: the rule of
+// group.completeTxnLocked, over the replayed records.
+func (r *replay) completeTxn(producerID int64, commit bool) {
+	for id := range r.producerGroups[producerID] {
+		rg := r.groups[id]
+		pending := rg.txnOffsets[producerID]
+		delete(rg.txnOffsets, producerID)
+		if !commit {
+			continue
+		}
+		for tp, o := range pending {
+			if cur := rg.offsets[tp]; cur == nil || laterInLog(*o, *cur) {
+				rg.offsets[tp] = o
+			}
+		}
+	}
+	delete(r.producerGroups, producerID)
+}
+
 func decodeOffset(value []byte) (*offset, error) {
 	var v kmsg.OffsetCommitValue
 	if err := v.ReadFrom(value); err != nil {
@@ -210,9 +287,10 @@ func decodeOffset(value []byte) (*offset, error) {
 }
 
 // build turns the replayed records into groups: one per group with
-// metadata or offsets left. A group with metadata is Stable if it has
-// members (Empty if not) at its recorded generation; a group with only
-// offsets is a simple consumer's, Empty at generation 0.
+// metadata or offsets (committed or pending) left. A group with metadata
+// is Stable if it has members (Empty if not) at its recorded generation;
+// a group with only offsets is a simple consumer's, Empty at generation
+// 0.
 func (r *replay) build(partition int32, now time.Time) map[string]*group {
 	groups := make(map[string]*group)
 	for id, rg := range r.groups {
@@ -222,14 +300,27 @@ func (r *replay) build(partition int32, now time.Time) map[string]*group {
 				offsets++
 			}
 		}
-		if rg.metadata == nil && offsets == 0 {
+		for pid, pending := range rg.txnOffsets {
+			if len(pending) == 0 {
+				delete(rg.txnOffsets, pid) // its offsets were tombstoned
+			}
+		}
+		if rg.metadata == nil && offsets == 0 && len(rg.txnOffsets) == 0 {
 			continue
 		}
 		g := newGroup(id, partition, now)
+		g.mu.nextPosition = r.end
 		for tp, o := range rg.offsets {
 			if o != nil {
 				g.mu.offsets[tp] = *o
 			}
+		}
+		for pid, pending := range rg.txnOffsets {
+			m := make(map[TopicPartition]offset, len(pending))
+			for tp, o := range pending {
+				m[tp] = *o
+			}
+			g.mu.txnOffsets[pid] = m
 		}
 		if v := rg.metadata; v != nil {
 			loadGroupMetadata(g, v)

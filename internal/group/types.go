@@ -106,6 +106,23 @@ type CommitRequest struct {
 	Retention time.Duration
 }
 
+// TxnCommitRequest is a TxnOffsetCommit (v0+) for one group: offsets a
+// transactional producer commits inside its transaction (KIP-98). v0-2
+// carry no membership: the server passes Generation -1 and no member id,
+// which the coordinator accepts whatever the group's state. v3+ carry
+// the consumer's (KIP-447), checked as OffsetCommit's are.
+type TxnCommitRequest struct {
+	Group         string
+	ProducerID    int64
+	ProducerEpoch int16
+	Generation    int32 // -1: none
+	MemberID      string
+	InstanceID    *string
+	// Offsets: CommitTime is ignored (TxnOffsetCommit has none; the
+	// coordinator's clock at the commit is used).
+	Offsets []OffsetCommit
+}
+
 // OffsetCommit is one partition of a CommitRequest.
 type OffsetCommit struct {
 	TopicPartition

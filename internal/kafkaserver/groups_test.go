@@ -43,6 +43,13 @@ func (l *memOffsetsLog) Append(_ context.Context, p int32, recs []group.Record) 
 	return nil
 }
 
+// AppendTxn stores a transactional commit's records as Append does: the
+// tests over this log commit no transactions (the real log's are in
+// txn_offset_commit_test.go).
+func (l *memOffsetsLog) AppendTxn(ctx context.Context, p int32, _ int64, _ int16, recs []group.Record) error {
+	return l.Append(ctx, p, recs)
+}
+
 func (l *memOffsetsLog) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -56,7 +63,14 @@ func (l *memOffsetsLog) count() int {
 // withGroups serves a group coordinator with every __consumer_offsets
 // partition loaded (empty) and no initial rebalance delay.
 func withGroups(log *memOffsetsLog) harnessOpt {
+	return withGroupsOn(func(*wireHarness) group.Log { return log })
+}
+
+// withGroupsOn is withGroups over the log newLog makes (after the
+// harness's replicas).
+func withGroupsOn(newLog func(h *wireHarness) group.Log) harnessOpt {
 	return harnessOpt{groups: func(h *wireHarness) Groups {
+		log := newLog(h)
 		logger := testLogger(h.t)
 		if _, fuzz := h.t.(*testing.F); fuzz {
 			// A fuzz target may not log through f, and its inputs

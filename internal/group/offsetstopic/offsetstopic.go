@@ -20,6 +20,7 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/storage/producerstate"
 )
 
 // Kafka's defaults for the offsets topic (offsets.topic.num.partitions,
@@ -71,17 +72,37 @@ func NewLog(replicas *replica.Manager, now func() time.Time) Log {
 }
 
 func (l Log) Append(ctx context.Context, p int32, recs []group.Record) error {
-	b := record.NewBuilder(record.DefaultBatchOptions())
-	ts := l.now().UnixMilli()
-	for _, r := range recs {
-		b.Add(r.Key, r.Value, nil, ts)
-	}
-	batch, err := b.Build()
+	batch, err := l.batch(record.DefaultBatchOptions(), recs)
 	if err != nil {
 		return err
 	}
 	_, err = l.replicas.Append(ctx, metadata.ConsumerOffsetsTopic, p, batch, replica.AcksAll, offsetsAppendTimeout)
 	return err
+}
+
+// AppendTxn writes recs as a transactional batch of the producer, as
+// Kafka's GroupMetadataManager writes a TxnOffsetCommit: base sequence 0,
+// since the partition checks a coordinator's batches for the producer's
+// epoch only (replica.Manager.AppendAsCoordinator).
+func (l Log) AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, recs []group.Record) error {
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = producerID, epoch, 0, true
+	batch, err := l.batch(opts, recs)
+	if err != nil {
+		return err
+	}
+	_, err = l.replicas.AppendAsCoordinator(ctx, metadata.ConsumerOffsetsTopic, p, batch, offsetsAppendTimeout)
+	return err
+}
+
+// batch is recs as one batch stamped with now.
+func (l Log) batch(opts record.BatchOptions, recs []group.Record) ([]byte, error) {
+	b := record.NewBuilder(opts)
+	ts := l.now().UnixMilli()
+	for _, r := range recs {
+		b.Add(r.Key, r.Value, nil, ts)
+	}
+	return b.Build()
 }
 
 // Loader hands the coordinator the __consumer_offsets partitions this
@@ -115,23 +136,38 @@ func NewLoader(coord *group.Coordinator, replicas *replica.Manager, nodeID int32
 }
 
 // replayBatch passes each record of batch to fn and returns how many it
-// passed. Control batches are skipped: they are no record of the
-// coordinator's.
+// passed, each with its offset and, in a transaction's batch, its
+// producer. A transaction marker is passed as a Control record (no key
+// or value); any other control batch (one the cleaner emptied of its
+// marker) is no record of the coordinator's.
 func replayBatch(batch []byte, fn func(group.Record) error) (int, error) {
 	h, err := record.ParseHeader(batch)
 	if err != nil {
 		return 0, err
 	}
-	if h.IsControl() {
-		return 0, nil
-	}
 	recs, err := record.Records(batch)
 	if err != nil {
 		return 0, err
 	}
+	if h.IsControl() {
+		if len(recs) == 0 {
+			return 0, nil
+		}
+		m, ok := producerstate.ParseMarker(&recs[0])
+		if !ok {
+			return 0, nil
+		}
+		return 1, fn(group.Record{Offset: recs[0].Offset, Control: true,
+			ProducerID: h.ProducerID, Commit: m.Commit})
+	}
 	for i, r := range recs {
 		// The batch's buffer is reused for the next read.
-		if err := fn(group.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}); err != nil {
+		rec := group.Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value),
+			Offset: r.Offset}
+		if h.IsTransactional() {
+			rec.Transactional, rec.ProducerID = true, h.ProducerID
+		}
+		if err := fn(rec); err != nil {
 			return i + 1, err
 		}
 	}
