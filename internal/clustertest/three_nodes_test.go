@@ -55,6 +55,7 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("ControllerShutdown", e.controllerShutdown)
 	t.Run("Transactions", e.transactions)
 	t.Run("AbandonedTransaction", e.abandonedTransaction)
+	t.Run("ConsumeTransformProduce", e.consumeTransformProduce)
 }
 
 // Acceptance point 2: RF=3, min.insync.replicas=2, acks=all, 200,000

@@ -66,14 +66,14 @@ func (e *env) transactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The coordinator's node dies with the transaction open.
-	coord := e.txnCoordinator(t, ctx, "tx-a")
+	coord := e.coordinatorOf(t, ctx, 1, "tx-a")
 	if err := txn(p, "c2", 50, true, func() {
 		e.c.Kill(coord)
 	}); err != nil {
 		t.Fatalf("commit across the coordinator's SIGKILL: %v", err)
 	}
 	e.c.Start(coord)
-	if now := e.txnCoordinator(t, ctx, "tx-a"); now == coord {
+	if now := e.coordinatorOf(t, ctx, 1, "tx-a"); now == coord {
 		t.Logf("node %d coordinates tx-a again after its restart", now)
 	}
 
@@ -115,33 +115,24 @@ func (e *env) transactions(t *testing.T) {
 	}
 }
 
-// txnCoordinator is the node FindCoordinator names for transactional id
-// id, once one is named.
-func (e *env) txnCoordinator(t *testing.T, ctx context.Context, id string) int32 {
+// readTxnTopic reads topic from the start, read_committed or not
+// (readToEnd), and counts the records by value prefix (the part before
+// "-").
+func (e *env) readTxnTopic(t *testing.T, ctx context.Context, topic string, partitions int32, committed bool) map[string]int {
 	t.Helper()
-	var node int32
-	testutil.Eventually(t, 30*time.Second, func() error {
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorType, req.CoordinatorKey = 1, id
-		resp, err := req.RequestWith(ctx, e.cl)
-		if err != nil {
-			return err
-		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return err
-		}
-		node = resp.NodeID
-		return nil
-	})
-	return node
+	counts := map[string]int{}
+	for _, r := range e.readToEnd(t, ctx, topic, partitions, committed) {
+		prefix, _, _ := strings.Cut(string(r.Value), "-")
+		counts[prefix]++
+	}
+	return counts
 }
 
-// readTxnTopic reads topic from the start, read_committed or not, and
-// counts the records by value prefix (the part before "-"). It first
-// appends a plain "end" record to each partition and reads each partition
-// up to the first end record: past the markers, and past every
-// transaction.
-func (e *env) readTxnTopic(t *testing.T, ctx context.Context, topic string, partitions int32, committed bool) map[string]int {
+// readToEnd reads every record of topic from the start, read_committed
+// or not, in partition order. It first appends a plain record of value
+// "end-" to each partition and reads each partition up to it: past the
+// markers, and past every transaction before it.
+func (e *env) readToEnd(t *testing.T, ctx context.Context, topic string, partitions int32, committed bool) []*kgo.Record {
 	t.Helper()
 	w, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -163,15 +154,15 @@ func (e *env) readTxnTopic(t *testing.T, ctx context.Context, topic string, part
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	counts := map[string]int{}
+	var recs []*kgo.Record
 	ended := map[int32]bool{} // the partitions whose end record was read
 	for len(ended) < int(partitions) {
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		fs := cl.PollFetches(fctx)
 		cancel()
 		if fctx.Err() != nil && fs.NumRecords() == 0 {
-			t.Fatalf("reading %s (committed %v): nothing new in 30 s, the end record of %d of %d partitions read: %v",
-				topic, committed, len(ended), partitions, counts)
+			t.Fatalf("reading %s (committed %v): nothing new in 30 s, the end record of %d of %d partitions read (%d records)",
+				topic, committed, len(ended), partitions, len(recs))
 		}
 		for _, err := range fs.Errors() {
 			if !errors.Is(err.Err, context.DeadlineExceeded) {
@@ -179,15 +170,15 @@ func (e *env) readTxnTopic(t *testing.T, ctx context.Context, topic string, part
 			}
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			prefix, _, _ := strings.Cut(string(r.Value), "-")
-			if prefix == "end" {
+			switch {
+			case string(r.Value) == "end-":
 				ended[r.Partition] = true
-			} else if !ended[r.Partition] {
-				counts[prefix]++
+			case !ended[r.Partition]:
+				recs = append(recs, r)
 			}
 		})
 	}
-	return counts
+	return recs
 }
 
 // Issue 17, acceptance point 3: a producer that begins a transaction,

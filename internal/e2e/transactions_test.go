@@ -43,9 +43,9 @@ import (
 //
 // The end record is what makes a read complete without knowing the
 // offsets of markers: for read_committed it is readable only once the
-// last stable offset has passed every transaction before it.
-// (AddOffsetsToTxn and TxnOffsetCommit are not served yet, so no
-// offsets are sent in these transactions.)
+// last stable offset has passed every transaction before it. No group
+// offsets are sent in these transactions: the consume-transform-produce
+// loops are their own tests.
 //
 // FJORD_E2E_CLIENT_DEBUG=1 sends Sarama's log and debug log, and
 // librdkafka's debug log ("eos,protocol,broker" for the producers), to

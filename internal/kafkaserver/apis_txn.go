@@ -9,12 +9,12 @@ package kafkaserver
 // AddPartitionsToTxn at v3, and the transaction.version feature is not
 // advertised, so every client (franz-go and Java decide on that feature)
 // keeps one producer epoch per session and adds its partitions itself.
-// AddOffsetsToTxn and TxnOffsetCommit come with transactional offset
-// commits (issue 17, slice 4); until then a client's consume-transform-
-// produce loop is refused when it tries to commit its position in a
-// transaction, before anything of it is written.
+// TxnOffsetCommit goes to the group's coordinator (internal/group), the
+// others to the transaction's.
 var txnAPIs = []api{
 	{key: 24, minVersion: 0, maxVersion: 3, handle: handleAddPartitionsToTxn},
+	{key: 25, minVersion: 0, maxVersion: 4, handle: handleAddOffsetsToTxn},
+	{key: 28, minVersion: 0, maxVersion: 4, handle: handleTxnOffsetCommit},
 	{key: 26, minVersion: 0, maxVersion: 4, handle: handleEndTxn},
 	{key: 65, minVersion: 0, maxVersion: 0, handle: handleDescribeTransactions},
 	{key: 66, minVersion: 0, maxVersion: 2, handle: handleListTransactions},

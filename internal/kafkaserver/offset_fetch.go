@@ -18,8 +18,9 @@ import (
 // own. Where the coordinator fails (NOT_COORDINATOR, loading), v0-1,
 // which have no group-level error, put its code on every partition, and
 // v2+ answer it for the group. v5+ answer leader epochs; v7+ carry
-// RequireStable, which cannot matter before transactions exist (nothing is
-// ever pending).
+// RequireStable (KIP-447): a partition with offsets committed in a
+// transaction not yet decided answers UNSTABLE_OFFSET_COMMIT, which
+// clients retry, instead of the offset before them.
 func handleOffsetFetch(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.OffsetFetchRequest)
 	resp := body.ResponseKind().(*kmsg.OffsetFetchResponse)

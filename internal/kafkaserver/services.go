@@ -88,6 +88,11 @@ type Groups interface {
 	Heartbeat(req group.HeartbeatRequest) error
 	LeaveGroup(ctx context.Context, groupID string, members []group.LeaveMember) (err error, memberErrs []error)
 	CommitOffsets(ctx context.Context, req group.CommitRequest) (err error, partErrs []error)
+	CommitTxnOffsets(ctx context.Context, req group.TxnCommitRequest) (err error, partErrs []error)
+	// CompleteTxn applies a transaction marker written to
+	// __consumer_offsets partition p: the producer's pending offsets
+	// there become committed, or are dropped.
+	CompleteTxn(p int32, producerID int64, commit bool)
 	FetchOffsets(groupID string, parts []group.TopicPartition, requireStable bool) ([]group.CommittedOffset, error)
 	DescribeGroup(groupID string) (group.GroupDescription, error)
 	ListGroups(states []string) ([]group.GroupListing, error)
@@ -99,11 +104,11 @@ type Groups interface {
 // transactional APIs' handlers decode requests into its calls and answer
 // its kerr errors by code (txn.ErrorForVersion maps them to what each
 // request version may carry). Only what the served APIs call: the
-// verify-only add (KIP-890 part 1) and AddOffsetsToTxn join it with
-// their handlers.
+// verify-only add (KIP-890 part 1) joins it with its handler.
 type Transactions interface {
 	InitProducerID(ctx context.Context, transactionalID string, transactionTimeoutMs int32, expectedProducerID int64, expectedEpoch int16) (producerID int64, epoch int16, err error)
 	AddPartitionsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition, tv2 bool) error
+	AddOffsetsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, groupID string) error
 	EndTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, commit, tv2 bool) (int64, int16, error)
 	DescribeTransactions(ids []string) []txn.TransactionDescription
 	ListTransactions(f txn.ListTransactionsFilter) (txns []txn.TransactionListing, unknownStates []string, err error)

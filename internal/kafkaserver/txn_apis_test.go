@@ -49,6 +49,10 @@ func (f *scriptedTxns) AddPartitionsToTxn(_ context.Context, id string, pid int6
 	return f.note("add " + id)
 }
 
+func (f *scriptedTxns) AddOffsetsToTxn(_ context.Context, id string, pid int64, epoch int16, groupID string) error {
+	return f.note("add offsets " + id + " " + groupID)
+}
+
 func (f *scriptedTxns) EndTxn(_ context.Context, id string, pid int64, epoch int16, commit, tv2 bool) (int64, int16, error) {
 	if tv2 {
 		panic("EndTxn v5 is not served")

@@ -234,7 +234,7 @@ func testTransactionsOverTheWire(t *testing.T, sendfileMinBytes int) {
 func TestWriteTxnMarkersRefusals(t *testing.T) {
 	h := newRealReplicasHarness(t)
 	h.ctrl.addTopic("t", 2)
-	h.ctrl.addTopic("__consumer_offsets", 1)
+	h.ctrl.addTopic("__transaction_state", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w := &txnWire{t: t, h: h, ctx: ctx, seq: map[int64]int32{}}
@@ -290,7 +290,7 @@ func TestWriteTxnMarkersRefusals(t *testing.T) {
 		{"transaction version 3", marker(7, 0, 5, 3, "t", 0), []*kerr.Error{kerr.InvalidRequest}},
 		{"unknown topic and partition", marker(7, 0, 5, 0, "missing", 0), []*kerr.Error{kerr.UnknownTopicOrPartition}},
 		{"unknown partition", marker(7, 0, 5, 0, "t", 9, -1), []*kerr.Error{kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition}},
-		{"an internal topic", marker(7, 0, 5, 0, "__consumer_offsets", 0), []*kerr.Error{kerr.InvalidTopicException}},
+		{"__transaction_state", marker(7, 0, 5, 0, "__transaction_state", 0), []*kerr.Error{kerr.InvalidTopicException}},
 	} {
 		var want []int16
 		for _, e := range tc.want {

@@ -15,8 +15,8 @@ package kafkaserver
 // producer id or epoch, or a transaction version other than 0, 1 or 2,
 // is INVALID_REQUEST for every partition of the marker); the topic and
 // partition exist (UNKNOWN_TOPIC_OR_PARTITION); the topic is not
-// internal (INVALID_TOPIC_EXCEPTION: until transactional offset commits
-// exist, nothing a marker could end lives in __consumer_offsets); this
+// internal other than __consumer_offsets (INVALID_TOPIC_EXCEPTION:
+// nothing a marker could end lives in __transaction_state); this
 // node leads it (NOT_LEADER_OR_FOLLOWER); then the log's checks of the
 // marker against the producer (an older producer epoch, or under
 // Transactions V2 one not newer: INVALID_PRODUCER_EPOCH; an older
@@ -26,6 +26,14 @@ package kafkaserver
 // below min.insync.replicas), or REQUEST_TIMED_OUT after
 // writeTxnMarkersTimeout, since the request carries no timeout of its
 // own. Markers are written in request order, and waited for together.
+//
+// A marker on __consumer_offsets ends transactional offset commits
+// (TxnOffsetCommit): once it is answered written, the group coordinator
+// is told (Groups.CompleteTxn) and the producer's pending offsets of the
+// partition's groups become committed or are dropped, as Kafka's
+// GroupCoordinator.onTransactionCompleted does. The log holds the marker
+// first, so a coordinator that loads the partition later finds it
+// there.
 //
 // Kafka lets only principals with ClusterAction send it. Fjord has no
 // authorization yet, so any client may, as any may DeleteRecords.
@@ -58,6 +66,10 @@ func handleWriteTxnMarkers(ctx context.Context, s *Server, req *request) (kmsg.R
 		partition int32
 		pending   replica.Pending
 		err       error
+		// producerID and commit are the marker's, for a
+		// __consumer_offsets partition's group coordinator.
+		producerID int64
+		commit     bool
 	}
 	var jobs []*job
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(r.Markers))
@@ -89,12 +101,13 @@ func handleWriteTxnMarkers(ctx context.Context, s *Server, req *request) (kmsg.R
 				if jb.err == nil {
 					_, jb.err = s.leaderPartition(img, t.Topic, p, -1)
 				}
-				if jb.err == nil && metadata.IsInternalTopic(t.Topic) {
+				if jb.err == nil && metadata.IsInternalTopic(t.Topic) && t.Topic != metadata.ConsumerOffsetsTopic {
 					jb.err = metadata.InternalTopicError(t.Topic, "no transaction writes to it")
 				}
 				if jb.err == nil {
 					jb.pending, jb.err = s.replicas.StartTxnMarker(t.Topic, p, marker)
 				}
+				jb.producerID, jb.commit = m.ProducerID, m.Committed
 				jobs = append(jobs, jb)
 			}
 		}
@@ -107,6 +120,9 @@ func handleWriteTxnMarkers(ctx context.Context, s *Server, req *request) (kmsg.R
 	}
 	wg.Wait()
 	for _, jb := range jobs {
+		if jb.err == nil && jb.topic == metadata.ConsumerOffsetsTopic && s.groups != nil {
+			s.groups.CompleteTxn(jb.partition, jb.producerID, jb.commit)
+		}
 		jb.out.ErrorCode, _ = s.errorAndMessage(jb.err, "WriteTxnMarkers", "topic", jb.topic, "partition", jb.partition)
 	}
 	return resp, nil, nil

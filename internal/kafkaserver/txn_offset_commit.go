@@ -1,0 +1,111 @@
+package kafkaserver
+
+// TxnOffsetCommit: v0-4
+//
+// A transactional producer commits a consumer group's offsets inside its
+// transaction (KIP-98), after AddOffsetsToTxn added the group's
+// partition. The group coordinator checks the member as KIP-447 has it
+// (v3+: generation, member id and group.instance.id; a stale generation
+// is ILLEGAL_GENERATION, so a zombie of a rebalance cannot commit) and
+// writes the offsets as a transactional batch of the producer, whose
+// epoch the partition checks (an older one is INVALID_PRODUCER_EPOCH,
+// what a fenced producer gets). They stay pending, invisible to
+// OffsetFetch, until the transaction's marker commits or aborts them
+// (WriteTxnMarkers on __consumer_offsets); OffsetFetch with
+// require_stable answers UNSTABLE_OFFSET_COMMIT for them meanwhile.
+//
+// As OffsetCommit: a topic or partition that does not exist is
+// UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator. v2 adds
+// the leader epoch; v3 is flexible and adds the member fields; v4 only
+// adds TRANSACTION_ABORTABLE to what may be answered. v5 (Transactions
+// V2, which adds the partition itself) is not served, as EndTxn v5 is
+// not.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/group"
+)
+
+func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
+	body := req.body.(*kmsg.TxnOffsetCommitRequest)
+	resp := kmsg.NewPtrTxnOffsetCommitResponse()
+	resp.SetVersion(req.version)
+	cr := group.TxnCommitRequest{
+		Group:         body.Group,
+		ProducerID:    body.ProducerID,
+		ProducerEpoch: body.ProducerEpoch,
+		Generation:    -1,
+	}
+	if req.version >= 3 {
+		cr.Generation, cr.MemberID, cr.InstanceID = body.Generation, body.MemberID, body.InstanceID
+	}
+	var requestErr error
+	switch {
+	case body.TransactionalID == "":
+		requestErr = invalidRequest("empty transactional id")
+	case body.Group == "":
+		requestErr = kerr.InvalidGroupID
+	case body.ProducerID < 0 || body.ProducerEpoch < 0:
+		requestErr = invalidRequest("producer %d at epoch %d", body.ProducerID, body.ProducerEpoch)
+	case s.groups == nil:
+		requestErr = kerr.CoordinatorNotAvailable
+	}
+	codes := make([][]int16, len(body.Topics))
+	var where [][2]int // cr.Offsets[k] answers body.Topics[where[k][0]].Partitions[where[k][1]]
+	img := s.image()
+	for i, t := range body.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+		mt, topicOK := lookupTopic(img, t.Topic)
+		for j, p := range t.Partitions {
+			if requestErr == nil && (!topicOK || !partitionExists(mt, p.Partition)) {
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			oc := group.OffsetCommit{
+				TopicPartition: group.TopicPartition{Topic: t.Topic, Partition: p.Partition},
+				Offset:         p.Offset,
+				LeaderEpoch:    -1,
+				Metadata:       p.Metadata,
+			}
+			if req.version >= 2 {
+				oc.LeaderEpoch = p.LeaderEpoch
+			}
+			cr.Offsets = append(cr.Offsets, oc)
+			where = append(where, [2]int{i, j})
+		}
+	}
+	if len(cr.Offsets) > 0 {
+		err := requestErr
+		var partErrs []error
+		if err == nil {
+			err, partErrs = s.groups.CommitTxnOffsets(ctx, cr)
+		}
+		if errors.Is(err, kerr.CoordinatorLoadInProgress) && req.version < 2 {
+			// Kafka's rewrite: v0-1 clients do not know to retry it.
+			err = kerr.CoordinatorNotAvailable
+		}
+		for k, w := range where {
+			e := err
+			if e == nil && k < len(partErrs) {
+				e = partErrs[k]
+			}
+			codes[w[0]][w[1]] = s.errorCodeLogged(e, "TxnOffsetCommit", "group", body.Group, "transactional_id", body.TransactionalID)
+		}
+	}
+	for i, t := range body.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codes[i][j]
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil, nil
+}
