@@ -63,7 +63,8 @@ var (
 	// producer's newest on the partition (a fenced producer).
 	ErrInvalidProducerEpoch = kerr.InvalidProducerEpoch
 	// ErrInvalidTxnState: a non-transactional batch from a producer with
-	// a transaction open on the partition.
+	// a transaction open on the partition, or a transactional batch that
+	// would open one without its verification guard (KIP-890).
 	ErrInvalidTxnState = kerr.InvalidTxnState
 	// ErrCoordinatorFenced: a transaction marker from an older
 	// transaction coordinator epoch than the producer's last marker's.

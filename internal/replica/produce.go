@@ -18,6 +18,9 @@ import (
 //  3. Log.Append validates every batch, applies producer state
 //     (idempotence) and writes, stamping the leader epoch. p.mu is held
 //     shared across it, so the epoch cannot change under the append.
+//     A produce with a transactional id goes to Log.AppendVerified
+//     instead, with the guard TxnVerificationGuard gave before the
+//     coordinator was asked (KIP-890 part 1).
 //  4. Under flush.policy=ack, acks=1 and acks=all wait for Log.Flush to
 //     cover the batch: concurrent producers share one fsync (group
 //     commit, in storage). acks=0 leaves the flush to a background
@@ -62,6 +65,58 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 	})
 }
 
+// TxnVerificationGuard starts the verification of a transactional batch
+// of producer pid at epoch (KIP-890 part 1) on a partition this node
+// leads, before the produce path asks the transaction coordinator whether
+// the partition is in the producer's transaction: needed is false when
+// the producer's transaction at epoch is open there already (nothing to
+// ask); otherwise guard goes to StartAppendVerified once the coordinator
+// has said yes (storage.Log.TxnVerificationGuard). Leadership is checked
+// as for an append (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+// the leader lease), so a node that cannot append does not make the
+// coordinator round trip first.
+func (m *Manager) TxnVerificationGuard(topic string, partition int32, pid int64, epoch int16) (guard uint64, needed bool, err error) {
+	p, err := m.partition(topic, metadata.UUID{}, partition)
+	if err != nil {
+		return 0, false, err
+	}
+	if guard, needed, err = p.txnVerificationGuard(pid, epoch); err != nil {
+		return 0, false, p.logError(err)
+	}
+	return guard, needed, nil
+}
+
+// txnVerificationGuard is TxnVerificationGuard under p.mu shared, as
+// appendAsLeader writes: a guard is only taken from the log this node
+// leads. It stays sound if leadership moves before the append: the append
+// checks leadership again, and a marker replicated here meanwhile clears
+// the guard (producerstate.State.UpdateMarker, on every path).
+func (p *Partition) txnVerificationGuard(pid int64, epoch int16) (uint64, bool, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.checkLeaderLocked(-1); err != nil {
+		return 0, false, err
+	}
+	if err := p.checkLease(); err != nil {
+		return 0, false, err
+	}
+	return p.log.TxnVerificationGuard(pid, epoch)
+}
+
+// StartAppendVerified is StartAppend for a produce with a transactional
+// id: a batch that would open its producer's transaction on the
+// partition is refused with INVALID_TXN_STATE, nothing written, unless
+// guard (from TxnVerificationGuard, the coordinator having said yes since)
+// is still the partition's verification guard for the producer
+// (storage.Log.AppendVerified). guard 0 is for a produce that needed no
+// verification: its batches may join a transaction open there, never
+// open one.
+func (m *Manager) StartAppendVerified(topic string, partition int32, records []byte, acks Acks, guard uint64) (Pending, error) {
+	return m.startWrite(topic, partition, acks, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+		return l.AppendVerified(records, epoch, guard)
+	})
+}
+
 // StartTxnMarker writes a transaction marker for the transaction
 // coordinator (WriteTxnMarkers) to a partition this node leads, as an
 // acks=all write, as Kafka's are: checked by the log against the
@@ -88,7 +143,8 @@ func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partiti
 	return pending.Wait(ctx, timeout)
 }
 
-// startWrite is StartAppend, StartTxnMarker and AppendAsCoordinator: write appends to the log
+// startWrite is StartAppend, StartAppendVerified, StartTxnMarker and
+// AppendAsCoordinator: write appends to the log
 // at the leader epoch it is given.
 func (m *Manager) startWrite(topic string, partition int32, acks Acks, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {

@@ -2,11 +2,15 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
@@ -16,11 +20,18 @@ import (
 // transactions from the batches and markers it copies, and a truncation
 // of a diverged history undoes the markers it cuts.
 
-// txnBatch is a transactional batch of n records from producer pid.
+// txnBatch is a transactional batch of n records from producer pid at
+// epoch 0.
 func txnBatch(t testing.TB, pid int64, seq int32, prefix string, n int) []byte {
 	t.Helper()
+	return txnBatchAt(t, pid, 0, seq, prefix, n)
+}
+
+// txnBatchAt is txnBatch at epoch.
+func txnBatchAt(t testing.TB, pid int64, epoch int16, seq int32, prefix string, n int) []byte {
+	t.Helper()
 	opts := record.DefaultBatchOptions()
-	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, 0, seq, true
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, seq, true
 	b := record.NewBuilder(opts)
 	for i := range n {
 		b.Add(nil, fmt.Appendf(nil, "%s-%d", prefix, i), nil, time.Now().UnixMilli())
@@ -155,4 +166,87 @@ func TestFollowerUndoesAMarkerItCuts(t *testing.T) {
 	if e := two.log().ActiveProducers()[5]; e.TxnFirstOffset != -1 || e.CoordinatorEpoch != 2 {
 		t.Fatalf("producer 5 on node 2: %+v (its transaction began at %d)", e, first.BaseOffset)
 	}
+}
+
+// Transaction verification (KIP-890 part 1) through the replica manager:
+// a guard is only taken where this node leads, refused as an append is;
+// StartAppendVerified opens a producer's transaction only with its guard,
+// and answers INVALID_TXN_STATE, nothing written, without it or after a
+// marker cleared it.
+func TestTxnVerification(t *testing.T) {
+	e := newEnv(t, "")
+	e.put(withPartition(newTopic("v", 1, 2, nil), 1, func(p *metadata.Partition) {
+		p.Replicas, p.Leader, p.LeaderEpoch = []int32{2, testNode}, 2, 3
+	}))
+	if _, _, err := e.m.TxnVerificationGuard("v", 1, 7, 0); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a partition this node follows: %v, want ErrNotLeader", err)
+	}
+	if _, _, err := e.m.TxnVerificationGuard("nope", 0, 7, 0); !errors.Is(err, ErrUnknownTopicOrPartition) {
+		t.Fatalf("an unknown partition: %v, want ErrUnknownTopicOrPartition", err)
+	}
+	if _, err := e.m.StartAppendVerified("v", 1, txnBatch(t, 7, 0, "f", 1), AcksLeader, 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("StartAppendVerified on a follower: %v, want ErrNotLeader", err)
+	}
+
+	ctx := context.Background()
+	appendVerified := func(data []byte, guard uint64) error {
+		t.Helper()
+		pending, err := e.m.StartAppendVerified("v", 0, data, AcksLeader, guard)
+		if err != nil {
+			return err
+		}
+		_, err = pending.Wait(ctx, 10*time.Second)
+		return err
+	}
+	l := e.log("v", 0)
+	unverified := func(what string, data []byte, guard uint64) {
+		t.Helper()
+		leo := l.LogEndOffset()
+		err := appendVerified(data, guard)
+		checkBoundary(t, what, err, ErrInvalidTxnState, kerr.InvalidTxnState, nil)
+		if l.LogEndOffset() != leo {
+			t.Fatalf("%s: log end %d -> %d: the refused batch was written", what, leo, l.LogEndOffset())
+		}
+	}
+	guard, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 0)
+	if err != nil || !needed || guard == 0 {
+		t.Fatalf("TxnVerificationGuard: %d, %v, %v; want a guard", guard, needed, err)
+	}
+	unverified("no guard", txnBatch(t, 7, 0, "a", 2), 0)
+	unverified("a wrong guard", txnBatch(t, 7, 0, "a", 2), guard+1)
+	if err := appendVerified(txnBatch(t, 7, 0, "a", 2), guard); err != nil {
+		t.Fatalf("with the guard: %v", err)
+	}
+	if g, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 0); err != nil || needed || g != 0 {
+		t.Fatalf("the transaction open: %d, %v, %v; want no verification", g, needed, err)
+	}
+	if err := appendVerified(txnBatch(t, 7, 2, "b", 1), 0); err != nil {
+		t.Fatalf("a later batch of the open transaction: %v", err)
+	}
+	// The late produce: verified (at the producer's next epoch, while
+	// epoch 0's transaction is open) before the abort marker, appended
+	// after it.
+	late, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 1)
+	if err != nil || !needed {
+		t.Fatalf("the next epoch: %d, %v, %v; want a guard", late, needed, err)
+	}
+	marker, err := e.m.StartTxnMarker("v", 0, storage.TxnMarker{ProducerID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := marker.Wait(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	unverified("a guard from before the abort marker", txnBatchAt(t, 7, 1, 0, "c", 1), late)
+	next, _, err := e.m.TxnVerificationGuard("v", 0, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := appendVerified(txnBatchAt(t, 7, 1, 0, "c", 1), next); err != nil {
+		t.Fatalf("a guard taken after the marker: %v", err)
+	}
+	// An epoch older than the producer's is refused before any round
+	// trip, answered as the append would be.
+	_, _, err = e.m.TxnVerificationGuard("v", 0, 7, 0)
+	checkBoundary(t, "an older epoch", err, ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch, nil)
 }

@@ -41,7 +41,9 @@ var (
 	// INVALID_PRODUCER_EPOCH.
 	ErrInvalidProducerEpoch = producerstate.ErrInvalidProducerEpoch
 	// ErrInvalidTxnState: a non-transactional batch from a producer with
-	// a transaction open on the partition. INVALID_TXN_STATE.
+	// a transaction open on the partition, or a transactional batch that
+	// would open one without its verification guard (AppendVerified).
+	// INVALID_TXN_STATE.
 	ErrInvalidTxnState = producerstate.ErrInvalidTxnState
 	// ErrCoordinatorFenced: a transaction marker from an older
 	// transaction coordinator epoch than the producer's last marker's.

@@ -170,6 +170,11 @@ func (l *Log) fail(op string, err error) error {
 // writes nothing and answers Duplicate with their offsets; a sequence gap
 // or a fenced epoch is ErrOutOfOrderSequence or ErrInvalidProducerEpoch,
 // and then no batch of data is written.
+//
+// Append does not verify transactions: a transactional batch opens its
+// producer's transaction here unasked. The produce path uses
+// AppendVerified (txn.go) for a request with a transactional id; Append
+// stays for tests and for writes that need no coordinator's word.
 func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
 	return l.appendChecked(data, leaderEpoch, l.producers.Check)
 }

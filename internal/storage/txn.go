@@ -90,6 +90,41 @@ func (l *Log) AppendTxnMarker(m TxnMarker, leaderEpoch int32) (AppendInfo, error
 	return info, nil
 }
 
+// TxnVerificationGuard starts the verification of a transactional batch
+// of producer pid at epoch (KIP-890 part 1), as the leader does before it
+// asks the transaction coordinator whether this partition is in the
+// producer's transaction: needed is false (and guard 0) when the
+// producer's transaction at epoch is open here already; otherwise guard
+// is what AppendVerified must be given for a batch that opens it. An
+// epoch older than the producer's here is ErrInvalidProducerEpoch
+// (producerstate.State.VerificationGuard).
+func (l *Log) TxnVerificationGuard(pid int64, epoch int16) (guard uint64, needed bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return 0, false, err
+	}
+	guard, needed, err = l.producers.VerificationGuard(pid, epoch, l.now().UnixMilli())
+	if err != nil {
+		return 0, false, fmt.Errorf("%w (log %s)", err, l.name)
+	}
+	return guard, needed, nil
+}
+
+// AppendVerified is Append for a produce with a transactional id, whose
+// transactional batches were verified with guard (0: none was needed, or
+// none was asked): a batch that would open its producer's transaction
+// here is refused with ErrInvalidTxnState, and nothing of data written,
+// unless guard is still the producer's verification guard
+// (producerstate.State.CheckVerified). A marker written since the guard
+// was taken has cleared it: that is what refuses a produce that arrives
+// after its transaction's abort marker.
+func (l *Log) AppendVerified(data []byte, leaderEpoch int32, guard uint64) (AppendInfo, error) {
+	return l.appendChecked(data, leaderEpoch, func(hdrs []record.Header) (producerstate.Duplicate, bool, error) {
+		return l.producers.CheckVerified(hdrs, guard)
+	})
+}
+
 // applyBatchLocked applies a batch of a producer, written to segment s, to
 // the producer state. A marker that aborts a transaction indexes it in s.
 // REQUIRES: l.mu held.

@@ -659,3 +659,124 @@ func TestAppendAsCoordinator(t *testing.T) {
 		t.Fatalf("client retry: %+v, %v; want a duplicate", dup, err)
 	}
 }
+
+// Transaction verification on a log (KIP-890 part 1): AppendVerified
+// opens a producer's transaction only with the guard TxnVerificationGuard
+// handed out and no marker has cleared since, and writes nothing when it
+// refuses; Append opens one unasked, as before. Reference: KIP-890;
+// docs/kafka-transactions/partition.md 5.1 and 5.2.
+func TestAppendVerified(t *testing.T) {
+	clock := &fakeClock{ms: 1_700_000_000_000}
+	cfg := producerConfig()
+	cfg.ProducerIDExpirationMs = 60_000
+	l := openTestLog(t, vfs.NewMem(), "/data/t-0", cfg, OpenOptions{Now: clock.now})
+	defer l.Close()
+	x := newTxnLog(t, l)
+	batch := func(pid int64, epoch int16, seq int32, txn bool) []byte {
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, seq, txn
+		return testBatchOpts(t, opts, 2, 40, 1, nil)
+	}
+	guard := func(pid int64, epoch int16) uint64 {
+		t.Helper()
+		g, needed, err := l.TxnVerificationGuard(pid, epoch)
+		if err != nil || !needed || g == 0 {
+			t.Fatalf("TxnVerificationGuard(%d, %d): %d, %v, %v; want a guard", pid, epoch, g, needed, err)
+		}
+		return g
+	}
+	refused := func(what string, pid int64, b []byte, g uint64) {
+		t.Helper()
+		leo := l.LogEndOffset()
+		if _, err := l.AppendVerified(b, 0, g); !errors.Is(err, ErrInvalidTxnState) {
+			t.Fatalf("%s: %v, want ErrInvalidTxnState", what, err)
+		}
+		if got := l.LogEndOffset(); got != leo {
+			t.Fatalf("%s: log end %d -> %d: the refused batch was written", what, leo, got)
+		}
+		if e, ok := l.ActiveProducers()[pid]; ok && e.TxnFirstOffset >= 0 {
+			t.Fatalf("%s: the refused batch opened a transaction", what)
+		}
+	}
+
+	// Producer 1, epoch 1.
+	g := guard(1, 1)
+	if again := guard(1, 1); again != g {
+		t.Fatalf("asked twice: %d then %d", g, again)
+	}
+	refused("no guard", 1, batch(1, 1, 0, true), 0)
+	refused("a wrong guard", 1, batch(1, 1, 0, true), g+1)
+	first, err := l.AppendVerified(batch(1, 1, 0, true), 0, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.expectLSO("the verified transaction is open", l.LogEndOffset(), first.FirstOffset)
+	// Open now: no guard is needed for the producer's next batches.
+	if g0, needed, err := l.TxnVerificationGuard(1, 1); err != nil || needed || g0 != 0 {
+		t.Fatalf("with the transaction open: %d, %v, %v; want 0, false", g0, needed, err)
+	}
+	if _, err := l.AppendVerified(batch(1, 1, 2, true), 0, 0); err != nil {
+		t.Fatalf("a batch of the open transaction: %v", err)
+	}
+	// A retry of the first batch is a duplicate, guard or not.
+	if dup, err := l.AppendVerified(batch(1, 1, 0, true), 0, 0); err != nil || !dup.Duplicate || dup.FirstOffset != first.FirstOffset {
+		t.Fatalf("retry of the first batch: %+v, %v; want a duplicate at %d", dup, err, first.FirstOffset)
+	}
+	if _, _, err := l.TxnVerificationGuard(1, 0); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("an epoch older than the producer's: %v", err)
+	}
+
+	// The late produce after its transaction's abort: verified (guard
+	// taken, the coordinator's yes given) before the marker, appended
+	// after it. Refused: it would open a transaction no coordinator
+	// knows.
+	late := guard(1, 2) // a bumped epoch asks while epoch 1's transaction is open
+	if _, err := l.AppendTxnMarker(TxnMarker{ProducerID: 1, ProducerEpoch: 1, CoordinatorEpoch: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	refused("a guard from before the abort marker", 1, batch(1, 2, 0, true), late)
+	// So is one that asked while the transaction was open at its epoch,
+	// and was told no verification was needed.
+	refused("no verification needed before the abort marker", 1, batch(1, 1, 4, true), 0)
+	// A marker replicated while this node followed clears a guard too.
+	g = guard(1, 2)
+	marker, err := record.EndTxnMarkerBatch(1, 2, 1, true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record.SetBaseOffset(marker, l.LogEndOffset())
+	record.SetPartitionLeaderEpoch(marker, 0)
+	if _, err := l.AppendAsFollower(marker); err != nil {
+		t.Fatal(err)
+	}
+	refused("a guard from before a replicated marker", 1, batch(1, 2, 0, true), g)
+	if _, err := l.AppendVerified(batch(1, 2, 0, true), 0, guard(1, 2)); err != nil {
+		t.Fatalf("a guard taken after the marker: %v", err)
+	}
+
+	// Append verifies nothing: a transactional batch opens unasked.
+	before := l.LogEndOffset()
+	if _, err := l.Append(batch(2, 0, 0, true), 0); err != nil {
+		t.Fatalf("Append of an unverified transactional batch: %v", err)
+	}
+	if got := l.ActiveProducers()[2].TxnFirstOffset; got != before {
+		t.Fatalf("Append opened producer 2's transaction at %d, want %d", got, before)
+	}
+	// AppendVerified of batches that open nothing needs no guard.
+	if _, err := l.AppendVerified(batch(3, 0, 0, false), 0, 0); err != nil {
+		t.Fatalf("an idempotent batch: %v", err)
+	}
+
+	// An entry nobody came back for expires with the producers.
+	stale := guard(4, 0)
+	clock.advance(time.Minute)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	refused("an expired guard", 4, batch(4, 0, 0, true), stale)
+
+	l.Close()
+	if _, _, err := l.TxnVerificationGuard(5, 0); !errors.Is(err, ErrLogClosed) {
+		t.Fatalf("a closed log: %v", err)
+	}
+}

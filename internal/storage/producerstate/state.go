@@ -21,7 +21,9 @@
 // Batches already in the log (replicated from a leader, or read back when
 // the state is rebuilt) are applied with Update, which never refuses one:
 // the log is the truth. Transaction markers are applied with UpdateMarker
-// (txn.go, which keeps the open transactions).
+// (txn.go, which keeps the open transactions). A leader that verifies
+// transactions (KIP-890 part 1) checks with CheckVerified, Check plus the
+// verification guard VerificationGuard handed out (verify.go).
 //
 // Kafka accepts any sequence from a producer it does not know (KIP-360),
 // so that a producer whose state was lost to retention or expiration can go
@@ -52,7 +54,9 @@ var (
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
 	// ErrInvalidTxnState: a batch that does not fit the producer's
 	// transaction: a non-transactional one while it has a transaction
-	// open on the partition. INVALID_TXN_STATE.
+	// open on the partition, or (CheckVerified) a transactional one that
+	// would open one without the producer's verification guard.
+	// INVALID_TXN_STATE.
 	ErrInvalidTxnState = errors.New("invalid transaction state")
 	// ErrCoordinatorFenced: a transaction marker from a coordinator epoch
 	// older than the last this partition took for the producer.
@@ -162,6 +166,10 @@ type State struct {
 	// txnGen counts the changes to ongoing and decided, so that a reader
 	// of Unstable knows when its copy is stale.
 	txnGen uint64
+	// verifying are the leader's verification entries (verify.go), by
+	// producer id; nil until the first. Not in snapshots. Invariant:
+	// every guard in it is unique and not 0.
+	verifying map[int64]verification
 }
 
 // New returns an empty state.
@@ -190,7 +198,8 @@ func (s *State) All() map[int64]Entry {
 
 // Clone returns a deep copy.
 func (s *State) Clone() *State {
-	c := &State{producers: make(map[int64]*entry, len(s.producers)), ongoing: maps.Clone(s.ongoing), decided: slices.Clone(s.decided), txnGen: s.txnGen}
+	c := &State{producers: make(map[int64]*entry, len(s.producers)), ongoing: maps.Clone(s.ongoing), decided: slices.Clone(s.decided), txnGen: s.txnGen,
+		verifying: maps.Clone(s.verifying)}
 	for pid, e := range s.producers {
 		cp := *e
 		c.producers[pid] = &cp
@@ -225,6 +234,8 @@ type pending struct {
 	pid     int64
 	epoch   int16
 	lastSeq int32
+	// txnOpen: the producer has a transaction open here after the batch.
+	txnOpen bool
 }
 
 // Check checks the batches of one produce, in order, each against the
@@ -236,6 +247,8 @@ type pending struct {
 //
 // A non-transactional batch from a producer with a transaction open here
 // is ErrInvalidTxnState (a duplicate is answered first, as Kafka does).
+// Check does not verify transactions (KIP-890): a transactional batch
+// opens its producer's transaction unasked; CheckVerified does.
 //
 // Batches without a producer id are not checked. A duplicate is only
 // answered as one when every batch of the produce is a duplicate and they
@@ -245,6 +258,11 @@ type pending struct {
 // true for both and is refused as out of order. Kafka's clients never send
 // one: a produce request carries one batch per partition.
 func (s *State) Check(hdrs []record.Header) (dup Duplicate, isDup bool, err error) {
+	return s.check(hdrs, false, 0)
+}
+
+// check is Check and, with verify, CheckVerified (verify.go) with guard.
+func (s *State) check(hdrs []record.Header, verify bool, guard uint64) (dup Duplicate, isDup bool, err error) {
 	var (
 		seen  []pending // a few at most: batches of one produce
 		ndups int
@@ -258,22 +276,25 @@ func (s *State) Check(hdrs []record.Header) (dup Duplicate, isDup bool, err erro
 		last := LastSeq(first, h.LastOffsetDelta)
 		j := slices.IndexFunc(seen, func(p pending) bool { return p.pid == pid })
 		e := s.producers[pid]
+		// The producer as the batches before this one leave it; known is
+		// false for a producer this partition does not know, which may
+		// start at any sequence, as in Kafka (KIP-360): its state can be
+		// gone for good reasons (retention or DeleteRecords removed its
+		// batches, producer.id.expiration.ms passed), and refusing it
+		// would wedge a live producer on OUT_OF_ORDER_SEQUENCE_NUMBER
+		// forever. Deduplication across such a loss is impossible
+		// anyway; within the state kept, it is exact.
+		var (
+			known, hasLast, txnOpen bool
+			curEpoch                int16
+			lastSeq                 int32 = -1
+		)
 		switch {
 		case j >= 0:
 			// An earlier batch of this produce moved the producer on.
 			p := seen[j]
-			if err := checkNext(pid, p.epoch, p.lastSeq, true, epoch, first); err != nil {
-				return Duplicate{}, false, err
-			}
-		case e == nil:
-			// A producer this partition does not know may start at any
-			// sequence, as in Kafka (KIP-360): its state can be gone for
-			// good reasons (retention or DeleteRecords removed its
-			// batches, producer.id.expiration.ms passed), and refusing it
-			// would wedge a live producer on OUT_OF_ORDER_SEQUENCE_NUMBER
-			// forever. Deduplication across such a loss is impossible
-			// anyway; within the state kept, it is exact.
-		default:
+			known, curEpoch, lastSeq, hasLast, txnOpen = true, p.epoch, p.lastSeq, true, p.txnOpen
+		case e != nil:
 			if b, ok := e.duplicateOf(epoch, first, last); ok {
 				if ndups > 0 && b.FirstOffset != dup.LastOffset+1 {
 					return Duplicate{}, false, fmt.Errorf("%w: producer %d: retried batches at offsets %d.. and %d.. were not written together",
@@ -291,18 +312,37 @@ func (s *State) Check(hdrs []record.Header) (dup Duplicate, isDup bool, err erro
 				return Duplicate{}, false, fmt.Errorf("%w: producer %d wrote a non-transactional batch while its transaction from offset %d is open",
 					ErrInvalidTxnState, pid, e.txnFirstOffset)
 			}
-			var lastSeq int32 = -1
-			if e.n > 0 {
+			known, curEpoch, hasLast, txnOpen = true, e.epoch, e.n > 0, e.txnFirstOffset >= 0
+			if hasLast {
 				lastSeq = e.batches[e.n-1].LastSeq
 			}
-			if err := checkNext(pid, e.epoch, lastSeq, e.n > 0, epoch, first); err != nil {
+		}
+		opens := h.IsTransactional() && !h.IsControl() && !(txnOpen && curEpoch == epoch)
+		if verify && opens {
+			// Kafka's order: the fenced epoch first, so that a stale
+			// producer gets the error it recovers from, then the guard,
+			// then the sequence.
+			if known && epoch < curEpoch {
+				return Duplicate{}, false, fmt.Errorf("%w: producer %d epoch %d, older than its epoch %d on this partition",
+					ErrInvalidProducerEpoch, pid, epoch, curEpoch)
+			}
+			if !s.verified(pid, guard) {
+				return Duplicate{}, false, fmt.Errorf("%w: producer %d epoch %d: the partition was not verified as part of the producer's transaction (record was not part of an ongoing transaction)",
+					ErrInvalidTxnState, pid, epoch)
+			}
+		}
+		if known {
+			if err := checkNext(pid, curEpoch, lastSeq, hasLast, epoch, first); err != nil {
 				return Duplicate{}, false, err
 			}
 		}
+		// Update opens a transaction at a transactional batch and keeps
+		// it open across epochs until a marker.
+		p := pending{pid, epoch, last, txnOpen || opens}
 		if j >= 0 {
-			seen[j] = pending{pid, epoch, last}
+			seen[j] = p
 		} else {
-			seen = append(seen, pending{pid, epoch, last})
+			seen = append(seen, p)
 		}
 	}
 	if ndups == 0 {
@@ -376,6 +416,13 @@ func (s *State) Update(h record.Header, nowMs int64) {
 		return
 	}
 	e := s.touch(h, nowMs)
+	if h.IsTransactional() {
+		// Any transactional batch clears the producer's verification, as
+		// Kafka's does, not only one that opens a transaction: after it,
+		// the producer's transaction is open here at the batch's epoch,
+		// and a guard taken before it answered for the state before.
+		s.clearVerification(h.ProducerID)
+	}
 	if h.IsControl() {
 		return
 	}
@@ -419,7 +466,11 @@ func (s *State) touch(h record.Header, nowMs int64) *entry {
 // (a mirror replaying history) would be expired at every pass and lose
 // its deduplication. So this measures by the broker's clock, from when the producer was last seen (or loaded, after a
 // restart: the later, so never early).
+//
+// Verification entries (verify.go) not asked for in expirationMs go too,
+// as in Kafka; they are not counted.
 func (s *State) RemoveExpired(nowMs, expirationMs int64) int {
+	s.removeExpiredVerifications(nowMs, expirationMs)
 	n := 0
 	for pid, e := range s.producers {
 		if e.txnFirstOffset < 0 && nowMs-e.lastSeenMs >= expirationMs {

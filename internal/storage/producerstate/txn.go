@@ -94,10 +94,16 @@ func (s *State) CheckMarker(pid int64, epoch int16, coordinatorEpoch int32, stri
 // epoch, and the transaction it had open here, if any, is completed and
 // returned. It never refuses a marker. A marker for no open transaction
 // (one whose producer wrote nothing here) completes nothing.
+//
+// The producer's verification entry goes, whatever the marker completes
+// (verify.go): a coordinator's answer given before the marker was about
+// the transaction the marker ended, and a produce of that transaction
+// arriving after its abort marker must not open a new one here.
 func (s *State) UpdateMarker(h record.Header, m Marker, nowMs int64) (CompletedTxn, bool) {
 	if !h.HasProducerID() {
 		return CompletedTxn{}, false
 	}
+	s.clearVerification(h.ProducerID)
 	e := s.touch(h, nowMs)
 	e.coordinatorEpoch = m.CoordinatorEpoch
 	if e.txnFirstOffset < 0 {
