@@ -1,6 +1,6 @@
 package kafkaserver
 
-// AddPartitionsToTxn: v0-3
+// AddPartitionsToTxn: v0-4
 //
 // A transactional producer names the partitions it is about to write in
 // its transaction, before its first produce to each, so the coordinator
@@ -15,8 +15,15 @@ package kafkaserver
 // previous transaction, PRODUCER_FENCED, INVALID_TXN_STATE, ...) is every
 // partition's; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 //
-// v4-5 (KIP-890: a partition leader's batched, verify-only requests) are
-// not served: Fjord's leaders do not ask yet, and no client sends them.
+// v4 (KIP-890 part 1) is the partition leaders' form: several
+// transactions per request, each verify-only (is every partition in the
+// producer's ongoing transaction? TRANSACTION_ABORTABLE per partition
+// that is not; nothing is added) or an add as above; a request-level
+// error only for a request that is malformed as a whole. Fjord's leaders
+// send it verify-only (produce_verify.go); clients send v0-3 (franz-go
+// pins them, and Java's and librdkafka's stop there), so serving v4 to
+// anyone is what Kafka does too, short of the CLUSTER_ACTION ACL it
+// checks. v5 (Transactions V2) is not served.
 
 import (
 	"context"
@@ -32,25 +39,76 @@ func handleAddPartitionsToTxn(ctx context.Context, s *Server, req *request) (kms
 	r := req.body.(*kmsg.AddPartitionsToTxnRequest)
 	resp := kmsg.NewPtrAddPartitionsToTxnResponse()
 	resp.SetVersion(req.version)
+	if req.version < 4 {
+		topics := make([]txnAddTopic, len(r.Topics))
+		for i, t := range r.Topics {
+			topics[i] = txnAddTopic{t.Topic, t.Partitions}
+		}
+		codes := s.addPartitionsToTxn(ctx, req.version, r.TransactionalID, r.ProducerID, r.ProducerEpoch, false, topics)
+		for i, t := range r.Topics {
+			ot := kmsg.NewAddPartitionsToTxnResponseTopic()
+			ot.Topic = t.Topic
+			for j, p := range t.Partitions {
+				op := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				op.Partition, op.ErrorCode = p, codes[i][j]
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return resp, nil, nil
+	}
+	for _, rt := range r.Transactions {
+		topics := make([]txnAddTopic, len(rt.Topics))
+		for i, t := range rt.Topics {
+			topics[i] = txnAddTopic{t.Topic, t.Partitions}
+		}
+		codes := s.addPartitionsToTxn(ctx, req.version, rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly, topics)
+		ot := kmsg.NewAddPartitionsToTxnResponseTransaction()
+		ot.TransactionalID = rt.TransactionalID
+		for i, t := range rt.Topics {
+			ott := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+			ott.Topic = t.Topic
+			for j, p := range t.Partitions {
+				op := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+				op.Partition, op.ErrorCode = p, codes[i][j]
+				ott.Partitions = append(ott.Partitions, op)
+			}
+			ot.Topics = append(ot.Topics, ott)
+		}
+		resp.Transactions = append(resp.Transactions, ot)
+	}
+	return resp, nil, nil
+}
 
+// txnAddTopic is one topic's partitions of an add, in the request's
+// order.
+type txnAddTopic struct {
+	topic      string
+	partitions []int32
+}
+
+// addPartitionsToTxn adds topics' partitions to the transaction of
+// (producerID, producerEpoch) under id, or with verifyOnly asks whether
+// they are in it, and answers a code per partition, codes[i][j] for
+// topics[i].partitions[j].
+func (s *Server) addPartitionsToTxn(ctx context.Context, version int16, id string, producerID int64, producerEpoch int16, verifyOnly bool, topics []txnAddTopic) [][]int16 {
 	// Each named partition's own checks; a partition named twice is
 	// added once and answered under each name.
 	img := s.image()
+	codes := make([][]int16, len(topics))
 	var tps []txn.TopicPartition
-	seen := map[txn.TopicPartition]bool{}
+	var at [][2]int // tps[k] answers codes[at[k][0]][at[k][1]]
+	index := map[txn.TopicPartition]int{}
 	failed := false
-	for _, rt := range r.Topics {
-		ot := kmsg.NewAddPartitionsToTxnResponseTopic()
-		ot.Topic = rt.Topic
-		t, known := lookupTopic(img, rt.Topic)
-		for _, p := range rt.Partitions {
-			op := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			op.Partition = p
+	for i, rt := range topics {
+		codes[i] = make([]int16, len(rt.partitions))
+		t, known := lookupTopic(img, rt.topic)
+		for j, p := range rt.partitions {
 			var perr error
 			switch {
 			case !known:
 				perr = kerr.UnknownTopicOrPartition
-			case metadata.IsInternalTopic(rt.Topic):
+			case metadata.IsInternalTopic(rt.topic):
 				perr = kerr.TopicAuthorizationFailed
 			default:
 				if _, ok := lookupPartition(t, p); !ok {
@@ -58,41 +116,52 @@ func handleAddPartitionsToTxn(ctx context.Context, s *Server, req *request) (kms
 				}
 			}
 			if perr != nil {
-				op.ErrorCode, failed = perr.(*kerr.Error).Code, true
-			} else if tp := (txn.TopicPartition{Topic: rt.Topic, Partition: p}); !seen[tp] {
-				seen[tp] = true
+				codes[i][j], failed = perr.(*kerr.Error).Code, true
+				continue
+			}
+			tp := txn.TopicPartition{Topic: rt.topic, Partition: p}
+			if _, ok := index[tp]; !ok {
+				index[tp] = len(tps)
 				tps = append(tps, tp)
 			}
-			ot.Partitions = append(ot.Partitions, op)
+			at = append(at, [2]int{i, j})
 		}
-		resp.Topics = append(resp.Topics, ot)
 	}
 	answerAll := func(code int16, keepOwn bool) {
-		for ti := range resp.Topics {
-			for pi := range resp.Topics[ti].Partitions {
-				if op := &resp.Topics[ti].Partitions[pi]; !keepOwn || op.ErrorCode == 0 {
-					op.ErrorCode = code
+		for i := range codes {
+			for j := range codes[i] {
+				if !keepOwn || codes[i][j] == 0 {
+					codes[i][j] = code
 				}
 			}
 		}
 	}
-	if failed {
+	if failed && !verifyOnly {
 		answerAll(kerr.OperationNotAttempted.Code, true)
-		return resp, nil, nil
+		return codes
 	}
 
 	var err error
 	switch {
 	case s.cfg.Transactions == nil:
 		err = kerr.CoordinatorNotAvailable
-	case r.TransactionalID == "":
+	case id == "":
 		err = invalidRequest("empty transactional id")
+	case len(tps) > 0 && verifyOnly:
+		errs := s.cfg.Transactions.VerifyPartitionsInTxn(id, producerID, producerEpoch, tps)
+		for _, ij := range at {
+			tp := txn.TopicPartition{Topic: topics[ij[0]].topic, Partition: topics[ij[0]].partitions[ij[1]]}
+			if e := errs[index[tp]]; e != nil {
+				codes[ij[0]][ij[1]] = s.errorCodeLogged(e, "AddPartitionsToTxn", "transactional_id", id)
+			}
+		}
+		return codes
 	case len(tps) > 0:
-		err = s.cfg.Transactions.AddPartitionsToTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, tps, false)
-		err = txn.ErrorForVersion(err, kmsg.AddPartitionsToTxn, req.version)
+		err = s.cfg.Transactions.AddPartitionsToTxn(ctx, id, producerID, producerEpoch, tps, false)
+		err = txn.ErrorForVersion(err, kmsg.AddPartitionsToTxn, version)
 	}
 	if err != nil {
-		answerAll(s.errorCodeLogged(err, "AddPartitionsToTxn", "transactional_id", r.TransactionalID), false)
+		answerAll(s.errorCodeLogged(err, "AddPartitionsToTxn", "transactional_id", id), false)
 	}
-	return resp, nil, nil
+	return codes
 }

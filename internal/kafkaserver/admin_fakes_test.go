@@ -408,6 +408,14 @@ func (r *adminFakeReplicas) StartAppend(string, int32, []byte, replica.Acks) (re
 	return nil, errors.New("adminFakeReplicas: the data path is not part of the admin tests")
 }
 
+func (r *adminFakeReplicas) TxnVerificationGuard(string, int32, int64, int16) (uint64, bool, error) {
+	return 0, false, errMemNoProducers
+}
+
+func (r *adminFakeReplicas) StartAppendVerified(string, int32, []byte, replica.Acks, uint64) (replica.Pending, error) {
+	return nil, errors.New("adminFakeReplicas: the data path is not part of the admin tests")
+}
+
 func (r *adminFakeReplicas) StartTxnMarker(string, int32, storage.TxnMarker) (replica.Pending, error) {
 	return nil, errMemNoProducers
 }

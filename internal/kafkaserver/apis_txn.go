@@ -12,7 +12,7 @@ package kafkaserver
 // TxnOffsetCommit goes to the group's coordinator (internal/group), the
 // others to the transaction's.
 var txnAPIs = []api{
-	{key: 24, minVersion: 0, maxVersion: 3, handle: handleAddPartitionsToTxn},
+	{key: 24, minVersion: 0, maxVersion: 4, handle: handleAddPartitionsToTxn},
 	{key: 25, minVersion: 0, maxVersion: 4, handle: handleAddOffsetsToTxn},
 	{key: 28, minVersion: 0, maxVersion: 4, handle: handleTxnOffsetCommit},
 	{key: 26, minVersion: 0, maxVersion: 4, handle: handleEndTxn},

@@ -254,6 +254,16 @@ func (r *memReplicas) StartAppend(topic string, partition int32, records []byte,
 // against the real replica manager (newRealReplicasHarness).
 var errMemNoProducers = errors.New("memReplicas: no producer state; use newRealReplicasHarness")
 
+// The in-memory replicas keep no producer state, so nothing needs
+// verifying and a verified append is a plain one.
+func (r *memReplicas) TxnVerificationGuard(string, int32, int64, int16) (uint64, bool, error) {
+	return 0, false, nil
+}
+
+func (r *memReplicas) StartAppendVerified(topic string, partition int32, records []byte, acks replica.Acks, _ uint64) (replica.Pending, error) {
+	return r.StartAppend(topic, partition, records, acks)
+}
+
 func (r *memReplicas) StartTxnMarker(string, int32, storage.TxnMarker) (replica.Pending, error) {
 	return nil, errMemNoProducers
 }

@@ -39,11 +39,11 @@ package kafkaserver
 //
 // A request with a transactional id carries a transaction's batches; the
 // log checks each against its producer's state (an older epoch is
-// refused, so a fenced producer's late writes never land). Like Kafka
-// before KIP-890, the partition does not ask the coordinator whether it
-// was added to the transaction: a client that skips AddPartitionsToTxn
-// leaves a transaction there that no marker ends until `fjord txn abort`.
-// On a node that runs no transaction coordinator (and for an empty id),
+// refused, so a fenced producer's late writes never land), and a batch
+// that would open the producer's transaction on a partition is first
+// verified with the transaction's coordinator (KIP-890 part 1,
+// produce_verify.go), so no transaction is opened that no coordinator
+// will end. On a node that runs no transaction coordinator (and for an empty id),
 // such a request is refused per partition with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED (and a message saying why on
 // v8+), which every client treats as fatal for the transactional producer.
@@ -58,6 +58,7 @@ package kafkaserver
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,6 +84,10 @@ type produceJob struct {
 	out       *kmsg.ProduceResponseTopicPartition
 	err       error
 	result    replica.AppendResult
+	// verified: the batch is transactional and goes through
+	// StartAppendVerified with guard (produce_verify.go).
+	verified bool
+	guard    uint64
 }
 
 func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
@@ -176,6 +181,12 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 			toAppend = append(toAppend, j)
 		}
 	}
+	if body.TransactionID != nil && refuseAll == nil && s.cfg.TxnVerifier != nil {
+		// Before the turn: the coordinator's answer for this request
+		// overlaps the appends of the requests before it.
+		s.verifyTxnBatches(ctx, req.version, *body.TransactionID, toAppend)
+		toAppend = slices.DeleteFunc(toAppend, func(j *produceJob) bool { return j.err != nil })
+	}
 	// Appends in request order on this connection (see produceTurn),
 	// then the waits for acks, concurrently across partitions and with
 	// the connection's other requests.
@@ -185,7 +196,12 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	}
 	req.turn.wait()
 	for i, j := range toAppend {
-		if pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks); j.err == nil {
+		if j.verified {
+			pending[i], j.err = s.replicas.StartAppendVerified(j.topic, j.partition, j.records, acks, j.guard)
+		} else {
+			pending[i], j.err = s.replicas.StartAppend(j.topic, j.partition, j.records, acks)
+		}
+		if j.err == nil {
 			s.metrics.produced(j.topic, len(j.records), pending[i].Records())
 		}
 	}

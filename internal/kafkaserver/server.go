@@ -110,6 +110,11 @@ type Config struct {
 	// COORDINATOR_NOT_AVAILABLE, InitProducerId with a transactional id
 	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 	Transactions Transactions
+	// TxnVerifier, when set, is asked before a transactional batch
+	// opens its producer's transaction on a partition (produce.go).
+	// Nil: no verification, as Kafka before 3.6 (a server of tests
+	// that are not about it).
+	TxnVerifier TxnVerifier
 	// TransactionTopicPartitions is transaction.state.log.num.partitions:
 	// the partitions of __transaction_state when FindCoordinator creates
 	// it (default 50). It must match the transaction coordinator's.

@@ -42,6 +42,17 @@ type Replicas interface {
 	// (offsets, epoch). A connection's appends must start in request
 	// order, their waits may overlap (see conn.produceTurn).
 	StartAppend(topic string, partition int32, records []byte, acks replica.Acks) (replica.Pending, error)
+	// TxnVerificationGuard starts the verification of a transactional
+	// batch (KIP-890 part 1) on a partition this node leads: needed is
+	// false when the producer's transaction at epoch is open there
+	// already; otherwise the guard to append with once the coordinator
+	// has said the partition is in the transaction.
+	TxnVerificationGuard(topic string, partition int32, producerID int64, epoch int16) (guard uint64, needed bool, err error)
+	// StartAppendVerified is StartAppend for a request with a
+	// transactional id: a batch that opens its producer's transaction is
+	// appended only while guard is the partition's verification guard
+	// for the producer (a marker in between clears it).
+	StartAppendVerified(topic string, partition int32, records []byte, acks replica.Acks, guard uint64) (replica.Pending, error)
 	// StartTxnMarker writes a transaction marker to a partition this
 	// node leads (WriteTxnMarkers); the Pending's Wait answers once the
 	// high watermark passes it.
@@ -100,15 +111,27 @@ type Groups interface {
 	DeleteOffsets(ctx context.Context, groupID string, parts []group.TopicPartition) (err error, partErrs []error)
 }
 
+// TxnVerifier asks a transactional id's coordinator, wherever it runs,
+// whether partitions are in the producer's ongoing transaction (KIP-890
+// part 1: the partition leader's question before it lets a batch open
+// the producer's transaction there). Per partition, in order: nil when
+// it is; TRANSACTION_ABORTABLE when it is not; otherwise the
+// coordinator's error for all (PRODUCER_FENCED,
+// INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
+// a NETWORK_EXCEPTION when it could not be asked).
+type TxnVerifier interface {
+	VerifyPartitionsInTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition) []error
+}
+
 // Transactions is the transaction coordinator (internal/txn): the
 // transactional APIs' handlers decode requests into its calls and answer
 // its kerr errors by code (txn.ErrorForVersion maps them to what each
-// request version may carry). Only what the served APIs call: the
-// verify-only add (KIP-890 part 1) joins it with its handler.
+// request version may carry). Only what the served APIs call.
 type Transactions interface {
 	InitProducerID(ctx context.Context, transactionalID string, transactionTimeoutMs int32, expectedProducerID int64, expectedEpoch int16) (producerID int64, epoch int16, err error)
 	AddPartitionsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition, tv2 bool) error
 	AddOffsetsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, groupID string) error
+	VerifyPartitionsInTxn(transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition) []error
 	EndTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, commit, tv2 bool) (int64, int16, error)
 	DescribeTransactions(ids []string) []txn.TransactionDescription
 	ListTransactions(f txn.ListTransactionsFilter) (txns []txn.TransactionListing, unknownStates []string, err error)

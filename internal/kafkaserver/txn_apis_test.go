@@ -53,6 +53,22 @@ func (f *scriptedTxns) AddOffsetsToTxn(_ context.Context, id string, pid int64, 
 	return f.note("add offsets " + id + " " + groupID)
 }
 
+// VerifyPartitionsInTxn: a partition of topic "added" is in the
+// transaction, any other TRANSACTION_ABORTABLE; err, when set, for all.
+func (f *scriptedTxns) VerifyPartitionsInTxn(id string, pid int64, epoch int16, tps []txn.TopicPartition) []error {
+	err := f.note("verify " + id)
+	errs := make([]error, len(tps))
+	for i, tp := range tps {
+		switch {
+		case err != nil:
+			errs[i] = err
+		case tp.Topic != "added":
+			errs[i] = txn.ErrTransactionAbortable
+		}
+	}
+	return errs
+}
+
 func (f *scriptedTxns) EndTxn(_ context.Context, id string, pid int64, epoch int16, commit, tv2 bool) (int64, int16, error) {
 	if tv2 {
 		panic("EndTxn v5 is not served")

@@ -381,6 +381,7 @@ func (n *Node) start(ctx context.Context) error {
 		AutoCreateTopics:                  cfg.AutoCreateTopics,
 		OffsetsTopicPartitions:            offsetstopic.DefaultPartitions,
 		Transactions:                      n.txns,
+		TxnVerifier:                       txnstatetopic.NewVerifier(n.ctrl, n.peers, n.txns, cfg.NodeID, txnstatetopic.DefaultPartitions),
 		TransactionTopicPartitions:        txnstatetopic.DefaultPartitions,
 		TransactionTopicReplicationFactor: txnstatetopic.DefaultReplicationFactor,
 		InternalClientID:                  n.internalClientID,
