@@ -73,6 +73,14 @@ const (
 	maxTombstoneBatchBytes = 256 << 10
 )
 
+// MaxTransactionalIDBytes bounds a transactional id (InitProducerId
+// answers a longer one INVALID_REQUEST). Kafka has no bound but the
+// protocol's 32,767 bytes; every id is held in the coordinator's memory
+// and in each of its __transaction_state records, and real ones
+// (an application's name and a task or instance number) are short, so a
+// longer one is a mistake or an attack, and refused before it is stored.
+const MaxTransactionalIDBytes = 4096
+
 // ConsumerOffsetsTopic is the topic whose partition AddOffsetsToTxn adds.
 const ConsumerOffsetsTopic = "__consumer_offsets"
 

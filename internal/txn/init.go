@@ -40,7 +40,7 @@ import (
 // Errors: see the file comment; and the append's (Log).
 func (c *Coordinator) InitProducerID(ctx context.Context, transactionalID string, transactionTimeoutMs int32, expectedProducerID int64, expectedEpoch int16) (producerID int64, epoch int16, err error) {
 	switch {
-	case transactionalID == "":
+	case transactionalID == "" || len(transactionalID) > MaxTransactionalIDBytes:
 		return -1, -1, ErrInvalidRequest
 	case (expectedProducerID == -1) != (expectedEpoch == -1):
 		return -1, -1, ErrInvalidRequest

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,12 +60,20 @@ func TestInitProducerIDRequestChecks(t *testing.T) {
 		{"zero timeout", "t", 0, -1, -1, ErrInvalidTransactionTimeout},
 		{"negative timeout", "t", -5, -1, -1, ErrInvalidTransactionTimeout},
 		{"above transaction.max.timeout.ms", "t", 60_001, -1, -1, ErrInvalidTransactionTimeout},
+		{"an id over MaxTransactionalIDBytes", strings.Repeat("t", MaxTransactionalIDBytes+1), 1000, -1, -1, ErrInvalidRequest},
 	} {
 		_, _, err := h.c.InitProducerID(ctx, tc.id, tc.timeoutMs, tc.pid, tc.epoch)
 		wantErr(t, tc.name, err, tc.want)
 	}
 	if _, _, err := h.c.InitProducerID(ctx, "t", 60_000, -1, -1); err != nil {
 		t.Fatalf("the maximum timeout: %v", err)
+	}
+	longest := strings.Repeat("t", MaxTransactionalIDBytes)
+	if _, _, err := h.c.InitProducerID(ctx, longest, 1000, -1, -1); err != nil {
+		t.Fatalf("an id of MaxTransactionalIDBytes: %v", err)
+	}
+	if n := len(h.log.history(t, strings.Repeat("t", MaxTransactionalIDBytes+1))); n != 0 {
+		t.Fatalf("%d records of the refused long id", n)
 	}
 	if n := len(h.log.history(t, "t")); n != 1 {
 		t.Fatalf("%d records; refused requests write none", n)
