@@ -179,7 +179,15 @@ func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.R
 		ans controlplane.HeartbeatAnswer
 		err error
 	)
+	_, registered := s.image().Brokers[r.BrokerID]
 	switch node, ok := s.internalPeer(req); {
+	case !ok && !registered:
+		// A node's client id is recognised by its registration, so an
+		// unregistered node (fjord cluster drain) is not; it is told what
+		// happened, as the controller would tell it, and stops its
+		// heartbeats instead of retrying them for good. Whether a broker
+		// id is registered is no secret: Metadata lists the brokers.
+		err = fmt.Errorf("%w: broker %d", controlplane.ErrBrokerNotRegistered, r.BrokerID)
 	case !ok || node != r.BrokerID:
 		err = fmt.Errorf("%w: BrokerHeartbeat is for Fjord nodes renewing their own sessions (broker %d)",
 			kerr.ClusterAuthorizationFailed, r.BrokerID)

@@ -98,6 +98,15 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 	} else if resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("BrokerHeartbeat from an outside client: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.ErrorCode))
 	}
+	// One for a broker id nobody registered is told so, as an
+	// unregistered (drained) node must be, to stop its heartbeats.
+	hb = kmsg.NewPtrBrokerHeartbeatRequest()
+	hb.BrokerID, hb.BrokerEpoch = 77, 1
+	if resp, err := hb.RequestWith(ctx, outside); err != nil {
+		t.Fatal(err)
+	} else if resp.ErrorCode != kerr.BrokerIDNotRegistered.Code {
+		t.Errorf("BrokerHeartbeat for an unregistered broker: %v, want BROKER_ID_NOT_REGISTERED", kerr.ErrorForCode(resp.ErrorCode))
+	}
 	if got := alloc(outside, 1, epoch); got != kerr.ClusterAuthorizationFailed {
 		t.Errorf("AllocateProducerIds from an outside client: %v, want CLUSTER_AUTHORIZATION_FAILED", got)
 	}
