@@ -208,8 +208,8 @@ func TestExpirationBatchesBounded(t *testing.T) {
 		cfg.RemoveExpiredTransactionalIDCleanupInterval = time.Minute
 		cfg.TransactionPartitions = 1
 	})
-	long := strings.Repeat("x", 10_000)
-	const ids = 60 // 600 KB of keys on one partition
+	long := strings.Repeat("x", MaxTransactionalIDBytes-8) // ids at the limit
+	const ids = 150                                        // 600 KB of keys on one partition
 	for i := range ids {
 		h.init(fmt.Sprintf("%s-%d", long, i))
 	}
@@ -217,7 +217,7 @@ func TestExpirationBatchesBounded(t *testing.T) {
 	h.clock.Advance(time.Minute)
 	batches := h.log.appendedBatches()[before:]
 	if len(batches) < 3 {
-		t.Fatalf("%d tombstone batches for %d ids of 10 KB", len(batches), ids)
+		t.Fatalf("%d tombstone batches for %d ids of 4 KB", len(batches), ids)
 	}
 	total := 0
 	for _, b := range batches {
