@@ -33,11 +33,11 @@ type groupTestNode struct {
 	adm *kadm.Client
 }
 
-func startGroupNode(t *testing.T) *groupTestNode {
+func startGroupNode(t *testing.T, configure ...func(*node.Config)) *groupTestNode {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	cfg := node.Config{
 		NodeID:                     1,
 		DataDir:                    t.TempDir(),
 		KafkaAddr:                  "127.0.0.1:0",
@@ -45,7 +45,11 @@ func startGroupNode(t *testing.T) *groupTestNode {
 		HTTPAddr:                   "127.0.0.1:0",
 		GroupInitialRebalanceDelay: -1,
 		Logger:                     slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("starting a node: %v", err)
 	}

@@ -53,7 +53,10 @@ type serveOptions struct {
 	// names.
 	autoLeaderRebalance bool
 	// unsyncedWritesInMemory is node.Config.UnsyncedWritesInMemory.
-	unsyncedWritesInMemory                                                  bool
+	unsyncedWritesInMemory bool
+	// txnPartitionVerification is Kafka's
+	// transaction.partition.verification.enable.
+	txnPartitionVerification                                                bool
 	leaderImbalanceCheckIntervalSeconds, leaderImbalancePerBrokerPercentage int32
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
@@ -160,6 +163,8 @@ closes; a second signal exits at once.`,
 		"broker-session-timeout-ms", "how long the active controller waits for a broker's heartbeat before it fences the broker and elects new leaders for what it led; at least three heartbeat intervals, the same on every node (broker.session.timeout.ms)")
 	addBoolFlag(f, &o.unsyncedWritesInMemory, "unsynced-writes-in-memory", false,
 		"for tests: keep what the partition logs have not fsynced in this process's memory, so that killing the process loses it as a power cut would (shows what flush.policy=interval gives up)")
+	addBoolFlag(f, &o.txnPartitionVerification, "transaction-partition-verification-enable", true,
+		"before a transactional batch opens its producer's transaction on a partition, ask the transaction's coordinator whether the partition is in it, so a late or unadded produce cannot leave a hanging transaction (transaction.partition.verification.enable; KIP-890)")
 	addBoolFlag(f, &o.autoLeaderRebalance, "auto-leader-rebalance-enable", true,
 		"move leaderships back to preferred replicas (each partition's first) when they are out of balance, checked on the active controller (auto.leader.rebalance.enable)")
 	f.Var(newIntFlag(&o.leaderImbalanceCheckIntervalSeconds, int32(node.DefaultLeaderImbalanceCheckInterval/time.Second), 1, 86_400, ""),
@@ -247,6 +252,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		BrokerSessionTimeout:               time.Duration(o.brokerSessionTimeoutMs) * time.Millisecond,
 		DisableAutoLeaderRebalance:         !o.autoLeaderRebalance,
 		UnsyncedWritesInMemory:             o.unsyncedWritesInMemory,
+		DisableTxnPartitionVerification:    !o.txnPartitionVerification,
 		LeaderImbalanceCheckInterval:       time.Duration(o.leaderImbalanceCheckIntervalSeconds) * time.Second,
 		LeaderImbalancePerBrokerPercentage: int(o.leaderImbalancePerBrokerPercentage),
 		HTTP: node.HTTPConfig{

@@ -393,6 +393,7 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"imbalance percentage over 100", []string{"serve", "--leader-imbalance-per-broker-percentage", "101"}, nil, `allowed: an integer from 1 to 100`},
 		{"rebalance not a bool", []string{"serve", "--auto-leader-rebalance-enable=maybe"}, nil, `auto-leader-rebalance-enable`},
 		{"unsynced-writes-in-memory not a bool", []string{"serve", "--unsynced-writes-in-memory=sometimes"}, nil, `unsynced-writes-in-memory`},
+		{"transaction-partition-verification-enable not a bool", []string{"serve", "--transaction-partition-verification-enable=maybe"}, nil, `transaction-partition-verification-enable`},
 		{"controller-only", []string{"serve", "--process-roles", "controller"}, nil, `"--process-roles" flag: a controller-only node is not supported`},
 		{"a role twice", []string{"serve", "--process-roles", "broker,broker"}, nil, `role "broker" given twice`},
 		{"an unknown role", []string{"serve", "--process-roles", "broker,brokr"}, nil, `unknown role "brokr" (allowed: broker, controller`},

@@ -13,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -161,7 +163,11 @@ func (n *groupTestNode) produceHanging(t *testing.T, topic string, partition int
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, n.client(t))
+	// Produce v11: a v12 (Transactions V2) adds its partition to the
+	// transaction, verification or not.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	resp, err := req.RequestWith(ctx, n.client(t, kgo.MaxVersions(versions)))
 	if err != nil {
 		t.Fatalf("producing a transactional batch of producer %d: %v", pid, err)
 	}
@@ -349,7 +355,10 @@ func TestTxnListAndDescribe(t *testing.T) {
 }
 
 func TestTxnFindHangingAndAbort(t *testing.T) {
-	n := startGroupNode(t)
+	// With KIP-890's verification a partition refuses the batch that
+	// would hang; without it (transaction.partition.verification.enable
+	// =false, as a cluster from before Kafka 3.6) one can be made.
+	n := startGroupNode(t, func(c *node.Config) { c.DisableTxnPartitionVerification = true })
 	n.ok(t, "", "topic", "create", "events", "--partitions", "2")
 	n.ok(t, "x\ny\n", "produce", "events", "--partition", "1")
 

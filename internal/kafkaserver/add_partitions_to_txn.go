@@ -1,6 +1,6 @@
 package kafkaserver
 
-// AddPartitionsToTxn: v0-4
+// AddPartitionsToTxn: v0-5
 //
 // A transactional producer names the partitions it is about to write in
 // its transaction, before its first produce to each, so the coordinator
@@ -15,15 +15,16 @@ package kafkaserver
 // previous transaction, PRODUCER_FENCED, INVALID_TXN_STATE, ...) is every
 // partition's; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 //
-// v4 (KIP-890 part 1) is the partition leaders' form: several
-// transactions per request, each verify-only (is every partition in the
-// producer's ongoing transaction? TRANSACTION_ABORTABLE per partition
-// that is not; nothing is added) or an add as above; a request-level
-// error only for a request that is malformed as a whole. Fjord's leaders
-// send it verify-only (produce_verify.go); clients send v0-3 (franz-go
-// pins them, and Java's and librdkafka's stop there), so serving v4 to
-// anyone is what Kafka does too, short of the CLUSTER_ACTION ACL it
-// checks. v5 (Transactions V2) is not served.
+// v4-5 (KIP-890) are the partition leaders' form: several transactions
+// per request, each verify-only (is every partition in the producer's
+// ongoing transaction? TRANSACTION_ABORTABLE per partition that is not;
+// nothing is added; a Produce v0-11) or Transactions V2's implicit add
+// (a Produce v12 or TxnOffsetCommit v5, which may add the group's
+// __consumer_offsets partition; v5 only adds TRANSACTION_ABORTABLE to
+// what may be answered). Fjord's leaders send them (produce_verify.go);
+// clients send v0-3 (franz-go pins them, and Java's and librdkafka's stop
+// there), so serving v4-5 to anyone is what Kafka does too, short of the
+// CLUSTER_ACTION ACL it checks.
 
 import (
 	"context"
@@ -108,7 +109,10 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, version int16, id strin
 			switch {
 			case !known:
 				perr = kerr.UnknownTopicOrPartition
-			case metadata.IsInternalTopic(rt.topic):
+			case metadata.IsInternalTopic(rt.topic) && !(version >= 4 && rt.topic == metadata.ConsumerOffsetsTopic):
+				// A leader's v4+ may add a group's partition (a
+				// TxnOffsetCommit v5); a client reaches it only
+				// through AddOffsetsToTxn.
 				perr = kerr.TopicAuthorizationFailed
 			default:
 				if _, ok := lookupPartition(t, p); !ok {
@@ -157,7 +161,8 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, version int16, id strin
 		}
 		return codes
 	case len(tps) > 0:
-		err = s.cfg.Transactions.AddPartitionsToTxn(ctx, id, producerID, producerEpoch, tps, false)
+		// v4+ adds come from leaders, for Transactions V2 clients.
+		err = s.cfg.Transactions.AddPartitionsToTxn(ctx, id, producerID, producerEpoch, tps, version >= 4)
 		err = txn.ErrorForVersion(err, kmsg.AddPartitionsToTxn, version)
 	}
 	if err != nil {

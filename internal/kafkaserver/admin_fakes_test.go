@@ -408,7 +408,7 @@ func (r *adminFakeReplicas) StartAppend(string, int32, []byte, replica.Acks) (re
 	return nil, errors.New("adminFakeReplicas: the data path is not part of the admin tests")
 }
 
-func (r *adminFakeReplicas) TxnVerificationGuard(string, int32, int64, int16) (uint64, bool, error) {
+func (r *adminFakeReplicas) TxnVerificationGuard(string, int32, int64, int16, bool) (uint64, bool, error) {
 	return 0, false, errMemNoProducers
 }
 

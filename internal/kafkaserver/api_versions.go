@@ -16,9 +16,20 @@ package kafkaserver
 //
 // v3+ carries the client's software name and version (KIP-511); both
 // must match [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? or the answer is
-// INVALID_REQUEST, still with the ranges, as Kafka does. No features are
-// finalized yet (transactions and the new group protocol come later), so
-// FinalizedFeatures is empty and its epoch -1.
+// INVALID_REQUEST, still with the ranges, as Kafka does.
+//
+// Features (v3+): transaction.version is supported 0-2 and finalized at
+// 2, Transactions V2 (KIP-890 part 2): a client that reads it (franz-go,
+// Kafka 4's) ends each transaction with EndTxn v5, which bumps the
+// producer epoch, and lets Produce v12 and TxnOffsetCommit v5 add their
+// partitions to the transaction (apis_txn.go); every other client keeps
+// the V1 path, which stays served. As Kafka, v3 answers leave a feature
+// whose minimum is 0 out of SupportedFeatures (clients of v3 took a
+// minimum of 0 to mean not supported, KIP-1022: only v4 may list it, and
+// v4 is not served), and the finalized features carry an epoch that
+// never goes down: the level is the
+// binary's, not the metadata log's, so every node of one build finalizes
+// the same, and the epoch is fixed.
 
 import (
 	"context"
@@ -32,11 +43,26 @@ func handleAPIVersions(_ context.Context, _ *Server, req *request) (kmsg.Respons
 	body := req.body.(*kmsg.ApiVersionsRequest)
 	resp := body.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = advertisedAPIKeys()
+	if req.version >= 3 {
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, transactionVersion, transactionVersion
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		resp.FinalizedFeaturesEpoch = finalizedFeaturesEpoch
+	}
 	if req.version >= 3 && (!validSoftwareField(body.ClientSoftwareName) || !validSoftwareField(body.ClientSoftwareVersion)) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	}
 	return resp, nil, nil
 }
+
+// The transaction.version feature (KIP-890, KIP-1022), finalized at 2.
+const (
+	transactionVersionFeature = "transaction.version"
+	transactionVersion        = 2
+	// finalizedFeaturesEpoch is the finalized features' epoch: 1 since
+	// transaction.version 2 was first finalized, never lower.
+	finalizedFeaturesEpoch = 1
+)
 
 // advertisedAPIKeys lists the apis table, sorted by key as Kafka sends it.
 func advertisedAPIKeys() []kmsg.ApiVersionsResponseApiKey {

@@ -10,7 +10,7 @@ package kafkaserver
 var dataAPIs = []api{
 	{key: 18, minVersion: 0, maxVersion: 3, handle: handleAPIVersions},
 	{key: 3, minVersion: 0, maxVersion: 12, handle: handleMetadata},
-	{key: 0, minVersion: 0, maxVersion: 11, handle: handleProduce},
+	{key: 0, minVersion: 0, maxVersion: 12, handle: handleProduce},
 	{key: 1, minVersion: 4, maxVersion: 16, handle: handleFetch},
 	{key: 27, minVersion: 0, maxVersion: 2, handle: handleWriteTxnMarkers},
 }

@@ -1,6 +1,6 @@
 package kafkaserver
 
-// EndTxn: v0-4
+// EndTxn: v0-5
 //
 // A transactional producer commits or aborts its transaction. The
 // coordinator writes PrepareCommit or PrepareAbort to __transaction_state
@@ -10,9 +10,12 @@ package kafkaserver
 // of a transaction already completed the same way is answered with
 // success. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 //
-// v0-4 are the Transactions V1 path (the producer keeps its epoch); v5
-// (KIP-890 part 2, an epoch bump per transaction) is not served until
-// the transaction.version feature is, and no client sends it before.
+// v0-4 are the Transactions V1 path (the producer keeps its epoch). v5 is
+// Transactions V2 (KIP-890 part 2): the coordinator bumps the producer's
+// epoch as it ends the transaction (a new producer id at an exhausted
+// epoch), writes the markers at the bumped epoch, so a late batch or
+// marker of the ended transaction is refused by every partition, and
+// answers the producer id and epoch the producer continues with.
 
 import (
 	"context"
@@ -34,8 +37,13 @@ func handleEndTxn(ctx context.Context, s *Server, req *request) (kmsg.Response, 
 	case r.TransactionalID == "":
 		err = invalidRequest("empty transactional id")
 	default:
-		_, _, err = s.cfg.Transactions.EndTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit, false)
+		var pid int64
+		var epoch int16
+		pid, epoch, err = s.cfg.Transactions.EndTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit, req.version >= 5)
 		err = txn.ErrorForVersion(err, kmsg.EndTxn, req.version)
+		if err == nil && req.version >= 5 {
+			resp.ProducerID, resp.ProducerEpoch = pid, epoch
+		}
 	}
 	if err != nil {
 		resp.ErrorCode = s.errorCodeLogged(err, "EndTxn", "transactional_id", r.TransactionalID)

@@ -256,7 +256,7 @@ var errMemNoProducers = errors.New("memReplicas: no producer state; use newRealR
 
 // The in-memory replicas keep no producer state, so nothing needs
 // verifying and a verified append is a plain one.
-func (r *memReplicas) TxnVerificationGuard(string, int32, int64, int16) (uint64, bool, error) {
+func (r *memReplicas) TxnVerificationGuard(string, int32, int64, int16, bool) (uint64, bool, error) {
 	return 0, false, nil
 }
 

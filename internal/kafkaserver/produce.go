@@ -181,7 +181,8 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 			toAppend = append(toAppend, j)
 		}
 	}
-	if body.TransactionID != nil && refuseAll == nil && s.cfg.TxnVerifier != nil {
+	if body.TransactionID != nil && refuseAll == nil && s.cfg.TxnVerifier != nil &&
+		(req.version >= tv2Produce || !s.cfg.TxnVerifyOnlyDisabled) {
 		// Before the turn: the coordinator's answer for this request
 		// overlaps the appends of the requests before it.
 		s.verifyTxnBatches(ctx, req.version, *body.TransactionID, toAppend)

@@ -18,14 +18,25 @@ package kafkaserver
 // the append clears the guard, and the append is refused: the answer was
 // about a transaction that has ended.
 //
+// Under Transactions V2 (Produce v12+, a client that read the
+// transaction.version feature) the client sends no AddPartitionsToTxn:
+// the question is the add itself (TxnVerifier.AddPartitionsToTxn, v5 to
+// another node), which starts the producer's next transaction if none is
+// open. While the coordinator is still writing the previous
+// transaction's markers it answers CONCURRENT_TRANSACTIONS; the leader
+// asks again every txnAddRetryBackoff for txnAddRetryMax (Kafka's
+// add.partitions.to.txn.retry.backoff.ms and .max.ms) before it answers
+// the client so, which retries too.
+//
 // Answers, as Kafka's ReplicaManager and AddPartitionsToTxnManager give
 // them: a partition not in the transaction is INVALID_TXN_STATE for
 // Produce v0-10 and TRANSACTION_ABORTABLE from v11 (clients that send
 // v11 know it); PRODUCER_FENCED is INVALID_PRODUCER_EPOCH;
 // INVALID_PRODUCER_ID_MAPPING and INVALID_TXN_STATE pass; a coordinator
 // that is moving, loading, busy completing the previous transaction
-// (CONCURRENT_TRANSACTIONS) or unreachable is NOT_ENOUGH_REPLICAS, which
-// every client retries without a metadata refresh. Batches of more than
+// (CONCURRENT_TRANSACTIONS, V1 only) or unreachable is
+// NOT_ENOUGH_REPLICAS, which every client retries without a metadata
+// refresh. Batches of more than
 // one producer in one request are INVALID_PRODUCER_ID_MAPPING. Nothing
 // of a refused partition is written.
 
@@ -46,6 +57,15 @@ import (
 // hangs holds its connection's later produces behind it, and a retry
 // (NOT_ENOUGH_REPLICAS) is cheap.
 const txnVerifyTimeout = 5 * time.Second
+
+// Transactions V2's retries of an add answered CONCURRENT_TRANSACTIONS.
+const (
+	txnAddRetryBackoff = 20 * time.Millisecond
+	txnAddRetryMax     = 100 * time.Millisecond
+)
+
+// tv2Produce is the first Produce version of Transactions V2.
+const tv2Produce = 12
 
 // verifyTxnBatches verifies the transactional batches of jobs (the
 // partitions of one produce request with transactional id id) and marks
@@ -79,7 +99,7 @@ func (s *Server) verifyTxnBatches(ctx context.Context, version int16, id string,
 			continue
 		}
 		j.verified = true
-		guard, needed, err := s.replicas.TxnVerificationGuard(j.topic, j.partition, p.id, p.epoch)
+		guard, needed, err := s.replicas.TxnVerificationGuard(j.topic, j.partition, p.id, p.epoch, version >= tv2Produce)
 		switch {
 		case err != nil:
 			j.err = err
@@ -93,7 +113,12 @@ func (s *Server) verifyTxnBatches(ctx context.Context, version int16, id string,
 		return
 	}
 	vctx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
-	errs := s.cfg.TxnVerifier.VerifyPartitionsInTxn(vctx, id, owner.id, owner.epoch, askedTPs)
+	var errs []error
+	if version >= tv2Produce {
+		errs = s.addToTxn(vctx, id, owner.id, owner.epoch, askedTPs)
+	} else {
+		errs = s.cfg.TxnVerifier.VerifyPartitionsInTxn(vctx, id, owner.id, owner.epoch, askedTPs)
+	}
 	cancel()
 	for i, j := range asked {
 		var err error
@@ -103,6 +128,28 @@ func (s *Server) verifyTxnBatches(ctx context.Context, version int16, id string,
 			err = errors.New("the coordinator's answer has no result for the partition")
 		}
 		j.err = verifyError(err, version)
+	}
+}
+
+// addToTxn is Transactions V2's implicit add of tps, asked again while
+// the coordinator answers CONCURRENT_TRANSACTIONS for all of them (see
+// the file comment), within txnAddRetryMax and ctx.
+func (s *Server) addToTxn(ctx context.Context, id string, producerID int64, epoch int16, tps []txn.TopicPartition) []error {
+	deadline := time.Now().Add(txnAddRetryMax)
+	for {
+		errs := s.cfg.TxnVerifier.AddPartitionsToTxn(ctx, id, producerID, epoch, tps)
+		busy := len(errs) > 0
+		for _, err := range errs {
+			busy = busy && errors.Is(err, kerr.ConcurrentTransactions)
+		}
+		if !busy || time.Now().Add(txnAddRetryBackoff).After(deadline) {
+			return errs
+		}
+		select {
+		case <-time.After(txnAddRetryBackoff):
+		case <-ctx.Done():
+			return errs
+		}
 	}
 }
 
@@ -126,6 +173,11 @@ func verifyError(err error, version int16) error {
 		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
 	case kerr.InvalidProducerIDMapping, kerr.InvalidTxnState, kerr.InvalidProducerEpoch:
 		return err
+	case kerr.ConcurrentTransactions:
+		if version >= tv2Produce {
+			// A Transactions V2 client knows to retry it.
+			return err
+		}
 	}
 	return fmt.Errorf("%w: verifying the partition with the transaction coordinator: %v", kerr.NotEnoughReplicas, err)
 }

@@ -16,11 +16,31 @@ import (
 )
 
 // scriptedVerifier answers each partition from answers by topic (nil:
-// in the transaction) and records what it was asked.
+// in the transaction) and records what it was asked; an add (V2) of a
+// topic in busy is answered CONCURRENT_TRANSACTIONS busy[topic] times
+// first.
 type scriptedVerifier struct {
 	mu      sync.Mutex
 	asked   []txn.TopicPartition
+	added   []txn.TopicPartition
 	answers map[string]error
+	busy    map[string]int
+}
+
+func (v *scriptedVerifier) AddPartitionsToTxn(_ context.Context, id string, pid int64, epoch int16, tps []txn.TopicPartition) []error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.added = append(v.added, tps...)
+	errs := make([]error, len(tps))
+	for i, tp := range tps {
+		if v.busy[tp.Topic] > 0 {
+			v.busy[tp.Topic]--
+			errs[i] = txn.ErrConcurrentTransactions
+			continue
+		}
+		errs[i] = v.answers[tp.Topic]
+	}
+	return errs
 }
 
 func (v *scriptedVerifier) VerifyPartitionsInTxn(_ context.Context, id string, pid int64, epoch int16, tps []txn.TopicPartition) []error {
@@ -189,5 +209,109 @@ func TestAddPartitionsToTxnV4(t *testing.T) {
 	}
 	if !slices.Equal(f.calls, []string{"verify a", "add b"}) {
 		t.Fatalf("coordinator calls %q, want a verify of a and an add of b", f.calls)
+	}
+}
+
+// Produce v12 (Transactions V2): the leader adds the partition itself,
+// asking again while the coordinator answers CONCURRENT_TRANSACTIONS
+// (the previous transaction's markers), and answers CONCURRENT_TRANSACTIONS
+// when it still does after txnAddRetryMax; a verify-only question is
+// never asked.
+func TestProduceV12AddsPartitions(t *testing.T) {
+	v := &scriptedVerifier{answers: map[string]error{"notadded": txn.ErrTransactionAbortable}, busy: map[string]int{"soon": 2, "stuck": 1000}}
+	h := newRealReplicasHarness(t, withTransactions(&scriptedTxns{}), withConfig(func(c *Config) { c.TxnVerifier = v }))
+	for _, topic := range []string{"soon", "stuck", "notadded"} {
+		h.ctrl.addTopic(topic, 1)
+	}
+	c := h.dial()
+	produce := func(topic string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(12)
+		id := "app"
+		req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
+		opts := record.DefaultBatchOptions()
+		opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, 9, 1, 0
+		b := record.NewBuilder(opts)
+		b.Add(nil, []byte("v"), nil, time.Now().UnixMilli())
+		batch, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		return c.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce("soon"); code != 0 {
+		t.Fatalf("busy twice, then added: code %d", code)
+	}
+	if code := produce("stuck"); code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("busy throughout: code %d, want CONCURRENT_TRANSACTIONS", code)
+	}
+	if code := produce("notadded"); code != kerr.TransactionAbortable.Code {
+		t.Fatalf("refused add: code %d, want TRANSACTION_ABORTABLE", code)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.asked) != 0 {
+		t.Fatalf("verify-only questions %v for a v12 produce", v.asked)
+	}
+	var soon int
+	for _, tp := range v.added {
+		if tp.Topic == "soon" {
+			soon++
+		}
+	}
+	if soon != 3 {
+		t.Fatalf("soon was added %d times, want 3 (two busy answers, then the add)", soon)
+	}
+	for topic, want := range map[string]int64{"soon": 1, "stuck": 0, "notadded": 0} {
+		if _, end, err := h.manager.LogEnd(topic, 0); err != nil || end != want {
+			t.Errorf("%s-0: log end %d (%v), want %d", topic, end, err, want)
+		}
+	}
+}
+
+// With verification off (transaction.partition.verification.enable
+// =false) a Produce v11 is appended unasked, as before Kafka 3.6; a v12
+// still adds its partition, or the partition would never be in the
+// transaction.
+func TestProduceVerificationOff(t *testing.T) {
+	v := &scriptedVerifier{answers: map[string]error{"t": txn.ErrTransactionAbortable}}
+	h := newRealReplicasHarness(t, withTransactions(&scriptedTxns{}), withConfig(func(c *Config) {
+		c.TxnVerifier, c.TxnVerifyOnlyDisabled = v, true
+	}))
+	h.ctrl.addTopic("t", 1)
+	c := h.dial()
+	for _, tc := range []struct {
+		version int16
+		pid     int64
+		want    int16
+	}{{11, 1, 0}, {12, 2, kerr.TransactionAbortable.Code}} {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(tc.version)
+		id := "app"
+		req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
+		opts := record.DefaultBatchOptions()
+		opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, tc.pid, 0, 0
+		b := record.NewBuilder(opts)
+		b.Add(nil, []byte("v"), nil, 1)
+		batch, _ := b.Build()
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		if got := c.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("v%d: code %d, want %d", tc.version, got, tc.want)
+		}
+	}
+	if len(v.asked) != 0 || len(v.added) != 1 {
+		t.Fatalf("asked %v, added %v: want only the v12 add", v.asked, v.added)
 	}
 }

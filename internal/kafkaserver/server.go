@@ -115,6 +115,11 @@ type Config struct {
 	// Nil: no verification, as Kafka before 3.6 (a server of tests
 	// that are not about it).
 	TxnVerifier TxnVerifier
+	// TxnVerifyOnlyDisabled turns off the verify-only question of
+	// Produce v0-11 (Kafka's transaction.partition.verification.enable
+	// =false); Produce v12's add is still asked, or its partition would
+	// never be in the transaction.
+	TxnVerifyOnlyDisabled bool
 	// TransactionTopicPartitions is transaction.state.log.num.partitions:
 	// the partitions of __transaction_state when FindCoordinator creates
 	// it (default 50). It must match the transaction coordinator's.

@@ -46,8 +46,9 @@ type Replicas interface {
 	// batch (KIP-890 part 1) on a partition this node leads: needed is
 	// false when the producer's transaction at epoch is open there
 	// already; otherwise the guard to append with once the coordinator
-	// has said the partition is in the transaction.
-	TxnVerificationGuard(topic string, partition int32, producerID int64, epoch int16) (guard uint64, needed bool, err error)
+	// has said the partition is in the transaction. supportsEpochBump:
+	// the producer is on Transactions V2 (Produce v12+).
+	TxnVerificationGuard(topic string, partition int32, producerID int64, epoch int16, supportsEpochBump bool) (guard uint64, needed bool, err error)
 	// StartAppendVerified is StartAppend for a request with a
 	// transactional id: a batch that opens its producer's transaction is
 	// appended only while guard is the partition's verification guard
@@ -119,8 +120,15 @@ type Groups interface {
 // coordinator's error for all (PRODUCER_FENCED,
 // INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
 // a NETWORK_EXCEPTION when it could not be asked).
+//
+// AddPartitionsToTxn is Transactions V2's implicit add (Produce v12,
+// TxnOffsetCommit v5): the leader adds the partitions to the producer's
+// transaction, starting one if none is open, with the coordinator's
+// errors per partition (CONCURRENT_TRANSACTIONS while the previous
+// transaction's markers are being written).
 type TxnVerifier interface {
 	VerifyPartitionsInTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition) []error
+	AddPartitionsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition) []error
 }
 
 // Transactions is the transaction coordinator (internal/txn): the

@@ -69,11 +69,13 @@ func (f *scriptedTxns) VerifyPartitionsInTxn(id string, pid int64, epoch int16, 
 	return errs
 }
 
+// EndTxn: a V2 end (v5) continues at the next epoch, as the coordinator
+// answers; a V1 end answers no producer (-1, -1), as it does.
 func (f *scriptedTxns) EndTxn(_ context.Context, id string, pid int64, epoch int16, commit, tv2 bool) (int64, int16, error) {
 	if tv2 {
-		panic("EndTxn v5 is not served")
+		return pid, epoch + 1, f.note("end v2 " + id)
 	}
-	return pid, epoch, f.note("end " + id)
+	return -1, -1, f.note("end " + id)
 }
 
 func (f *scriptedTxns) DescribeTransactions(ids []string) []txn.TransactionDescription {
@@ -257,6 +259,47 @@ func TestEndTxnWire(t *testing.T) {
 	req.TransactionalID = ""
 	if resp := c.roundTrip(req).(*kmsg.EndTxnResponse); resp.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("empty id: %+v", resp)
+	}
+	// v5, Transactions V2: the coordinator is asked for a V2 end and
+	// its bumped epoch is the answer's.
+	f.err, f.calls = nil, nil
+	req.Version, req.TransactionalID = 5, "payments"
+	if resp := c.roundTrip(req).(*kmsg.EndTxnResponse); resp.ErrorCode != 0 || resp.ProducerID != 7 || resp.ProducerEpoch != 4 {
+		t.Fatalf("v5: %+v, want producer 7 at epoch 4", resp)
+	}
+	if !slices.Equal(f.calls, []string{"end v2 payments"}) {
+		t.Fatalf("coordinator calls %q", f.calls)
+	}
+	f.err = txn.ErrProducerFenced
+	if resp := c.roundTrip(req).(*kmsg.EndTxnResponse); resp.ErrorCode != kerr.ProducerFenced.Code || resp.ProducerID != -1 {
+		t.Fatalf("v5 fenced: %+v", resp)
+	}
+}
+
+// ApiVersions v3 finalizes transaction.version 2 with a non-negative
+// epoch, and leaves it out of SupportedFeatures (its minimum is 0,
+// which v3 clients took to mean unsupported); v0-2 carry no features.
+func TestTransactionVersionFeature(t *testing.T) {
+	h := newWireHarness(t)
+	c := h.dial()
+	for v := int16(0); v <= 3; v++ {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "fjord-test", "1.0"
+		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		if v < 3 {
+			if len(resp.FinalizedFeatures) != 0 {
+				t.Fatalf("v%d: features %+v", v, resp.FinalizedFeatures)
+			}
+			continue
+		}
+		if resp.FinalizedFeaturesEpoch < 0 || len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "transaction.version" ||
+			resp.FinalizedFeatures[0].MaxVersionLevel != 2 || resp.FinalizedFeatures[0].MinVersionLevel != 2 {
+			t.Fatalf("v3: epoch %d, finalized %+v", resp.FinalizedFeaturesEpoch, resp.FinalizedFeatures)
+		}
+		if len(resp.SupportedFeatures) != 0 {
+			t.Fatalf("v3: supported %+v", resp.SupportedFeatures)
+		}
 	}
 }
 

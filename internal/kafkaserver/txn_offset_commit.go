@@ -1,6 +1,6 @@
 package kafkaserver
 
-// TxnOffsetCommit: v0-4
+// TxnOffsetCommit: v0-5
 //
 // A transactional producer commits a consumer group's offsets inside its
 // transaction (KIP-98), after AddOffsetsToTxn added the group's
@@ -17,18 +17,23 @@ package kafkaserver
 // As OffsetCommit: a topic or partition that does not exist is
 // UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator. v2 adds
 // the leader epoch; v3 is flexible and adds the member fields; v4 only
-// adds TRANSACTION_ABORTABLE to what may be answered. v5 (Transactions
-// V2, which adds the partition itself) is not served, as EndTxn v5 is
-// not.
+// adds TRANSACTION_ABORTABLE to what may be answered. v5 is Transactions
+// V2: the client sent no AddOffsetsToTxn, so the group's
+// __consumer_offsets partition is first added to the transaction here
+// (TxnVerifier.AddPartitionsToTxn, retried as a Produce v12's add is), and
+// its error, if any, is every partition's.
 
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/txn"
 )
 
 func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
@@ -79,6 +84,9 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 			where = append(where, [2]int{i, j})
 		}
 	}
+	if len(cr.Offsets) > 0 && requestErr == nil && req.version >= 5 {
+		requestErr = s.addOffsetsPartition(ctx, body.TransactionalID, body.Group, body.ProducerID, body.ProducerEpoch)
+	}
 	if len(cr.Offsets) > 0 {
 		err := requestErr
 		var partErrs []error
@@ -108,4 +116,30 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil, nil
+}
+
+// addOffsetsPartition adds group's __consumer_offsets partition to the
+// transaction of a TxnOffsetCommit v5 (Transactions V2), as Kafka's group
+// coordinator does before it writes the offsets.
+func (s *Server) addOffsetsPartition(ctx context.Context, id, groupID string, producerID int64, epoch int16) error {
+	if s.cfg.TxnVerifier == nil {
+		return kerr.CoordinatorNotAvailable
+	}
+	// The group coordinator's placement (FindCoordinator checks the
+	// topic has that many partitions before it names a coordinator).
+	n := s.cfg.OffsetsTopicPartitions
+	if t, ok := lookupTopic(s.image(), metadata.ConsumerOffsetsTopic); !ok || int32(len(t.Partitions)) != n {
+		return kerr.CoordinatorNotAvailable
+	}
+	tp := txn.TopicPartition{Topic: metadata.ConsumerOffsetsTopic, Partition: group.PartitionFor(groupID, n)}
+	actx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
+	defer cancel()
+	err := verifyError(s.addToTxn(actx, id, producerID, epoch, []txn.TopicPartition{tp})[0], tv2Produce)
+	if errors.Is(err, kerr.NotEnoughReplicas) {
+		// A produce's retriable answer; a commit's is this one, as
+		// Kafka's group coordinator normalizes it, which clients retry
+		// after finding the coordinator again.
+		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	return err
 }

@@ -129,6 +129,15 @@ type Config struct {
 	// what flush.policy=interval gives up; under flush.policy=ack every
 	// acknowledged write is fsynced anyway.
 	UnsyncedWritesInMemory bool
+	// DisableTxnPartitionVerification is Kafka's
+	// transaction.partition.verification.enable=false: a transactional
+	// batch opens its producer's transaction on a partition without the
+	// leader asking the coordinator first (KIP-890 part 1 off), as before
+	// Kafka 3.6. A late or unadded produce can then leave a hanging
+	// transaction (fjord txn find-hanging and abort end it). For
+	// compatibility and tests; Transactions V2 produces (v12) still add
+	// their partitions.
+	DisableTxnPartitionVerification bool
 	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false:
 	// the active controller (this node, while it is) never moves
 	// leaderships back to preferred replicas by itself, only on

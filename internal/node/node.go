@@ -382,6 +382,7 @@ func (n *Node) start(ctx context.Context) error {
 		OffsetsTopicPartitions:            offsetstopic.DefaultPartitions,
 		Transactions:                      n.txns,
 		TxnVerifier:                       txnstatetopic.NewVerifier(n.ctrl, n.peers, n.txns, cfg.NodeID, txnstatetopic.DefaultPartitions),
+		TxnVerifyOnlyDisabled:             cfg.DisableTxnPartitionVerification,
 		TransactionTopicPartitions:        txnstatetopic.DefaultPartitions,
 		TransactionTopicReplicationFactor: txnstatetopic.DefaultReplicationFactor,
 		InternalClientID:                  n.internalClientID,

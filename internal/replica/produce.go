@@ -75,12 +75,12 @@ func (m *Manager) StartAppend(topic string, partition int32, records []byte, ack
 // as for an append (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 // the leader lease), so a node that cannot append does not make the
 // coordinator round trip first.
-func (m *Manager) TxnVerificationGuard(topic string, partition int32, pid int64, epoch int16) (guard uint64, needed bool, err error) {
+func (m *Manager) TxnVerificationGuard(topic string, partition int32, pid int64, epoch int16, supportsEpochBump bool) (guard uint64, needed bool, err error) {
 	p, err := m.partition(topic, metadata.UUID{}, partition)
 	if err != nil {
 		return 0, false, err
 	}
-	if guard, needed, err = p.txnVerificationGuard(pid, epoch); err != nil {
+	if guard, needed, err = p.txnVerificationGuard(pid, epoch, supportsEpochBump); err != nil {
 		return 0, false, p.logError(err)
 	}
 	return guard, needed, nil
@@ -91,7 +91,7 @@ func (m *Manager) TxnVerificationGuard(topic string, partition int32, pid int64,
 // leads. It stays sound if leadership moves before the append: the append
 // checks leadership again, and a marker replicated here meanwhile clears
 // the guard (producerstate.State.UpdateMarker, on every path).
-func (p *Partition) txnVerificationGuard(pid int64, epoch int16) (uint64, bool, error) {
+func (p *Partition) txnVerificationGuard(pid int64, epoch int16, supportsEpochBump bool) (uint64, bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLeaderLocked(-1); err != nil {
@@ -100,7 +100,7 @@ func (p *Partition) txnVerificationGuard(pid int64, epoch int16) (uint64, bool, 
 	if err := p.checkLease(); err != nil {
 		return 0, false, err
 	}
-	return p.log.TxnVerificationGuard(pid, epoch)
+	return p.log.TxnVerificationGuard(pid, epoch, supportsEpochBump)
 }
 
 // StartAppendVerified is StartAppend for a produce with a transactional

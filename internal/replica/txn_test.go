@@ -178,10 +178,10 @@ func TestTxnVerification(t *testing.T) {
 	e.put(withPartition(newTopic("v", 1, 2, nil), 1, func(p *metadata.Partition) {
 		p.Replicas, p.Leader, p.LeaderEpoch = []int32{2, testNode}, 2, 3
 	}))
-	if _, _, err := e.m.TxnVerificationGuard("v", 1, 7, 0); !errors.Is(err, ErrNotLeader) {
+	if _, _, err := e.m.TxnVerificationGuard("v", 1, 7, 0, false); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("a partition this node follows: %v, want ErrNotLeader", err)
 	}
-	if _, _, err := e.m.TxnVerificationGuard("nope", 0, 7, 0); !errors.Is(err, ErrUnknownTopicOrPartition) {
+	if _, _, err := e.m.TxnVerificationGuard("nope", 0, 7, 0, false); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("an unknown partition: %v, want ErrUnknownTopicOrPartition", err)
 	}
 	if _, err := e.m.StartAppendVerified("v", 1, txnBatch(t, 7, 0, "f", 1), AcksLeader, 1); !errors.Is(err, ErrNotLeader) {
@@ -208,7 +208,7 @@ func TestTxnVerification(t *testing.T) {
 			t.Fatalf("%s: log end %d -> %d: the refused batch was written", what, leo, l.LogEndOffset())
 		}
 	}
-	guard, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 0)
+	guard, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 0, false)
 	if err != nil || !needed || guard == 0 {
 		t.Fatalf("TxnVerificationGuard: %d, %v, %v; want a guard", guard, needed, err)
 	}
@@ -217,7 +217,7 @@ func TestTxnVerification(t *testing.T) {
 	if err := appendVerified(txnBatch(t, 7, 0, "a", 2), guard); err != nil {
 		t.Fatalf("with the guard: %v", err)
 	}
-	if g, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 0); err != nil || needed || g != 0 {
+	if g, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 0, false); err != nil || needed || g != 0 {
 		t.Fatalf("the transaction open: %d, %v, %v; want no verification", g, needed, err)
 	}
 	if err := appendVerified(txnBatch(t, 7, 2, "b", 1), 0); err != nil {
@@ -226,7 +226,7 @@ func TestTxnVerification(t *testing.T) {
 	// The late produce: verified (at the producer's next epoch, while
 	// epoch 0's transaction is open) before the abort marker, appended
 	// after it.
-	late, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 1)
+	late, needed, err := e.m.TxnVerificationGuard("v", 0, 7, 1, false)
 	if err != nil || !needed {
 		t.Fatalf("the next epoch: %d, %v, %v; want a guard", late, needed, err)
 	}
@@ -238,7 +238,7 @@ func TestTxnVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	unverified("a guard from before the abort marker", txnBatchAt(t, 7, 1, 0, "c", 1), late)
-	next, _, err := e.m.TxnVerificationGuard("v", 0, 7, 1)
+	next, _, err := e.m.TxnVerificationGuard("v", 0, 7, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +247,6 @@ func TestTxnVerification(t *testing.T) {
 	}
 	// An epoch older than the producer's is refused before any round
 	// trip, answered as the append would be.
-	_, _, err = e.m.TxnVerificationGuard("v", 0, 7, 0)
+	_, _, err = e.m.TxnVerificationGuard("v", 0, 7, 0, false)
 	checkBoundary(t, "an older epoch", err, ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch, nil)
 }

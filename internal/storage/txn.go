@@ -97,14 +97,15 @@ func (l *Log) AppendTxnMarker(m TxnMarker, leaderEpoch int32) (AppendInfo, error
 // producer's transaction at epoch is open here already; otherwise guard
 // is what AppendVerified must be given for a batch that opens it. An
 // epoch older than the producer's here is ErrInvalidProducerEpoch
-// (producerstate.State.VerificationGuard).
-func (l *Log) TxnVerificationGuard(pid int64, epoch int16) (guard uint64, needed bool, err error) {
+// (producerstate.State.VerificationGuard). supportsEpochBump: the
+// producer is on Transactions V2.
+func (l *Log) TxnVerificationGuard(pid int64, epoch int16, supportsEpochBump bool) (guard uint64, needed bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkWritable(); err != nil {
 		return 0, false, err
 	}
-	guard, needed, err = l.producers.VerificationGuard(pid, epoch, l.now().UnixMilli())
+	guard, needed, err = l.producers.VerificationGuard(pid, epoch, l.now().UnixMilli(), supportsEpochBump)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w (log %s)", err, l.name)
 	}

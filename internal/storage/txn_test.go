@@ -679,7 +679,7 @@ func TestAppendVerified(t *testing.T) {
 	}
 	guard := func(pid int64, epoch int16) uint64 {
 		t.Helper()
-		g, needed, err := l.TxnVerificationGuard(pid, epoch)
+		g, needed, err := l.TxnVerificationGuard(pid, epoch, false)
 		if err != nil || !needed || g == 0 {
 			t.Fatalf("TxnVerificationGuard(%d, %d): %d, %v, %v; want a guard", pid, epoch, g, needed, err)
 		}
@@ -712,7 +712,7 @@ func TestAppendVerified(t *testing.T) {
 	}
 	x.expectLSO("the verified transaction is open", l.LogEndOffset(), first.FirstOffset)
 	// Open now: no guard is needed for the producer's next batches.
-	if g0, needed, err := l.TxnVerificationGuard(1, 1); err != nil || needed || g0 != 0 {
+	if g0, needed, err := l.TxnVerificationGuard(1, 1, false); err != nil || needed || g0 != 0 {
 		t.Fatalf("with the transaction open: %d, %v, %v; want 0, false", g0, needed, err)
 	}
 	if _, err := l.AppendVerified(batch(1, 1, 2, true), 0, 0); err != nil {
@@ -722,7 +722,7 @@ func TestAppendVerified(t *testing.T) {
 	if dup, err := l.AppendVerified(batch(1, 1, 0, true), 0, 0); err != nil || !dup.Duplicate || dup.FirstOffset != first.FirstOffset {
 		t.Fatalf("retry of the first batch: %+v, %v; want a duplicate at %d", dup, err, first.FirstOffset)
 	}
-	if _, _, err := l.TxnVerificationGuard(1, 0); !errors.Is(err, ErrInvalidProducerEpoch) {
+	if _, _, err := l.TxnVerificationGuard(1, 0, false); !errors.Is(err, ErrInvalidProducerEpoch) {
 		t.Fatalf("an epoch older than the producer's: %v", err)
 	}
 
@@ -776,7 +776,7 @@ func TestAppendVerified(t *testing.T) {
 	refused("an expired guard", 4, batch(4, 0, 0, true), stale)
 
 	l.Close()
-	if _, _, err := l.TxnVerificationGuard(5, 0); !errors.Is(err, ErrLogClosed) {
+	if _, _, err := l.TxnVerificationGuard(5, 0, false); !errors.Is(err, ErrLogClosed) {
 		t.Fatalf("a closed log: %v", err)
 	}
 }

@@ -103,7 +103,7 @@ func (s *State) UpdateMarker(h record.Header, m Marker, nowMs int64) (CompletedT
 	if !h.HasProducerID() {
 		return CompletedTxn{}, false
 	}
-	s.clearVerification(h.ProducerID)
+	s.clearVerificationAtMarker(h.ProducerID, h.ProducerEpoch)
 	e := s.touch(h, nowMs)
 	e.coordinatorEpoch = m.CoordinatorEpoch
 	if e.txnFirstOffset < 0 {

@@ -38,11 +38,19 @@ import (
 // (truncation, a reopen) has none, so a verification in flight across it
 // fails with ErrInvalidTxnState and the producer aborts, which is safe.
 //
+// Under Transactions V2 a marker at the entry's epoch does not clear it
+// (Kafka's isV2NextTransactionStarted): the coordinator bumps the epoch
+// when it ends a transaction, so the previous transaction's marker
+// carries the epoch the next transaction's batches already use, and the
+// next transaction's verification (its implicit add, which the
+// coordinator holds off with CONCURRENT_TRANSACTIONS until those markers
+// are written) can begin before that marker lands here. The next
+// transaction's own end bumps the epoch again, so its marker still
+// clears the entry.
+//
 // Not done here: Kafka's entry also keeps the lowest sequence number seen
 // while verifying, to refuse a first batch that is not the transaction's
-// first; and, under Transactions V2, it keeps the entry when a marker at
-// the entry's epoch arrives (the marker carries the bumped epoch of the
-// transaction before, while the entry is for the next one).
+// first.
 
 // lastVerificationGuard is the last guard handed out: guards count up
 // from 1, so 0 (Kafka's VerificationGuard.SENTINEL) never verifies.
@@ -57,13 +65,16 @@ type verification struct {
 	// timestampMs is when it last asked, by the broker's clock (see
 	// RemoveExpired).
 	timestampMs int64
+	// supportsEpochBump: the producer is on Transactions V2 (Produce
+	// v12+), whose markers carry the bumped epoch (see above).
+	supportsEpochBump bool
 }
 
 // VerificationGuard starts the verification of a transactional batch of
 // producer pid at epoch (Kafka's UnifiedLog.maybeStartTransactionVerification),
 // as the leader does before it asks the transaction coordinator whether
 // this partition is in the producer's transaction. nowMs is the broker's
-// clock.
+// clock; supportsEpochBump says the producer is on Transactions V2.
 //
 //   - The producer has a transaction open here at epoch: the batch cannot
 //     open one, so needed is false and the guard 0; nothing is asked.
@@ -75,7 +86,7 @@ type verification struct {
 //     answers the same guard: two requests of one producer may be
 //     verifying at once, and the first to append opens the transaction
 //     the second then joins without the guard.
-func (s *State) VerificationGuard(pid int64, epoch int16, nowMs int64) (guard uint64, needed bool, err error) {
+func (s *State) VerificationGuard(pid int64, epoch int16, nowMs int64, supportsEpochBump bool) (guard uint64, needed bool, err error) {
 	if e := s.producers[pid]; e != nil {
 		if e.txnFirstOffset >= 0 && e.epoch == epoch {
 			return 0, false, nil
@@ -94,6 +105,7 @@ func (s *State) VerificationGuard(pid int64, epoch int16, nowMs int64) (guard ui
 	}
 	v.epoch = max(v.epoch, epoch)
 	v.timestampMs = nowMs
+	v.supportsEpochBump = v.supportsEpochBump || supportsEpochBump
 	s.verifying[pid] = v
 	return v.guard, true, nil
 }
@@ -123,6 +135,16 @@ func (s *State) verified(pid int64, guard uint64) bool {
 // marker of its transaction was written, so a coordinator's answer given
 // before it may be about a transaction that is over.
 func (s *State) clearVerification(pid int64) {
+	delete(s.verifying, pid)
+}
+
+// clearVerificationAtMarker is clearVerification for a marker of producer
+// pid at epoch, except for a Transactions V2 entry at the marker's epoch:
+// that marker ends the transaction before the one the entry verifies.
+func (s *State) clearVerificationAtMarker(pid int64, epoch int16) {
+	if v, ok := s.verifying[pid]; ok && v.supportsEpochBump && v.epoch == epoch {
+		return
+	}
 	delete(s.verifying, pid)
 }
 

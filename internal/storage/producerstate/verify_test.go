@@ -15,7 +15,7 @@ import (
 // unless it is needed (and so not 0).
 func mustGuard(t *testing.T, s *State, pid int64, epoch int16, nowMs int64) uint64 {
 	t.Helper()
-	g, needed, err := s.VerificationGuard(pid, epoch, nowMs)
+	g, needed, err := s.VerificationGuard(pid, epoch, nowMs, false)
 	if err != nil || !needed || g == 0 {
 		t.Fatalf("VerificationGuard(%d, %d): guard %d needed %v err %v; want a guard", pid, epoch, g, needed, err)
 	}
@@ -63,11 +63,11 @@ func TestVerificationGuardNeeded(t *testing.T) {
 	// Producer 4 has a transaction open at epoch 2: not needed at 2, needed
 	// at 3 (the transaction open is of another epoch), refused at 1.
 	write(t, s, txnHdr(4, 2, 0, 1, 1))
-	if g, needed, err := s.VerificationGuard(4, 2, 100); err != nil || needed || g != 0 {
+	if g, needed, err := s.VerificationGuard(4, 2, 100, false); err != nil || needed || g != 0 {
 		t.Fatalf("transaction open at the epoch: guard %d needed %v err %v; want 0, false", g, needed, err)
 	}
 	mustGuard(t, s, 4, 3, 100)
-	if g, needed, err := s.VerificationGuard(4, 1, 100); !errors.Is(err, ErrInvalidProducerEpoch) || needed || g != 0 {
+	if g, needed, err := s.VerificationGuard(4, 1, 100, false); !errors.Is(err, ErrInvalidProducerEpoch) || needed || g != 0 {
 		t.Fatalf("an epoch older than the producer's: guard %d needed %v err %v; want ErrInvalidProducerEpoch", g, needed, err)
 	}
 	// The entry keeps the newest epoch asked for, and its guard.
@@ -116,7 +116,7 @@ func TestCheckVerified(t *testing.T) {
 	// transaction was open there, and was told no verification was
 	// needed (guard 0); one asked at the next epoch, and was given a
 	// guard (and the coordinator's yes).
-	if g0, needed, err := s.VerificationGuard(1, 0, 170); err != nil || needed || g0 != 0 {
+	if g0, needed, err := s.VerificationGuard(1, 0, 170, false); err != nil || needed || g0 != 0 {
 		t.Fatalf("the transaction open: guard %d needed %v err %v", g0, needed, err)
 	}
 	late := mustGuard(t, s, 1, 1, 170)
@@ -221,4 +221,42 @@ func TestVerificationExpiryAndSnapshots(t *testing.T) {
 	if string(s.AppendSnapshot(nil, 1)) != string(loaded.AppendSnapshot(nil, 1)) {
 		t.Fatal("verification entries changed the snapshot's bytes")
 	}
+}
+
+// Transactions V2: the coordinator bumps the epoch as it ends a
+// transaction, so the previous transaction's marker carries the epoch
+// the next one's batches use. The next transaction's verification (its
+// implicit add) may start before that marker lands here; the marker must
+// not clear it (Kafka's isV2NextTransactionStarted). The next
+// transaction's own marker, at the epoch after, does; and a V1 entry at
+// the marker's epoch is cleared as before.
+func TestVerificationAcrossATransactionsV2Marker(t *testing.T) {
+	s := New()
+	write(t, s, txnHdr(1, 0, 0, 1, 0)) // transaction N at epoch 0
+	g, needed, err := s.VerificationGuard(1, 1, 100, true)
+	if err != nil || !needed || g == 0 {
+		t.Fatalf("the next transaction's guard at epoch 1: %d %v %v", g, needed, err)
+	}
+	s.UpdateMarker(markerHdr(1, 1, 1), Marker{Commit: true}, 110) // N's V2 marker, at epoch 1
+	checkVerified(t, s, g, txnHdr(1, 1, 0, 1, 2))
+	s.Update(txnHdr(1, 1, 0, 1, 2), 120)
+
+	// The transaction after: its guard at epoch 2 goes with its own
+	// abort marker, at epoch 3.
+	g2, _, _ := s.VerificationGuard(1, 2, 130, true)
+	s.UpdateMarker(markerHdr(1, 2, 3), Marker{Commit: true}, 140) // the epoch-1 transaction's marker
+	if v, ok := s.verifying[1]; !ok || v.guard != g2 {
+		t.Fatalf("the previous transaction's marker cleared the next one's entry: %+v", v)
+	}
+	s.UpdateMarker(markerHdr(1, 3, 4), Marker{Commit: false}, 150)
+	if _, ok := s.verifying[1]; ok {
+		t.Fatal("a V2 entry outlived its own transaction's marker")
+	}
+
+	// V1 keeps one epoch: a marker at the entry's epoch is the end of
+	// the transaction the entry asked about, and clears it.
+	v1 := New()
+	g1, _, _ := v1.VerificationGuard(5, 0, 100, false)
+	v1.UpdateMarker(markerHdr(5, 0, 0), Marker{Commit: false}, 110)
+	refusedUnverified(t, v1, g1, "a V1 guard after a marker at its epoch", txnHdr(5, 0, 0, 1, 1))
 }

@@ -14,6 +14,10 @@ package txnstatetopic
 // it; Kafka batches the questions of many producers per coordinator,
 // which a busy leader may want too).
 //
+// AddPartitionsToTxn is the same question asked as Transactions V2's
+// implicit add (a Produce v12 or TxnOffsetCommit v5): the coordinator
+// adds the partitions to the transaction, starting one if none is open.
+//
 // Results per partition, in order: nil when it is in the transaction,
 // else the coordinator's error (TRANSACTION_ABORTABLE for one not in
 // it); when the coordinator's node is unknown or the request fails, a
@@ -33,9 +37,10 @@ import (
 )
 
 // LocalVerifier is this node's transaction coordinator's side of the
-// question (txn.Coordinator.VerifyPartitionsInTxn).
+// question (txn.Coordinator's).
 type LocalVerifier interface {
 	VerifyPartitionsInTxn(transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition) []error
+	AddPartitionsToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, partitions []txn.TopicPartition, tv2 bool) error
 }
 
 // Verifier asks the coordinator of a transactional id whether partitions
@@ -57,6 +62,17 @@ func NewVerifier(images Images, pool *peers.Pool, local LocalVerifier, nodeID, p
 // VerifyPartitionsInTxn answers per partition of parts (see the file
 // comment).
 func (v *Verifier) VerifyPartitionsInTxn(ctx context.Context, id string, producerID int64, epoch int16, parts []txn.TopicPartition) []error {
+	return v.ask(ctx, id, producerID, epoch, parts, true)
+}
+
+// AddPartitionsToTxn adds parts to the transaction (see the file
+// comment).
+func (v *Verifier) AddPartitionsToTxn(ctx context.Context, id string, producerID int64, epoch int16, parts []txn.TopicPartition) []error {
+	return v.ask(ctx, id, producerID, epoch, parts, false)
+}
+
+// ask is the question, verify-only or as an add.
+func (v *Verifier) ask(ctx context.Context, id string, producerID int64, epoch int16, parts []txn.TopicPartition, verifyOnly bool) []error {
 	all := func(err error) []error {
 		errs := make([]error, len(parts))
 		for i := range errs {
@@ -69,13 +85,16 @@ func (v *Verifier) VerifyPartitionsInTxn(ctx context.Context, id string, produce
 		return all(err)
 	}
 	if coordinator == v.nodeID {
-		return v.local.VerifyPartitionsInTxn(id, producerID, epoch, parts)
+		if verifyOnly {
+			return v.local.VerifyPartitionsInTxn(id, producerID, epoch, parts)
+		}
+		return all(v.local.AddPartitionsToTxn(ctx, id, producerID, epoch, parts, true))
 	}
 	b, err := v.peers.Broker(coordinator)
 	if err != nil {
 		return all(fmt.Errorf("%w: node %d: %v", kerr.CoordinatorNotAvailable, coordinator, err))
 	}
-	resp, err := b.Request(ctx, verifyRequest(id, producerID, epoch, parts))
+	resp, err := b.Request(ctx, verifyRequest(id, producerID, epoch, parts, verifyOnly))
 	if err != nil {
 		return all(fmt.Errorf("%w: AddPartitionsToTxn to node %d: %w", kerr.NetworkException, coordinator, err))
 	}
@@ -97,14 +116,14 @@ func (v *Verifier) coordinatorOf(id string) (int32, error) {
 	return t.Partitions[p].Leader, nil
 }
 
-// verifyRequest is AddPartitionsToTxn of one verify-only transaction,
-// in the v4 form. The peer client sends the highest version both sides
+// verifyRequest is AddPartitionsToTxn of one transaction, verify-only or
+// an add, in the v4 form. The peer client sends the highest version both sides
 // serve, 4 between Fjord nodes; a node serving only v0-3 would get a
 // request without its transaction and refuse it (INVALID_REQUEST), never
 // add the partitions.
-func verifyRequest(id string, producerID int64, epoch int16, parts []txn.TopicPartition) *kmsg.AddPartitionsToTxnRequest {
+func verifyRequest(id string, producerID int64, epoch int16, parts []txn.TopicPartition, verifyOnly bool) *kmsg.AddPartitionsToTxnRequest {
 	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = id, producerID, epoch, true
+	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = id, producerID, epoch, verifyOnly
 	topicAt := map[string]int{}
 	for _, tp := range parts {
 		at, ok := topicAt[tp.Topic]
