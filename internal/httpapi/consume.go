@@ -18,7 +18,7 @@ import (
 
 // Group consumption over HTTP:
 //
-//	GET  /v1/topics/{topic}/consume?group=G&max_bytes=M&timeout_ms=T&consumer=C&auto_offset_reset=R
+//	GET  /v1/topics/{topic}/consume?group=G&max_bytes=M&timeout_ms=T&consumer=C&auto_offset_reset=R&isolation=I
 //	POST /v1/topics/{topic}/commit  {"group": G, "offsets": {"17": 884214}, "consumer": C}
 //	POST /v1/topics/{topic}/seek    {"group": G, "partition": P, "offset": N | "timestamp": T, "consumer": C}
 //	DELETE /v1/topics/{topic}/consume?group=G&consumer=C   closes the instance
@@ -42,6 +42,20 @@ import (
 // with. Until the group has given the instance its first assignment, a
 // consume answers joining: true (and no records): an empty answer then
 // does not mean there is nothing to read.
+//
+// isolation is Kafka's isolation.level, read_uncommitted (the default,
+// as Kafka's consumers') or read_committed, which hands out only
+// committed transactions' records and waits at a partition's last stable
+// offset while a transaction there is open (read.go says more). Like
+// auto_offset_reset it counts when the consume starts the instance: a
+// franz-go client fetches at one level for its life. A consume that
+// names the other level than its running instance's is 409
+// isolation_mismatch and changes nothing (the instance keeps its
+// records and position for the consumes that match), rather than quietly
+// hand out records the client asked not to see, or withhold ones it
+// asked for; one that names none reads at the instance's. A group's
+// members may read at different levels, as Kafka's may: the level is
+// the member's, not the group's.
 //
 // A position is always inside its partition's log, [log start, log end]:
 // a commit or seek outside it is 416 offset_out_of_range, naming the
@@ -72,6 +86,9 @@ type instanceKey struct{ group, topic, consumer string }
 type instance struct {
 	key instanceKey
 	cl  *kgo.Client
+	// isolation is the level cl fetches at, set when the instance
+	// starts and never changed (so read without a lock).
+	isolation isolation
 
 	mu       sync.Mutex // one request at a time
 	pending  []*kgo.Record
@@ -139,20 +156,39 @@ func newConsumers(brokers []string, idle, session time.Duration, max int) *consu
 	return c
 }
 
+// instanceStart is what a consume asks of the instance it starts; a
+// running instance keeps what it started with.
+type instanceStart struct {
+	// earliest: where the group has no committed offset, start at the
+	// log start rather than the log end.
+	earliest bool
+	// isolation is the level to fetch at; isolationNamed, whether the
+	// consume named it (then a running instance at the other level is a
+	// conflict rather than used).
+	isolation      isolation
+	isolationNamed bool
+}
+
 // get returns the instance for key, creating it (and so joining the
-// group) if needed, to start where the group has no committed offset at
-// the log start (earliest) or end; a full table is 429.
-func (c *consumers) get(key instanceKey, earliest bool) (*instance, error) {
+// group) as start says if needed; a full table is 429, a running
+// instance at another isolation than start names 409.
+func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if in, ok := c.m[key]; ok {
+		if start.isolationNamed && in.isolation != start.isolation {
+			return nil, &apiError{status: http.StatusConflict, code: "isolation_mismatch",
+				msg: fmt.Sprintf("the consumer instance of group %q on topic %q (consumer %q) on this node reads %s, not %s: consume without isolation to read at %s, "+
+					"use another consumer id, or close the instance (DELETE) and consume again to start one at %s",
+					key.group, key.topic, key.consumer, in.isolation, start.isolation, in.isolation, start.isolation)}
+		}
 		return in, nil
 	}
 	if len(c.m) >= c.max {
 		return nil, &apiError{status: http.StatusTooManyRequests, code: "too_many_consumers",
 			msg: fmt.Sprintf("this node runs %d consumer instances, its limit; let some expire or reuse them", c.max)}
 	}
-	in := &instance{key: key, lastUsed: time.Now(), owned: map[int32]bool{}}
+	in := &instance{key: key, isolation: start.isolation, lastUsed: time.Now(), owned: map[int32]bool{}}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(c.brokers...),
 		kgo.ClientID("fjord-http-consumer"),
@@ -166,7 +202,14 @@ func (c *consumers) get(key instanceKey, earliest bool) (*instance, error) {
 		// not a reset: franz-go would otherwise move the position by
 		// itself, to the log start, or to ConsumeResetOffset when
 		// nothing was consumed yet, silently skipping or replaying.
-		kgo.ConsumeResetOffset(startOffset(earliest)),
+		kgo.ConsumeResetOffset(startOffset(start.earliest)),
+		// The level, for the instance's life. KIP-447's other half,
+		// RequireStable on the group's OffsetFetch (a member waits for
+		// offsets that a transaction still open committed rather than
+		// start from older ones), takes no option here: franz-go sets it
+		// on every group consumer, and RequireStableFetchOffsets is a
+		// deprecated no-op.
+		kgo.FetchIsolationLevel(start.isolation.kgo()),
 		kgo.MetadataMinAge(metadataMinAge),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, true) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, false) }),
@@ -297,20 +340,24 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_timeout", "timeout_ms %q: want 0 to %d", q.Get("timeout_ms"), maxReadWait.Milliseconds()))
 		return
 	}
-	var earliest bool
+	var start instanceStart
 	switch reset := q.Get("auto_offset_reset"); reset {
 	case "", "latest":
 	case "earliest":
-		earliest = true
+		start.earliest = true
 	default:
 		writeError(w, badRequest("bad_auto_offset_reset", "auto_offset_reset %q: want earliest or latest (the default)", reset))
+		return
+	}
+	if start.isolation, start.isolationNamed, err = parseIsolation(q.Get("isolation")); err != nil {
+		writeError(w, err)
 		return
 	}
 	if _, err := a.topicPartitions(r.Context(), topic); err != nil {
 		writeError(w, err)
 		return
 	}
-	in, err := a.consumers.get(instanceKey{group: group, topic: topic, consumer: q.Get("consumer")}, earliest)
+	in, err := a.consumers.get(instanceKey{group: group, topic: topic, consumer: q.Get("consumer")}, start)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -36,17 +36,19 @@ var apiRoutes = []route{
 	{"GET", "/v1/topics/{topic}/partitions/{partition}/records", (*API).handleRead, routeDoc{
 		summary: "Read a partition from an offset, without a group",
 		query: []param{{"offset", "integer", "first offset (default: the log start)", false},
-			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000", false}},
-		answer: `{"records": [{"partition", "offset", "key": text or null (no key, or not UTF-8), "key_b64": the key's bytes (absent without a key), "value", "headers": {name: base64 | null} (the last of each name), "header_list": [{"name", "value"}] (every header in order; only when a name repeats), "timestamp"}], "next_offset", "high_watermark", "log_start_offset"}`,
+			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000", false},
+			{"isolation", "string", "read_uncommitted (default: to the high watermark, open and aborted transactions' records included) or read_committed (to the last stable offset, aborted transactions' records dropped); anything else is 400 bad_isolation", false}},
+		answer: `{"records": [{"partition", "offset", "key": text or null (no key, or not UTF-8), "key_b64": the key's bytes (absent without a key), "value", "headers": {name: base64 | null} (the last of each name), "header_list": [{"name", "value"}] (every header in order; only when a name repeats), "timestamp"}], "next_offset" (where the next read continues: past every record, transaction marker and aborted record this answer covered, never below offset), "high_watermark", "last_stable_offset" (where read_committed reads stop: the first offset of the oldest open transaction, else the high watermark; given for either isolation), "log_start_offset"}`,
 		errors: []int{400, 404, 416, 503},
 	}},
 	{"GET", "/v1/topics/{topic}/consume", (*API).handleConsume, routeDoc{
 		summary: "Consume as a member of a consumer group (at-least-once)",
 		query: []param{{"group", "string", "the consumer group", true}, {"consumer", "string", "instance id (default: one per group and topic)", false},
 			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000 (default 1000)", false},
-			{"auto_offset_reset", "string", "where a new instance starts in partitions its group has no committed offset for: latest (default, the log end) or earliest (the log start)", false}},
+			{"auto_offset_reset", "string", "where a new instance starts in partitions its group has no committed offset for: latest (default, the log end) or earliest (the log start)", false},
+			{"isolation", "string", "the level a new instance fetches at for its life: read_uncommitted (default) or read_committed (committed transactions' records only); naming the other level than the running instance's is 409 isolation_mismatch, naming none takes the instance's", false}},
 		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "joining": bool (true while the instance waits for its first assignment)}`,
-		errors: []int{400, 404, 416, 503},
+		errors: []int{400, 404, 409, 416, 503},
 	}},
 	{"DELETE", "/v1/topics/{topic}/consume", (*API).handleCloseConsumer, routeDoc{
 		summary: "Close the consumer instance that consumes with these parameters on this node: it leaves its group at once",

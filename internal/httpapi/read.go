@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// GET /v1/topics/{topic}/partitions/{p}/records?offset=N&max_bytes=M&timeout_ms=T
+// GET /v1/topics/{topic}/partitions/{p}/records?offset=N&max_bytes=M&timeout_ms=T&isolation=I
 //
 // A stateless read, without a group: the records of one partition from
 // offset N (default: the log start), at most max_bytes of them (default
@@ -21,7 +21,7 @@ import (
 //
 //	{"records": [{"partition", "offset", "key", "key_b64", "value",
 //	  "headers", "timestamp"}], "next_offset": N', "high_watermark": H,
-//	 "log_start_offset": L}
+//	 "last_stable_offset": S, "log_start_offset": L}
 //
 // headers is {name: base64 or null}, the last header of each name;
 // header_list, [{"name", "value"}] in order, comes too when a name
@@ -29,8 +29,25 @@ import (
 // same as text when it is UTF-8, else null: never a string with bytes
 // replaced. A record without one has key null and no key_b64.
 //
-// next_offset is where the next read continues. An offset outside the
-// log is 416 offset_out_of_range; an unknown topic or partition 404.
+// isolation is Kafka's isolation.level: read_uncommitted (the default,
+// as Kafka's consumers') reads to the high watermark, records of open and
+// aborted transactions included; read_committed reads to the last stable
+// offset (the first offset of the oldest transaction still open on the
+// partition, else the high watermark) and drops aborted transactions'
+// records, as the fetch answer lists them. Anything else is 400
+// bad_isolation. last_stable_offset is in every answer, whatever the
+// level: a read_uncommitted reader can see how far read_committed ones
+// have got.
+//
+// next_offset is where the next read continues: the offset after
+// everything the answer covered, which is past the last record returned
+// and also past the transaction markers (control batches) and aborted
+// records that were read and dropped. A range holding only those returns
+// no records and a next_offset past them, so a client that pages with
+// next_offset never stops at a marker. It is never below N; with
+// read_committed it is at most the last stable offset, where the
+// broker's read stops. An offset outside the log is 416
+// offset_out_of_range; an unknown topic or partition 404.
 
 type readRecord struct {
 	Partition int32 `json:"partition"`
@@ -50,10 +67,12 @@ type readRecord struct {
 }
 
 type readResponse struct {
-	Records        []readRecord `json:"records"`
-	NextOffset     int64        `json:"next_offset"`
-	HighWatermark  int64        `json:"high_watermark"`
-	LogStartOffset int64        `json:"log_start_offset"`
+	Records       []readRecord `json:"records"`
+	NextOffset    int64        `json:"next_offset"`
+	HighWatermark int64        `json:"high_watermark"`
+	// LastStableOffset is the fetch answer's, for either isolation.
+	LastStableOffset int64 `json:"last_stable_offset"`
+	LogStartOffset   int64 `json:"log_start_offset"`
 }
 
 func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
@@ -79,6 +98,11 @@ func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_timeout", "timeout_ms %q: want 0 to %d", q.Get("timeout_ms"), maxReadWait.Milliseconds()))
 		return
 	}
+	level, _, err := parseIsolation(q.Get("isolation"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 
 	td, err := a.topicPartitions(r.Context(), topic)
 	if err != nil {
@@ -101,6 +125,10 @@ func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
 	req.MaxWaitMillis = int32(waitMs)
 	req.MinBytes = 1
 	req.MaxBytes = int32(maxBytes)
+	// The broker stops a read_committed fetch at the last stable offset
+	// and lists the aborted transactions in what it returns; dropping
+	// their records is the reader's work (ProcessFetchPartition below).
+	req.IsolationLevel = int8(level)
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic, rt.TopicID = topic, td.ID
 	rp := kmsg.NewFetchRequestTopicPartition()
@@ -141,17 +169,26 @@ func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-		Offset: rp.FetchOffset, Topic: topic, Partition: int32(partition),
+	fp, covered := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset: rp.FetchOffset, Topic: topic, Partition: int32(partition), IsolationLevel: level.kgo(),
 	}, part, kgo.DefaultDecompressor(), nil)
 	if fp.Err != nil {
 		writeError(w, fp.Err)
 		return
 	}
-	out := readResponse{Records: []readRecord{}, NextOffset: rp.FetchOffset, HighWatermark: part.HighWatermark, LogStartOffset: part.LogStartOffset}
+	// covered is the offset after the last whole batch read: records,
+	// control batches (markers) and aborted batches alike. next_offset
+	// used to be the last record's offset + 1, or the offset asked for
+	// when no record came, so a range of markers or aborted records only
+	// answered next_offset = offset and a client paging with it asked for
+	// the same range for ever. franz-go never puts covered below either
+	// (a batch cut short by max_bytes leaves it where the batch starts);
+	// the max()es keep next_offset from going back should that change.
+	out := readResponse{Records: []readRecord{}, NextOffset: max(covered, rp.FetchOffset), HighWatermark: part.HighWatermark,
+		LastStableOffset: part.LastStableOffset, LogStartOffset: part.LogStartOffset}
 	for _, rec := range fp.Records {
 		out.Records = append(out.Records, recordJSON(rec))
-		out.NextOffset = rec.Offset + 1
+		out.NextOffset = max(out.NextOffset, rec.Offset+1)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -196,6 +233,62 @@ func headersJSON(hs []kgo.RecordHeader) (map[string]*string, []headerOut) {
 		return m, nil
 	}
 	return m, list
+}
+
+// isolation is a read's isolation level, Kafka's isolation.level, with
+// its wire values (FetchRequest.IsolationLevel).
+type isolation int8
+
+const (
+	readUncommitted isolation = 0
+	readCommitted   isolation = 1
+)
+
+func (i isolation) String() string {
+	if i == readCommitted {
+		return "read_committed"
+	}
+	return "read_uncommitted"
+}
+
+// kgo is the level as franz-go names it.
+func (i isolation) kgo() kgo.IsolationLevel {
+	if i == readCommitted {
+		return kgo.ReadCommitted()
+	}
+	return kgo.ReadUncommitted()
+}
+
+// parseIsolation parses the isolation query parameter: empty is
+// read_uncommitted, Kafka's consumer default, and named says whether the
+// request gave one (a consume that names none takes its instance's). The
+// names are Kafka's, lower case only, as auto_offset_reset's: a value
+// that is almost right ("READ_COMMITTED", "1") is refused rather than
+// guessed at, since guessing wrong reads records the client did not mean
+// to see.
+func parseIsolation(s string) (level isolation, named bool, err error) {
+	switch s {
+	case "":
+		return readUncommitted, false, nil
+	case "read_uncommitted":
+		return readUncommitted, true, nil
+	case "read_committed":
+		return readCommitted, true, nil
+	}
+	return 0, false, badRequest("bad_isolation", "isolation %q: want read_committed or read_uncommitted (the default)", clip(s, 64))
+}
+
+// clip is s cut to at most n bytes, on a character boundary, marked
+// with "..." when cut: an error message echoes what the client sent
+// without echoing a URL's worth of it.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // queryInt parses a query parameter in [min, max]; empty is def.
