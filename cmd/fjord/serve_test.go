@@ -279,6 +279,7 @@ func TestServePrecedence(t *testing.T) {
 		brokerHeartbeatIntervalMs:           100,
 		brokerSessionTimeoutMs:              750,
 		autoLeaderRebalance:                 true,
+		txnPartitionVerification:            true,
 		leaderImbalanceCheckIntervalSeconds: 300,
 		leaderImbalancePerBrokerPercentage:  10,
 		httpIdempotencyWindowMs:             5000, // flag

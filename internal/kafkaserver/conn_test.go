@@ -282,7 +282,7 @@ func TestAPIVersionsV3HeaderShape(t *testing.T) {
 			t.Errorf("%s: advertised %v, table v%d-%d", kmsg.NameForKey(key), got[key], a.minVersion, a.maxVersion)
 		}
 	}
-	want := map[int16][2]int16{18: {0, 3}, 3: {0, 12}, 0: {0, 11}, 1: {4, 16}}
+	want := map[int16][2]int16{18: {0, 3}, 3: {0, 12}, 0: {0, 12}, 1: {4, 16}}
 	for key, v := range want {
 		if got[key] != v {
 			t.Errorf("%s advertised %v, want %v", kmsg.NameForKey(key), got[key], v)
@@ -374,7 +374,7 @@ func TestUnknownKeyAndVersionClose(t *testing.T) {
 		"fetch v3 below min":     header(1, 3, 1, false),
 		"fetch v17 above max":    header(1, 17, 1, true),
 		"metadata v13 above max": header(3, 13, 1, true),
-		"produce v12 above max":  header(0, 12, 1, true),
+		"produce v13 above max":  header(0, 13, 1, true),
 	}
 	for name, hdr := range cases {
 		t.Run(name, func(t *testing.T) {
