@@ -7,4 +7,11 @@ import (
 	"github.com/fjordmq/fjord/internal/testcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
+// TestMain runs the tests, or, started by a test as an application
+// process (ctpAppEnv set), the application.
+func TestMain(m *testing.M) {
+	if client := os.Getenv(ctpAppEnv); client != "" {
+		os.Exit(ctpAppMain(client))
+	}
+	os.Exit(testcluster.Main(m))
+}

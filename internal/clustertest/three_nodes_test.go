@@ -53,9 +53,13 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("LeaderOfManyKilled", e.leaderOfManyKilled)
 	t.Run("ControlledShutdown", e.controlledShutdown)
 	t.Run("ControllerShutdown", e.controllerShutdown)
-	t.Run("Transactions", e.transactions)
+	t.Run("Transactions", func(t *testing.T) { e.transactions(t, false) })
+	t.Run("TransactionsV1", func(t *testing.T) { e.transactions(t, true) })
 	t.Run("AbandonedTransaction", e.abandonedTransaction)
 	t.Run("ConsumeTransformProduce", e.consumeTransformProduce)
+	t.Run("ConsumeTransformProduceSarama", e.ctpSarama)
+	t.Run("ConsumeTransformProduceLibrdkafka", e.ctpLibrdkafka)
+	t.Run("ConsumeTransformProduceAppKilled", e.ctpAppKilled)
 }
 
 // Acceptance point 2: RF=3, min.insync.replicas=2, acks=all, 200,000

@@ -11,29 +11,40 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
-// Issue 17, the transactional producer on three nodes (franz-go, the
-// Transactions V1 path): committed transactions are read once by
+// Issue 17, the transactional producer on three nodes (franz-go, on the
+// path given: Transactions V2 by default, since the nodes finalize
+// transaction.version 2, or V1 when its versions are capped below EndTxn
+// v5, as a client from before KIP-890 would send; point 4): committed transactions are read once by
 // read_committed readers and aborted ones never; read_uncommitted readers
 // see both. The transaction coordinator's node is SIGKILLed while a
 // transaction is open: the client finds the new coordinator, which loaded
 // the transaction from __transaction_state, and its commit holds. A
 // second producer with the same transactional id fences the first, whose
 // later writes and commit are refused and never become visible.
-func (e *env) transactions(t *testing.T) {
+func (e *env) transactions(t *testing.T, v1 bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	const topic, partitions = "txn-out", 3
+	topic, id := "txn-out-v2", "tx-a-v2"
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...)}
+	if v1 {
+		topic, id = "txn-out-v1", "tx-a-v1"
+		versions := kversion.Stable()
+		versions.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+		opts = append(opts, kgo.MaxVersions(versions))
+	}
+	const partitions = 3
 	e.createTopic(t, ctx, topic, partitions, 3)
 	e.fullISRs(t, ctx, topic, partitions)
 
 	newProducer := func(id string) *kgo.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.c.Brokers(), ",")...),
+		cl, err := kgo.NewClient(append(opts,
 			kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic), kgo.RetryTimeout(60*time.Second),
-			kgo.TransactionTimeout(60*time.Second))
+			kgo.TransactionTimeout(60*time.Second))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +69,7 @@ func (e *env) transactions(t *testing.T) {
 		return cl.EndTransaction(ctx, kgo.TransactionEndTry(commit))
 	}
 
-	p := newProducer("tx-a")
+	p := newProducer(id)
 	if err := txn(p, "c1", 60, true, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -66,19 +77,19 @@ func (e *env) transactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The coordinator's node dies with the transaction open.
-	coord := e.coordinatorOf(t, ctx, 1, "tx-a")
+	coord := e.coordinatorOf(t, ctx, 1, id)
 	if err := txn(p, "c2", 50, true, func() {
 		e.c.Kill(coord)
 	}); err != nil {
 		t.Fatalf("commit across the coordinator's SIGKILL: %v", err)
 	}
 	e.c.Start(coord)
-	if now := e.coordinatorOf(t, ctx, 1, "tx-a"); now == coord {
-		t.Logf("node %d coordinates tx-a again after its restart", now)
+	if now := e.coordinatorOf(t, ctx, 1, id); now == coord {
+		t.Logf("node %d coordinates %s again after its restart", now, id)
 	}
 
 	// Zombie fencing: a new session of tx-a fences p.
-	q := newProducer("tx-a")
+	q := newProducer(id)
 	if err := txn(q, "c3", 30, true, nil); err != nil {
 		t.Fatal(err)
 	}
