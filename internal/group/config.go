@@ -112,8 +112,20 @@ type Log interface {
 	// transaction's marker on partition p later commits or aborts
 	// (CompleteTxn). The partition checks the epoch as it does a
 	// producer's own batches: one older than the producer's latest on
-	// p is kerr.InvalidProducerEpoch. Errors are otherwise Append's.
-	AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, recs []Record) error
+	// p is kerr.InvalidProducerEpoch; with guard.Verify, a batch that
+	// would open the producer's transaction there needs guard.Guard
+	// (kerr.InvalidTxnState otherwise). Errors are otherwise Append's.
+	AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, guard TxnGuard, recs []Record) error
+}
+
+// TxnGuard is a TxnOffsetCommit's transaction verification (KIP-890 part
+// 1), which the protocol layer does before the commit reaches the
+// coordinator, as a partition leader does a produce's: the guard it took
+// from the partition before asking the transaction coordinator whether
+// the partition is in the transaction. The zero value verifies nothing.
+type TxnGuard struct {
+	Verify bool
+	Guard  uint64
 }
 
 // Record is one __consumer_offsets record: a kmsg-encoded key and value.

@@ -75,7 +75,7 @@ type txnBatch struct {
 	epoch      int16
 }
 
-func (l *memLog) AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, recs []Record) error {
+func (l *memLog) AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, _ TxnGuard, recs []Record) error {
 	return l.append(ctx, p, recs, &txnBatch{producerID, epoch})
 }
 

@@ -119,7 +119,7 @@ func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req TxnCommitRequest
 	g.mu.Unlock()
 
 	actx, cancel := c.appendContext(ctx)
-	err = c.log.AppendTxn(actx, g.partition, req.ProducerID, req.ProducerEpoch, recs)
+	err = c.log.AppendTxn(actx, g.partition, req.ProducerID, req.ProducerEpoch, req.Guard, recs)
 	cancel()
 
 	g.mu.Lock()

@@ -121,6 +121,9 @@ type TxnCommitRequest struct {
 	// Offsets: CommitTime is ignored (TxnOffsetCommit has none; the
 	// coordinator's clock at the commit is used).
 	Offsets []OffsetCommit
+	// Guard is the commit's transaction verification, passed to
+	// Log.AppendTxn.
+	Guard TxnGuard
 }
 
 // OffsetCommit is one partition of a CommitRequest.

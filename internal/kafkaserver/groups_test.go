@@ -46,7 +46,7 @@ func (l *memOffsetsLog) Append(_ context.Context, p int32, recs []group.Record) 
 // AppendTxn stores a transactional commit's records as Append does: the
 // tests over this log commit no transactions (the real log's are in
 // txn_offset_commit_test.go).
-func (l *memOffsetsLog) AppendTxn(ctx context.Context, p int32, _ int64, _ int16, recs []group.Record) error {
+func (l *memOffsetsLog) AppendTxn(ctx context.Context, p int32, _ int64, _ int16, _ group.TxnGuard, recs []group.Record) error {
 	return l.Append(ctx, p, recs)
 }
 

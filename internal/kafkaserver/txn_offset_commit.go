@@ -14,6 +14,13 @@ package kafkaserver
 // (WriteTxnMarkers on __consumer_offsets); OffsetFetch with
 // require_stable answers UNSTABLE_OFFSET_COMMIT for them meanwhile.
 //
+// Before the coordinator writes anything, the commit is verified with
+// the transaction's coordinator as a produce is (KIP-890;
+// verifyTxnOffsets): a commit whose group's partition is not in the
+// producer's transaction is INVALID_TXN_STATE (TRANSACTION_ABORTABLE
+// from v4) and writes nothing, so a late or stray commit cannot leave a
+// transaction open on __consumer_offsets.
+//
 // As OffsetCommit: a topic or partition that does not exist is
 // UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator. v2 adds
 // the leader epoch; v3 is flexible and adds the member fields; v4 only
@@ -84,8 +91,8 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 			where = append(where, [2]int{i, j})
 		}
 	}
-	if len(cr.Offsets) > 0 && requestErr == nil && req.version >= 5 {
-		requestErr = s.addOffsetsPartition(ctx, body.TransactionalID, body.Group, body.ProducerID, body.ProducerEpoch)
+	if len(cr.Offsets) > 0 && requestErr == nil {
+		cr.Guard, requestErr = s.verifyTxnOffsets(ctx, req.version, body.TransactionalID, body.Group, body.ProducerID, body.ProducerEpoch)
 	}
 	if len(cr.Offsets) > 0 {
 		err := requestErr
@@ -118,28 +125,69 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 	return resp, nil, nil
 }
 
-// addOffsetsPartition adds group's __consumer_offsets partition to the
-// transaction of a TxnOffsetCommit v5 (Transactions V2), as Kafka's group
-// coordinator does before it writes the offsets.
-func (s *Server) addOffsetsPartition(ctx context.Context, id, groupID string, producerID int64, epoch int16) error {
-	if s.cfg.TxnVerifier == nil {
-		return kerr.CoordinatorNotAvailable
+// verifyTxnOffsets is a TxnOffsetCommit's transaction verification
+// (KIP-890), as a produce's (produce_verify.go): unless the producer's
+// transaction is open on the group's __consumer_offsets partition
+// already, the partition's verification guard is taken and the
+// transaction's coordinator asked, verify-only for v0-4 (the client
+// added the partition with AddOffsetsToTxn), as the add itself for v5
+// (Transactions V2: the client sent none). The group coordinator then
+// writes the offsets only while the guard holds, so a commit that
+// arrives after its transaction ended opens no transaction there. With
+// no verifier, or verification turned off for v0-4, the commit is
+// written unverified, as before Kafka 3.6 (a v5 still needs its add).
+func (s *Server) verifyTxnOffsets(ctx context.Context, version int16, id, groupID string, producerID int64, epoch int16) (group.TxnGuard, error) {
+	tv2 := version >= 5
+	if s.cfg.TxnVerifier == nil || (!tv2 && s.cfg.TxnVerifyOnlyDisabled) {
+		if tv2 {
+			return group.TxnGuard{}, kerr.CoordinatorNotAvailable
+		}
+		return group.TxnGuard{}, nil
 	}
 	// The group coordinator's placement (FindCoordinator checks the
 	// topic has that many partitions before it names a coordinator).
 	n := s.cfg.OffsetsTopicPartitions
 	if t, ok := lookupTopic(s.image(), metadata.ConsumerOffsetsTopic); !ok || int32(len(t.Partitions)) != n {
-		return kerr.CoordinatorNotAvailable
+		return group.TxnGuard{}, kerr.CoordinatorNotAvailable
 	}
 	tp := txn.TopicPartition{Topic: metadata.ConsumerOffsetsTopic, Partition: group.PartitionFor(groupID, n)}
-	actx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
-	defer cancel()
-	err := verifyError(s.addToTxn(actx, id, producerID, epoch, []txn.TopicPartition{tp})[0], tv2Produce)
-	if errors.Is(err, kerr.NotEnoughReplicas) {
-		// A produce's retriable answer; a commit's is this one, as
-		// Kafka's group coordinator normalizes it, which clients retry
-		// after finding the coordinator again.
+	guard, needed, err := s.replicas.TxnVerificationGuard(tp.Topic, tp.Partition, producerID, epoch, tv2)
+	if err != nil {
+		return group.TxnGuard{}, commitVerifyError(err)
+	}
+	if needed {
+		vctx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
+		defer cancel()
+		var verr error
+		if tv2 {
+			verr = s.addToTxn(vctx, id, producerID, epoch, []txn.TopicPartition{tp})[0]
+		} else {
+			verr = s.cfg.TxnVerifier.VerifyPartitionsInTxn(vctx, id, producerID, epoch, []txn.TopicPartition{tp})[0]
+		}
+		// TxnOffsetCommit v4 added TRANSACTION_ABORTABLE, as Produce v11
+		// did: map as a produce of the version that knows it or not.
+		produceVersion := int16(10)
+		if version >= 4 {
+			produceVersion = tv2Produce
+		}
+		if err := verifyError(verr, produceVersion); err != nil {
+			return group.TxnGuard{}, commitVerifyError(err)
+		}
+	}
+	return group.TxnGuard{Verify: true, Guard: guard}, nil
+}
+
+// commitVerifyError is a verification error as a commit answers it: a
+// produce's retriable NOT_ENOUGH_REPLICAS is COORDINATOR_NOT_AVAILABLE,
+// and the partition's leadership gone NOT_COORDINATOR, as Kafka's group
+// coordinator normalizes them; clients retry both after finding the
+// coordinator again.
+func commitVerifyError(err error) error {
+	switch {
+	case errors.Is(err, kerr.NotEnoughReplicas):
 		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
 	}
 	return err
 }

@@ -163,8 +163,8 @@ func (l managerOffsetsLog) Append(ctx context.Context, p int32, recs []group.Rec
 	return offsetstopic.NewLog(l.h.manager, time.Now).Append(ctx, p, recs)
 }
 
-func (l managerOffsetsLog) AppendTxn(ctx context.Context, p int32, pid int64, epoch int16, recs []group.Record) error {
-	return offsetstopic.NewLog(l.h.manager, time.Now).AppendTxn(ctx, p, pid, epoch, recs)
+func (l managerOffsetsLog) AppendTxn(ctx context.Context, p int32, pid int64, epoch int16, guard group.TxnGuard, recs []group.Record) error {
+	return offsetstopic.NewLog(l.h.manager, time.Now).AppendTxn(ctx, p, pid, epoch, guard, recs)
 }
 
 // AddOffsetsToTxn reaches the coordinator with the group; its errors
@@ -207,5 +207,72 @@ func TestAddOffsetsToTxn(t *testing.T) {
 	req.TransactionalID, req.Group = "app", "g"
 	if resp := bare.roundTrip(req).(*kmsg.AddOffsetsToTxnResponse); resp.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("no coordinator: %+v", resp)
+	}
+}
+
+// TxnOffsetCommit is verified with the transaction's coordinator as a
+// produce is: not in the transaction, it is INVALID_TXN_STATE (v3) or
+// TRANSACTION_ABORTABLE (v4) and writes nothing; verified, it is
+// written, and while the producer's transaction is open there the next
+// commit is not asked about; v5 (Transactions V2) adds the group's
+// partition itself.
+func TestTxnOffsetCommitVerified(t *testing.T) {
+	v := &scriptedVerifier{answers: map[string]error{}}
+	h := newRealReplicasHarness(t, withGroupsOn(func(h *wireHarness) group.Log { return managerOffsetsLog{h} }),
+		withConfig(func(c *Config) { c.TxnVerifier = v }))
+	h.ctrl.addTopic("t", 1)
+	h.ctrl.addTopic("__consumer_offsets", offsetstopic.DefaultPartitions)
+	c := h.dial()
+	partition := group.PartitionFor("g", offsetstopic.DefaultPartitions)
+	commit := func(version int16, pid int64) int16 {
+		t.Helper()
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.SetVersion(version)
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "app", "g", pid, 0, -1
+		req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+		return c.roundTrip(req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	end := func() int64 {
+		_, e, err := h.manager.LogEnd("__consumer_offsets", partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	v.answers["__consumer_offsets"] = txn.ErrTransactionAbortable
+	if code := commit(3, 5); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("v3, not in the transaction: code %d, want INVALID_TXN_STATE", code)
+	}
+	if code := commit(4, 5); code != kerr.TransactionAbortable.Code {
+		t.Fatalf("v4, not in the transaction: code %d, want TRANSACTION_ABORTABLE", code)
+	}
+	if e := end(); e != 0 {
+		t.Fatalf("refused commits wrote %d records", e)
+	}
+	v.answers["__consumer_offsets"] = nil
+	if code := commit(3, 5); code != 0 {
+		t.Fatalf("v3, verified: code %d", code)
+	}
+	v.mu.Lock()
+	asked := len(v.asked)
+	v.mu.Unlock()
+	if code := commit(3, 5); code != 0 {
+		t.Fatalf("v3, the transaction open: code %d", code)
+	}
+	if e := end(); e != 2 {
+		t.Fatalf("%d records after two commits, want 2", e)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.asked) != asked {
+		t.Fatalf("asked again with the producer's transaction open: %v", v.asked)
+	}
+	v.mu.Unlock()
+	if code := commit(5, 6); code != 0 {
+		t.Fatalf("v5: code %d", code)
+	}
+	v.mu.Lock()
+	if len(v.added) != 1 || v.added[0] != (txn.TopicPartition{Topic: "__consumer_offsets", Partition: partition}) {
+		t.Fatalf("v5 added %v, want the group's partition", v.added)
 	}
 }

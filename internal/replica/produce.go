@@ -133,9 +133,9 @@ func (m *Manager) StartTxnMarker(topic string, partition int32, marker storage.T
 // for a producer (the group coordinator's transactional offset commits)
 // with acks=all, checked as storage.Log.AppendAsCoordinator says: the
 // producer's epoch, not its sequence.
-func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partition int32, records []byte, timeout time.Duration) (AppendResult, error) {
+func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partition int32, records []byte, timeout time.Duration, verify bool, guard uint64) (AppendResult, error) {
 	pending, err := m.startWrite(topic, partition, AcksAll, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
-		return l.AppendAsCoordinator(records, epoch)
+		return l.AppendAsCoordinator(records, epoch, verify, guard)
 	})
 	if err != nil {
 		return AppendResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}, err

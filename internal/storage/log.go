@@ -186,10 +186,12 @@ func (l *Log) Append(data []byte, leaderEpoch int32) (AppendInfo, error) {
 // producer's (it never writes here itself). As Kafka's appends of origin
 // COORDINATOR, they are checked for the producer's epoch and for a
 // transaction left open by a non-transactional batch, never for sequence
-// or duplicates (producerstate.State.CheckCoordinator).
-func (l *Log) AppendAsCoordinator(data []byte, leaderEpoch int32) (AppendInfo, error) {
+// or duplicates (producerstate.State.CheckCoordinator). With verify, a
+// batch that opens the producer's transaction needs guard, as
+// AppendVerified's do.
+func (l *Log) AppendAsCoordinator(data []byte, leaderEpoch int32, verify bool, guard uint64) (AppendInfo, error) {
 	return l.appendChecked(data, leaderEpoch, func(hdrs []record.Header) (producerstate.Duplicate, bool, error) {
-		return producerstate.Duplicate{}, false, l.producers.CheckCoordinator(hdrs)
+		return producerstate.Duplicate{}, false, l.producers.CheckCoordinator(hdrs, verify, guard)
 	})
 }
 

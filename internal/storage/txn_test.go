@@ -619,7 +619,7 @@ func TestAppendAsCoordinator(t *testing.T) {
 	commit := func(pid int64, epoch int16, txn bool) (AppendInfo, error) {
 		opts := record.DefaultBatchOptions()
 		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, 0, txn
-		return l.AppendAsCoordinator(testBatchOpts(t, opts, 2, 40, 1, nil), 0)
+		return l.AppendAsCoordinator(testBatchOpts(t, opts, 2, 40, 1, nil), 0, false, 0)
 	}
 	first, err := commit(7, 3, true)
 	if err != nil {
@@ -778,5 +778,45 @@ func TestAppendVerified(t *testing.T) {
 	l.Close()
 	if _, _, err := l.TxnVerificationGuard(5, 0, false); !errors.Is(err, ErrLogClosed) {
 		t.Fatalf("a closed log: %v", err)
+	}
+}
+
+// A coordinator's verified append (a TxnOffsetCommit's, KIP-890) needs
+// the producer's guard to open its transaction, as AppendVerified does,
+// and none once the transaction is open; a marker clears the guard.
+func TestAppendAsCoordinatorVerified(t *testing.T) {
+	l := openTestLog(t, vfs.NewMem(), "/data/__consumer_offsets-1", producerConfig(), OpenOptions{})
+	defer l.Close()
+	commit := func(guard uint64) error {
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = 8, 0, 0, true
+		_, err := l.AppendAsCoordinator(testBatchOpts(t, opts, 1, 40, 1, nil), 0, true, guard)
+		return err
+	}
+	if err := commit(0); !errors.Is(err, producerstate.ErrInvalidTxnState) {
+		t.Fatalf("unverified: %v, want ErrInvalidTxnState", err)
+	}
+	g, needed, err := l.TxnVerificationGuard(8, 0, false)
+	if err != nil || !needed {
+		t.Fatalf("guard: %d %v %v", g, needed, err)
+	}
+	if err := commit(g + 1); !errors.Is(err, producerstate.ErrInvalidTxnState) {
+		t.Fatalf("a wrong guard: %v, want ErrInvalidTxnState", err)
+	}
+	if err := commit(g); err != nil {
+		t.Fatalf("verified: %v", err)
+	}
+	if err := commit(0); err != nil {
+		t.Fatalf("the transaction open: %v", err)
+	}
+	if _, err := l.AppendTxnMarker(TxnMarker{ProducerID: 8, ProducerEpoch: 0, CoordinatorEpoch: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	end := l.LogEndOffset()
+	if err := commit(g); !errors.Is(err, producerstate.ErrInvalidTxnState) {
+		t.Fatalf("a guard from before the abort marker: %v, want ErrInvalidTxnState", err)
+	}
+	if l.LogEndOffset() != end {
+		t.Fatal("a refused commit was written")
 	}
 }

@@ -84,14 +84,14 @@ func (l Log) Append(ctx context.Context, p int32, recs []group.Record) error {
 // Kafka's GroupMetadataManager writes a TxnOffsetCommit: base sequence 0,
 // since the partition checks a coordinator's batches for the producer's
 // epoch only (replica.Manager.AppendAsCoordinator).
-func (l Log) AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, recs []group.Record) error {
+func (l Log) AppendTxn(ctx context.Context, p int32, producerID int64, epoch int16, guard group.TxnGuard, recs []group.Record) error {
 	opts := record.DefaultBatchOptions()
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = producerID, epoch, 0, true
 	batch, err := l.batch(opts, recs)
 	if err != nil {
 		return err
 	}
-	_, err = l.replicas.AppendAsCoordinator(ctx, metadata.ConsumerOffsetsTopic, p, batch, offsetsAppendTimeout)
+	_, err = l.replicas.AppendAsCoordinator(ctx, metadata.ConsumerOffsetsTopic, p, batch, offsetsAppendTimeout, guard.Verify, guard.Guard)
 	return err
 }
 

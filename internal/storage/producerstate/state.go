@@ -360,24 +360,30 @@ func (s *State) check(hdrs []record.Header, verify bool, guard uint64) (dup Dupl
 // epoch may not be older than its latest here (ErrInvalidProducerEpoch),
 // and a non-transactional batch may not come while its transaction is
 // open (ErrInvalidTxnState); sequences are not the producer's, so they
-// are neither checked nor used to find duplicates.
-func (s *State) CheckCoordinator(hdrs []record.Header) error {
+// are neither checked nor used to find duplicates. With verify, a
+// transactional batch that would open its producer's transaction here is
+// refused unless guard is the producer's verification guard, as
+// CheckVerified refuses a produce's (the group coordinator verifies a
+// TxnOffsetCommit as a partition leader verifies a produce).
+func (s *State) CheckCoordinator(hdrs []record.Header, verify bool, guard uint64) error {
 	for i := range hdrs {
 		h := &hdrs[i]
 		if !h.HasProducerID() {
 			continue
 		}
 		e := s.producers[h.ProducerID]
-		if e == nil {
-			continue
-		}
-		if h.ProducerEpoch < e.epoch {
+		if e != nil && h.ProducerEpoch < e.epoch {
 			return fmt.Errorf("%w: producer %d epoch %d, older than its epoch %d on this partition",
 				ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
 		}
-		if e.txnFirstOffset >= 0 && !h.IsTransactional() {
+		if e != nil && e.txnFirstOffset >= 0 && !h.IsTransactional() {
 			return fmt.Errorf("%w: producer %d wrote a non-transactional batch while its transaction from offset %d is open",
 				ErrInvalidTxnState, h.ProducerID, e.txnFirstOffset)
+		}
+		open := e != nil && e.txnFirstOffset >= 0 && e.epoch == h.ProducerEpoch
+		if verify && h.IsTransactional() && !h.IsControl() && !open && !s.verified(h.ProducerID, guard) {
+			return fmt.Errorf("%w: producer %d epoch %d: the partition was not verified as part of the producer's transaction (record was not part of an ongoing transaction)",
+				ErrInvalidTxnState, h.ProducerID, h.ProducerEpoch)
 		}
 	}
 	return nil
