@@ -56,7 +56,9 @@ type serveOptions struct {
 	unsyncedWritesInMemory bool
 	// txnPartitionVerification is Kafka's
 	// transaction.partition.verification.enable.
-	txnPartitionVerification                                                bool
+	txnPartitionVerification bool
+	// transactionMaxTimeoutMs is Kafka's transaction.max.timeout.ms.
+	transactionMaxTimeoutMs                                                 int32
 	leaderImbalanceCheckIntervalSeconds, leaderImbalancePerBrokerPercentage int32
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
@@ -163,6 +165,8 @@ closes; a second signal exits at once.`,
 		"broker-session-timeout-ms", "how long the active controller waits for a broker's heartbeat before it fences the broker and elects new leaders for what it led; at least three heartbeat intervals, the same on every node (broker.session.timeout.ms)")
 	addBoolFlag(f, &o.unsyncedWritesInMemory, "unsynced-writes-in-memory", false,
 		"for tests: keep what the partition logs have not fsynced in this process's memory, so that killing the process loses it as a power cut would (shows what flush.policy=interval gives up)")
+	f.Var(newIntFlag(&o.transactionMaxTimeoutMs, int32((15*time.Minute)/time.Millisecond), 1000, int32((24*time.Hour)/time.Millisecond), ""),
+		"transaction-max-timeout-ms", "the longest transaction timeout a producer may ask for; an abandoned transaction holds back its partitions' read_committed readers for up to its timeout (transaction.max.timeout.ms)")
 	addBoolFlag(f, &o.txnPartitionVerification, "transaction-partition-verification-enable", true,
 		"before a transactional batch opens its producer's transaction on a partition, ask the transaction's coordinator whether the partition is in it, so a late or unadded produce cannot leave a hanging transaction (transaction.partition.verification.enable; KIP-890)")
 	addBoolFlag(f, &o.autoLeaderRebalance, "auto-leader-rebalance-enable", true,
@@ -253,6 +257,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		DisableAutoLeaderRebalance:         !o.autoLeaderRebalance,
 		UnsyncedWritesInMemory:             o.unsyncedWritesInMemory,
 		DisableTxnPartitionVerification:    !o.txnPartitionVerification,
+		TransactionMaxTimeout:              time.Duration(o.transactionMaxTimeoutMs) * time.Millisecond,
 		LeaderImbalanceCheckInterval:       time.Duration(o.leaderImbalanceCheckIntervalSeconds) * time.Second,
 		LeaderImbalancePerBrokerPercentage: int(o.leaderImbalancePerBrokerPercentage),
 		HTTP: node.HTTPConfig{

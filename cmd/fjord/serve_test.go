@@ -280,6 +280,7 @@ func TestServePrecedence(t *testing.T) {
 		brokerSessionTimeoutMs:              750,
 		autoLeaderRebalance:                 true,
 		txnPartitionVerification:            true,
+		transactionMaxTimeoutMs:             900_000,
 		leaderImbalanceCheckIntervalSeconds: 300,
 		leaderImbalancePerBrokerPercentage:  10,
 		httpIdempotencyWindowMs:             5000, // flag
@@ -394,6 +395,9 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"imbalance percentage over 100", []string{"serve", "--leader-imbalance-per-broker-percentage", "101"}, nil, `allowed: an integer from 1 to 100`},
 		{"rebalance not a bool", []string{"serve", "--auto-leader-rebalance-enable=maybe"}, nil, `auto-leader-rebalance-enable`},
 		{"unsynced-writes-in-memory not a bool", []string{"serve", "--unsynced-writes-in-memory=sometimes"}, nil, `unsynced-writes-in-memory`},
+		{"transaction max timeout too short", []string{"serve", "--transaction-max-timeout-ms", "999"}, nil, `"--transaction-max-timeout-ms" flag: allowed: an integer from 1000 to 86400000`},
+		{"transaction max timeout too long", []string{"serve", "--transaction-max-timeout-ms", "86400001"}, nil, `allowed: an integer from 1000 to 86400000`},
+		{"transaction max timeout not a number", []string{"serve", "--transaction-max-timeout-ms", "15m"}, nil, `allowed: an integer from 1000 to 86400000`},
 		{"transaction-partition-verification-enable not a bool", []string{"serve", "--transaction-partition-verification-enable=maybe"}, nil, `transaction-partition-verification-enable`},
 		{"controller-only", []string{"serve", "--process-roles", "controller"}, nil, `"--process-roles" flag: a controller-only node is not supported`},
 		{"a role twice", []string{"serve", "--process-roles", "broker,broker"}, nil, `role "broker" given twice`},

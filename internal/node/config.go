@@ -129,6 +129,13 @@ type Config struct {
 	// what flush.policy=interval gives up; under flush.policy=ack every
 	// acknowledged write is fsynced anyway.
 	UnsyncedWritesInMemory bool
+	// TransactionMaxTimeout is transaction.max.timeout.ms: the longest
+	// transaction.timeout.ms a producer may ask for (InitProducerId
+	// answers a longer one INVALID_TRANSACTION_TIMEOUT). An abandoned
+	// transaction holds its partitions' last stable offsets, and so
+	// their read_committed readers, for up to its timeout. 0: Kafka's
+	// 15 minutes.
+	TransactionMaxTimeout time.Duration
 	// DisableTxnPartitionVerification is Kafka's
 	// transaction.partition.verification.enable=false: a transactional
 	// batch opens its producer's transaction on a partition without the

@@ -361,6 +361,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.txns = txn.New(txn.Config{
 		TransactionPartitions: txnstatetopic.DefaultPartitions,
 		OffsetsPartitions:     offsetstopic.DefaultPartitions,
+		MaxTransactionTimeout: cfg.TransactionMaxTimeout,
 		// Every second, not Kafka's 10 s: an abandoned transaction
 		// holds its partitions' last stable offsets, and so every
 		// read_committed reader of them, until this check aborts it,

@@ -27,6 +27,7 @@ func TestTransactionBadInput(t *testing.T) {
 	defer cancel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.GroupInitialRebalanceDelay = -1
+	cfg.TransactionMaxTimeout = time.Minute // transaction.max.timeout.ms
 	n := startNode(t, cfg)
 	testutil.Eventually(t, 10*time.Second, n.Ready)
 	cl, b := brokerClient(t, n)
@@ -58,7 +59,7 @@ func TestTransactionBadInput(t *testing.T) {
 		}
 	}
 	expect("a transactional id over the limit", initPID(strings.Repeat("x", txn.MaxTransactionalIDBytes+1), 60_000).ErrorCode, kerr.InvalidRequest)
-	expect("a timeout over transaction.max.timeout.ms", initPID("other", int32((15*time.Minute).Milliseconds())+1).ErrorCode, kerr.InvalidTransactionTimeout)
+	expect("a timeout over transaction.max.timeout.ms", initPID("other", 60_001).ErrorCode, kerr.InvalidTransactionTimeout)
 	if d := n.txns.DescribeTransactions([]string{"other", strings.Repeat("x", txn.MaxTransactionalIDBytes+1)}); d[0].Err == nil || d[1].Err == nil {
 		t.Fatalf("refused InitProducerIds stored transactions: %+v", d)
 	}
