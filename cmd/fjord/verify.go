@@ -71,6 +71,7 @@ const (
 	workloadQueue  = "queue"
 	workloadGroups = "groups"
 	workloadHTTP   = "http"
+	workloadTxn    = "txn"
 )
 
 type verifyOptions struct {
@@ -152,7 +153,11 @@ workload is the queue workload over the HTTP API (--http names the
 nodes' listeners; --local knows its own): one record at a time per
 producer, each with an idempotency key, resent with the same key to the
 next node when its outcome is unknown; the reader on the records route;
-the group consuming, committing and now and then seeking back. Checked:
+the group consuming, committing and now and then seeking back. The txn
+workload's producers are transactional, committing four transactions
+in five and aborting the fifth; its reader and read-back read
+read_committed, and a record of an aborted transaction read anywhere is
+a violation (aborted-read). Checked:
 
   - every acknowledged record is at the partition and offset it was
     acknowledged at;
@@ -326,7 +331,7 @@ readers' and group's errors, second by second.`,
 	}
 	o.addFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&v.workload, "workload", workloadQueue, "the workload: queue (producers, a reader and a steady group), groups (the same, with a group whose members join, leave and die) or http (the queue workload over the HTTP API, with idempotency keys)")
+	f.StringVar(&v.workload, "workload", workloadQueue, "the workload: queue (producers, a reader and a steady group), groups (the same, with a group whose members join, leave and die), http (the queue workload over the HTTP API, with idempotency keys) or txn (transactional producers committing four transactions in five, read back read_committed)")
 	f.DurationVar(&v.duration, "duration", 30*time.Second, "how long to write")
 	f.IntVar(&v.rate, "rate", 1000, "records a second, all producers together")
 	f.IntVar(&v.producers, "producers", 3, "idempotent producers writing at once")
@@ -359,8 +364,10 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 	var env verifyEnv
 	changed := cmd.Flags().Changed
 	switch {
-	case v.workload != workloadQueue && v.workload != workloadGroups && v.workload != workloadHTTP:
-		return env, fmt.Errorf("--workload %q: want queue, groups or http", truncate(v.workload, 64))
+	case v.workload != workloadQueue && v.workload != workloadGroups && v.workload != workloadHTTP && v.workload != workloadTxn:
+		return env, fmt.Errorf("--workload %q: want queue, groups, http or txn", truncate(v.workload, 64))
+	case v.workload == workloadTxn && changed("group-members") && v.groupMembers > 0:
+		return env, errors.New("--group-members goes without --workload txn: its records are checked by a read_committed reader and read-back (the group is the groups workload's)")
 	case v.workload == workloadHTTP && !v.local && v.httpAddrs == "":
 		return env, errors.New("--workload http needs --http host:port,... (the nodes' HTTP API; --local knows its own)")
 	case v.workload != workloadHTTP && changed("http"):
@@ -442,6 +449,9 @@ func (v *verifyOptions) check(cmd *cobra.Command) (verifyEnv, error) {
 	}
 	if v.workload == workloadGroups && !changed("group-members") {
 		v.groupMembers = 4
+	}
+	if v.workload == workloadTxn {
+		v.groupMembers = 0
 	}
 	if !changed("seed") {
 		v.seed = rand.Uint64() >> 1
@@ -575,7 +585,7 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		return r, nil, werr
 	}
 	var groupBehind error
-	if v.workload != workloadQueue && ctx.Err() == nil {
+	if (v.workload == workloadGroups || v.workload == workloadHTTP) && ctx.Err() == nil {
 		groupBehind = drainGroup(ctx, adm, v.topic, v.topics, v.liveWithin)
 	}
 	r.GroupChurn = group.churned()
@@ -590,11 +600,18 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 	r.Sent, r.Failed, r.FirstFailure = w.counts()
 	r.Sent += probe.sent // the probes after each heal
 	r.Acked = checker.AckedCount()
+	r.Aborted = checker.AbortedCount()
 
 	// A read cut short by a signal would report loss that is not there.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	logs, err := history.ReadAll(rctx, brokers, v.topics...)
+	readAll := history.ReadAll
+	if v.workload == workloadTxn {
+		// read_committed, once every transaction is decided; one still
+		// open after its timeout and a margin is a hanging one.
+		readAll = history.ReadAllCommitted
+	}
+	logs, err := readAll(rctx, brokers, v.topics...)
 	if err != nil {
 		return r, nil, fmt.Errorf("reading %s back: %w", strings.Join(v.topics, ", "), err)
 	}

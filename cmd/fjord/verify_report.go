@@ -80,6 +80,9 @@ type verifyReport struct {
 	Failed  int      `json:"failed_writes"`
 	Read    int      `json:"read_back"`
 	Unacked int      `json:"unacknowledged_read_back"`
+	// Aborted are the records of aborted transactions (the txn
+	// workload), none of which may be read.
+	Aborted int `json:"aborted,omitempty"`
 	// LiveReads are the records a reader was served while the run went
 	// on, each checked against the log read back at the end; reader
 	// errors (a fetch that failed) are not violations.
@@ -141,6 +144,9 @@ func (r verifyReport) printText(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "%s: %s workload on %s: %d sent, %d acknowledged, %d failed writes, %d read back (%d of them not acknowledged)\n",
 		verdict, r.Workload, on, r.Sent, r.Acked, r.Failed, r.Read, r.Unacked)
+	if r.Aborted > 0 {
+		fmt.Fprintf(out, "%d records were written in aborted transactions; none may be read\n", r.Aborted)
+	}
 	fmt.Fprintf(out, "A reader was served %d records while it ran (%d reader errors); the group committed %d times (%d group errors)\n",
 		r.LiveReads, r.ReaderErrors, r.Commits, r.GroupErrors)
 	if len(r.GroupChurn) > 0 {

@@ -33,8 +33,9 @@ func TestVerifyBadInput(t *testing.T) {
 		want string
 		args []string
 	}{
-		{`--workload "files": want queue, groups or http`, []string{"--workload", "files"}},
-		{`--workload "` + strings.Repeat("x", 64) + `...": want queue, groups or http`, []string{"--workload", strings.Repeat("x", 100000)}},
+		{`--workload "files": want queue, groups, http or txn`, []string{"--workload", "files"}},
+		{"--group-members goes without --workload txn", []string{"--workload", "txn", "--group-members", "2"}},
+		{`--workload "` + strings.Repeat("x", 64) + `...": want queue, groups, http or txn`, []string{"--workload", strings.Repeat("x", 100000)}},
 		{"--workload http needs --http host:port,...", []string{"--workload", "http"}},
 		{"--http goes with --workload http", []string{"--http", "127.0.0.1:8082"}},
 		{"--group-members 1: the groups workload needs 2 or more", []string{"--workload", "groups", "--group-members", "1"}},
@@ -145,6 +146,25 @@ func TestVerifyHTTPWorkload(t *testing.T) {
 		t.Fatalf("report %+v\n%s", rep, r.stderr)
 	}
 	if !strings.Contains(rep.Command, "--workload http") || !strings.Contains(rep.Command, "--http "+sharedNode(t).HTTPAddr().String()) {
+		t.Errorf("command %q does not repeat the run", rep.Command)
+	}
+}
+
+// The txn workload on the shared node: transactional producers
+// committing four transactions in five; the reader and the read-back
+// read read_committed, and no record of an aborted transaction may be
+// read (the checker's aborted-read, TestCheckerAbortedTransactions).
+func TestVerifyTxnWorkload(t *testing.T) {
+	r := ok(t, "", "verify", "--workload", "txn", "--topic", topicName("verify-txn"), "--duration", "8s", "--rate", "300",
+		"--partitions", "3", "--seed", "80", "--report-dir", "", "-o", "json")
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if !rep.Pass || rep.Workload != "txn" || rep.Acked < 500 || rep.Aborted == 0 || rep.LiveReads == 0 || rep.Read != rep.Acked+rep.Unacked {
+		t.Fatalf("report %+v\n%s", rep, r.stderr)
+	}
+	if !strings.Contains(rep.Command, "--workload txn") {
 		t.Errorf("command %q does not repeat the run", rep.Command)
 	}
 }
@@ -320,7 +340,7 @@ func TestVerifyLocalWithEveryFault(t *testing.T) {
 			d = 30 * time.Minute
 		}
 		runs = runs[:0]
-		for _, w := range []string{workloadQueue, workloadGroups, workloadHTTP} {
+		for _, w := range []string{workloadQueue, workloadGroups, workloadHTTP, workloadTxn} {
 			runs = append(runs, struct {
 				workload string
 				duration time.Duration

@@ -58,6 +58,9 @@ func startWorkload(ctx context.Context, seeds []string, nodes *httpNodes, v veri
 		reader.stop()
 		return nil, nil, nil, err
 	}
+	if v.workload == workloadTxn {
+		return &verifyTxnWriters{checker: checker, seeds: seeds, v: v, writeCounts: writeCounts{tl: tl}}, reader, group, nil
+	}
 	return &verifyWriters{checker: checker, seeds: seeds, v: v, writeCounts: writeCounts{tl: tl}}, reader, group, nil
 }
 
@@ -127,8 +130,11 @@ func startVerifyReader(ctx context.Context, seeds []string, v verifyOptions, che
 			parts[topic][p] = kgo.NewOffset().AtStart()
 		}
 	}
-	cl, err := kgo.NewClient(verifyClient(seeds, "fjord-verify-reader", kgo.DialTimeout(reachTimeout),
-		kgo.ConsumePartitions(parts))...)
+	opts := []kgo.Opt{kgo.DialTimeout(reachTimeout), kgo.ConsumePartitions(parts)}
+	if v.workload == workloadTxn {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(verifyClient(seeds, "fjord-verify-reader", opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,9 @@ type Checker struct {
 		// ackedNowhere holds values acknowledged without an offset
 		// (Acked with a negative one), by value.
 		ackedNowhere map[valueID]event
+		// aborted holds the records of aborted transactions, by value
+		// (Aborted): never to be read.
+		aborted map[valueID]event
 		// read holds what live readers saw during the run, by partition
 		// and offset (Read; the first reader's), to hold against the log
 		// at the end.
@@ -253,6 +256,29 @@ func (c *Checker) Acked(r Record) {
 	byOffset[r.Offset] = ack
 	c.mu.ackedAt[id] = ack
 	delete(c.mu.ackedNowhere, id)
+}
+
+// Aborted records that r, written in a transaction (its produce
+// answered, with its offset), belongs to a transaction that was
+// aborted: no read_committed reader may be served it, and the read-back
+// (read_committed, ReadAllCommitted) must not hold it (KindAbortedRead).
+// A record of a transaction whose end failed, its outcome unknown, is
+// neither Acked nor Aborted: the log may or may not hold it.
+func (c *Checker) Aborted(r Record) {
+	ev := event{r, c.now()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.aborted == nil {
+		c.mu.aborted = make(map[valueID]event)
+	}
+	c.mu.aborted[valueID{r.Topic, string(r.Value)}] = ev
+}
+
+// AbortedCount is how many records Aborted was told of.
+func (c *Checker) AbortedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.mu.aborted)
 }
 
 // MayLose declares that records acknowledged, or served to a reader,
@@ -450,6 +476,9 @@ func (c *Checker) VerifyAll(logs map[TopicPartition][]Record) Result {
 				continue
 			}
 			seen[id] = r
+			if ab, ok := c.mu.aborted[id]; ok {
+				report(ab, KindAbortedRead, "%s offset %d: value %s, of an aborted transaction, is in the log read back", tp, r.Offset, quote(r.Value))
+			}
 			s, wasSent := c.mu.sent[id]
 			if !wasSent {
 				if c.mu.sentTopics[tp.Topic] {
@@ -535,6 +564,9 @@ func (c *Checker) VerifyAll(logs map[TopicPartition][]Record) Result {
 		recs := logs[tp]
 		for _, off := range slices.Sorted(maps.Keys(byOffset)) {
 			was := byOffset[off]
+			if ab, ok := c.mu.aborted[valueID{tp.Topic, string(was.Value)}]; ok {
+				report(ab, KindAbortedRead, "%s offset %d: value %s, of an aborted transaction, was served to a reader", tp, off, quote(was.Value))
+			}
 			i := sort.Search(len(recs), func(i int) bool { return recs[i].Offset >= off })
 			switch {
 			case i == len(recs) || recs[i].Offset != off:

@@ -19,10 +19,25 @@ import (
 // partition of the topics is a key of the result, empty ones included.
 //
 // It is meant for quiet topics (the producers are done). It waits for the
-// record just below each high watermark, so a partition whose last offsets
-// hold no data record (compaction, transaction markers) would wait until
-// ctx ends; nothing in issue 3's tests writes those.
+// record just below each high watermark; a transaction marker there
+// counts (control records are read and left out of the result), but a
+// partition whose last offsets compaction removed would wait until ctx
+// ends.
 func ReadAll(ctx context.Context, brokers string, topics ...string) (map[TopicPartition][]Record, error) {
+	return readAll(ctx, brokers, false, topics)
+}
+
+// ReadAllCommitted is ReadAll as a read_committed consumer reads: the
+// records of aborted transactions are left out. It first waits (within
+// ctx) until no transaction is open on any of the partitions (the last
+// stable offset at the high watermark), so that it reads every decided
+// record, and fails naming the partitions where one stays open: a
+// transaction that outlives its timeout is a hanging one.
+func ReadAllCommitted(ctx context.Context, brokers string, topics ...string) (map[TopicPartition][]Record, error) {
+	return readAll(ctx, brokers, true, topics)
+}
+
+func readAll(ctx context.Context, brokers string, committed bool, topics []string) (map[TopicPartition][]Record, error) {
 	if len(topics) == 0 {
 		return nil, errors.New("ReadAll: no topics")
 	}
@@ -40,6 +55,11 @@ func ReadAll(ctx context.Context, brokers string, topics ...string) (map[TopicPa
 	ends, err := listOffsets(ctx, adm.ListEndOffsets, topics)
 	if err != nil {
 		return nil, fmt.Errorf("listing high watermarks of %v: %w", topics, err)
+	}
+	if committed {
+		if err := awaitStable(ctx, adm, ends, topics); err != nil {
+			return nil, err
+		}
 	}
 
 	out := make(map[TopicPartition][]Record)
@@ -70,7 +90,14 @@ func ReadAll(ctx context.Context, brokers string, topics ...string) (map[TopicPa
 		return out, nil
 	}
 
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(assign))
+	// Control records (transaction markers) are kept, and skipped
+	// below: a partition whose last record is a marker is read to its
+	// end only by seeing it.
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(assign), kgo.KeepControlRecords()}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	consumer, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -90,18 +117,47 @@ func ReadAll(ctx context.Context, brokers string, topics ...string) (map[TopicPa
 			if !ok || r.Offset >= end {
 				return // past the high watermark ReadAll started with
 			}
+			if r.Offset == end-1 {
+				delete(pending, tp)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
 			out[tp] = append(out[tp], Record{
 				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value,
 				Timestamp: r.Timestamp, ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch,
 				Compression: r.Attrs.CompressionType(),
 			})
-			if r.Offset == end-1 {
-				delete(pending, tp)
-			}
 		})
 	}
 	return out, nil
+}
+
+// awaitStable waits until every partition's last stable offset is its
+// high watermark in ends.
+func awaitStable(ctx context.Context, adm *kadm.Client, ends kadm.ListedOffsets, topics []string) error {
+	for {
+		stable, err := listOffsets(ctx, adm.ListCommittedOffsets, topics)
+		if err != nil {
+			return fmt.Errorf("listing last stable offsets of %v: %w", topics, err)
+		}
+		var open []string
+		ends.Each(func(end kadm.ListedOffset) {
+			if s, ok := stable.Lookup(end.Topic, end.Partition); !ok || s.Offset < end.Offset {
+				open = append(open, fmt.Sprintf("%s-%d (last stable offset %d, high watermark %d)", end.Topic, end.Partition, s.Offset, end.Offset))
+			}
+		})
+		if len(open) == 0 {
+			return nil
+		}
+		sort.Strings(open)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("a transaction is still open on %s: %w", strings.Join(open, ", "), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func describePending(pending map[TopicPartition]int64) string {

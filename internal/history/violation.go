@@ -58,6 +58,9 @@ const (
 	// KindBadHistory: the history itself is unusable (a value sent
 	// twice): the workload, not the broker, is wrong.
 	KindBadHistory = "bad-history"
+	// KindAbortedRead: a record of an aborted transaction was read, by
+	// a read_committed reader or in the read-back (Aborted).
+	KindAbortedRead = "aborted-read"
 )
 
 // A Violation is one broken guarantee: its kind and what was seen.
