@@ -39,16 +39,7 @@ type verifyTxnWriters struct {
 }
 
 func (w *verifyTxnWriters) run(ctx context.Context, progress io.Writer, stop time.Time) error {
-	wctx, cancel := context.WithDeadline(ctx, stop)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range w.v.producers {
-		rng := rand.New(rand.NewPCG(w.v.seed, uint64(i)))
-		wg.Go(func() { w.produce(wctx, rng, i) })
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	reportProgress(progress, done, w.counts, w.checker)
+	runProducers(ctx, progress, stop, w.v, w.counts, w.checker, w.produce)
 	return nil
 }
 

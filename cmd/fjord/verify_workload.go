@@ -239,6 +239,27 @@ func (w *verifyWriters) run(ctx context.Context, progress io.Writer, stop time.T
 	return nil
 }
 
+// runProducers runs produce for each of v's producers until stop (or
+// until ctx ends), saying how it goes on progress, and returns once
+// every producer has returned. Producer i's rng is seeded with v.seed
+// and i, so a seed replays a run's records. It waits for the producers
+// only, not for answers: produce must see its own records answered
+// before it returns (the http workload's retries, the txn workload's
+// last transaction), for run's promise that every record sent is.
+func runProducers(ctx context.Context, progress io.Writer, stop time.Time, v verifyOptions,
+	counts func() (int, int, string), checker *history.Checker, produce func(ctx context.Context, rng *rand.Rand, i int)) {
+	wctx, cancel := context.WithDeadline(ctx, stop)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range v.producers {
+		rng := rand.New(rand.NewPCG(v.seed, uint64(i)))
+		wg.Go(func() { produce(wctx, rng, i) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	reportProgress(progress, done, counts, checker)
+}
+
 // reportProgress says every verifyProgressInterval how many records were
 // sent, acknowledged and failed, until done is closed.
 func reportProgress(progress io.Writer, done <-chan struct{}, counts func() (int, int, string), checker *history.Checker) {

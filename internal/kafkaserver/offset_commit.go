@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // OffsetCommit: v0-9
@@ -39,17 +40,9 @@ func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	if req.version >= 2 && req.version <= 4 && body.RetentionTimeMillis > 0 {
 		cr.Retention = time.Duration(body.RetentionTimeMillis) * time.Millisecond
 	}
-	codes := make([][]int16, len(body.Topics))
-	var where [][2]int // cr.Offsets[k] answers body.Topics[where[k][0]].Partitions[where[k][1]]
-	img := s.image()
+	topics := make([][]group.OffsetCommit, len(body.Topics))
 	for i, t := range body.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-		mt, topicOK := lookupTopic(img, t.Topic)
-		for j, p := range t.Partitions {
-			if !topicOK || !partitionExists(mt, p.Partition) {
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-				continue
-			}
+		for _, p := range t.Partitions {
 			oc := group.OffsetCommit{
 				TopicPartition: group.TopicPartition{Topic: t.Topic, Partition: p.Partition},
 				Offset:         p.Offset,
@@ -62,10 +55,11 @@ func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Resp
 			if req.version == 1 && p.Timestamp >= 0 {
 				oc.CommitTime = time.UnixMilli(p.Timestamp)
 			}
-			cr.Offsets = append(cr.Offsets, oc)
-			where = append(where, [2]int{i, j})
+			topics[i] = append(topics[i], oc)
 		}
 	}
+	plan := planCommit(s.image(), topics, true)
+	cr.Offsets = plan.offsets
 	if len(cr.Offsets) > 0 {
 		var err error
 		var partErrs []error
@@ -74,23 +68,72 @@ func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Resp
 		} else {
 			err, partErrs = s.groups.CommitOffsets(ctx, cr)
 		}
-		for k, w := range where {
-			e := err
-			if e == nil && k < len(partErrs) {
-				e = partErrs[k]
-			}
-			codes[w[0]][w[1]] = s.errorCodeLogged(e, "OffsetCommit", "group", body.Group)
-		}
+		plan.answer(err, partErrs, func(e error) int16 {
+			return s.errorCodeLogged(e, "OffsetCommit", "group", body.Group)
+		})
 	}
 	for i, t := range body.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for j, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, codes[i][j]
+			rp.Partition, rp.ErrorCode = p.Partition, plan.codes[i][j]
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil, nil
+}
+
+// commitPlan is a commit request's partitions on their way to the group
+// coordinator and back, shared by OffsetCommit and TxnOffsetCommit: the
+// two differ in how a partition's fields become a group.OffsetCommit,
+// not in which partitions are asked or how the answers come back.
+type commitPlan struct {
+	// codes answers the request's partitions in its order: codes[i][j]
+	// is topic i's partition j.
+	codes [][]int16
+	// offsets are the ones the coordinator is asked to commit, in the
+	// request's order; offsets[k] answers codes[where[k][0]][where[k][1]].
+	// Invariant: len(where) == len(offsets).
+	offsets []group.OffsetCommit
+	where   [][2]int
+}
+
+// planCommit lays out a commit of topics, each topic's offsets in the
+// request's order. A topic or partition img does not have is
+// UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers, and never reaches the
+// coordinator, so nothing is stored for it. With checkPartitions false
+// every partition goes to offsets unchecked: the request failed as a
+// whole, and its error, not UNKNOWN_TOPIC_OR_PARTITION, is every
+// partition's answer.
+func planCommit(img *metadata.Image, topics [][]group.OffsetCommit, checkPartitions bool) commitPlan {
+	p := commitPlan{codes: make([][]int16, len(topics))}
+	for i, offsets := range topics {
+		p.codes[i] = make([]int16, len(offsets))
+		for j, oc := range offsets {
+			if checkPartitions {
+				if mt, ok := lookupTopic(img, oc.Topic); !ok || !partitionExists(mt, oc.Partition) {
+					p.codes[i][j] = kerr.UnknownTopicOrPartition.Code
+					continue
+				}
+			}
+			p.offsets = append(p.offsets, oc)
+			p.where = append(p.where, [2]int{i, j})
+		}
+	}
+	return p
+}
+
+// answer sets the codes of the partitions in offsets: err's when the
+// commit failed as a whole, else each one's own of partErrs, which is in
+// offsets' order; a partition past partErrs' end is answered code(nil).
+func (p *commitPlan) answer(err error, partErrs []error, code func(error) int16) {
+	for k, w := range p.where {
+		e := err
+		if e == nil && k < len(partErrs) {
+			e = partErrs[k]
+		}
+		p.codes[w[0]][w[1]] = code(e)
+	}
 }

@@ -54,6 +54,43 @@ func (v *scriptedVerifier) VerifyPartitionsInTxn(_ context.Context, id string, p
 	return errs
 }
 
+// txnBatch is one batch of a transactional Produce: one record to
+// topic's partition 0, from producer pid at epoch, its sequence seq.
+type txnBatch struct {
+	topic string
+	pid   int64
+	epoch int16
+	seq   int32
+}
+
+// txnProduceRequest is a Produce of version from the transactional id
+// "app" (acks=all), one topic per batch in batches' order. A request may
+// carry batches of different producers, which the server refuses.
+func txnProduceRequest(t *testing.T, version int16, batches ...txnBatch) *kmsg.ProduceRequest {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(version)
+	id := "app"
+	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
+	for _, tb := range batches {
+		opts := record.DefaultBatchOptions()
+		opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, tb.pid, tb.epoch, tb.seq
+		b := record.NewBuilder(opts)
+		b.Add(nil, []byte("v"), nil, time.Now().UnixMilli())
+		batch, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = tb.topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
 // The produce path's verification (produce_verify.go) over the real
 // replica manager: each partition where the batch would open the
 // producer's transaction is asked about once, and the coordinator's
@@ -77,27 +114,11 @@ func TestProduceVerifiesTransactions(t *testing.T) {
 	seq := map[string]int32{}
 	produce := func(version int16, pid int64, topics ...string) []int16 {
 		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(version)
-		id := "app"
-		req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
+		var batches []txnBatch
 		for _, topic := range topics {
-			opts := record.DefaultBatchOptions()
-			opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, pid, 0, seq[topic]
-			b := record.NewBuilder(opts)
-			b.Add(nil, []byte("v"), nil, time.Now().UnixMilli())
-			batch, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = topic
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Records = batch
-			rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-			req.Topics = append(req.Topics, rt)
+			batches = append(batches, txnBatch{topic: topic, pid: pid, seq: seq[topic]})
 		}
-		resp := c.roundTrip(req).(*kmsg.ProduceResponse)
+		resp := c.roundTrip(txnProduceRequest(t, version, batches...)).(*kmsg.ProduceResponse)
 		var codes []int16
 		for i, rt := range resp.Topics {
 			code := rt.Partitions[0].ErrorCode
@@ -139,26 +160,7 @@ func TestProduceVerifiesTransactions(t *testing.T) {
 		t.Fatalf("asked %v for a partition whose transaction is open", v.asked)
 	}
 	// Two producers' batches in one request.
-	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(11)
-	id := "app"
-	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
-	for i, pid := range []int64{7, 8} {
-		opts := record.DefaultBatchOptions()
-		opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, pid, 0, int32(1-i)
-		b := record.NewBuilder(opts)
-		b.Add(nil, []byte("v"), nil, 1)
-		batch, _ := b.Build()
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "added"
-		if i == 1 {
-			rt.Topic = "busy"
-		}
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch
-		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-		req.Topics = append(req.Topics, rt)
-	}
+	req := txnProduceRequest(t, 11, txnBatch{topic: "added", pid: 7, seq: 1}, txnBatch{topic: "busy", pid: 8})
 	resp := c.roundTrip(req).(*kmsg.ProduceResponse)
 	if got := resp.Topics[1].Partitions[0].ErrorCode; got != kerr.InvalidProducerIDMapping.Code {
 		t.Fatalf("a second producer's batch: code %d, want INVALID_PRODUCER_ID_MAPPING", got)
@@ -226,24 +228,7 @@ func TestProduceV12AddsPartitions(t *testing.T) {
 	c := h.dial()
 	produce := func(topic string) int16 {
 		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(12)
-		id := "app"
-		req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
-		opts := record.DefaultBatchOptions()
-		opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, 9, 1, 0
-		b := record.NewBuilder(opts)
-		b.Add(nil, []byte("v"), nil, time.Now().UnixMilli())
-		batch, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch
-		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		req := txnProduceRequest(t, 12, txnBatch{topic: topic, pid: 9, epoch: 1})
 		return c.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
 	}
 	if code := produce("soon"); code != 0 {
@@ -292,21 +277,7 @@ func TestProduceVerificationOff(t *testing.T) {
 		pid     int64
 		want    int16
 	}{{11, 1, 0}, {12, 2, kerr.TransactionAbortable.Code}} {
-		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(tc.version)
-		id := "app"
-		req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
-		opts := record.DefaultBatchOptions()
-		opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, tc.pid, 0, 0
-		b := record.NewBuilder(opts)
-		b.Add(nil, []byte("v"), nil, 1)
-		batch, _ := b.Build()
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch
-		rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-		req.Topics = []kmsg.ProduceRequestTopic{rt}
+		req := txnProduceRequest(t, tc.version, txnBatch{topic: "t", pid: tc.pid})
 		if got := c.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; got != tc.want {
 			t.Errorf("v%d: code %d, want %d", tc.version, got, tc.want)
 		}

@@ -67,17 +67,9 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 	case s.groups == nil:
 		requestErr = kerr.CoordinatorNotAvailable
 	}
-	codes := make([][]int16, len(body.Topics))
-	var where [][2]int // cr.Offsets[k] answers body.Topics[where[k][0]].Partitions[where[k][1]]
-	img := s.image()
+	topics := make([][]group.OffsetCommit, len(body.Topics))
 	for i, t := range body.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-		mt, topicOK := lookupTopic(img, t.Topic)
-		for j, p := range t.Partitions {
-			if requestErr == nil && (!topicOK || !partitionExists(mt, p.Partition)) {
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-				continue
-			}
+		for _, p := range t.Partitions {
 			oc := group.OffsetCommit{
 				TopicPartition: group.TopicPartition{Topic: t.Topic, Partition: p.Partition},
 				Offset:         p.Offset,
@@ -87,10 +79,11 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 			if req.version >= 2 {
 				oc.LeaderEpoch = p.LeaderEpoch
 			}
-			cr.Offsets = append(cr.Offsets, oc)
-			where = append(where, [2]int{i, j})
+			topics[i] = append(topics[i], oc)
 		}
 	}
+	plan := planCommit(s.image(), topics, requestErr == nil)
+	cr.Offsets = plan.offsets
 	if len(cr.Offsets) > 0 && requestErr == nil {
 		cr.Guard, requestErr = s.verifyTxnOffsets(ctx, req.version, body.TransactionalID, body.Group, body.ProducerID, body.ProducerEpoch)
 	}
@@ -104,20 +97,16 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 			// Kafka's rewrite: v0-1 clients do not know to retry it.
 			err = kerr.CoordinatorNotAvailable
 		}
-		for k, w := range where {
-			e := err
-			if e == nil && k < len(partErrs) {
-				e = partErrs[k]
-			}
-			codes[w[0]][w[1]] = s.errorCodeLogged(e, "TxnOffsetCommit", "group", body.Group, "transactional_id", body.TransactionalID)
-		}
+		plan.answer(err, partErrs, func(e error) int16 {
+			return s.errorCodeLogged(e, "TxnOffsetCommit", "group", body.Group, "transactional_id", body.TransactionalID)
+		})
 	}
 	for i, t := range body.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for j, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, codes[i][j]
+			rp.Partition, rp.ErrorCode = p.Partition, plan.codes[i][j]
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

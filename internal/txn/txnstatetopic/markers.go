@@ -172,27 +172,46 @@ func markerRequest(m txn.Marker, indexes []int) *kmsg.WriteTxnMarkersRequest {
 	rm.Committed = m.Commit
 	rm.CoordinatorEpoch = m.CoordinatorEpoch
 	rm.TransactionVersion = m.TransactionVersion
-	topicAt := map[string]int{}
+	var parts []txn.TopicPartition
 	seen := map[txn.TopicPartition]bool{}
 	for _, i := range indexes {
-		tp := m.Partitions[i]
-		if seen[tp] {
-			continue
+		if tp := m.Partitions[i]; !seen[tp] {
+			seen[tp] = true
+			parts = append(parts, tp)
 		}
-		seen[tp] = true
-		at, ok := topicAt[tp.Topic]
-		if !ok {
-			rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-			rt.Topic = tp.Topic
-			rm.Topics = append(rm.Topics, rt)
-			at = len(rm.Topics) - 1
-			topicAt[tp.Topic] = at
-		}
-		rm.Topics[at].Partitions = append(rm.Topics[at].Partitions, tp.Partition)
+	}
+	for _, t := range byTopic(parts) {
+		rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		rt.Topic, rt.Partitions = t.topic, t.partitions
+		rm.Topics = append(rm.Topics, rt)
 	}
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{rm}
 	return req
+}
+
+// topicPartitions is one topic of a request and its partitions.
+type topicPartitions struct {
+	topic      string
+	partitions []int32
+}
+
+// byTopic groups parts by topic, as a request's topics array carries
+// them (markers' and the verifier's alike): topics in order of first
+// appearance, each one's partitions in parts' order, duplicates kept.
+func byTopic(parts []txn.TopicPartition) []topicPartitions {
+	var out []topicPartitions
+	topicAt := map[string]int{}
+	for _, tp := range parts {
+		at, ok := topicAt[tp.Topic]
+		if !ok {
+			out = append(out, topicPartitions{topic: tp.Topic})
+			at = len(out) - 1
+			topicAt[tp.Topic] = at
+		}
+		out[at].partitions = append(out[at].partitions, tp.Partition)
+	}
+	return out
 }
 
 // mapMarkerResponse sets results[i], for each i of indexes, from

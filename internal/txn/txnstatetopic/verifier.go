@@ -124,17 +124,10 @@ func (v *Verifier) coordinatorOf(id string) (int32, error) {
 func verifyRequest(id string, producerID int64, epoch int16, parts []txn.TopicPartition, verifyOnly bool) *kmsg.AddPartitionsToTxnRequest {
 	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = id, producerID, epoch, verifyOnly
-	topicAt := map[string]int{}
-	for _, tp := range parts {
-		at, ok := topicAt[tp.Topic]
-		if !ok {
-			t := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-			t.Topic = tp.Topic
-			rt.Topics = append(rt.Topics, t)
-			at = len(rt.Topics) - 1
-			topicAt[tp.Topic] = at
-		}
-		rt.Topics[at].Partitions = append(rt.Topics[at].Partitions, tp.Partition)
+	for _, t := range byTopic(parts) {
+		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		tt.Topic, tt.Partitions = t.topic, t.partitions
+		rt.Topics = append(rt.Topics, tt)
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{rt}
