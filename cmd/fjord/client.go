@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 // The client commands (topic, produce, consume, cluster) talk to a node
@@ -71,7 +73,9 @@ func (o *clientOptions) connect(ctx context.Context, opts ...kgo.Opt) (*kgo.Clie
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{
+	// Fjord's client options first (its own requests, as group
+	// describe's lag figures need), so a command's opts can pin versions.
+	cl, err := kgo.NewClient(append(append(fjordmsg.ClientOpts(),
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("fjord-cli"),
 		kgo.DialTimeout(reachTimeout),
@@ -79,7 +83,7 @@ func (o *clientOptions) connect(ctx context.Context, opts ...kgo.Opt) (*kgo.Clie
 		// stop after RetryTimeout instead of kgo's "forever".
 		kgo.RequestRetries(5),
 		kgo.RetryTimeout(requestTimeout),
-	}, opts...)...)
+	), opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +156,14 @@ func (o *clientOptions) adminClient(ctx context.Context) (*kadm.Client, func(), 
 	if err != nil {
 		return nil, nil, err
 	}
+	return newAdmin(cl), cl.Close, nil
+}
+
+// newAdmin wraps cl in kadm with the CLI's request timeout.
+func newAdmin(cl *kgo.Client) *kadm.Client {
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(requestTimeout / time.Millisecond))
-	return adm, cl.Close, nil
+	return adm
 }
 
 // partitionCount returns a topic's partition count, or an error saying it

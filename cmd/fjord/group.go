@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/groupview"
 )
@@ -175,13 +176,13 @@ func newGroupDescribeCommand(o *clientOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "describe GROUP",
-		Short: "Show a group's state, members and assignments, and per partition its committed offset, log end offset and lag",
+		Short: "Show a group's state, members and assignments, and per partition its committed offset, log end offset and lag (records, bytes, time)",
 		Args:  cobra.ExactArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			return checkGroupID(args[0])
 		},
-		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
-			d, err := describeGroup(ctx, adm, args[0])
+		RunE: clientRun(o, func(ctx context.Context, cmd *cobra.Command, cl *kgo.Client, adm *kadm.Client, args []string) error {
+			d, err := describeGroup(ctx, cl, adm, args[0])
 			if err != nil {
 				return err
 			}
@@ -222,17 +223,23 @@ type topicPartitions struct {
 
 // groupPartitionRow is one row of describe's partition table: every
 // partition assigned to a member and every partition with a commit, as
-// kafka-consumer-groups --describe has. Null: none, or not known.
+// kafka-consumer-groups --describe has, with Fjord's lag in bytes and
+// seconds and the records a retention gap lost (groupview.Row says what
+// each is). Null: none, or not known.
 type groupPartitionRow struct {
-	Topic           string  `json:"topic"`
-	Partition       int32   `json:"partition"`
-	CommittedOffset *int64  `json:"committed_offset"`
-	LogEndOffset    *int64  `json:"log_end_offset"`
-	Lag             *int64  `json:"lag"`
-	MemberID        *string `json:"member_id"`
+	Topic           string   `json:"topic"`
+	Partition       int32    `json:"partition"`
+	CommittedOffset *int64   `json:"committed_offset"`
+	LogStartOffset  *int64   `json:"log_start_offset"`
+	LogEndOffset    *int64   `json:"log_end_offset"`
+	Lag             *int64   `json:"lag"`
+	LagBytes        *int64   `json:"lag_bytes"`
+	LagSeconds      *float64 `json:"lag_seconds"`
+	RecordsLost     *int64   `json:"records_lost"`
+	MemberID        *string  `json:"member_id"`
 }
 
-func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupDescription, error) {
+func describeGroup(ctx context.Context, cl *kgo.Client, adm *kadm.Client, group string) (*groupDescription, error) {
 	d, exists, err := describedGroup(ctx, adm, group)
 	if err != nil {
 		return nil, err
@@ -271,13 +278,14 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupD
 	if commitErr != nil {
 		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", group, commitErr)
 	}
-	rows, err := groupview.Rows(ctx, adm, d, commits)
+	rows, err := groupview.Rows(ctx, cl, adm, d, commits)
 	if err != nil {
 		return nil, fmt.Errorf("listing the end offsets of group %q's topics: %w", group, err)
 	}
 	for _, r := range rows {
 		out.Offsets = append(out.Offsets, groupPartitionRow{Topic: r.Topic, Partition: r.Partition,
-			CommittedOffset: r.Committed, LogEndOffset: r.LogEnd, Lag: r.Lag, MemberID: r.Member})
+			CommittedOffset: r.Committed, LogStartOffset: r.LogStart, LogEndOffset: r.LogEnd, Lag: r.Lag,
+			LagBytes: r.LagBytes, LagSeconds: r.LagSeconds, RecordsLost: r.Lost, MemberID: r.Member})
 	}
 	return out, nil
 }
@@ -302,11 +310,32 @@ func (d *groupDescription) printText(out io.Writer) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER-ID")
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tLAG-BYTES\tLAG-TIME\tMEMBER-ID")
 	for _, r := range d.Offsets {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Topic, r.Partition, dashIfNil(r.CommittedOffset), dashIfNil(r.LogEndOffset), dashIfNil(r.Lag), dashIfNull(r.MemberID))
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Topic, r.Partition, dashIfNil(r.CommittedOffset), dashIfNil(r.LogEndOffset),
+			dashIfNil(r.Lag), dashIfNil(r.LagBytes), lagTime(r.LagSeconds), dashIfNull(r.MemberID))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// A retention gap is said in words under the table: the group's
+	// next read skips records it never saw.
+	for _, r := range d.Offsets {
+		if r.RecordsLost != nil && *r.RecordsLost > 0 {
+			fmt.Fprintf(out, "\nGap on %s-%d: the committed offset %d is below the log start %d; %d records were deleted (retention or DeleteRecords) before this group read them.\n",
+				r.Topic, r.Partition, *r.CommittedOffset, *r.LogStartOffset, *r.RecordsLost)
+		}
+	}
+	return nil
+}
+
+// lagTime formats a lag in seconds for the table: "-" when not known,
+// "0s" when caught up, else to the millisecond.
+func lagTime(secs *float64) string {
+	if secs == nil {
+		return "-"
+	}
+	return (time.Duration(*secs*1000) * time.Millisecond).String()
 }
 
 func dashIfNil(n *int64) string {

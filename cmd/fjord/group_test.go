@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,7 @@ func sortedLines(out string) []string {
 }
 
 func TestGroupListAndDescribe(t *testing.T) {
+	testStart := time.Now()
 	n := startGroupNode(t)
 	n.ok(t, "", "topic", "create", "orders", "--partitions", "2")
 	n.ok(t, "a\nb\nc\n", "produce", "orders", "--partition", "0")
@@ -252,20 +254,38 @@ func TestGroupListAndDescribe(t *testing.T) {
 	if strings.Contains(r.stdout, "MEMBER-ID\tINSTANCE-ID") || strings.Contains(r.stdout, "CLIENT-ID") {
 		t.Errorf("describe of an empty group shows a member table:\n%s", r.stdout)
 	}
-	// TOPIC PARTITION COMMITTED LOG-END LAG MEMBER-ID: what was consumed
-	// is committed; what was produced after is the lag.
+	// TOPIC PARTITION COMMITTED LOG-END LAG LAG-BYTES LAG-TIME
+	// MEMBER-ID: what was consumed is committed; what was produced after
+	// is the lag, in records, in bytes of log (some, as records are
+	// behind) and in time (the age of the first unconsumed record, from
+	// this test).
+	lagColumns := func(row []string) string {
+		if len(row) != 8 {
+			return fmt.Sprintf("%d columns", len(row))
+		}
+		if b, err := strconv.Atoi(row[5]); err != nil || b <= 0 {
+			return "LAG-BYTES " + row[5]
+		}
+		if d, err := time.ParseDuration(row[6]); err != nil || d < 0 || d > time.Since(testStart) {
+			return "LAG-TIME " + row[6]
+		}
+		return ""
+	}
 	rows := tableRows(r.stdout, "orders")
 	for p, want := range map[string][]string{
 		"0": {"orders", "0", "3", "7", "4", "-"},
 		"1": {"orders", "1", "2", "3", "1", "-"},
 	} {
-		if !slices.Equal(rows[p], want) {
-			t.Errorf("describe row of partition %s is %q, want %q:\n%s", p, rows[p], want, r.stdout)
+		if row := rows[p]; len(row) != 8 || !slices.Equal(append(row[:5:5], row[7]), want) || lagColumns(row) != "" {
+			t.Errorf("describe row of partition %s is %q, want %q and lag bytes and time (%s):\n%s", p, rows[p], want, lagColumns(row), r.stdout)
 		}
 	}
 	r = n.ok(t, "", "group", "describe", "audit")
-	if rows := tableRows(r.stdout, "orders"); len(rows) != 1 || !slices.Equal(rows["1"], []string{"orders", "1", "1", "3", "2", "-"}) {
+	if rows := tableRows(r.stdout, "orders"); len(rows) != 1 || len(rows["1"]) != 8 || !slices.Equal(append(rows["1"][:5:5], rows["1"][7]), []string{"orders", "1", "1", "3", "2", "-"}) || lagColumns(rows["1"]) != "" {
 		t.Errorf("describe of a group with one committed partition:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "Gap on") {
+		t.Errorf("describe says there is a gap where there is none:\n%s", r.stdout)
 	}
 
 	// -o json: the same, for scripts; "-" in the tables is null.
@@ -293,9 +313,11 @@ func TestGroupListAndDescribe(t *testing.T) {
 		len(list(t, doc["members"])) != 0 || len(offsets) != 1 {
 		t.Fatalf("group describe audit -o json: %v", doc)
 	}
-	o := wantKeys(t, "offset row", offsets[0], "topic", "partition", "committed_offset", "log_end_offset", "lag", "member_id")
+	o := wantKeys(t, "offset row", offsets[0], "topic", "partition", "committed_offset", "log_start_offset", "log_end_offset", "lag",
+		"lag_bytes", "lag_seconds", "records_lost", "member_id")
 	if o["topic"] != "orders" || number(t, o["partition"]) != 1 || number(t, o["committed_offset"]) != 1 ||
-		number(t, o["log_end_offset"]) != 3 || number(t, o["lag"]) != 2 || o["member_id"] != nil {
+		number(t, o["log_start_offset"]) != 0 || number(t, o["log_end_offset"]) != 3 || number(t, o["lag"]) != 2 ||
+		number(t, o["lag_bytes"]) <= 0 || seconds(t, o["lag_seconds"]) < 0 || number(t, o["records_lost"]) != 0 || o["member_id"] != nil {
 		t.Errorf("offset row %v", o)
 	}
 
@@ -315,7 +337,7 @@ func TestGroupListAndDescribe(t *testing.T) {
 	}
 	rows = tableRows(r.stdout, "orders")
 	for _, p := range []string{"0", "1"} {
-		if f := rows[p]; len(f) != 6 || f[5] != id {
+		if f := rows[p]; len(f) != 8 || f[7] != id {
 			t.Errorf("partition %s row %q, want member %s", p, f, id)
 		}
 	}

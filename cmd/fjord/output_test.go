@@ -55,6 +55,20 @@ func list(t *testing.T, v any) []any {
 	return l
 }
 
+// seconds is a JSON number that may have a fraction.
+func seconds(t *testing.T, v any) float64 {
+	t.Helper()
+	n, ok := v.(json.Number)
+	if !ok {
+		t.Fatalf("%v is %T, want a number", v, v)
+	}
+	f, err := n.Float64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func number(t *testing.T, v any) int64 {
 	t.Helper()
 	n, ok := v.(json.Number)

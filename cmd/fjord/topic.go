@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -42,18 +43,26 @@ func newTopicCommand() *cobra.Command {
 // adminRun wraps a topic or cluster subcommand: it reads FJORD_BROKERS,
 // connects, and bounds the whole call by requestTimeout.
 func adminRun(o *clientOptions, fn func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error) func(*cobra.Command, []string) error {
+	return clientRun(o, func(ctx context.Context, cmd *cobra.Command, _ *kgo.Client, adm *kadm.Client, args []string) error {
+		return fn(ctx, cmd, adm, args)
+	})
+}
+
+// clientRun is adminRun for a command that also sends requests kadm has
+// no call for (Fjord's own, say) through the client under adm.
+func clientRun(o *clientOptions, fn func(ctx context.Context, cmd *cobra.Command, cl *kgo.Client, adm *kadm.Client, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := o.applyEnv(cmd); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 		defer cancel()
-		adm, closeClient, err := o.adminClient(ctx)
+		cl, err := o.connect(ctx)
 		if err != nil {
 			return err
 		}
-		defer closeClient()
-		return fn(ctx, cmd, adm, args)
+		defer cl.Close()
+		return fn(ctx, cmd, cl, newAdmin(cl), args)
 	}
 }
 

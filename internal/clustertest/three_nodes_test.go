@@ -60,6 +60,7 @@ func TestThreeNodes(t *testing.T) {
 	t.Run("ConsumeTransformProduceSarama", e.ctpSarama)
 	t.Run("ConsumeTransformProduceLibrdkafka", e.ctpLibrdkafka)
 	t.Run("ConsumeTransformProduceAppKilled", e.ctpAppKilled)
+	t.Run("ConsumerLag", e.consumerLag)
 }
 
 // Acceptance point 2: RF=3, min.insync.replicas=2, acks=all, 200,000

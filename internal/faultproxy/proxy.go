@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 // Fault is what the proxy does wrong.
@@ -621,7 +623,7 @@ func parseRequestHeader(b []byte) (requestHeader, error) {
 	}
 	h.key = int16(binary.BigEndian.Uint16(b[0:]))
 	h.version = int16(binary.BigEndian.Uint16(b[2:]))
-	req := kmsg.RequestForKey(h.key)
+	req := fjordmsg.RequestForKey(h.key)
 	if req == nil {
 		return h, fmt.Errorf("unknown api key %d", h.key)
 	}

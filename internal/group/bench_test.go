@@ -9,9 +9,9 @@ import (
 	"github.com/fjordmq/fjord/internal/clock"
 )
 
-// BenchmarkCommittedOffsets is the coordinator's side of one lag scrape
-// (the node's lagCollector): every committed offset of 1,000 groups of
-// 50 partitions each, copied out group by group.
+// BenchmarkCommittedOffsets is the coordinator's side of one lag refresh
+// (internal/grouplag's Refresher): every committed offset of 1,000
+// groups of 50 partitions each, copied out group by group.
 //
 //	go test -run '^$' -bench CommittedOffsets ./internal/group
 func BenchmarkCommittedOffsets(b *testing.B) {

@@ -371,21 +371,26 @@ func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 	// partition assigned to a member and every partition with a commit;
 	// what is not known is null, not -1.
 	type offsetJSON struct {
-		Topic     string  `json:"topic"`
-		Partition int32   `json:"partition"`
-		Committed *int64  `json:"committed"`
-		LogEnd    *int64  `json:"log_end"`
-		Lag       *int64  `json:"lag"`
-		Member    *string `json:"member"`
+		Topic       string   `json:"topic"`
+		Partition   int32    `json:"partition"`
+		Committed   *int64   `json:"committed"`
+		LogStart    *int64   `json:"log_start"`
+		LogEnd      *int64   `json:"log_end"`
+		Lag         *int64   `json:"lag"`
+		LagBytes    *int64   `json:"lag_bytes"`
+		LagSeconds  *float64 `json:"lag_seconds"`
+		RecordsLost *int64   `json:"records_lost"`
+		Member      *string  `json:"member"`
 	}
-	viewRows, err := groupview.Rows(r.Context(), a.adm, d, offsets)
+	viewRows, err := groupview.Rows(r.Context(), a.reader, a.adm, d, offsets)
 	if err != nil {
 		writeError(w, unavailable(err))
 		return
 	}
 	rows := []offsetJSON{}
 	for _, v := range viewRows {
-		rows = append(rows, offsetJSON{Topic: v.Topic, Partition: v.Partition, Committed: v.Committed, LogEnd: v.LogEnd, Lag: v.Lag, Member: v.Member})
+		rows = append(rows, offsetJSON{Topic: v.Topic, Partition: v.Partition, Committed: v.Committed, LogStart: v.LogStart, LogEnd: v.LogEnd,
+			Lag: v.Lag, LagBytes: v.LagBytes, LagSeconds: v.LagSeconds, RecordsLost: v.Lost, Member: v.Member})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"group": group, "state": d.State, "protocol_type": d.ProtocolType, "protocol": d.Protocol,

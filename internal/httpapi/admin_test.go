@@ -14,12 +14,16 @@ import (
 
 // groupOffsetJSON is a row of GET /v1/groups/{group}'s offsets.
 type groupOffsetJSON struct {
-	Topic     string  `json:"topic"`
-	Partition int32   `json:"partition"`
-	Committed *int64  `json:"committed"`
-	LogEnd    *int64  `json:"log_end"`
-	Lag       *int64  `json:"lag"`
-	Member    *string `json:"member"`
+	Topic       string   `json:"topic"`
+	Partition   int32    `json:"partition"`
+	Committed   *int64   `json:"committed"`
+	LogStart    *int64   `json:"log_start"`
+	LogEnd      *int64   `json:"log_end"`
+	Lag         *int64   `json:"lag"`
+	LagBytes    *int64   `json:"lag_bytes"`
+	LagSeconds  *float64 `json:"lag_seconds"`
+	RecordsLost *int64   `json:"records_lost"`
+	Member      *string  `json:"member"`
 }
 
 // Topics through the API: create, list, describe (partitions, offsets,
@@ -125,6 +129,7 @@ func TestTopicAdmin(t *testing.T) {
 // The cluster, and a consumer group with a live member: its assignment,
 // committed offsets and lag.
 func TestClusterAndGroups(t *testing.T) {
+	testStart := time.Now()
 	e := newEnv(t)
 	var cluster struct {
 		ClusterID  string `json:"cluster_id"`
@@ -186,6 +191,16 @@ func TestClusterAndGroups(t *testing.T) {
 	if o := g.Offsets; len(o) != 2 || o[0].Partition != 0 || *o[0].Committed != 2 || *o[0].LogEnd != 3 || *o[0].Lag != 1 || *o[0].Member != m.MemberID ||
 		o[1].Partition != 1 || o[1].Committed != nil || o[1].Lag != nil || o[1].LogEnd == nil || *o[1].Member != m.MemberID {
 		t.Fatalf("offsets %+v", g.Offsets)
+	}
+	// Where the leader says the commit stands: one record (a batch) of
+	// log behind, produced during this test; no gap. Without a commit,
+	// nothing to say.
+	if o := g.Offsets[0]; o.LogStart == nil || *o.LogStart != 0 || o.LagBytes == nil || *o.LagBytes <= 0 ||
+		o.LagSeconds == nil || *o.LagSeconds < 0 || *o.LagSeconds > time.Since(testStart).Seconds() || o.RecordsLost == nil || *o.RecordsLost != 0 {
+		t.Errorf("partition 0's lag: log start %v, bytes %v, seconds %v, lost %v", o.LogStart, o.LagBytes, o.LagSeconds, o.RecordsLost)
+	}
+	if o := g.Offsets[1]; o.LogStart != nil || o.LagBytes != nil || o.LagSeconds != nil || o.RecordsLost != nil {
+		t.Errorf("partition 1 has no commit, yet lag figures: %+v", o)
 	}
 	var listed struct {
 		Groups []struct {

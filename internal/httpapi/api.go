@@ -44,6 +44,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 // Config configures the API.
@@ -253,7 +255,9 @@ func New(cfg Config) (*API, error) {
 		}
 		a.producers[acks] = cl
 	}
-	reader, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("fjord-http"), kgo.MetadataMinAge(metadataMinAge))
+	// The reader is Fjord's client (fjordmsg.ClientOpts): the group
+	// view asks leaders Fjord's DescribePositions through it.
+	reader, err := kgo.NewClient(append(fjordmsg.ClientOpts(), kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("fjord-http"), kgo.MetadataMinAge(metadataMinAge))...)
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)

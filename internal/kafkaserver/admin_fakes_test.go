@@ -432,6 +432,10 @@ func (r *adminFakeReplicas) Fetch(_ context.Context, _ replica.FetchParams, part
 	return res
 }
 
+func (r *adminFakeReplicas) DescribePositions(string, int32, []int64) (replica.Positions, error) {
+	return replica.Positions{}, errors.New("adminFakeReplicas: positions are tested against the real replica manager")
+}
+
 func (r *adminFakeReplicas) ListOffset(topic string, partition int32, currentLeaderEpoch int32, timestamp int64, isolation replica.Isolation) (replica.OffsetAndTimestamp, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -10,6 +10,12 @@ package kafkaserver
 // client can read the answer before it knows whether we speak flexible
 // versions. Redpanda once broke librdkafka here (redpanda #296).
 //
+// Fjord's own requests (internal/fjordmsg, keys from 10000) are listed
+// only for a v3+ request whose client software name is Fjord's
+// (fjordmsg.SoftwareName): a Kafka client never sees a key it does not
+// know, which some clients could mistake for a broker they cannot talk
+// to.
+//
 // A version above 3 never reaches this handler: the connection answers
 // it with a v0 response carrying UNSUPPORTED_VERSION and the ranges, and
 // the client retries with one we serve (see conn.dispatch).
@@ -37,12 +43,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 func handleAPIVersions(_ context.Context, _ *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.ApiVersionsRequest)
 	resp := body.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = advertisedAPIKeys()
+	resp.ApiKeys = advertisedAPIKeys(req.version >= 3 && body.ClientSoftwareName == fjordmsg.SoftwareName)
 	if req.version >= 3 {
 		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, transactionVersion, transactionVersion
@@ -64,10 +72,14 @@ const (
 	finalizedFeaturesEpoch = 1
 )
 
-// advertisedAPIKeys lists the apis table, sorted by key as Kafka sends it.
-func advertisedAPIKeys() []kmsg.ApiVersionsResponseApiKey {
+// advertisedAPIKeys lists the apis table, sorted by key as Kafka sends
+// it; Fjord's own keys only when fjord (the client named itself Fjord's).
+func advertisedAPIKeys(fjord bool) []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
 	for _, a := range apis {
+		if !fjord && fjordmsg.IsFjordKey(a.key) {
+			continue
+		}
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = a.key, a.minVersion, a.maxVersion
 		keys = append(keys, k)

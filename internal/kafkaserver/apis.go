@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 // api is one Kafka API this server serves: its key, the version range it
@@ -44,7 +46,8 @@ type api struct {
 // apis is every API served, by key. It is built from the tables in
 // apis_data.go (bootstrap, produce, fetch), apis_admin.go (admin and
 // offsets), apis_group.go (consumer groups), apis_txn.go (transactions)
-// and apis_controller.go (the requests nodes send the active controller),
+// apis_controller.go (the requests nodes send the active controller)
+// and describe_positions.go (Fjord's own requests, internal/fjordmsg),
 // so each part can change without touching the others.
 // Built in init, not a var initializer: ApiVersions' handler reads the
 // table, which would make the initializer refer to itself.
@@ -52,15 +55,15 @@ var apis map[int16]api
 
 func init() {
 	apis = make(map[int16]api)
-	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, txnAPIs, controllerAPIs} {
+	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, txnAPIs, controllerAPIs, fjordAPIs} {
 		for _, a := range tab {
 			if _, dup := apis[a.key]; dup {
-				panic("kafkaserver: API registered twice: " + kmsg.NameForKey(a.key))
+				panic("kafkaserver: API registered twice: " + fjordmsg.NameForKey(a.key))
 			}
-			// The connection decodes with kmsg, so kmsg must know every
-			// version advertised.
-			if k := kmsg.RequestForKey(a.key); k == nil || a.minVersion < 0 || a.maxVersion < a.minVersion || a.maxVersion > k.MaxVersion() || a.handle == nil {
-				panic(fmt.Sprintf("kafkaserver: bad registration for %s: v%d-%d", kmsg.NameForKey(a.key), a.minVersion, a.maxVersion))
+			// The connection decodes with kmsg (or fjordmsg), which must
+			// know every version advertised.
+			if k := fjordmsg.RequestForKey(a.key); k == nil || a.minVersion < 0 || a.maxVersion < a.minVersion || a.maxVersion > k.MaxVersion() || a.handle == nil {
+				panic(fmt.Sprintf("kafkaserver: bad registration for %s: v%d-%d", fjordmsg.NameForKey(a.key), a.minVersion, a.maxVersion))
 			}
 			apis[a.key] = a
 		}

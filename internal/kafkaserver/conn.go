@@ -69,6 +69,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/controlplane/forward"
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 const (
@@ -366,7 +367,7 @@ func (c *conn) dispatch(frame []byte) error {
 	}
 	if version < a.minVersion || version > a.maxVersion {
 		if key != apiVersionsKey {
-			return fmt.Errorf("%w: %s v%d (serving v%d-%d)", errUnsupportedVer, kmsg.NameForKey(key), version, a.minVersion, a.maxVersion)
+			return fmt.Errorf("%w: %s v%d (serving v%d-%d)", errUnsupportedVer, fjordmsg.NameForKey(key), version, a.minVersion, a.maxVersion)
 		}
 		// A client that does not know our versions tried one too new:
 		// answer v0 with the ranges so it can retry lower. The header
@@ -379,16 +380,16 @@ func (c *conn) dispatch(frame []byte) error {
 	}
 
 	clientID := r.NullableString()
-	body := kmsg.RequestForKey(key)
+	body := fjordmsg.RequestForKey(key)
 	body.SetVersion(version)
 	if body.IsFlexible() {
 		skipTags(&r)
 	}
 	if !r.Ok() {
-		return fmt.Errorf("%w: %s v%d", errBadHeader, kmsg.NameForKey(key), version)
+		return fmt.Errorf("%w: %s v%d", errBadHeader, fjordmsg.NameForKey(key), version)
 	}
 	if err := decodeBody(body, r.Src); err != nil {
-		return fmt.Errorf("%w: %s v%d: %v", errBadBody, kmsg.NameForKey(key), version, err)
+		return fmt.Errorf("%w: %s v%d: %v", errBadBody, fjordmsg.NameForKey(key), version, err)
 	}
 	req := &request{
 		key:           key,
@@ -451,12 +452,12 @@ func (c *conn) runHandler(a api, req *request, sl *slot) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("kafkaserver: handler panicked; closing the connection",
-				slog.String("api", kmsg.NameForKey(req.key)), slog.Int("version", int(req.version)),
+				slog.String("api", fjordmsg.NameForKey(req.key)), slog.Int("version", int(req.version)),
 				slog.String("remote", c.remote), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			sl.resp, sl.release = nil, nil
 			sl.err = fmt.Errorf("handler panic: %v", r)
 			if h := c.s.testHookPanic; h != nil {
-				h(kmsg.NameForKey(req.key), r)
+				h(fjordmsg.NameForKey(req.key), r)
 			}
 		}
 	}()
@@ -516,7 +517,7 @@ func (c *conn) writeLoop() (abandoned []*slot) {
 		if sl.err != nil {
 			if !errors.Is(sl.err, errCloseConnection) {
 				c.s.log.Debug("kafkaserver: request failed; closing connection",
-					slog.String("api", kmsg.NameForKey(sl.key)), slog.String("remote", c.remote), slog.Any("err", sl.err))
+					slog.String("api", fjordmsg.NameForKey(sl.key)), slog.String("remote", c.remote), slog.Any("err", sl.err))
 			}
 			c.flush(bw)
 			sl.finish()
@@ -651,12 +652,12 @@ func (c *conn) guardEncode(sl *slot, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("kafkaserver: encoding a response panicked; closing the connection",
-				slog.String("api", kmsg.NameForKey(sl.key)), slog.Int("version", int(sl.version)),
+				slog.String("api", fjordmsg.NameForKey(sl.key)), slog.Int("version", int(sl.version)),
 				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			if h := c.s.testHookPanic; h != nil {
-				h(kmsg.NameForKey(sl.key), r)
+				h(fjordmsg.NameForKey(sl.key), r)
 			}
-			err = fmt.Errorf("encoding %s response: %v", kmsg.NameForKey(sl.key), r)
+			err = fmt.Errorf("encoding %s response: %v", fjordmsg.NameForKey(sl.key), r)
 		}
 	}()
 	return fn()
@@ -681,7 +682,7 @@ func appendResponse(dst []byte, sl *slot) []byte {
 func unsupportedAPIVersions() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = advertisedAPIKeys()
+	resp.ApiKeys = advertisedAPIKeys(false)
 	return resp
 }
 

@@ -404,6 +404,10 @@ func (r *memReplicas) ListOffset(topic string, partition int32, _ int32, ts int6
 	return replica.OffsetAndTimestamp{Offset: off, Timestamp: -1, LeaderEpoch: 0}, nil
 }
 
+func (r *memReplicas) DescribePositions(string, int32, []int64) (replica.Positions, error) {
+	return replica.Positions{}, errMemUnsupported
+}
+
 func (r *memReplicas) EndOffsetForEpoch(topic string, partition int32, _, _ int32) (int32, int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

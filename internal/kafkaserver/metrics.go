@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 // serverMetrics are the Kafka listener's Prometheus metrics. Request
@@ -144,7 +146,7 @@ func (m *serverMetrics) forgetTopic(topic string) {
 // observe records one handled request and the error codes of its
 // response (nil when there is none).
 func (m *serverMetrics) observe(key int16, start time.Time, resp kmsg.Response, failed bool) {
-	api := kmsg.NameForKey(key)
+	api := fjordmsg.NameForKey(key)
 	m.requests.WithLabelValues(api).Inc()
 	m.duration.WithLabelValues(api).Observe(time.Since(start).Seconds())
 	if failed {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 // FuzzRequest writes arbitrary bytes to the server as one connection's
@@ -72,7 +74,7 @@ func FuzzAPIBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, keyIdx, version uint8, body []byte) {
 		a := apis[keys[int(keyIdx)%len(keys)]]
 		v := a.minVersion + int16(version)%(a.maxVersion-a.minVersion+1)
-		req := kmsg.RequestForKey(a.key)
+		req := fjordmsg.RequestForKey(a.key)
 		req.SetVersion(v)
 		frame := header(a.key, v, 1, req.IsFlexible())
 		fz.check(t, frameOf(append(frame, body...)))
@@ -95,9 +97,9 @@ func fuzzSeedRequests(f *testing.F, topicID [16]byte) []kmsg.Request {
 		fetchReq(13, 100, 1, fetchPart{id: topicID, partition: 1}),
 		sessionFetch(12, 0, 0, fetchPart{topic: "fuzz", partition: 0}),
 	}
-	for _, a := range append(append([]api(nil), adminAPIs...), groupAPIs...) {
+	for _, a := range slices.Concat(adminAPIs, groupAPIs, fjordAPIs) {
 		for _, v := range []int16{a.minVersion, a.maxVersion} {
-			req := kmsg.RequestForKey(a.key)
+			req := fjordmsg.RequestForKey(a.key)
 			req.SetVersion(v)
 			reqs = append(reqs, req)
 		}
@@ -116,7 +118,9 @@ func fuzzSeedRequests(f *testing.F, topicID [16]byte) []kmsg.Request {
 	// default request leaves the v2 field false.
 	cluster := kmsg.NewPtrDescribeClusterRequest()
 	cluster.Version, cluster.IncludeFencedBrokers = 2, true
-	return append(reqs, join, commit, fetch, cluster)
+	positions := &fjordmsg.DescribePositionsRequest{Topics: []fjordmsg.DescribePositionsTopic{
+		{Topic: "fuzz", Partitions: []fjordmsg.DescribePositionsPartition{{Partition: 0, Offsets: []int64{0, 2}}}}}}
+	return append(reqs, join, commit, fetch, cluster, positions)
 }
 
 // fuzzServer is one Server shared by every input of a fuzz run, so "the

@@ -68,6 +68,9 @@ type Replicas interface {
 	// ListOffset answers ListOffsets for one partition; timestamp may be
 	// one of replica.TimestampLatest/Earliest/MaxTimestamp.
 	ListOffset(topic string, partition int32, currentLeaderEpoch int32, timestamp int64, isolation replica.Isolation) (replica.OffsetAndTimestamp, error)
+	// DescribePositions answers where offsets stand in a partition this
+	// node leads (FjordDescribePositions): one backlog per offset.
+	DescribePositions(topic string, partition int32, offsets []int64) (replica.Positions, error)
 	// EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch
 	// <= epoch this log knows and the end offset of that epoch.
 	EndOffsetForEpoch(topic string, partition int32, currentLeaderEpoch, epoch int32) (leaderEpoch int32, endOffset int64, err error)

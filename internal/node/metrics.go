@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/fjordmq/fjord/internal/group"
+	"github.com/fjordmq/fjord/internal/grouplag"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/txn"
@@ -21,8 +21,9 @@ import (
 // listener: the Go runtime and the process; the Kafka listener's request
 // and per-topic data metrics and the HTTP API's request metrics
 // (registered by those packages); fsync latency; and, read at each
-// scrape, every hosted partition's offsets and size and the lag of the
-// consumer groups this node coordinates.
+// scrape, every hosted partition's offsets and size; and the lag of the
+// consumer groups this node coordinates, from the lag refresher's last
+// snapshot (lag.go).
 
 // newFsyncHistogram is storage's fsync latency, observed through
 // storage.ManagerOptions.ObserveSync: the storage manager opens before
@@ -40,14 +41,14 @@ func observeSeconds(h prometheus.Histogram) func(time.Duration) {
 	return func(d time.Duration) { h.Observe(d.Seconds()) }
 }
 
-func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, groups *group.Coordinator, txns txnCollector, repl replicationCollector) *prometheus.Registry {
+func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, lag *grouplag.Refresher, txns txnCollector, repl replicationCollector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		partitionCollector{logs: logs},
 		fsyncs,
-		lagCollector{groups: groups, logs: logs, maxSeries: maxLagSeries},
+		lagCollector{lag: lag, maxRows: maxLagRows},
 		txns,
 		repl,
 	)
@@ -241,59 +242,4 @@ func httpConnGauge(reg prometheus.Registerer) func(net.Conn, http.ConnState) {
 			g.Dec()
 		}
 	}
-}
-
-// maxLagSeries bounds the lag series one scrape reports, so a node
-// coordinating a great many groups cannot make its scrape unbounded.
-const maxLagSeries = 10000
-
-var (
-	lagDesc = prometheus.NewDesc("fjord_consumer_group_lag",
-		"Records a consumer group has yet to consume: the sum, over the topic's partitions it has committed offsets for and this node hosts, of high watermark less committed offset. Reported by the group's coordinator.",
-		[]string{"group", "topic"}, nil)
-	lagDroppedDesc = prometheus.NewDesc("fjord_consumer_group_lag_series_dropped",
-		"Lag series left out of this scrape because it reached its bound of series.", nil, nil)
-)
-
-// lagCollector reports each coordinated group's lag per topic, computed
-// at the scrape from the committed offsets in the coordinator's memory
-// and the high watermarks in storage: no request, no read of a log.
-// Series are per (group, topic), not per partition, and at most
-// maxSeries of them, so cardinality stays bounded. A committed offset for
-// a partition this node does not host is left out: with several nodes
-// the lag of such a partition is not known here.
-type lagCollector struct {
-	groups    *group.Coordinator
-	logs      *storage.Manager
-	maxSeries int
-}
-
-func (lagCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- lagDesc
-	ch <- lagDroppedDesc
-}
-
-func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
-	logs := c.logs.Logs()
-	series, dropped := 0, 0
-	c.groups.CommittedOffsets(func(g string, offsets map[group.TopicPartition]int64) bool {
-		lag := map[string]int64{}
-		for tp, committed := range offsets {
-			l, ok := logs[storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}]
-			if !ok {
-				continue
-			}
-			lag[tp.Topic] += max(l.HighWatermark()-committed, 0)
-		}
-		for topic, n := range lag {
-			if series >= c.maxSeries {
-				dropped++
-				continue
-			}
-			series++
-			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(n), g, topic)
-		}
-		return true
-	})
-	ch <- prometheus.MustNewConstMetric(lagDroppedDesc, prometheus.GaugeValue, float64(dropped))
 }

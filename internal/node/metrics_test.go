@@ -26,6 +26,7 @@ func scrape(t *testing.T, n *Node) testutil.Metrics {
 // need them, and a group's lag as the high watermark less its commits.
 // A deleted topic's series go.
 func TestDataMetrics(t *testing.T) {
+	testStart := time.Now()
 	cfg := testConfig(t, t.TempDir())
 	n := startNode(t, cfg)
 	testutil.Eventually(t, 10*time.Second, n.Ready)
@@ -105,8 +106,36 @@ func TestDataMetrics(t *testing.T) {
 	if fsyncs, _ := after.Value("fjord_log_flush_duration_seconds"); fsyncs <= fsyncsBefore {
 		t.Errorf("fsync observations %v before the writes, %v after", fsyncsBefore, fsyncs)
 	}
-	if lag, ok := after.Value("fjord_consumer_group_lag", "group=billing", "topic=m"); !ok || lag != first+second-500 {
-		t.Errorf("lag of billing on m: %v (found %v), want %d", lag, ok, first+second-500)
+	// Lag comes from the coordinator's lag refresher, within a second.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		m := scrape(t, n)
+		want := map[string]float64{"topic": first + second - 500, "0": first + second - 500, "1": 0}
+		if lag, ok := m.Value("fjord_consumer_group_lag", "group=billing", "topic=m"); !ok || lag != want["topic"] {
+			return fmt.Errorf("lag of billing on m: %v (found %v), want %v", lag, ok, want["topic"])
+		}
+		for _, p := range []string{"0", "1"} {
+			if lag, ok := m.Value("fjord_consumer_group_lag_records", "group=billing", "topic=m", "partition="+p); !ok || lag != want[p] {
+				return fmt.Errorf("lag of billing on m-%s: %v (found %v), want %v", p, lag, ok, want[p])
+			}
+		}
+		return nil
+	})
+	lagged := scrape(t, n)
+	// Partition 0's unconsumed 1,510 records of 100-byte values are
+	// more than 151,000 bytes of log and less than all of it; they were
+	// produced within this test. Partition 1 is empty: nothing to lag.
+	bytes0, _ := lagged.Value("fjord_consumer_group_lag_bytes", "group=billing", "topic=m", "partition=0")
+	secs0, _ := lagged.Value("fjord_consumer_group_lag_seconds", "group=billing", "topic=m", "partition=0")
+	bytes1, ok1 := lagged.Value("fjord_consumer_group_lag_bytes", "group=billing", "topic=m", "partition=1")
+	secs1, _ := lagged.Value("fjord_consumer_group_lag_seconds", "group=billing", "topic=m", "partition=1")
+	if bytes0 < 100*(first+second-500) || bytes0 >= bytesIn {
+		t.Errorf("lag bytes of m-0: %v, want at least %d and less than the %v bytes in", bytes0, 100*(first+second-500), bytesIn)
+	}
+	if secs0 < 0 || secs0 > time.Since(testStart).Seconds() {
+		t.Errorf("lag seconds of m-0: %v, want between 0 and the test's %v s", secs0, time.Since(testStart).Seconds())
+	}
+	if !ok1 || bytes1 != 0 || secs1 != 0 {
+		t.Errorf("lag of the empty m-1: %v bytes (found %v), %v s; want 0 and 0", bytes1, ok1, secs1)
 	}
 	if n, ok := after.Value("fjord_kafka_errors_total", "api=CreateTopics", "error=TOPIC_ALREADY_EXISTS"); !ok || n != 1 {
 		t.Errorf("CreateTopics TOPIC_ALREADY_EXISTS counted %v times (found %v), want 1", n, ok)
@@ -162,22 +191,31 @@ func TestLagSeriesBound(t *testing.T) {
 			t.Fatalf("commit: %v %v", err, resp.Error())
 		}
 	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if rows := len(n.lag.Snapshot().Rows); rows != groups {
+			return fmt.Errorf("%d lag rows, want %d", rows, groups)
+		}
+		return nil
+	})
 	ch := make(chan prometheus.Metric, 100)
-	lagCollector{groups: n.groups, logs: n.storage, maxSeries: 3}.Collect(ch)
+	lagCollector{lag: n.lag, maxRows: 3}.Collect(ch)
 	close(ch)
-	lags, dropped := 0, -1.0
+	rows, sums, dropped := 0, 0, -1.0
 	for m := range ch {
 		var out dto.Metric
 		if err := m.Write(&out); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(m.Desc().String(), "series_dropped") {
+		switch d := m.Desc().String(); {
+		case strings.Contains(d, `"fjord_consumer_group_lag_series_dropped"`):
 			dropped = out.GetGauge().GetValue()
-		} else {
-			lags++
+		case strings.Contains(d, `"fjord_consumer_group_lag_records"`):
+			rows++
+		case strings.Contains(d, `"fjord_consumer_group_lag"`):
+			sums++
 		}
 	}
-	if lags != 3 || dropped != groups-3 {
-		t.Fatalf("%d lag series and %v dropped; want 3 and %d", lags, dropped, groups-3)
+	if rows != 3 || sums != 3 || dropped != groups-3 {
+		t.Fatalf("%d lag rows, %d sums and %v dropped; want 3, 3 and %d", rows, sums, dropped, groups-3)
 	}
 }

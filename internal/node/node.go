@@ -48,6 +48,7 @@ import (
 	"github.com/fjordmq/fjord/internal/controlplane/forward"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
+	"github.com/fjordmq/fjord/internal/grouplag"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/kafkaserver"
 	"github.com/fjordmq/fjord/internal/leaderfetch"
@@ -129,6 +130,10 @@ type Node struct {
 	replicaLogs *replicaLogs
 	unsubImage  func()
 	groups      *group.Coordinator
+	// lag keeps the lag of the groups this node coordinates (lag.go);
+	// stopLag ends it.
+	lag     *grouplag.Refresher
+	stopLag func()
 	// internalClientID is the client id of this node's own Kafka clients
 	// (the HTTP gateway, forwarded changes), built from the incarnation
 	// id drawn at each start (controlplane.InternalClientID).
@@ -373,7 +378,8 @@ func (n *Node) start(ctx context.Context) error {
 	n.txnLoader = txnstatetopic.NewLoader(n.txns, n.replicas, cfg.NodeID, n.log)
 	n.unsubTxn = n.ctrl.Subscribe(n.txnLoader.OnImage)
 
-	n.metrics = newRegistry(n.storage, fsyncs, n.groups, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
+	n.lag, n.stopLag = n.startLag()
+	n.metrics = newRegistry(n.storage, fsyncs, n.lag, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                              n.kafkaLn.Addr().String(),
 		NodeID:                            cfg.NodeID,
@@ -789,6 +795,11 @@ func (n *Node) Close() error {
 			add("closing pprof listener", n.pprofLn.Close())
 		}
 		n.servers.Wait()
+		// The lag refresher reads the group coordinator and asks
+		// through the peer clients: it stops before either closes.
+		if n.stopLag != nil {
+			n.stopLag()
+		}
 		// The coordinators, once no request can reach them, and before
 		// the replica manager their logs are in: each stops following
 		// the images, lets its loads end, then closes (the transaction

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 var (
@@ -72,7 +73,9 @@ func (p *Pool) Broker(node int32) (*kgo.Broker, error) {
 		if ok {
 			c.cl.Close()
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(p.clientID), kgo.DialTimeout(dialTimeout))
+		// Fjord's client options: peers ask each other Fjord's own
+		// requests (internal/fjordmsg) as well as Kafka's.
+		cl, err := kgo.NewClient(append(fjordmsg.ClientOpts(), kgo.SeedBrokers(addr), kgo.ClientID(p.clientID), kgo.DialTimeout(dialTimeout))...)
 		if err != nil {
 			delete(p.byNode, node)
 			return nil, fmt.Errorf("node %d at %s: %w", node, addr, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/storage"
 )
 
 // TimestampEarliestLocal is ListOffsets' EARLIEST_LOCAL_TIMESTAMP (-4,
@@ -207,4 +208,42 @@ func (m *Manager) LogDirs() (string, int64, int64, []LogDirInfo) {
 		return parts[i].Partition < parts[j].Partition
 	})
 	return m.opts.DataDir, total, usable, parts
+}
+
+// Positions is where offsets stand in a partition this node leads,
+// against its high watermark (DescribePositions: consumer lag in bytes
+// and seconds, retention gaps).
+type Positions struct {
+	LogStartOffset   int64
+	HighWatermark    int64
+	LastStableOffset int64
+	// Backlogs holds one entry per offset asked, in order.
+	Backlogs []storage.Backlog
+}
+
+// DescribePositions answers where offsets stand in a partition this node
+// leads: the log start, high watermark and last stable offset, and for
+// each offset what a consumer there has yet to consume up to the high
+// watermark.
+func (m *Manager) DescribePositions(topic string, partition int32, offsets []int64) (Positions, error) {
+	p, err := m.partition(topic, metadata.UUID{}, partition)
+	if err != nil {
+		return Positions{}, err
+	}
+	if _, err := p.checkLeader(-1); err != nil {
+		return Positions{}, err
+	}
+	// The high watermark first, the log start after: a retention pass in
+	// between can only make the start newer, never past the bound.
+	hw := p.log.HighWatermark()
+	backlogs, err := p.log.Backlogs(offsets, hw)
+	if err != nil {
+		return Positions{}, fromLog(err)
+	}
+	return Positions{
+		LogStartOffset:   p.log.LogStartOffset(),
+		HighWatermark:    hw,
+		LastStableOffset: p.log.LastStableOffset(),
+		Backlogs:         backlogs,
+	}, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
 // ServeKafka answers the Kafka-protocol requests of one connection in
@@ -29,7 +31,7 @@ func ServeKafka(nc net.Conn, answer func(kmsg.Request) (kmsg.Response, error)) e
 		r := kbin.Reader{Src: frame}
 		key, version, corr := r.Int16(), r.Int16(), r.Int32()
 		r.NullableString() // client id
-		req := kmsg.RequestForKey(key)
+		req := fjordmsg.RequestForKey(key)
 		if req == nil {
 			return fmt.Errorf("unknown API key %d", key)
 		}
@@ -41,10 +43,10 @@ func ServeKafka(nc net.Conn, answer func(kmsg.Request) (kmsg.Response, error)) e
 			}
 		}
 		if err := r.Complete(); err != nil {
-			return fmt.Errorf("%s v%d header: %v", kmsg.NameForKey(key), version, err)
+			return fmt.Errorf("%s v%d header: %v", fjordmsg.NameForKey(key), version, err)
 		}
 		if err := req.ReadFrom(r.Src); err != nil {
-			return fmt.Errorf("%s v%d body: %v", kmsg.NameForKey(key), version, err)
+			return fmt.Errorf("%s v%d body: %v", fjordmsg.NameForKey(key), version, err)
 		}
 		resp, err := answer(req)
 		if err != nil {
