@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,7 +33,15 @@ type consumeOptions struct {
 	maxMessages   int64
 	format        string
 	group         string
+	onGap         string // --on-gap: "", onGapEarliest or onGapLatest
 }
+
+// The values of --on-gap: where a group member goes on in a partition
+// whose committed offset is no longer in the log.
+const (
+	onGapEarliest = "earliest"
+	onGapLatest   = "latest"
+)
 
 func newConsumeCommand() *cobra.Command {
 	var o consumeOptions
@@ -53,6 +63,17 @@ committed offsets (where the group has none: at the start with
 printed every few seconds and on exit, and leaves the group on exit.
 --partition, --offset and --from-time do not go with --group (move a group's
 offsets with "fjord group reset-offsets").
+
+A group's committed offset can fall out of the log: below its start, when
+retention (retention.ms, retention.bytes) or DeleteRecords deleted records the
+group had not read yet, or past its end, when the log lost records the group
+had read. consume --group never moves past such a gap by itself: it stops,
+exits non-zero, and names the partition, the committed offset, the log start
+and the records lost, printing nothing more from that partition (what it
+printed from the others is committed). --on-gap earliest goes on from the log
+start (every record still in the log is printed), --on-gap latest from the
+log end (the records still in the log are skipped too); either warns on
+stderr with the same numbers and commits the new position.
 
 Without --max-messages it runs until interrupted.
 
@@ -84,6 +105,8 @@ Without --max-messages it runs until interrupted.
 	f.Var(newIntFlag(&o.maxMessages, 0, 0, math.MaxInt64, "(0: no limit)"), "max-messages", "exit after printing this many records")
 	f.StringVar(&o.format, "format", `%v\n`, "output template per record")
 	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, from its committed offsets, committing what is printed")
+	f.Var(newEnumFlag(&o.onGap, "", onGapEarliest, onGapLatest), "on-gap",
+		"with --group, where to go on when a committed offset is no longer in the log: earliest (the log start) or latest (the log end); without it consume stops there, naming the gap")
 	return cmd
 }
 
@@ -116,6 +139,9 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 		if err := checkGroupFlags(cmd, o); err != nil {
 			return err
 		}
+	} else if cmd.Flags().Changed("on-gap") {
+		return errors.New("--on-gap goes with --group: only a group member resumes from committed offsets that can fall out of the log; " +
+			"without --group, consume starts where --from-beginning, --offset or --from-time says")
 	}
 	if given := givenFlags(cmd, "from-beginning", "offset", "from-time"); len(given) > 1 {
 		return fmt.Errorf("%s exclude each other: give one", strings.Join(given, " and "))
@@ -422,6 +448,7 @@ type groupMember struct {
 	group, topic  string
 	adm           *kadm.Client
 	fromBeginning bool
+	onGap         string // --on-gap
 	stderr        io.Writer
 
 	mu struct {
@@ -436,11 +463,13 @@ type groupMember struct {
 // consumeInGroup is consume --group. stop ends the handling of SIGINT
 // and SIGTERM that cancels ctx.
 func consumeInGroup(ctx context.Context, stop func(), o consumeOptions, topic string, seeds []string, adm *kadm.Client, printer *recordPrinter) error {
-	m := &groupMember{group: o.group, topic: topic, adm: adm, fromBeginning: o.fromBeginning, stderr: printer.stderr}
+	m := &groupMember{group: o.group, topic: topic, adm: adm, fromBeginning: o.fromBeginning, onGap: o.onGap, stderr: printer.stderr}
 	m.mu.uncommitted = map[int32]kgo.EpochOffset{}
-	reset := kgo.NewOffset().AtEnd()
+	// Where a partition without a committed offset starts. startAt
+	// resolves it to an exact offset before the first fetch.
+	start := kgo.NewOffset().AtEnd()
 	if o.fromBeginning {
-		reset = kgo.NewOffset().AtStart()
+		start = kgo.NewOffset().AtStart()
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(seeds...),
@@ -449,7 +478,13 @@ func consumeInGroup(ctx context.Context, stop func(), o consumeOptions, topic st
 		kgo.ConsumerGroup(o.group),
 		kgo.ConsumeTopics(topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
-		kgo.ConsumeResetOffset(reset),
+		kgo.ConsumeStartOffset(start),
+		// A position outside the log (a committed offset that
+		// retention overtook) is reported as OFFSET_OUT_OF_RANGE for
+		// its partition and never moved by the client: kgo's reset
+		// would skip the lost records, and with AtEnd the retained
+		// ones too, without a word. checkGaps decides instead.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.DisableAutoCommit(),
 		// Records of a partition being revoked are printed before the
 		// revoke commits them, never after: no record is printed by
@@ -472,6 +507,16 @@ func consumeInGroup(ctx context.Context, stop func(), o consumeOptions, topic st
 		cancel()
 		if ctx.Err() != nil {
 			break // interrupted
+		}
+		// Gaps first: a partition out of range has no records in this
+		// poll, and nothing more of it may be printed until it is
+		// decided. checkGaps clears the errors it decided, so that
+		// checkErrors does not warn of them again.
+		if loopErr = m.checkGaps(ctx, cl, fetches); loopErr != nil {
+			if ctx.Err() != nil {
+				loopErr = nil // interrupted while looking the gap up
+			}
+			break
 		}
 		if loopErr = printer.checkErrors(fetches); loopErr != nil {
 			break
@@ -519,8 +564,8 @@ func consumeInGroup(ctx context.Context, stop func(), o consumeOptions, topic st
 func (m *groupMember) startAt(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	var missing []int32
 	for p, o := range offsets[m.topic] {
-		// kgo puts the reset offset, a negative sentinel, where the
-		// group has no commit.
+		// kgo puts the start offset (ConsumeStartOffset), a negative
+		// sentinel, where the group has no commit.
 		if o.EpochOffset().Offset < 0 {
 			missing = append(missing, p)
 		}
@@ -625,4 +670,176 @@ func (m *groupMember) forget(partitions map[string][]int32) {
 	for _, p := range partitions[m.topic] {
 		delete(m.mu.uncommitted, p)
 	}
+}
+
+// logGap is a partition whose position is outside its log: the leader
+// answered OFFSET_OUT_OF_RANGE, which NoResetOffset makes kgo report
+// rather than move the position.
+type logGap struct {
+	partition int32
+	// committed is the group's position in the partition: the offset
+	// the member owes the group (past the last record it printed, or
+	// where it started), or else the group's committed offset. The
+	// offset owed is committed on exit, so either way it is where the
+	// group's next member starts.
+	committed int64
+	// start and end are the log start and end offsets, listed after
+	// the error.
+	start, end int64
+}
+
+// lost is the number of records that went before the group read them:
+// between the committed offset and the log start. 0 for a position past
+// the log end.
+func (g logGap) lost() int64 { return max(g.start-g.committed, 0) }
+
+// describe names the gap with its numbers.
+func (g logGap) describe(topic string) string {
+	if g.committed > g.end {
+		// The log lost records it had served: an unclean leader
+		// election, or a topic re-created under the same name.
+		return fmt.Sprintf("%s-%d: committed offset %d is past the log end %d: the log no longer holds %s the group read",
+			topic, g.partition, g.committed, g.end, plural(g.committed-g.end, "record"))
+	}
+	return fmt.Sprintf("%s-%d: committed offset %d is below the log start %d: %s lost, deleted (by retention or DeleteRecords) before the group read them",
+		topic, g.partition, g.committed, g.start, plural(g.lost(), "record"))
+}
+
+// checkGaps looks up each partition of fetches that is out of range and,
+// without --on-gap, returns an error naming the gaps; nothing more is
+// printed from them, and kgo would only repeat the error. With --on-gap it
+// moves each to the log start or end, warns with the numbers and owes the
+// group a commit of the new position. It clears the errors it decided.
+//
+// A partition whose position is back inside the log by the time it is
+// looked up (the log grew past a position it had lost) is left alone:
+// kgo fetches it again from the same position, and checkErrors warns.
+//
+// REQUIRES: called from the poll loop before AllowRebalance, so that the
+// partitions are still this member's (SetOffsets' rule).
+func (m *groupMember) checkGaps(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) error {
+	var out []*kgo.FetchPartition
+	for i := range fetches {
+		for j := range fetches[i].Topics {
+			t := &fetches[i].Topics[j]
+			for k := range t.Partitions {
+				if t.Topic == m.topic && errors.Is(t.Partitions[k].Err, kerr.OffsetOutOfRange) {
+					out = append(out, &t.Partitions[k])
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	lookup, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	gaps, err := m.lookUpGaps(lookup, out)
+	if err != nil {
+		return err
+	}
+	if len(gaps) == 0 {
+		return nil
+	}
+	moved, warnings, err := decideGaps(m.group, m.topic, m.onGap, gaps)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(m.stderr, "fjord: warning: %s\n", w)
+	}
+	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.topic: moved})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The group is owed the new position even if nothing is printed
+	// from it before exit: otherwise the next run meets the same gap.
+	maps.Copy(m.mu.uncommitted, moved)
+	return nil
+}
+
+// decideGaps is what consume --group does about gaps (sorted by
+// partition): without --on-gap (onGap ""), the error that stops it;
+// with --on-gap, the offset each partition goes on from and a warning
+// for each gap.
+func decideGaps(group, topic, onGap string, gaps []logGap) (moved map[int32]kgo.EpochOffset, warnings []string, err error) {
+	descriptions := make([]string, len(gaps))
+	for i, g := range gaps {
+		descriptions[i] = g.describe(topic)
+	}
+	if onGap == "" {
+		where, partitions := fmt.Sprintf("%s-%d", topic, gaps[0].partition), fmt.Sprint(gaps[0].partition)
+		if len(gaps) > 1 {
+			where = "those partitions"
+			for _, g := range gaps[1:] {
+				partitions += fmt.Sprintf(",%d", g.partition)
+			}
+		}
+		return nil, nil, fmt.Errorf("gap in the log for group %s: %s; nothing more is printed from %s: go on with --on-gap earliest (from the log start) or --on-gap latest (from the log end), "+
+			"or move the group with \"fjord group reset-offsets %s --topic %s:%s --to-earliest --execute\" (or --to-latest)",
+			group, strings.Join(descriptions, "; "), where, group, topic, partitions)
+	}
+	moved = map[int32]kgo.EpochOffset{}
+	for i, g := range gaps {
+		to, what := g.start, "the log start"
+		if onGap == onGapLatest {
+			to, what = g.end, "the log end"
+			if g.committed < g.start && g.end > g.start {
+				// Say it plainly: latest skips more than the gap.
+				what += fmt.Sprintf(", skipping also the %s still in the log (offsets %d to %d)", plural(g.end-g.start, "record"), g.start, g.end-1)
+			}
+		}
+		warnings = append(warnings, fmt.Sprintf("gap in the log for group %s: %s; --on-gap %s: going on from offset %d, %s", group, descriptions[i], onGap, to, what))
+		// Epoch -1: no record at the new position has been read, so
+		// there is no epoch to validate against.
+		moved[g.partition] = kgo.EpochOffset{Epoch: -1, Offset: to}
+	}
+	return moved, warnings, nil
+}
+
+// lookUpGaps finds, for each partition kgo reported out of range, the
+// group's position and the log's bounds, and clears the error of those
+// that are outside the log. Gaps are sorted by partition.
+func (m *groupMember) lookUpGaps(ctx context.Context, out []*kgo.FetchPartition) ([]logGap, error) {
+	m.mu.Lock()
+	owed := maps.Clone(m.mu.uncommitted)
+	m.mu.Unlock()
+	// Where the member owes nothing, its position is the group's
+	// committed offset: ask the coordinator, once for all partitions.
+	var committed kadm.OffsetResponses
+	if slices.ContainsFunc(out, func(p *kgo.FetchPartition) bool { _, ok := owed[p.Partition]; return !ok }) {
+		var err error
+		if committed, err = m.adm.FetchOffsets(ctx, m.group); err == nil {
+			err = committed.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s-%d is out of range for group %s, and fetching the group's committed offsets failed: %w", m.topic, out[0].Partition, m.group, err)
+		}
+	}
+	starts, ends, err := listLog(ctx, m.adm, m.topic)
+	if err != nil {
+		return nil, fmt.Errorf("%s-%d is out of range for group %s: %w", m.topic, out[0].Partition, m.group, err)
+	}
+	var gaps []logGap
+	for _, p := range out {
+		g := logGap{partition: p.Partition}
+		if o, ok := owed[p.Partition]; ok {
+			g.committed = o.Offset
+		} else if c, ok := committed.Lookup(m.topic, p.Partition); ok && c.At >= 0 {
+			g.committed = c.At
+		} else {
+			// startAt owes a commit for every partition without one,
+			// so the position is always one of the two.
+			return nil, fmt.Errorf("%s-%d is out of range for group %s, which has no committed offset for it", m.topic, p.Partition, m.group)
+		}
+		s, _ := starts.Lookup(m.topic, p.Partition)
+		e, _ := ends.Lookup(m.topic, p.Partition)
+		g.start, g.end = s.Offset, e.Offset
+		if g.committed >= g.start && g.committed <= g.end {
+			continue
+		}
+		p.Err = nil
+		gaps = append(gaps, g)
+	}
+	slices.SortFunc(gaps, func(a, b logGap) int { return cmp.Compare(a.partition, b.partition) })
+	return gaps, nil
 }

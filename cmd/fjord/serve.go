@@ -58,7 +58,9 @@ type serveOptions struct {
 	// transaction.partition.verification.enable.
 	txnPartitionVerification bool
 	// transactionMaxTimeoutMs is Kafka's transaction.max.timeout.ms.
-	transactionMaxTimeoutMs                                                 int32
+	transactionMaxTimeoutMs int32
+	// logRetentionCheckIntervalMs is Kafka's log.retention.check.interval.ms.
+	logRetentionCheckIntervalMs                                             int32
 	leaderImbalanceCheckIntervalSeconds, leaderImbalancePerBrokerPercentage int32
 	// The HTTP API's settings (node.HTTPConfig).
 	httpIdempotencyWindowMs   int32
@@ -167,6 +169,8 @@ closes; a second signal exits at once.`,
 		"for tests: keep what the partition logs have not fsynced in this process's memory, so that killing the process loses it as a power cut would (shows what flush.policy=interval gives up)")
 	f.Var(newIntFlag(&o.transactionMaxTimeoutMs, int32((15*time.Minute)/time.Millisecond), 1000, int32((24*time.Hour)/time.Millisecond), ""),
 		"transaction-max-timeout-ms", "the longest transaction timeout a producer may ask for; an abandoned transaction holds back its partitions' read_committed readers for up to its timeout (transaction.max.timeout.ms)")
+	f.Var(newIntFlag(&o.logRetentionCheckIntervalMs, int32((5*time.Minute)/time.Millisecond), 100, int32((24*time.Hour)/time.Millisecond), ""),
+		"log-retention-check-interval-ms", "how often partition logs are checked for segments past retention.ms, retention.bytes or a DeleteRecords (log.retention.check.interval.ms)")
 	addBoolFlag(f, &o.txnPartitionVerification, "transaction-partition-verification-enable", true,
 		"before a transactional batch opens its producer's transaction on a partition, ask the transaction's coordinator whether the partition is in it, so a late or unadded produce cannot leave a hanging transaction (transaction.partition.verification.enable; KIP-890)")
 	addBoolFlag(f, &o.autoLeaderRebalance, "auto-leader-rebalance-enable", true,
@@ -258,6 +262,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		UnsyncedWritesInMemory:             o.unsyncedWritesInMemory,
 		DisableTxnPartitionVerification:    !o.txnPartitionVerification,
 		TransactionMaxTimeout:              time.Duration(o.transactionMaxTimeoutMs) * time.Millisecond,
+		LogRetentionCheckInterval:          time.Duration(o.logRetentionCheckIntervalMs) * time.Millisecond,
 		LeaderImbalanceCheckInterval:       time.Duration(o.leaderImbalanceCheckIntervalSeconds) * time.Second,
 		LeaderImbalancePerBrokerPercentage: int(o.leaderImbalancePerBrokerPercentage),
 		HTTP: node.HTTPConfig{

@@ -18,7 +18,7 @@ func samplePositions() (*DescribePositionsRequest, *DescribePositionsResponse) {
 	resp := &DescribePositionsResponse{Topics: []DescribePositionsResponseTopic{
 		{Topic: "a", Partitions: []DescribePositionsResponsePartition{
 			{Partition: 0, LogStartOffset: 1, HighWatermark: 9, LastStableOffset: 8,
-				Positions: []Position{{Offset: 0, Bytes: 512, Timestamp: 1700000000000}, {Offset: 7, Bytes: 64, Timestamp: -1}}},
+				Positions: []Position{{Offset: 0, Bytes: 512, Timestamp: 1700000000000, DeleteAt: 1700600000000}, {Offset: 7, Bytes: 64, Timestamp: -1, DeleteAt: -1}}},
 			{Partition: 3, ErrorCode: 6, Positions: []Position{}},
 		}},
 	}}

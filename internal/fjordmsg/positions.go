@@ -65,11 +65,15 @@ type DescribePositionsResponsePartition struct {
 // batch's first record's timestamp in milliseconds (its append time on a
 // LogAppendTime topic), or -1 when Offset is at or past the high
 // watermark (nothing to consume). An Offset below LogStartOffset is
-// answered from the log start: the records between are gone.
+// answered from the log start: the records between are gone. DeleteAt
+// is when (Unix milliseconds) time retention may delete the segment
+// holding Offset, -1 when time retention does not apply or nothing is
+// left to consume (storage.Backlog).
 type Position struct {
 	Offset    int64
 	Bytes     int64
 	Timestamp int64
+	DeleteAt  int64
 }
 
 func (*DescribePositionsRequest) Key() int16           { return DescribePositionsKey }
@@ -143,6 +147,7 @@ func (r *DescribePositionsResponse) AppendTo(dst []byte) []byte {
 				dst = kbin.AppendInt64(dst, pos.Offset)
 				dst = kbin.AppendInt64(dst, pos.Bytes)
 				dst = kbin.AppendInt64(dst, pos.Timestamp)
+				dst = kbin.AppendInt64(dst, pos.DeleteAt)
 			}
 		}
 	}
@@ -163,9 +168,9 @@ func (r *DescribePositionsResponse) ReadFrom(src []byte) error {
 				LastStableOffset: rd.Int64(),
 			}
 			n := rd.arrayLen()
-			p.Positions = make([]Position, 0, min(n, len(rd.Src)/24))
+			p.Positions = make([]Position, 0, min(n, len(rd.Src)/32))
 			for range n {
-				p.Positions = append(p.Positions, Position{Offset: rd.Int64(), Bytes: rd.Int64(), Timestamp: rd.Int64()})
+				p.Positions = append(p.Positions, Position{Offset: rd.Int64(), Bytes: rd.Int64(), Timestamp: rd.Int64(), DeleteAt: rd.Int64()})
 			}
 			t.Partitions = append(t.Partitions, p)
 		}

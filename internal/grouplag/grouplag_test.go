@@ -61,7 +61,7 @@ func (f *fakeLeaders) ask(_ context.Context, node int32, req *fjordmsg.DescribeP
 			out := rp
 			out.Positions = nil
 			for _, o := range p.Offsets {
-				pos := fjordmsg.Position{Offset: o, Timestamp: -1}
+				pos := fjordmsg.Position{Offset: o, Timestamp: -1, DeleteAt: -1}
 				for _, known := range rp.Positions {
 					if known.Offset == o {
 						pos = known
@@ -82,9 +82,9 @@ func newFakeLeaders() *fakeLeaders {
 		leader: map[TopicPartition]int32{a: 1, b: 2, c: 2},
 		parts: map[TopicPartition]fjordmsg.DescribePositionsResponsePartition{
 			a: {Partition: 0, LogStartOffset: 0, HighWatermark: 100, LastStableOffset: 100, Positions: []fjordmsg.Position{
-				{Offset: 40, Bytes: 6000, Timestamp: 10_000}, {Offset: 90, Bytes: 1000, Timestamp: 19_000}}},
+				{Offset: 40, Bytes: 6000, Timestamp: 10_000, DeleteAt: 70_000}, {Offset: 90, Bytes: 1000, Timestamp: 19_000, DeleteAt: 80_000}}},
 			b: {Partition: 1, LogStartOffset: 50, HighWatermark: 80, LastStableOffset: 80, Positions: []fjordmsg.Position{
-				{Offset: 20, Bytes: 3000, Timestamp: 15_000}}},
+				{Offset: 20, Bytes: 3000, Timestamp: 15_000, DeleteAt: -1}}},
 			c: {Partition: 0, LogStartOffset: 0, HighWatermark: 7, LastStableOffset: 7},
 		},
 		down:  map[int32]bool{},
@@ -116,9 +116,9 @@ func TestRefresherSnapshot(t *testing.T) {
 		t.Errorf("requests per leader %v, want one each", f.asked)
 	}
 	want := []Row{
-		{Group: "g1", Topic: "t", Partition: 0, Committed: 40, LogStartOffset: 0, HighWatermark: 100, Lag: Lag{Records: 60, Bytes: 6000, Age: 10 * time.Second}},
-		{Group: "g1", Topic: "t", Partition: 1, Committed: 20, LogStartOffset: 50, HighWatermark: 80, Lag: Lag{Records: 60, Bytes: 3000, Age: 5 * time.Second, Lost: 30}},
-		{Group: "g2", Topic: "t", Partition: 0, Committed: 90, LogStartOffset: 0, HighWatermark: 100, Lag: Lag{Records: 10, Bytes: 1000, Age: time.Second}},
+		{Group: "g1", Topic: "t", Partition: 0, Committed: 40, LogStartOffset: 0, HighWatermark: 100, Lag: Lag{Records: 60, Bytes: 6000, Age: 10 * time.Second, DeleteAt: time.UnixMilli(70_000)}},
+		{Group: "g1", Topic: "t", Partition: 1, Committed: 20, LogStartOffset: 50, HighWatermark: 80, Lag: Lag{Records: 60, Bytes: 3000, Age: 5 * time.Second, Lost: 30}, LostTotal: 30},
+		{Group: "g2", Topic: "t", Partition: 0, Committed: 90, LogStartOffset: 0, HighWatermark: 100, Lag: Lag{Records: 10, Bytes: 1000, Age: time.Second, DeleteAt: time.UnixMilli(80_000)}},
 		{Group: "g2", Topic: "u", Partition: 0, Committed: 7, LogStartOffset: 0, HighWatermark: 7},
 	}
 	if !slices.Equal(s.Rows, want) {
@@ -127,6 +127,48 @@ func TestRefresherSnapshot(t *testing.T) {
 	if s.Unknown != 0 || r.Snapshot() != s {
 		t.Errorf("unknown %d; stored %v", s.Unknown, r.Snapshot() == s)
 	}
+}
+
+// Records lost to retention are counted once per gap: a gap seen again
+// adds nothing, a log start moving further past the same committed
+// offset adds the difference, a gap closed and a new one opened counts
+// anew; pairs that disappear are forgotten.
+func TestRefresherCountsGaps(t *testing.T) {
+	f := newFakeLeaders()
+	tp := TopicPartition{"t", 1}
+	commit := int64(20)
+	committed := func(visit func(string, map[TopicPartition]int64) bool) {
+		if commit >= 0 {
+			visit("g", map[TopicPartition]int64{tp: commit})
+		}
+	}
+	r := NewRefresher(committed, f.leaderOf, f.ask, fixedClock(20_000), discard)
+	setStart := func(start int64) {
+		p := f.parts[tp]
+		p.LogStartOffset = start
+		f.parts[tp] = p
+	}
+	step := func(what string, wantLost, wantTotal int64) {
+		t.Helper()
+		s := r.Refresh(context.Background())
+		if len(s.Rows) != 1 || s.Rows[0].Lost != wantLost || s.Rows[0].LostTotal != wantTotal {
+			t.Fatalf("%s: rows %+v, want lost %d, total %d", what, s.Rows, wantLost, wantTotal)
+		}
+	}
+	step("a gap of 30", 30, 30)
+	step("the same gap again", 30, 30)
+	setStart(60)
+	step("the log start moved on by 10", 40, 40)
+	commit = 60
+	step("the group caught up to the log start", 0, 40)
+	setStart(75)
+	step("a new gap of 15", 15, 55)
+	commit = -1
+	if s := r.Refresh(context.Background()); len(s.Rows) != 0 {
+		t.Fatalf("rows %+v after the commit went", s.Rows)
+	}
+	commit = 70
+	step("back: counted afresh", 5, 5)
 }
 
 // A leader that is down, a partition with no leader and a partition its

@@ -156,6 +156,11 @@ type Lag struct {
 	// start, which retention or DeleteRecords removed before the group
 	// read them: a gap. 0 when there is none.
 	Lost int64
+	// DeleteAt is when time retention may delete the segment holding
+	// the committed offset: the group must read on before then or lose
+	// records. Zero when time retention does not apply or the group has
+	// caught up.
+	DeleteAt time.Time
 }
 
 // LagOf computes the lag of a group committed at committed from the
@@ -166,6 +171,9 @@ func LagOf(committed int64, a *Answer) Lag {
 		l.Bytes = p.Bytes
 		if p.Timestamp >= 0 {
 			l.Age = max(a.At.Sub(time.UnixMilli(p.Timestamp)), 0)
+		}
+		if p.DeleteAt >= 0 {
+			l.DeleteAt = time.UnixMilli(p.DeleteAt)
 		}
 	}
 	return l

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,11 @@ type Row struct {
 	LogStartOffset int64
 	HighWatermark  int64
 	Lag
+	// LostTotal counts the records this node has seen this group lose
+	// on this partition to retention (or DeleteRecords) since it began
+	// coordinating the group: each gap once, grown as the log start
+	// moves further past the same committed offset.
+	LostTotal int64
 }
 
 // Snapshot is the lag of every group a node coordinates, on every
@@ -69,13 +75,31 @@ type Refresher struct {
 	log       *slog.Logger
 
 	snap atomic.Pointer[Snapshot]
+
+	// mu serializes refreshes, which own gaps.
+	mu sync.Mutex
+	// gaps is, per (group, partition) seen in the last refresh, the
+	// records counted lost so far and the committed offset of the open
+	// gap they belong to (-1 when none is open).
+	gaps map[gapKey]gapCount
+}
+
+type gapKey struct {
+	group string
+	tp    TopicPartition
+}
+
+type gapCount struct {
+	total     int64
+	committed int64 // the open gap's committed offset, -1 for none
+	counted   int64 // records of the open gap counted in total
 }
 
 // NewRefresher returns a Refresher over committed, asking the leaders
 // leaderOf names through ask. leaderOf is called once per refresh, so it
 // can read the latest metadata image.
 func NewRefresher(committed Committed, leaderOf func() LeaderOf, ask Asker, now func() time.Time, log *slog.Logger) *Refresher {
-	r := &Refresher{committed: committed, leaderOf: leaderOf, ask: ask, now: now, log: log}
+	r := &Refresher{committed: committed, leaderOf: leaderOf, ask: ask, now: now, log: log, gaps: map[gapKey]gapCount{}}
 	r.snap.Store(&Snapshot{})
 	return r
 }
@@ -101,6 +125,8 @@ func (r *Refresher) Run(ctx context.Context) {
 
 // Refresh asks the leaders once, stores the snapshot and returns it.
 func (r *Refresher) Refresh(ctx context.Context) *Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	start := r.now()
 	type commit struct {
 		group  string
@@ -159,7 +185,48 @@ func (r *Refresher) Refresh(ctx context.Context) *Snapshot {
 			return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 		})
 	}
+	r.countGaps(s.Rows)
 	s.Took = r.now().Sub(start)
 	r.snap.Store(s)
 	return s
+}
+
+// countGaps counts the records each row's group lost to retention: a
+// gap (committed offset below the log start) is counted once, when first
+// seen, and again only by what the log start moves further past the same
+// committed offset; a new committed offset that is again below the log
+// start is a new gap. Each new gap is logged once. Pairs no longer in
+// rows (a deleted group or topic) are forgotten.
+//
+// What is seen is what the refreshes see: a group whose client resets
+// and commits past a gap between two refreshes (a second or so apart)
+// leaves no trace here. A stopped group, the usual victim, is always
+// seen.
+func (r *Refresher) countGaps(rows []Row) {
+	seen := make(map[gapKey]gapCount, len(r.gaps))
+	for i := range rows {
+		row := &rows[i]
+		k := gapKey{row.Group, TopicPartition{row.Topic, row.Partition}}
+		g, ok := r.gaps[k]
+		if !ok {
+			g.committed = -1
+		}
+		switch {
+		case row.Lost == 0:
+			g.committed, g.counted = -1, 0
+		case g.committed != row.Committed:
+			g.committed, g.counted = row.Committed, row.Lost
+			g.total += row.Lost
+			r.log.Warn("consumer group fell behind retention: records were deleted before it read them",
+				slog.String("group", row.Group), slog.String("topic", row.Topic), slog.Int("partition", int(row.Partition)),
+				slog.Int64("committed_offset", row.Committed), slog.Int64("log_start_offset", row.LogStartOffset),
+				slog.Int64("records_lost", row.Lost))
+		case row.Lost > g.counted:
+			g.total += row.Lost - g.counted
+			g.counted = row.Lost
+		}
+		row.LostTotal = g.total
+		seen[k] = g
+	}
+	r.gaps = seen
 }

@@ -20,7 +20,7 @@ import (
 //
 //	GET  /v1/topics/{topic}/consume?group=G&max_bytes=M&timeout_ms=T&consumer=C&auto_offset_reset=R&isolation=I
 //	POST /v1/topics/{topic}/commit  {"group": G, "offsets": {"17": 884214}, "consumer": C}
-//	POST /v1/topics/{topic}/seek    {"group": G, "partition": P, "offset": N | "timestamp": T, "consumer": C}
+//	POST /v1/topics/{topic}/seek    {"group": G, "partition": P, "offset": N | "timestamp": T | "to": "earliest" | "latest", "consumer": C}
 //	DELETE /v1/topics/{topic}/consume?group=G&consumer=C   closes the instance
 //
 // The first consume for (group, topic, consumer) starts a consumer
@@ -57,12 +57,17 @@ import (
 // members may read at different levels, as Kafka's may: the level is
 // the member's, not the group's.
 //
+// A consume answers {"records": [...], "next_offsets": {partition: next
+// offset}, "gaps": [...], "joining": bool}.
+//
 // A position is always inside its partition's log, [log start, log end]:
 // a commit or seek outside it is 416 offset_out_of_range, naming the
-// range, and moves nothing. A position that falls outside later (its
-// commit passed by retention or a records deletion) is never reset by
-// the gateway: the consume answers 416 offset_out_of_range, with the
-// range, until a seek moves it.
+// range, and moves nothing. A position that falls outside later
+// (retention or a records deletion passed it) is a gap, never reset by
+// the gateway: the consume names it in "gaps", with the committed offset,
+// the log's bounds and the records lost, delivers nothing from that
+// partition and the other partitions' records as usual, until a seek of
+// the partition moves it (consume_gap.go).
 
 // Defaults for the consumer instances.
 const (
@@ -99,9 +104,17 @@ type instance struct {
 
 	// owned is the partitions the group gave this member, kept by its
 	// callbacks (which run apart from requests, hence the lock of its
-	// own).
+	// own; lock order: mu, then ownedMu).
 	ownedMu sync.Mutex
 	owned   map[int32]bool
+	// positions and gaps are what the instance knows of its partitions
+	// beyond franz-go (consume_gap.go): where it reads next, once it has
+	// read or been seeked there, and which positions the broker said are
+	// outside the log (with the gap's reason once described). setOwned
+	// forgets a partition's when it comes or goes, since franz-go then
+	// starts it anew at the committed offset.
+	positions map[int32]int64
+	gaps      map[int32]string
 	// assigned is whether the group has given this member an assignment
 	// (possibly empty: more members than partitions) since it started;
 	// until then a consume answers joining: true.
@@ -133,6 +146,8 @@ func (in *instance) setOwned(topics map[string][]int32, owned bool) {
 		} else {
 			delete(in.owned, p)
 		}
+		delete(in.positions, p)
+		delete(in.gaps, p)
 	}
 }
 
@@ -188,7 +203,8 @@ func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error)
 		return nil, &apiError{status: http.StatusTooManyRequests, code: "too_many_consumers",
 			msg: fmt.Sprintf("this node runs %d consumer instances, its limit; let some expire or reuse them", c.max)}
 	}
-	in := &instance{key: key, isolation: start.isolation, lastUsed: time.Now(), owned: map[int32]bool{}}
+	in := &instance{key: key, isolation: start.isolation, lastUsed: time.Now(), owned: map[int32]bool{},
+		positions: map[int32]int64{}, gaps: map[int32]string{}}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(c.brokers...),
 		kgo.ClientID("fjord-http-consumer"),
@@ -199,9 +215,10 @@ func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error)
 		kgo.DisableAutoCommit(),
 		// A position outside the log (a commit that retention or
 		// DeleteRecords has since passed) is an error for the client,
-		// not a reset: franz-go would otherwise move the position by
-		// itself, to the log start, or to ConsumeResetOffset when
-		// nothing was consumed yet, silently skipping or replaying.
+		// which the consume answers as a gap, not a reset: franz-go
+		// would otherwise move the position by itself, to the log
+		// start, or to ConsumeResetOffset when nothing was consumed
+		// yet, silently skipping or replaying.
 		kgo.ConsumeResetOffset(startOffset(start.earliest)),
 		// The level, for the instance's life. KIP-447's other half,
 		// RequireStable on the group's OffsetFetch (a member waits for
@@ -317,6 +334,9 @@ func (c *consumers) close() {
 type consumeResponse struct {
 	Records     []readRecord     `json:"records"`
 	NextOffsets map[string]int64 `json:"next_offsets"`
+	// Gaps are the owned partitions whose position is outside the log
+	// (consume_gap.go); never null.
+	Gaps []consumeGap `json:"gaps"`
 	// Joining is true while the instance waits for the group's first
 	// assignment: no records yet does not mean none are there.
 	Joining bool `json:"joining"`
@@ -386,27 +406,34 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		fetches := in.cl.PollFetches(ctx)
 		cancel()
 		var fetchErr error
-		outOfRangeAt := int32(-1)
+		var outOfRange []int32
 		fetches.EachError(func(_ string, p int32, err error) {
-			if fetchErr == nil && !isContextErr(err) {
+			switch {
+			case isContextErr(err):
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				outOfRange = append(outOfRange, p)
+			case fetchErr == nil:
 				fetchErr = err
-				if errors.Is(err, kerr.OffsetOutOfRange) {
-					outOfRangeAt = p
-				}
 			}
 		})
-		// What the other partitions brought waits for the next consume.
-		in.pending = fetches.Records()
-		if outOfRangeAt >= 0 {
-			writeError(w, a.positionOutOfRange(r.Context(), topic, outOfRangeAt))
-			return
-		}
+		// Records wait in pending: those past max_bytes, or all of them
+		// when this consume fails below, for the next consume.
+		in.pending = in.notePoll(fetches.Records(), outOfRange)
 		if fetchErr != nil && !kerr.IsRetriable(fetchErr) {
 			writeError(w, fetchErr)
 			return
 		}
 	}
-	out := consumeResponse{Records: []readRecord{}, NextOffsets: map[string]int64{}}
+	out := consumeResponse{Records: []readRecord{}, NextOffsets: map[string]int64{}, Gaps: []consumeGap{}}
+	if gaps := in.gapsNow(); len(gaps) > 0 {
+		// Described before anything is handed out, so that a failure
+		// here leaves the records for the next consume.
+		if out.Gaps, err = a.describeGaps(r.Context(), group, topic, gaps); err != nil {
+			writeError(w, err)
+			return
+		}
+		in.decided(out.Gaps)
+	}
 	var bytes int64
 	n := 0
 	for ; n < len(in.pending); n++ {
@@ -578,8 +605,11 @@ type seekRequest struct {
 	Group     string `json:"group"`
 	Consumer  string `json:"consumer"`
 	Partition *int32 `json:"partition"`
+	// One of Offset, Timestamp and To ("earliest": the log start;
+	// "latest": the log end).
 	Offset    *int64 `json:"offset"`
 	Timestamp *int64 `json:"timestamp"`
+	To        string `json:"to"`
 }
 
 // logBounds is where a topic's partitions' logs start and end, the
@@ -602,23 +632,33 @@ func (a *API) logBounds(ctx context.Context, topic string) (logBounds, error) {
 	return b, nil
 }
 
+// of returns partition p's log start and end offsets.
+func (b logBounds) of(p int32) (start, end int64, err error) {
+	s, ok1 := b.starts.Lookup(b.topic, p)
+	e, ok2 := b.ends.Lookup(b.topic, p)
+	switch {
+	case !ok1 || !ok2:
+		return 0, 0, unavailable(fmt.Errorf("no log offsets listed for partition %d of topic %q", p, b.topic))
+	case s.Err != nil:
+		return 0, 0, kafkaError(s.Err)
+	case e.Err != nil:
+		return 0, 0, kafkaError(e.Err)
+	}
+	return s.Offset, e.Offset, nil
+}
+
 // check refuses an offset outside [log start, log end] of partition p:
 // franz-go, fetching from there, would be told OFFSET_OUT_OF_RANGE and
 // reset, which Kafka's convention puts at the log start, so a seek past
 // the end replayed the whole partition. The log end itself is valid:
 // the next record's offset.
 func (b logBounds) check(p int32, offset int64) error {
-	start, ok1 := b.starts.Lookup(b.topic, p)
-	end, ok2 := b.ends.Lookup(b.topic, p)
-	switch {
-	case !ok1 || !ok2:
-		return unavailable(fmt.Errorf("no log offsets listed for partition %d of topic %q", p, b.topic))
-	case start.Err != nil:
-		return kafkaError(start.Err)
-	case end.Err != nil:
-		return kafkaError(end.Err)
-	case offset < start.Offset || offset > end.Offset:
-		return outOfRange(b.topic, p, offset, start.Offset, end.Offset)
+	start, end, err := b.of(p)
+	if err != nil {
+		return err
+	}
+	if offset < start || offset > end {
+		return outOfRange(b.topic, p, offset, start, end)
 	}
 	return nil
 }
@@ -630,31 +670,16 @@ func outOfRange(topic string, p int32, offset, start, end int64) *apiError {
 			p, topic, offset, start, end)}
 }
 
-// positionOutOfRange is the answer to a consume whose position in
-// partition p is outside the log (positionOutOfRange lists the log's
-// bounds for the message). The instance stays where it was, and every
-// consume answers this until a seek moves the position into the log.
-func (a *API) positionOutOfRange(ctx context.Context, topic string, p int32) *apiError {
-	ae := &apiError{status: http.StatusRequestedRangeNotSatisfiable, code: "offset_out_of_range",
-		msg: fmt.Sprintf("partition %d of topic %q: the group's position is outside the log (retention or a records deletion passed it)", p, topic)}
-	if b, err := a.logBounds(ctx, topic); err == nil {
-		start, _ := b.starts.Lookup(topic, p)
-		end, _ := b.ends.Lookup(topic, p)
-		if start.Err == nil && end.Err == nil {
-			ae.msg += fmt.Sprintf(", which is %d to %d", start.Offset, end.Offset)
-		}
-	}
-	ae.msg += "; seek the partition to move it back into the log: nothing is skipped or replayed without one"
-	return ae
-}
-
 // POST /v1/topics/{topic}/seek moves where the group next reads a
 // partition: the first offset at or after a timestamp (ListOffsets by
-// time; the log end when no record is that new), or an offset. An
-// instance on this node owning the partition moves at once (what it had
-// fetched beyond is dropped); otherwise the position is committed, which
-// the coordinator takes only while the group has no members: with the
-// partition owned elsewhere it is 409.
+// time; the log end when no record is that new), the log start ("to":
+// "earliest") or end ("latest"), or an offset. An instance on this node
+// owning the partition moves at once (what it had fetched beyond is
+// dropped) and a gap there ends; otherwise the position is committed,
+// which the coordinator takes only while the group has no members: with
+// the partition owned elsewhere it is 409. A request that does not name
+// exactly one of offset, timestamp and to, or names a value they cannot
+// take, is 400 and moves nothing.
 func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
 	var req seekRequest
@@ -669,11 +694,19 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 	case req.Partition == nil:
 		writeError(w, badRequest("bad_partition", "partition is required"))
 		return
-	case (req.Offset == nil) == (req.Timestamp == nil):
-		writeError(w, badRequest("bad_seek", `give "offset" or "timestamp", one of them`))
+	case countTrue(req.Offset != nil, req.Timestamp != nil, req.To != "") != 1:
+		writeError(w, badRequest("bad_seek", `give one of "offset", "timestamp" or "to" ("earliest" or "latest")`))
+		return
+	case req.To != "" && req.To != "earliest" && req.To != "latest":
+		writeError(w, badRequest("bad_seek", `to %q: want "earliest" (the log start) or "latest" (the log end)`, req.To))
 		return
 	case req.Offset != nil && *req.Offset < 0:
 		writeError(w, badRequest("bad_offset", "offset %d: want 0 or more", *req.Offset))
+		return
+	case req.Timestamp != nil && *req.Timestamp < 0:
+		// Kafka's ListOffsets reads -1 and -2 as "latest" and
+		// "earliest": a negative time would seek there unasked.
+		writeError(w, badRequest("bad_timestamp", "timestamp %d: want Unix milliseconds, 0 or more", *req.Timestamp))
 		return
 	}
 	td, err := a.topicPartitions(r.Context(), topic)
@@ -686,10 +719,10 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_partition", "partition %d: topic %q has partitions 0 to %d", p, topic, len(td.Partitions)-1))
 		return
 	}
-	offset := int64(0)
+	var offset int64
 	if req.Offset != nil {
 		offset = *req.Offset
-	} else {
+	} else if req.Timestamp != nil {
 		listed, err := a.adm.ListOffsetsAfterMilli(r.Context(), *req.Timestamp, topic)
 		if err != nil {
 			writeError(w, unavailable(err))
@@ -702,10 +735,21 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		}
 		offset = o.Offset
 	}
+	// Listed after the timestamp's offset, which is at most the log end
+	// it saw, so a record appended between the two does not put it past
+	// these bounds.
 	bounds, err := a.logBounds(r.Context(), topic)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if req.To != "" {
+		start, end, err := bounds.of(p)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		offset = map[string]int64{"earliest": start, "latest": end}[req.To]
 	}
 	if err := bounds.check(p, offset); err != nil {
 		writeError(w, err)
@@ -715,6 +759,7 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		owned := in.owns(p)
 		if owned {
 			in.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p: {Epoch: -1, Offset: offset}}})
+			in.seeked(p, offset)
 			kept := in.pending[:0]
 			for _, rec := range in.pending {
 				if rec.Partition != p {
@@ -739,4 +784,15 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"partition": p, "offset": offset})
+}
+
+// countTrue is how many of given are true.
+func countTrue(given ...bool) int {
+	n := 0
+	for _, g := range given {
+		if g {
+			n++
+		}
+	}
+	return n
 }

@@ -47,8 +47,8 @@ var apiRoutes = []route{
 			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000 (default 1000)", false},
 			{"auto_offset_reset", "string", "where a new instance starts in partitions its group has no committed offset for: latest (default, the log end) or earliest (the log start)", false},
 			{"isolation", "string", "the level a new instance fetches at for its life: read_uncommitted (default) or read_committed (committed transactions' records only); naming the other level than the running instance's is 409 isolation_mismatch, naming none takes the instance's", false}},
-		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "joining": bool (true while the instance waits for its first assignment)}`,
-		errors: []int{400, 404, 409, 416, 503},
+		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "gaps": [{"partition": int, "reason": "behind_log_start" | "past_log_end", "position": int | null, "committed_offset": int | null, "log_start_offset": int, "log_end_offset": int, "records_lost": int | null}] (always present; nothing is delivered from a gap's partition until a seek), "joining": bool (true while the instance waits for its first assignment)}`,
+		errors: []int{400, 404, 409, 503},
 	}},
 	{"DELETE", "/v1/topics/{topic}/consume", (*API).handleCloseConsumer, routeDoc{
 		summary: "Close the consumer instance that consumes with these parameters on this node: it leaves its group at once",
@@ -64,7 +64,7 @@ var apiRoutes = []route{
 	}},
 	{"POST", "/v1/topics/{topic}/seek", (*API).handleSeek, routeDoc{
 		summary: "Move where a group next reads a partition (replay)",
-		body:    `{"group": string, "consumer": string, "partition": int, "offset": int | "timestamp": ms}`,
+		body:    `{"group": string, "consumer": string, "partition": int, "offset": int | "timestamp": ms | "to": "earliest" | "latest"}`,
 		answer:  `{"partition": int, "offset": int}`,
 		errors:  []int{400, 404, 409, 416, 503},
 	}},
@@ -106,8 +106,8 @@ var apiRoutes = []route{
 		errors:  []int{503},
 	}},
 	{"GET", "/v1/groups/{group}", (*API).handleDescribeGroup, routeDoc{
-		summary: "Describe a group: members, assignments, committed offsets, log ends and lag",
-		answer:  `{"group", "state", "protocol_type", "protocol", "members": [...], "offsets": [{"topic", "partition", "committed", "log_end", "lag", "member"}]}: a row per partition assigned to a member or committed, as fjord group describe; committed, log_end, lag and member are null where there is none`,
+		summary: "Describe a group: members, assignments, committed offsets, log ends and lag (records, bytes, seconds)",
+		answer:  `{"group", "state", "protocol_type", "protocol", "members": [...], "offsets": [{"topic", "partition", "committed", "log_start", "log_end", "lag", "lag_bytes", "lag_seconds", "records_lost", "member"}]}: a row per partition assigned to a member or committed, as fjord group describe; lag_bytes (log bytes from the committed offset to the high watermark), lag_seconds (age of the first unconsumed record, 0 when caught up) and records_lost (records retention deleted below the log start before the group read them) come from the partition's leader; what is not known is null`,
 		errors:  []int{404, 503},
 	}},
 	{"DELETE", "/v1/groups/{group}", (*API).handleDeleteGroup, routeDoc{

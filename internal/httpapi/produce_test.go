@@ -35,17 +35,7 @@ func newEnvHTTP(t testing.TB, autoCreate bool, http node.HTTPConfig) *env {
 // createTopicWith creates a one-partition topic with configs.
 func (e *env) createTopicWith(name string, configs map[string]string) {
 	e.t.Helper()
-	c := map[string]*string{}
-	for k, v := range configs {
-		c[k] = &v
-	}
-	resp, err := e.adm.CreateTopic(context.Background(), 1, 1, c, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	e.createTopicConfigs(name, 1, configs)
 }
 
 // Regression (issue 12): records over franz-go's 1 MB batch default were

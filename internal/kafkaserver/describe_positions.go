@@ -68,7 +68,8 @@ func handleDescribePositions(_ context.Context, s *Server, req *request) (kmsg.R
 				rp.LogStartOffset, rp.HighWatermark, rp.LastStableOffset = pos.LogStartOffset, pos.HighWatermark, pos.LastStableOffset
 				rp.Positions = make([]fjordmsg.Position, len(p.Offsets))
 				for i, o := range p.Offsets {
-					rp.Positions[i] = fjordmsg.Position{Offset: o, Bytes: pos.Backlogs[i].Bytes, Timestamp: pos.Backlogs[i].Timestamp}
+					b := pos.Backlogs[i]
+					rp.Positions[i] = fjordmsg.Position{Offset: o, Bytes: b.Bytes, Timestamp: b.Timestamp, DeleteAt: b.DeleteAt}
 				}
 				return nil
 			}()

@@ -129,6 +129,11 @@ type Config struct {
 	// what flush.policy=interval gives up; under flush.policy=ack every
 	// acknowledged write is fsynced anyway.
 	UnsyncedWritesInMemory bool
+	// LogRetentionCheckInterval is log.retention.check.interval.ms: how
+	// often the partition logs are checked for segments past retention
+	// (retention.ms, retention.bytes, a DeleteRecords' log start). 0:
+	// Kafka's 5 minutes.
+	LogRetentionCheckInterval time.Duration
 	// TransactionMaxTimeout is transaction.max.timeout.ms: the longest
 	// transaction.timeout.ms a producer may ask for (InitProducerId
 	// answers a longer one INVALID_TRANSACTION_TIMEOUT). An abandoned

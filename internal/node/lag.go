@@ -81,7 +81,7 @@ func (n *Node) askPositions(ctx context.Context, node int32, req *fjordmsg.Descr
 }
 
 // maxLagRows bounds the (group, partition) rows one scrape reports, each
-// three series, so a node coordinating a great many groups cannot make
+// three to five series, so a node coordinating a great many groups cannot make
 // its scrape unbounded; rows past it are counted in
 // fjord_consumer_group_lag_series_dropped.
 const maxLagRows = 50_000
@@ -101,6 +101,12 @@ var (
 	lagSecondsDesc = prometheus.NewDesc("fjord_consumer_group_lag_seconds",
 		"Age of the first record a consumer group has yet to consume on a partition (its batch's timestamp against the time of the last lag refresh); 0 when it has caught up.",
 		lagPartitionLabels, nil)
+	lostDesc = prometheus.NewDesc("fjord_consumer_group_records_lost_total",
+		"Records a consumer group lost on a partition to retention or DeleteRecords: deleted while its committed offset was below them, each gap counted once, by the group's coordinator since it began coordinating the group. Absent until the first.",
+		lagPartitionLabels, nil)
+	marginDesc = prometheus.NewDesc("fjord_consumer_group_retention_margin_seconds",
+		"How long until time retention may delete the segment holding a consumer group's committed offset on a partition (0 when due): the group must read past it before then. Absent without time retention, or when the group has caught up.",
+		lagPartitionLabels, nil)
 	lagDroppedDesc = prometheus.NewDesc("fjord_consumer_group_lag_series_dropped",
 		"(group, partition) lag rows left out of this scrape because it reached its bound.", nil, nil)
 	lagUnknownDesc = prometheus.NewDesc("fjord_consumer_group_lag_unknown",
@@ -119,13 +125,14 @@ type lagCollector struct {
 }
 
 func (lagCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagDesc, lagRecordsDesc, lagBytesDesc, lagSecondsDesc, lagDroppedDesc, lagUnknownDesc, lagRefreshDesc, lagRefreshTookDesc} {
+	for _, d := range []*prometheus.Desc{lagDesc, lagRecordsDesc, lagBytesDesc, lagSecondsDesc, lostDesc, marginDesc, lagDroppedDesc, lagUnknownDesc, lagRefreshDesc, lagRefreshTookDesc} {
 		ch <- d
 	}
 }
 
 func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.lag.Snapshot()
+	now := time.Now()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -144,6 +151,12 @@ func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(lagRecordsDesc, float64(r.Records), g, t, p)
 			gauge(lagBytesDesc, float64(r.Bytes), g, t, p)
 			gauge(lagSecondsDesc, r.Age.Seconds(), g, t, p)
+			if r.LostTotal > 0 {
+				ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(r.LostTotal), g, t, p)
+			}
+			if !r.DeleteAt.IsZero() {
+				gauge(marginDesc, max(r.DeleteAt.Sub(now), 0).Seconds(), g, t, p)
+			}
 		}
 		gauge(lagDesc, float64(sum), g, t)
 	}

@@ -172,6 +172,8 @@ var (
 	partLogEndDesc   = prometheus.NewDesc("fjord_partition_log_end_offset", "A hosted partition's log end offset.", partLabels, nil)
 	partHWDesc       = prometheus.NewDesc("fjord_partition_high_watermark", "A hosted partition's high watermark.", partLabels, nil)
 	partSizeDesc     = prometheus.NewDesc("fjord_partition_size_bytes", "A hosted partition's log size on disk.", partLabels, nil)
+	partMarginDesc   = prometheus.NewDesc("fjord_partition_retention_margin_seconds",
+		"How long until time retention (retention.ms) may delete a hosted partition's oldest segment: its largest timestamp plus retention.ms, less now, and 0 when due. Absent without time retention or records.", partLabels, nil)
 )
 
 // partitionCollector reports each hosted partition's offsets and size:
@@ -179,12 +181,13 @@ var (
 type partitionCollector struct{ logs *storage.Manager }
 
 func (partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{partLogStartDesc, partLogEndDesc, partHWDesc, partSizeDesc, partLSOLagDesc} {
+	for _, d := range []*prometheus.Desc{partLogStartDesc, partLogEndDesc, partHWDesc, partSizeDesc, partLSOLagDesc, partMarginDesc} {
 		ch <- d
 	}
 }
 
 func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	nowMs := time.Now().UnixMilli()
 	for tp, l := range c.logs.Logs() {
 		labels := []string{tp.Topic, strconv.Itoa(int(tp.Partition))}
 		ch <- prometheus.MustNewConstMetric(partLogStartDesc, prometheus.GaugeValue, float64(l.LogStartOffset()), labels...)
@@ -192,6 +195,9 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(partHWDesc, prometheus.GaugeValue, float64(l.HighWatermark()), labels...)
 		ch <- prometheus.MustNewConstMetric(partSizeDesc, prometheus.GaugeValue, float64(l.Size()), labels...)
 		ch <- prometheus.MustNewConstMetric(partLSOLagDesc, prometheus.GaugeValue, float64(l.HighWatermark()-l.LastStableOffset()), labels...)
+		if deadline, ok, err := l.RetentionDeadline(); err == nil && ok {
+			ch <- prometheus.MustNewConstMetric(partMarginDesc, prometheus.GaugeValue, float64(max(deadline-nowMs, 0))/1000, labels...)
+		}
 	}
 }
 

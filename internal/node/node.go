@@ -237,6 +237,8 @@ func (n *Node) start(ctx context.Context) error {
 		Logger:       n.log,
 		ReservedDirs: []string{metadataDir},
 		ObserveSync:  observeSeconds(fsyncs),
+		// 0 is storage's default, Kafka's 5 minutes.
+		RetentionCheckInterval: cfg.LogRetentionCheckInterval,
 	})
 	if err != nil {
 		return fmt.Errorf("opening data directory %s: %w", cfg.DataDir, err)

@@ -20,6 +20,13 @@ type Backlog struct {
 	// has caught up. Transaction markers are skipped, as consumers skip
 	// them.
 	Timestamp int64
+	// DeleteAt is when (Unix milliseconds) time retention (retention.ms)
+	// may delete the segment holding the offset: retention.ms after the
+	// largest timestamp of that segment and every older one, since
+	// segments go oldest first. -1 when time retention does not apply
+	// (retention.ms -1, a compacted-only topic) or nothing is left to
+	// consume. The next retention check after it deletes the segment.
+	DeleteAt int64
 }
 
 // maxMarkersSkipped bounds the control batches Backlogs steps over to
@@ -40,8 +47,10 @@ func (l *Log) Backlogs(offsets []int64, bound int64) ([]Backlog, error) {
 	}
 	out := make([]Backlog, len(offsets))
 	for i := range out {
-		out[i].Timestamp = -1
+		out[i].Timestamp, out[i].DeleteAt = -1, -1
 	}
+	cfg := l.cfg.Load()
+	timeRetention := cfg.CleanupPolicy.Delete() && cfg.RetentionMs >= 0
 	bound = min(bound, l.leo.Load())
 	start := l.logStartOffset.Load()
 	l.segLock.RLock()
@@ -57,21 +66,39 @@ func (l *Log) Backlogs(offsets []int64, bound int64) ([]Backlog, error) {
 		before[i+1] = before[i] + s.size.Load()
 	}
 	// at returns the log-wide position of the first batch whose last
-	// offset is >= offset, and its header (ok=false past the last batch).
-	at := func(offset int64) (pos int64, h record.Header, ok bool, err error) {
+	// offset is >= offset, its header, and the index of its segment
+	// (ok=false past the last batch).
+	at := func(offset int64) (pos int64, h record.Header, seg int, ok bool, err error) {
 		i := max(sort.Search(len(segs), func(i int) bool { return segs[i].baseOffset > offset })-1, 0)
 		for ; i < len(segs); i++ {
 			p, h, err := segs[i].findBatch(offset)
 			if err != nil {
-				return 0, record.Header{}, false, err
+				return 0, record.Header{}, 0, false, err
 			}
 			if p >= 0 {
-				return before[i] + p, h, true, nil
+				return before[i] + p, h, i, true, nil
 			}
 		}
-		return before[len(segs)], record.Header{}, false, nil
+		return before[len(segs)], record.Header{}, 0, false, nil
 	}
-	boundPos, _, _, err := at(bound)
+	// deleteAt[i] is when time retention may delete segs[i]: the largest
+	// timestamp of it and every older segment, plus retention.ms. Filled
+	// as far as asked, once.
+	var deleteAt []int64
+	deleteAtOf := func(seg int) (int64, error) {
+		for i := len(deleteAt); i <= seg; i++ {
+			ts, err := segs[i].maxTimestamp()
+			if err != nil {
+				return 0, err
+			}
+			if i > 0 {
+				ts = max(ts, deleteAt[i-1]-cfg.RetentionMs)
+			}
+			deleteAt = append(deleteAt, ts+cfg.RetentionMs)
+		}
+		return deleteAt[seg], nil
+	}
+	boundPos, _, _, _, err := at(bound)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +107,7 @@ func (l *Log) Backlogs(offsets []int64, bound int64) ([]Backlog, error) {
 		if o >= bound {
 			continue
 		}
-		pos, h, ok, err := at(o)
+		pos, h, seg, ok, err := at(o)
 		if err != nil {
 			return nil, err
 		}
@@ -88,12 +115,17 @@ func (l *Log) Backlogs(offsets []int64, bound int64) ([]Backlog, error) {
 			continue
 		}
 		out[i].Bytes = max(boundPos-pos, 0)
+		if timeRetention {
+			if out[i].DeleteAt, err = deleteAtOf(seg); err != nil {
+				return nil, err
+			}
+		}
 		for skipped := 0; h.IsControl() && skipped < maxMarkersSkipped; skipped++ {
 			next := h.LastOffset() + 1
 			if next >= bound {
 				break
 			}
-			_, nh, found, err := at(next)
+			_, nh, _, found, err := at(next)
 			if err != nil {
 				return nil, err
 			}
@@ -112,4 +144,28 @@ func (l *Log) Backlogs(offsets []int64, bound int64) ([]Backlog, error) {
 		}
 	}
 	return out, nil
+}
+
+// RetentionDeadline is when (Unix milliseconds) time retention may
+// delete the log's oldest segment: retention.ms after its largest
+// timestamp. ok is false when time retention does not apply
+// (retention.ms -1, a compacted-only topic) or the log is empty. The
+// next retention check after it deletes the segment (a segment above
+// the high watermark waits for it).
+func (l *Log) RetentionDeadline() (deadlineMs int64, ok bool, err error) {
+	cfg := l.cfg.Load()
+	if !cfg.CleanupPolicy.Delete() || cfg.RetentionMs < 0 || l.closed.Load() {
+		return 0, false, nil
+	}
+	l.segLock.RLock()
+	defer l.segLock.RUnlock()
+	segs := *l.segments.Load()
+	if len(segs) == 0 || segs[0].size.Load() == 0 {
+		return 0, false, nil
+	}
+	ts, err := segs[0].maxTimestamp()
+	if err != nil || ts < 0 {
+		return 0, false, err
+	}
+	return ts + cfg.RetentionMs, true, nil
 }

@@ -44,13 +44,13 @@ func TestBacklogsAcrossSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []Backlog{
-			{bytesFrom(0, 10), 1000},
-			{bytesFrom(1, 10), 1010}, // mid-batch: that batch's first timestamp
-			{bytesFrom(4, 10), 1040},
-			{bytesFrom(9, 10), 1090},
-			{0, -1}, // at the bound: caught up
-			{0, -1}, // past it
-			{bytesFrom(0, 10), 1000},
+			{bytesFrom(0, 10), 1000, -1},
+			{bytesFrom(1, 10), 1010, -1}, // mid-batch: that batch's first timestamp
+			{bytesFrom(4, 10), 1040, -1},
+			{bytesFrom(9, 10), 1090, -1},
+			{0, -1, -1}, // at the bound: caught up
+			{0, -1, -1}, // past it
+			{bytesFrom(0, 10), 1000, -1},
 		}
 		for i := range want {
 			if got[i] != want[i] {
@@ -62,7 +62,7 @@ func TestBacklogsAcrossSegments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (Backlog{bytesFrom(11, 12), 1110}); got[0] != want {
+		if want := (Backlog{bytesFrom(11, 12), 1110, -1}); got[0] != want {
 			t.Errorf("bound past the end: got %+v, want %+v", got[0], want)
 		}
 		// Below the log start, the answer starts at the log start.
@@ -73,7 +73,7 @@ func TestBacklogsAcrossSegments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (Backlog{bytesFrom(3, 10), 1030}); got[0] != want {
+		if want := (Backlog{bytesFrom(3, 10), 1030, -1}); got[0] != want {
 			t.Errorf("below the log start: got %+v, want %+v", got[0], want)
 		}
 	})
@@ -133,5 +133,80 @@ func TestBacklogsClosedLog(t *testing.T) {
 	}
 	if _, err := l.Backlogs([]int64{0}, 0); !errors.Is(err, ErrLogClosed) {
 		t.Fatalf("closed log: %v, want ErrLogClosed", err)
+	}
+}
+
+// DeleteAt: when time retention may delete the segment holding an
+// offset. Segments go oldest first, so a segment with older timestamps
+// than one before it waits for that one; retention.ms -1 and compacted
+// topics have no such time.
+func TestBacklogsDeleteAt(t *testing.T) {
+	cfg := logTestConfig()
+	cfg.RetentionMs = 100
+	l := openTestLog(t, vfs.NewMem(), "/log", cfg, OpenOptions{})
+	defer logClose(t, l)
+	// One batch per segment (each larger than half a segment).
+	first := testBatch(t, 2, 200, 5000, nil)
+	cfg.SegmentBytes = int64(len(first)) + 10
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []int64{5000, 3000, 7000} {
+		if _, err := l.Append(testBatch(t, 2, 200, ts, nil), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.NumSegments() != 3 {
+		t.Fatalf("%d segments, want one per batch", l.NumSegments())
+	}
+	l.SetHighWatermark(6)
+	got, err := l.Backlogs([]int64{1, 2, 5, 6}, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{5100, 5100, 7100, -1} {
+		if got[i].DeleteAt != want {
+			t.Errorf("offset #%d: DeleteAt %d, want %d", i, got[i].DeleteAt, want)
+		}
+	}
+	for name, change := range map[string]func(*Config){
+		"retention.ms -1": func(c *Config) { c.RetentionMs = -1 },
+		"compact":         func(c *Config) { c.CleanupPolicy = CleanupCompact },
+	} {
+		c := cfg
+		change(&c)
+		if err := l.SetConfig(c); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.Backlogs([]int64{1}, 6); err != nil || got[0].DeleteAt != -1 {
+			t.Errorf("%s: DeleteAt %+v (%v), want -1", name, got, err)
+		}
+	}
+}
+
+// RetentionDeadline: the oldest segment's largest timestamp plus
+// retention.ms; none without time retention or records.
+func TestRetentionDeadline(t *testing.T) {
+	cfg := logTestConfig()
+	cfg.RetentionMs = 100
+	l := openTestLog(t, vfs.NewMem(), "/log", cfg, OpenOptions{})
+	defer logClose(t, l)
+	if _, ok, err := l.RetentionDeadline(); ok || err != nil {
+		t.Fatalf("an empty log has a deadline (%v)", err)
+	}
+	for _, ts := range []int64{5000, 6000} {
+		if _, err := l.Append(testBatch(t, 2, 10, ts, nil), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, ok, err := l.RetentionDeadline(); !ok || err != nil || d != 6100 {
+		t.Fatalf("deadline %d %v %v, want 6100", d, ok, err)
+	}
+	cfg.RetentionMs = -1
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := l.RetentionDeadline(); ok {
+		t.Fatal("retention.ms -1 has a deadline")
 	}
 }
