@@ -281,6 +281,7 @@ func TestServePrecedence(t *testing.T) {
 		autoLeaderRebalance:                 true,
 		txnPartitionVerification:            true,
 		transactionMaxTimeoutMs:             900_000,
+		logRetentionCheckIntervalMs:         300_000,
 		leaderImbalanceCheckIntervalSeconds: 300,
 		leaderImbalancePerBrokerPercentage:  10,
 		httpIdempotencyWindowMs:             5000, // flag
