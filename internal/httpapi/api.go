@@ -152,6 +152,9 @@ type API struct {
 	// consumers are the HTTP consumer instances (consume.go).
 	consumers *consumers
 	metrics   *apiMetrics
+	// policyStore is the consumer policies topic's view (poison.go),
+	// opened on first use.
+	policyStore policyStoreOnce
 	// dedup remembers idempotency keys (idempotency.go); stop ends its
 	// load.
 	dedup *dedup
@@ -263,7 +266,7 @@ func New(cfg Config) (*API, error) {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	a.reader, a.adm = reader, kadm.NewClient(reader)
-	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.ConsumerSessionTimeout, cfg.MaxConsumers)
+	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.ConsumerSessionTimeout, cfg.MaxConsumers, a.metrics)
 	if a.dedup, err = newDedup(cfg.Brokers, cfg.InternalClientID, cfg.IdempotencyWindow, cfg.Now, reader); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
@@ -374,6 +377,9 @@ func (a *API) Close() {
 	}
 	if a.consumers != nil {
 		a.consumers.close()
+	}
+	if a.policyStore.s != nil {
+		a.policyStore.s.Close()
 	}
 	for _, cl := range a.producers {
 		cl.Close()

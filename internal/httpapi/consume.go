@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/poison"
 )
 
 // Group consumption over HTTP:
@@ -94,10 +96,27 @@ type instance struct {
 	// isolation is the level cl fetches at, set when the instance
 	// starts and never changed (so read without a lock).
 	isolation isolation
+	// ackMode is how the client acknowledges (ack.go), set when the
+	// instance starts and never changed.
+	ackMode ackMode
 
 	mu       sync.Mutex // one request at a time
 	pending  []*kgo.Record
 	lastUsed time.Time
+	// In ack_mode=records (ack.go, poison.go), under mu: the records
+	// handed out and not committed past, by partition; how many (the
+	// acknowledged ones among them included); the
+	// generation they were handed out in; commits that failed, retried
+	// with the next; and failed attempts by partition and offset.
+	deliveries   map[int32]*delivery
+	held         int
+	deliveredGen int32
+	toCommit     map[int32]int64
+	attempts     map[int32]map[int64]int32
+	// paused is the owned partitions stopped at a poison record
+	// (poison.go), under mu.
+	paused  map[int32]poison.Pause
+	metrics *apiMetrics
 	// closed is set, under mu, when the instance expires or is closed:
 	// a request that found it just before must not use its client.
 	closed bool
@@ -115,6 +134,10 @@ type instance struct {
 	// starts it anew at the committed offset.
 	positions map[int32]int64
 	gaps      map[int32]string
+	// moved is the partitions that came or went since a request last
+	// looked (takeMoved): their deliveries are forgotten then, under mu,
+	// which the callbacks do not take.
+	moved map[int32]bool
 	// assigned is whether the group has given this member an assignment
 	// (possibly empty: more members than partitions) since it started;
 	// until then a consume answers joining: true.
@@ -148,12 +171,27 @@ func (in *instance) setOwned(topics map[string][]int32, owned bool) {
 		}
 		delete(in.positions, p)
 		delete(in.gaps, p)
+		in.moved[p] = true
 	}
+}
+
+// takeMoved returns the partitions that came or went since the last
+// call.
+func (in *instance) takeMoved() []int32 {
+	in.ownedMu.Lock()
+	defer in.ownedMu.Unlock()
+	var out []int32
+	for p := range in.moved {
+		out = append(out, p)
+	}
+	clear(in.moved)
+	return out
 }
 
 // consumers holds the node's instances.
 type consumers struct {
 	brokers []string
+	metrics *apiMetrics
 	idle    time.Duration
 	session time.Duration
 	max     int
@@ -164,8 +202,8 @@ type consumers struct {
 	done chan struct{}
 }
 
-func newConsumers(brokers []string, idle, session time.Duration, max int) *consumers {
-	c := &consumers{brokers: brokers, idle: idle, session: session, max: max, m: map[instanceKey]*instance{},
+func newConsumers(brokers []string, idle, session time.Duration, max int, metrics *apiMetrics) *consumers {
+	c := &consumers{brokers: brokers, idle: idle, session: session, max: max, metrics: metrics, m: map[instanceKey]*instance{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go c.expire()
 	return c
@@ -182,6 +220,10 @@ type instanceStart struct {
 	// conflict rather than used).
 	isolation      isolation
 	isolationNamed bool
+	// ackMode is how the client acknowledges; ackModeNamed, whether the
+	// consume named it (as isolation).
+	ackMode      ackMode
+	ackModeNamed bool
 }
 
 // get returns the instance for key, creating it (and so joining the
@@ -197,14 +239,21 @@ func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error)
 					"use another consumer id, or close the instance (DELETE) and consume again to start one at %s",
 					key.group, key.topic, key.consumer, in.isolation, start.isolation, in.isolation, start.isolation)}
 		}
+		if start.ackModeNamed && in.ackMode != start.ackMode {
+			return nil, &apiError{status: http.StatusConflict, code: "ack_mode_mismatch",
+				msg: fmt.Sprintf("the consumer instance of group %q on topic %q (consumer %q) on this node acknowledges by %s, not %s: consume without ack_mode, "+
+					"use another consumer id, or close the instance (DELETE) and consume again", key.group, key.topic, key.consumer, in.ackMode, start.ackMode)}
+		}
 		return in, nil
 	}
 	if len(c.m) >= c.max {
 		return nil, &apiError{status: http.StatusTooManyRequests, code: "too_many_consumers",
 			msg: fmt.Sprintf("this node runs %d consumer instances, its limit; let some expire or reuse them", c.max)}
 	}
-	in := &instance{key: key, isolation: start.isolation, lastUsed: time.Now(), owned: map[int32]bool{},
-		positions: map[int32]int64{}, gaps: map[int32]string{}}
+	in := &instance{key: key, isolation: start.isolation, ackMode: start.ackMode, lastUsed: time.Now(), owned: map[int32]bool{},
+		positions: map[int32]int64{}, gaps: map[int32]string{}, moved: map[int32]bool{},
+		deliveries: map[int32]*delivery{}, deliveredGen: -1, toCommit: map[int32]int64{}, attempts: map[int32]map[int64]int32{},
+		paused: map[int32]poison.Pause{}, metrics: c.metrics}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(c.brokers...),
 		kgo.ClientID("fjord-http-consumer"),
@@ -340,6 +389,17 @@ type consumeResponse struct {
 	// Joining is true while the instance waits for the group's first
 	// assignment: no records yet does not mean none are there.
 	Joining bool `json:"joining"`
+	// Generation is the member's group generation: acks and nacks of
+	// these records name it (ack.go).
+	Generation int32 `json:"generation"`
+	// In ack_mode=records: the records handed out and not acknowledged,
+	// and whether their bound stopped this consume from handing out
+	// more.
+	Unacked      *int `json:"unacked,omitempty"`
+	UnackedLimit bool `json:"unacked_limit,omitempty"`
+	// Paused is the owned partitions stopped at a poison record
+	// (ack_mode=records; poison.go).
+	Paused []pausedJSON `json:"paused,omitempty"`
 }
 
 func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
@@ -373,6 +433,10 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if start.ackMode, start.ackModeNamed, err = parseAckMode(q.Get("ack_mode")); err != nil {
+		writeError(w, err)
+		return
+	}
 	if _, err := a.topicPartitions(r.Context(), topic); err != nil {
 		writeError(w, err)
 		return
@@ -392,6 +456,7 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 			msg: "the consumer instance was closed meanwhile (idle timeout, or a DELETE); consume again to start a new one"})
 		return
 	}
+	in.applyMoves()
 	// Records of partitions taken away since they were fetched are the
 	// new owner's to hand out.
 	kept := in.pending[:0]
@@ -434,9 +499,33 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		}
 		in.decided(out.Gaps)
 	}
+	limit := len(in.pending)
+	if in.ackMode == ackRecords {
+		// Partitions given or taken during the poll: what is handed
+		// out below is tracked in the assignment as it is now.
+		in.applyMoves()
+		// Pauses first: a paused partition's records are dropped, not
+		// handed out.
+		paused, err := a.syncPauses(r, in)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		out.Paused = []pausedJSON{}
+		for _, pz := range paused {
+			out.Paused = append(out.Paused, pausedOf(pz, false))
+		}
+		limit = len(in.pending)
+		out.Generation = in.syncGeneration()
+		if room := maxHeld - in.held; room < limit {
+			limit, out.UnackedLimit = max(room, 0), true
+		}
+	} else {
+		out.Generation = in.generation()
+	}
 	var bytes int64
 	n := 0
-	for ; n < len(in.pending); n++ {
+	for ; n < limit; n++ {
 		rec := in.pending[n]
 		size := int64(len(rec.Key) + len(rec.Value))
 		if n > 0 && bytes+size > maxBytes {
@@ -445,6 +534,11 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		bytes += size
 		out.Records = append(out.Records, recordJSON(rec))
 		out.NextOffsets[strconv.Itoa(int(rec.Partition))] = rec.Offset + 1
+	}
+	if in.ackMode == ackRecords {
+		in.trackDelivered(in.pending[:n])
+		unacked := in.unacked()
+		out.Unacked = &unacked
 	}
 	in.pending = in.pending[n:]
 	out.Joining = len(out.Records) == 0 && in.joining()
@@ -758,6 +852,9 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 	if in := a.consumers.lockLive(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
 		owned := in.owns(p)
 		if owned {
+			// Records handed out before the seek are not acknowledged
+			// any more: what comes after the seek is what counts.
+			in.forgetDeliveries(p)
 			in.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p: {Epoch: -1, Offset: offset}}})
 			in.seeked(p, offset)
 			kept := in.pending[:0]

@@ -13,6 +13,11 @@ import (
 type apiMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// Poison records (poison.go): partitions this node's instances
+	// paused (the value is the paused offset), records they wrote to
+	// dead-letter topics.
+	paused       *prometheus.GaugeVec
+	deadLettered *prometheus.CounterVec
 }
 
 func newAPIMetrics(reg prometheus.Registerer) *apiMetrics {
@@ -24,9 +29,17 @@ func newAPIMetrics(reg prometheus.Registerer) *apiMetrics {
 			Name: "fjord_http_request_duration_seconds", Help: "HTTP API request time (long-polls included), by route.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"route"}),
+		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fjord_http_poison_paused",
+			Help: "Partitions a consumer group paused at a poison record, on this node's HTTP consumer instances; the value is the paused offset.",
+		}, []string{"group", "topic", "partition"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_http_poison_dead_lettered_total",
+			Help: "Records this node's HTTP consumer instances wrote to a dead-letter topic after their group's attempts ran out, by group and source topic.",
+		}, []string{"group", "topic"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration)
+		reg.MustRegister(m.requests, m.duration, m.paused, m.deadLettered)
 	}
 	return m
 }

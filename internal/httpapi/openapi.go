@@ -46,8 +46,9 @@ var apiRoutes = []route{
 		query: []param{{"group", "string", "the consumer group", true}, {"consumer", "string", "instance id (default: one per group and topic)", false},
 			{"max_bytes", "integer", "answer size bound", false}, {"timeout_ms", "integer", "long-poll for a record, up to 30000 (default 1000)", false},
 			{"auto_offset_reset", "string", "where a new instance starts in partitions its group has no committed offset for: latest (default, the log end) or earliest (the log start)", false},
-			{"isolation", "string", "the level a new instance fetches at for its life: read_uncommitted (default) or read_committed (committed transactions' records only); naming the other level than the running instance's is 409 isolation_mismatch, naming none takes the instance's", false}},
-		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "gaps": [{"partition": int, "reason": "behind_log_start" | "past_log_end", "position": int | null, "committed_offset": int | null, "log_start_offset": int, "log_end_offset": int, "records_lost": int | null}] (always present; nothing is delivered from a gap's partition until a seek), "joining": bool (true while the instance waits for its first assignment)}`,
+			{"isolation", "string", "the level a new instance fetches at for its life: read_uncommitted (default) or read_committed (committed transactions' records only); naming the other level than the running instance's is 409 isolation_mismatch, naming none takes the instance's", false},
+			{"ack_mode", "string", "how a new instance's records are acknowledged, for its life: offsets (default: commit offsets) or records (ack and nack each record; the commit follows the contiguous acknowledged prefix); naming the other mode than the running instance's is 409 ack_mode_mismatch", false}},
+		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "gaps": [{"partition": int, "reason": "behind_log_start" | "past_log_end", "position": int | null, "committed_offset": int | null, "log_start_offset": int, "log_end_offset": int, "records_lost": int | null}] (always present; nothing is delivered from a gap's partition until a seek), "joining": bool (true while the instance waits for its first assignment), "generation": int (acks and nacks name it), "unacked": int and "unacked_limit": bool (ack_mode=records: records handed out and not acknowledged, and whether their bound of 10000 held this answer back), "paused": [{"partition", "offset", "reason", "attempts", "at"}] (ack_mode=records: partitions stopped at a poison record)}`,
 		errors: []int{400, 404, 409, 503},
 	}},
 	{"DELETE", "/v1/topics/{topic}/consume", (*API).handleCloseConsumer, routeDoc{
@@ -61,6 +62,18 @@ var apiRoutes = []route{
 		body:    `{"group": string, "consumer": string, "offsets": {partition: next offset}}`,
 		answer:  `{"committed": {partition: offset}}`,
 		errors:  []int{400, 404, 409, 416, 503},
+	}},
+	{"POST", "/v1/topics/{topic}/ack", (*API).handleAck, routeDoc{
+		summary: "Acknowledge records a consumer instance in ack_mode=records handed out; the group's commit moves to the end of each partition's contiguous acknowledged prefix",
+		body:    `{"group": string, "consumer": string, "generation": int (the delivering consume's), "offsets": {partition: [offset, ...]}}`,
+		answer:  `{"committed": {partition: next offset} (the partitions whose commit moved), "unacked": int}`,
+		errors:  []int{400, 404, 409},
+	}},
+	{"POST", "/v1/topics/{topic}/nack", (*API).handleNack, routeDoc{
+		summary: "Report a record a consumer instance in ack_mode=records handed out as failed: it comes again, until the group's poison policy for the topic pauses the partition or dead-letters it",
+		body:    `{"group": string, "consumer": string, "generation": int, "partition": int, "offset": int, "reason": string (at most 4096 bytes)}`,
+		answer:  `{"partition", "offset", "attempts", "max_attempts" (null without a policy), "action": "redeliver" | "paused" | "dead_lettered", "dlq": {"topic", "partition", "offset"} and "committed" (dead_lettered)}`,
+		errors:  []int{400, 404, 409, 503},
 	}},
 	{"POST", "/v1/topics/{topic}/seek", (*API).handleSeek, routeDoc{
 		summary: "Move where a group next reads a partition (replay)",
@@ -120,6 +133,28 @@ var apiRoutes = []route{
 		body:    `{"topics": [{"topic": string, "partitions": [int] (absent: all)}], "to": "earliest" | "latest" | "offset": int | "timestamp": ms | "shift_by": int, "dry_run": bool}`,
 		answer:  `{"group", "dry_run", "offsets": [{"topic", "partition", "old" (absent: none committed), "new", "clamped_from" (present when the target was outside the log)}]}`,
 		errors:  []int{400, 404, 409, 503},
+	}},
+	{"GET", "/v1/groups/{group}/poison", (*API).handleGetPolicies, routeDoc{
+		summary: "A group's poison-record policies and the partitions it paused at a poison record",
+		answer:  `{"group", "policies": [{"group", "topic", "policy": "pause" | "dlq", "max_attempts", "dlq_topic" (dlq)}], "paused": [{"topic", "partition", "offset", "reason", "attempts", "at", "skip" (a resume's skip not carried out yet)}]}`,
+		errors:  []int{503},
+	}},
+	{"PUT", "/v1/groups/{group}/poison/{topic}", (*API).handleSetPolicy, routeDoc{
+		summary: "Set a group's poison-record policy for a topic: after max_attempts nacks of one record, pause the partition or write the record to a dead-letter topic (created if missing) and move on",
+		body:    `{"policy": "pause" | "dlq", "max_attempts": int (1 to 1000), "dlq_topic": string (dlq; default <topic>.dlq)}`,
+		answer:  `{"group", "topic", "policy", "max_attempts", "dlq_topic" (dlq)}`,
+		errors:  []int{400, 404, 503},
+	}},
+	{"DELETE", "/v1/groups/{group}/poison/{topic}", (*API).handleClearPolicy, routeDoc{
+		summary: "Clear a group's poison-record policy for a topic (nacks then only redeliver); pauses stay until resumed",
+		answer:  `{"group", "topic", "cleared": bool (there was one)}`,
+		errors:  []int{503},
+	}},
+	{"POST", "/v1/groups/{group}/resume", (*API).handleResume, routeDoc{
+		summary: "End a pause: delivery starts again at the paused record, or with skip after it, once the record is in the dead-letter topic",
+		body:    `{"topic": string, "partition": int, "skip": bool}`,
+		answer:  `{"group", "topic", "partition", "offset", "skipped", "dlq": {"topic", "partition", "offset"} (skip), "committed": bool (false: the partition's owner commits past it at its next consume)}`,
+		errors:  []int{400, 404, 503},
 	}},
 }
 
