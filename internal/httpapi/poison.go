@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/failpoint"
 	"github.com/fjordmq/fjord/internal/poison"
 )
 
@@ -140,6 +141,7 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 			writeError(w, unavailable(fmt.Errorf("recording the pause: %w", err)))
 			return
 		}
+		failpoint.Hit("poison.pause-written")
 		in.pause(pz)
 		a.log.Warn("consumer group paused a partition at a poison record",
 			slog.String("group", req.Group), slog.String("topic", topic), slog.Int("partition", int(p)),
@@ -152,6 +154,7 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+		failpoint.Hit("poison.dead-letter-written")
 		delete(in.attempts[p], offset)
 		if next, moved := in.ackPrefix(p, []int64{offset}); moved {
 			in.toCommit[p] = next
@@ -161,6 +164,7 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+		failpoint.Hit("poison.dead-letter-committed")
 		a.metrics.deadLettered.WithLabelValues(req.Group, topic).Inc()
 		out["action"], out["dlq"], out["committed"] = "dead_lettered", dlq, committed
 	}
@@ -246,6 +250,7 @@ func (a *API) skipPaused(r *http.Request, in *instance, store *poison.Store, pz 
 	if _, err := in.commitAcked(r); err != nil {
 		return err
 	}
+	failpoint.Hit("poison.skip-committed")
 	if _, _, err := store.Resume(r.Context(), pz.Group, pz.Topic, pz.Partition); err != nil {
 		return unavailable(fmt.Errorf("removing the skipped pause: %w", err))
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fjordmq/fjord/internal/failpoint"
 )
 
 // Dead-letter records: a poison record copied to its group's dead-letter
@@ -176,6 +178,7 @@ func Resume(ctx context.Context, s *Store, cl, producer *kgo.Client, group, topi
 	if err := producer.ProduceSync(ctx, res.DeadLetter).FirstErr(); err != nil {
 		return res, fmt.Errorf("writing the paused record to the dead-letter topic %q: %w", dlq, err)
 	}
+	failpoint.Hit("poison.resume-dead-letter-written")
 	commit := kadm.Offsets{}
 	commit.Add(kadm.Offset{Topic: topic, Partition: partition, At: pz.Offset + 1, LeaderEpoch: -1})
 	resp, err := kadm.NewClient(cl).CommitOffsets(ctx, group, commit)
