@@ -30,7 +30,7 @@ func newGroupCommand() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
 		Use:   "group",
-		Short: "List, describe, reset and delete consumer groups",
+		Short: "List, describe, reset, delete and resume consumer groups; set their poison-record policies",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -40,6 +40,8 @@ func newGroupCommand() *cobra.Command {
 		newGroupDescribeCommand(&o),
 		newGroupResetOffsetsCommand(&o),
 		newGroupDeleteCommand(&o),
+		newGroupPoisonCommand(&o),
+		newGroupResumeCommand(&o),
 	)
 	return cmd
 }
@@ -186,6 +188,9 @@ func newGroupDescribeCommand(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if d.pausedErr != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "fjord: warning: paused partitions not known: %v\n", d.pausedErr)
+			}
 			return printResult(cmd, output, d)
 		}),
 	}
@@ -203,6 +208,10 @@ type groupDescription struct {
 	Coordinator  int32               `json:"coordinator"`
 	Members      []groupMemberDesc   `json:"members"`
 	Offsets      []groupPartitionRow `json:"offsets"`
+	// Paused are the partitions the group paused at a poison record
+	// (poison.go); null when they could not be read (pausedErr).
+	Paused    []pausedPartition `json:"paused"`
+	pausedErr error
 }
 
 type groupMemberDesc struct {
@@ -287,6 +296,8 @@ func describeGroup(ctx context.Context, cl *kgo.Client, adm *kadm.Client, group 
 			CommittedOffset: r.Committed, LogStartOffset: r.LogStart, LogEndOffset: r.LogEnd, Lag: r.Lag,
 			LagBytes: r.LagBytes, LagSeconds: r.LagSeconds, RecordsLost: r.Lost, MemberID: r.Member})
 	}
+	// Not fatal: the rest of the description stands without them.
+	out.Paused, out.pausedErr = groupPauses(ctx, cl, group)
 	return out, nil
 }
 
@@ -307,7 +318,7 @@ func (d *groupDescription) printText(out io.Writer) error {
 	fmt.Fprintln(out)
 	if len(d.Offsets) == 0 {
 		fmt.Fprintln(out, "No committed offsets and no assigned partitions.")
-		return nil
+		return d.printPausedSection(out)
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tLAG-BYTES\tLAG-TIME\tMEMBER-ID")
@@ -325,6 +336,17 @@ func (d *groupDescription) printText(out io.Writer) error {
 			fmt.Fprintf(out, "\nGap on %s-%d: the committed offset %d is below the log start %d; %d records were deleted (retention or DeleteRecords) before this group read them.\n",
 				r.Topic, r.Partition, *r.CommittedOffset, *r.LogStartOffset, *r.RecordsLost)
 		}
+	}
+	return d.printPausedSection(out)
+}
+
+// printPausedSection ends the text with the paused partitions, if any.
+func (d *groupDescription) printPausedSection(out io.Writer) error {
+	switch {
+	case d.pausedErr != nil:
+		fmt.Fprintln(out, "\nPaused: not known (see the warning)")
+	case len(d.Paused) > 0:
+		return printPaused(out, d.Group, d.Paused)
 	}
 	return nil
 }

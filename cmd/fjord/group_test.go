@@ -304,7 +304,7 @@ func TestGroupListAndDescribe(t *testing.T) {
 	describeJSON := func(group string) map[string]any {
 		t.Helper()
 		doc := decodeJSON(t, n.ok(t, "", "group", "describe", group, "-o", "json").stdout)
-		wantKeys(t, "group describe", doc, "group", "state", "protocol_type", "protocol", "coordinator", "members", "offsets")
+		wantKeys(t, "group describe", doc, "group", "state", "protocol_type", "protocol", "coordinator", "members", "offsets", "paused")
 		return doc
 	}
 	doc = describeJSON("audit")

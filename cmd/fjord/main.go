@@ -47,6 +47,7 @@ func newRootCommand() *cobra.Command {
 		newProduceCommand(),
 		newConsumeCommand(),
 		newGroupCommand(),
+		newDLQCommand(),
 		newTxnCommand(),
 		newClusterCommand(),
 		newVerifyCommand(),

@@ -312,6 +312,7 @@ func (c *consumers) remove(key instanceKey) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.closed = true
+	in.forgetPaused()
 	in.cl.Close()
 	return true
 }
@@ -356,6 +357,7 @@ func (c *consumers) expire() {
 			if in.mu.TryLock() {
 				if time.Since(in.lastUsed) > c.idle {
 					in.closed = true
+					in.forgetPaused()
 					delete(c.m, k)
 					idle = append(idle, in)
 				}

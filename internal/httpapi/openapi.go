@@ -48,7 +48,7 @@ var apiRoutes = []route{
 			{"auto_offset_reset", "string", "where a new instance starts in partitions its group has no committed offset for: latest (default, the log end) or earliest (the log start)", false},
 			{"isolation", "string", "the level a new instance fetches at for its life: read_uncommitted (default) or read_committed (committed transactions' records only); naming the other level than the running instance's is 409 isolation_mismatch, naming none takes the instance's", false},
 			{"ack_mode", "string", "how a new instance's records are acknowledged, for its life: offsets (default: commit offsets) or records (ack and nack each record; the commit follows the contiguous acknowledged prefix); naming the other mode than the running instance's is 409 ack_mode_mismatch", false}},
-		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "gaps": [{"partition": int, "reason": "behind_log_start" | "past_log_end", "position": int | null, "committed_offset": int | null, "log_start_offset": int, "log_end_offset": int, "records_lost": int | null}] (always present; nothing is delivered from a gap's partition until a seek), "joining": bool (true while the instance waits for its first assignment), "generation": int (acks and nacks name it), "unacked": int and "unacked_limit": bool (ack_mode=records: records handed out and not acknowledged, and whether their bound of 10000 held this answer back), "paused": [{"partition", "offset", "reason", "attempts", "at"}] (ack_mode=records: partitions stopped at a poison record)}`,
+		answer: `{"records": [as records gives them: "key" text or null, "key_b64" bytes], "next_offsets": {partition: next offset}, "gaps": [{"partition": int, "reason": "behind_log_start" | "past_log_end", "position": int | null, "committed_offset": int | null, "log_start_offset": int, "log_end_offset": int, "records_lost": int | null}] (always present; nothing is delivered from a gap's partition until a seek), "joining": bool (true while the instance waits for its first assignment), "generation": int (acks and nacks name it), "unacked": int and "unacked_limit": bool (ack_mode=records: records handed out and not acknowledged, and whether their bound of 10000 held this answer back), "paused": [{"partition", "offset", "reason", "attempts", "at_ms"}] (ack_mode=records: partitions stopped at a poison record)}`,
 		errors: []int{400, 404, 409, 503},
 	}},
 	{"DELETE", "/v1/topics/{topic}/consume", (*API).handleCloseConsumer, routeDoc{
@@ -136,7 +136,7 @@ var apiRoutes = []route{
 	}},
 	{"GET", "/v1/groups/{group}/poison", (*API).handleGetPolicies, routeDoc{
 		summary: "A group's poison-record policies and the partitions it paused at a poison record",
-		answer:  `{"group", "policies": [{"group", "topic", "policy": "pause" | "dlq", "max_attempts", "dlq_topic" (dlq)}], "paused": [{"topic", "partition", "offset", "reason", "attempts", "at", "skip" (a resume's skip not carried out yet)}]}`,
+		answer:  `{"group", "policies": [{"group", "topic", "policy": "pause" | "dlq", "max_attempts", "dlq_topic" (dlq)}], "paused": [{"topic", "partition", "offset", "reason", "attempts", "at_ms", "skip" (a resume's skip not carried out yet)}]}`,
 		errors:  []int{503},
 	}},
 	{"PUT", "/v1/groups/{group}/poison/{topic}", (*API).handleSetPolicy, routeDoc{

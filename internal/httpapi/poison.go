@@ -200,6 +200,15 @@ func (in *instance) unpause(p int32, offset int64) {
 	in.rewind(p, offset)
 }
 
+// forgetPaused drops the paused gauge's series of a closing instance:
+// its partitions' pauses stay in the policies topic, for the next owner
+// to report. REQUIRES: in.mu held.
+func (in *instance) forgetPaused() {
+	for p := range in.paused {
+		in.metrics.paused.DeleteLabelValues(in.key.group, in.key.topic, strconv.Itoa(int(p)))
+	}
+}
+
 // syncPauses brings the instance's owned partitions in line with the
 // policies topic before a consume hands anything out: a pause recorded
 // by another node's instance (the partition moved here) holds here too;
@@ -265,7 +274,7 @@ type pausedJSON struct {
 	Offset    int64  `json:"offset"`
 	Reason    string `json:"reason"`
 	Attempts  int32  `json:"attempts"`
-	At        int64  `json:"at"`
+	At        int64  `json:"at_ms"`
 	// Skip: resumed with a skip that the partition's owner has not
 	// carried out yet.
 	Skip bool `json:"skip,omitempty"`

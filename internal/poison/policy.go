@@ -16,7 +16,7 @@ const Topic = "__fjord_consumer_policies"
 
 // Expected conditions. Callers test them with errors.Is; the message
 // after the sentinel's says what was wrong, in the user's terms, so the
-// HTTP API and the CLI can show it as it is (400, exit 2).
+// HTTP API and the CLI can show it as it is (400, exit 1).
 var (
 	// ErrInvalidPolicy: SetPolicy or ClearPolicy (or Policy.Validate)
 	// refused the policy; nothing was written.
