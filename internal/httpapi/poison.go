@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,7 +166,7 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		failpoint.Hit("poison.dead-letter-committed")
-		a.metrics.deadLettered.WithLabelValues(req.Group, topic).Inc()
+		a.metrics.deadLettered.WithLabelValues(labelValue(req.Group), topic).Inc()
 		out["action"], out["dlq"], out["committed"] = "dead_lettered", dlq, committed
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -188,24 +189,30 @@ func (in *instance) pause(pz poison.Pause) {
 	in.rewind(pz.Partition, pz.Offset)
 	in.cl.PauseFetchPartitions(map[string][]int32{in.key.topic: {pz.Partition}})
 	in.paused[pz.Partition] = pz
-	in.metrics.paused.WithLabelValues(in.key.group, in.key.topic, strconv.Itoa(int(pz.Partition))).Set(float64(pz.Offset))
+	in.metrics.paused.WithLabelValues(labelValue(in.key.group), in.key.topic, strconv.Itoa(int(pz.Partition))).Set(float64(pz.Offset))
 }
 
 // unpause lets p be fetched again from offset. REQUIRES: in.mu held.
 func (in *instance) unpause(p int32, offset int64) {
 	delete(in.paused, p)
-	in.metrics.paused.DeleteLabelValues(in.key.group, in.key.topic, strconv.Itoa(int(p)))
+	in.metrics.paused.DeleteLabelValues(labelValue(in.key.group), in.key.topic, strconv.Itoa(int(p)))
 	delete(in.attempts, p)
 	in.cl.ResumeFetchPartitions(map[string][]int32{in.key.topic: {p}})
 	in.rewind(p, offset)
 }
+
+// labelValue is a group id fit for a Prometheus label: client_golang
+// panics on invalid UTF-8, which a group id may hold; runs of invalid
+// bytes become U+FFFD (the node's lag series, node/metrics_text.go, do
+// the same byte by byte).
+func labelValue(group string) string { return strings.ToValidUTF8(group, "\uFFFD") }
 
 // forgetPaused drops the paused gauge's series of a closing instance:
 // its partitions' pauses stay in the policies topic, for the next owner
 // to report. REQUIRES: in.mu held.
 func (in *instance) forgetPaused() {
 	for p := range in.paused {
-		in.metrics.paused.DeleteLabelValues(in.key.group, in.key.topic, strconv.Itoa(int(p)))
+		in.metrics.paused.DeleteLabelValues(labelValue(in.key.group), in.key.topic, strconv.Itoa(int(p)))
 	}
 }
 

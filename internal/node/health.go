@@ -20,7 +20,7 @@ func (n *Node) httpHandler() http.Handler {
 		n.api.Register(mux)
 	}
 	if n.metrics != nil {
-		mux.Handle("GET /metrics", metricsHandler(n.metrics))
+		mux.Handle("GET /metrics", metricsHandler(n.metrics, &n.metricsText))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -3,12 +3,10 @@ package node
 import (
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fjordmq/fjord/internal/grouplag"
 	"github.com/fjordmq/fjord/internal/replica"
@@ -20,10 +18,12 @@ import (
 // The node's Prometheus registry, served at /metrics on the HTTP
 // listener: the Go runtime and the process; the Kafka listener's request
 // and per-topic data metrics and the HTTP API's request metrics
-// (registered by those packages); fsync latency; and, read at each
-// scrape, every hosted partition's offsets and size; and the lag of the
-// consumer groups this node coordinates, from the lag refresher's last
-// snapshot (lag.go).
+// (registered by those packages); fsync latency; replication and
+// transactions; and, read at each scrape, every hosted partition's
+// offsets and size, each follower's lag, and the lag of the consumer
+// groups this node coordinates, from the lag refresher's last snapshot
+// (lag.go). Those last three grow with the partitions, and the handler
+// writes them itself (metrics_text.go).
 
 // newFsyncHistogram is storage's fsync latency, observed through
 // storage.ManagerOptions.ObserveSync: the storage manager opens before
@@ -41,18 +41,24 @@ func observeSeconds(h prometheus.Histogram) func(time.Duration) {
 	return func(d time.Duration) { h.Observe(d.Seconds()) }
 }
 
-func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, lag *grouplag.Refresher, txns txnCollector, repl replicationCollector) *prometheus.Registry {
+// newRegistry returns the node's registry and the collector of the
+// families metricsHandler writes itself (registered in it, for their
+// names).
+func newRegistry(logs *storage.Manager, fsyncs prometheus.Histogram, lag *grouplag.Refresher, txns txnCollector, repl replicationCollector) (*prometheus.Registry, textCollector) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		partitionCollector{logs: logs},
 		fsyncs,
-		lagCollector{lag: lag, maxRows: maxLagRows},
 		txns,
 		repl,
 	)
-	return reg
+	text := textCollector{logs: logs.Logs, lag: lag.Snapshot, maxLagRows: maxLagRows}
+	if repl.n != nil {
+		text.followers = func(visit func(replica.FollowerLag)) { repl.n.replicas.ReplicationStats(visit) }
+	}
+	reg.MustRegister(text)
+	return reg, text
 }
 
 var (
@@ -69,9 +75,7 @@ var (
 	fetchedBatchesDesc  = prometheus.NewDesc("fjord_replica_fetched_batches_total", "Record batches this node's fetchers appended from leaders.", nil, nil)
 	truncationsDesc     = prometheus.NewDesc("fjord_replica_divergence_truncations_total", "Times this node cut a follower's log back to where it stops agreeing with its leader's (a divergent tail after a failover).", nil, nil)
 	truncatedDesc       = prometheus.NewDesc("fjord_replica_truncated_records_total", "Offsets those cuts removed from this node's follower logs.", nil, nil)
-	followerLagDesc     = prometheus.NewDesc("fjord_follower_lag_records",
-		"For a partition this node leads: its log end offset less the follower's last fetch offset (-1: not fetched since this node became leader).",
-		[]string{"topic", "partition", "follower"}, nil)
+
 	controllerActivationsDesc = prometheus.NewDesc("fjord_controller_activations_total", "Times this node has become the active controller since it started.", nil, nil)
 	activeControllerDesc      = prometheus.NewDesc("fjord_controller_active", "1 while this node is the active controller.", nil, nil)
 	failoverDesc              = prometheus.NewDesc("fjord_controller_failover_seconds", "From the last heartbeat this node heard from a broker as the active controller (or the start of its term) to the commit of the fence that moved the broker's leaderships: the part of a failover the controller sees. Reported by the node that was the active controller.", nil, nil)
@@ -95,22 +99,21 @@ type replicationCollector struct {
 
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
-		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, throttledBytesDesc, throttleRateDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc, followerLagDesc,
+		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, throttledBytesDesc, throttleRateDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc,
 		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, controlledShutdownsDesc, preferredElectionsDesc, failoverDesc, leaseHeldDesc, leaseLapsesDesc} {
 		ch <- d
 	}
 }
 
 func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
 	counter := func(d *prometheus.Desc, v int64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
-	s := c.n.replicas.ReplicationStats(func(l replica.FollowerLag) {
-		gauge(followerLagDesc, float64(l.Records), l.Topic, strconv.Itoa(int(l.Partition)), strconv.Itoa(int(l.Follower)))
-	})
+	// Each follower's lag is per partition: textCollector writes it.
+	s := c.n.replicas.ReplicationStats(nil)
 	gauge(ledDesc, float64(s.Led))
 	gauge(followingDesc, float64(s.Following))
 	gauge(underReplicatedDesc, float64(s.UnderReplicated))
@@ -162,49 +165,33 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(controllerActivationsDesc, c.n.ctrl.Activations())
 }
 
-func metricsHandler(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+// partitionFamilies are the per-partition families textCollector
+// writes: one series per hosted partition per family, as Kafka's own
+// broker exports, and one per follower of each partition this node
+// leads.
+var partitionFamilies = []textFamily{
+	{name: "fjord_partition_log_start_offset", help: "A hosted partition's log start offset.", rows: perPartition,
+		value: func(s *textScrape, i int) (float64, bool) { return float64(s.partitions[i].logStart), true }},
+	{name: "fjord_partition_log_end_offset", help: "A hosted partition's log end offset.", rows: perPartition,
+		value: func(s *textScrape, i int) (float64, bool) { return float64(s.partitions[i].logEnd), true }},
+	{name: "fjord_partition_high_watermark", help: "A hosted partition's high watermark.", rows: perPartition,
+		value: func(s *textScrape, i int) (float64, bool) { return float64(s.partitions[i].highWatermark), true }},
+	{name: "fjord_partition_size_bytes", help: "A hosted partition's log size on disk.", rows: perPartition,
+		value: func(s *textScrape, i int) (float64, bool) { return float64(s.partitions[i].size), true }},
+	{name: "fjord_partition_last_stable_lag_records", rows: perPartition,
+		help:  "High watermark less last stable offset: the records read_committed consumers cannot read yet, behind a transaction still open (or decided, its marker not yet replicated).",
+		value: func(s *textScrape, i int) (float64, bool) { return float64(s.partitions[i].lsoLag), true }},
+	{name: "fjord_partition_retention_margin_seconds", rows: perPartition,
+		help: "How long until time retention (retention.ms) may delete a hosted partition's oldest segment: its largest timestamp plus retention.ms, less now, and 0 when due. Absent without time retention or records.",
+		value: func(s *textScrape, i int) (float64, bool) {
+			return s.partitions[i].retentionMargin, s.partitions[i].hasMargin
+		}},
+	{name: "fjord_follower_lag_records", rows: perFollower,
+		help:  "For a partition this node leads: its log end offset less the follower's last fetch offset (-1: not fetched since this node became leader).",
+		value: func(s *textScrape, i int) (float64, bool) { return float64(s.followers[i].Records), true }},
 }
 
 var (
-	partLabels       = []string{"topic", "partition"}
-	partLogStartDesc = prometheus.NewDesc("fjord_partition_log_start_offset", "A hosted partition's log start offset.", partLabels, nil)
-	partLogEndDesc   = prometheus.NewDesc("fjord_partition_log_end_offset", "A hosted partition's log end offset.", partLabels, nil)
-	partHWDesc       = prometheus.NewDesc("fjord_partition_high_watermark", "A hosted partition's high watermark.", partLabels, nil)
-	partSizeDesc     = prometheus.NewDesc("fjord_partition_size_bytes", "A hosted partition's log size on disk.", partLabels, nil)
-	partMarginDesc   = prometheus.NewDesc("fjord_partition_retention_margin_seconds",
-		"How long until time retention (retention.ms) may delete a hosted partition's oldest segment: its largest timestamp plus retention.ms, less now, and 0 when due. Absent without time retention or records.", partLabels, nil)
-)
-
-// partitionCollector reports each hosted partition's offsets and size:
-// one series per partition per metric, as Kafka's own broker exports.
-type partitionCollector struct{ logs *storage.Manager }
-
-func (partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{partLogStartDesc, partLogEndDesc, partHWDesc, partSizeDesc, partLSOLagDesc, partMarginDesc} {
-		ch <- d
-	}
-}
-
-func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
-	nowMs := time.Now().UnixMilli()
-	for tp, l := range c.logs.Logs() {
-		labels := []string{tp.Topic, strconv.Itoa(int(tp.Partition))}
-		ch <- prometheus.MustNewConstMetric(partLogStartDesc, prometheus.GaugeValue, float64(l.LogStartOffset()), labels...)
-		ch <- prometheus.MustNewConstMetric(partLogEndDesc, prometheus.GaugeValue, float64(l.LogEndOffset()), labels...)
-		ch <- prometheus.MustNewConstMetric(partHWDesc, prometheus.GaugeValue, float64(l.HighWatermark()), labels...)
-		ch <- prometheus.MustNewConstMetric(partSizeDesc, prometheus.GaugeValue, float64(l.Size()), labels...)
-		ch <- prometheus.MustNewConstMetric(partLSOLagDesc, prometheus.GaugeValue, float64(l.HighWatermark()-l.LastStableOffset()), labels...)
-		if deadline, ok, err := l.RetentionDeadline(); err == nil && ok {
-			ch <- prometheus.MustNewConstMetric(partMarginDesc, prometheus.GaugeValue, float64(max(deadline-nowMs, 0))/1000, labels...)
-		}
-	}
-}
-
-var (
-	partLSOLagDesc = prometheus.NewDesc("fjord_partition_last_stable_lag_records",
-		"High watermark less last stable offset: the records read_committed consumers cannot read yet, behind a transaction still open (or decided, its marker not yet replicated).",
-		[]string{"topic", "partition"}, nil)
 	txnOngoingDesc   = prometheus.NewDesc("fjord_transactions_ongoing", "Transactions this node coordinates that are open or being completed (they hold their partitions' last stable offsets).", nil, nil)
 	txnCommittedDesc = prometheus.NewDesc("fjord_transactions_committed_total", "Transactions this node's coordinator completed with a commit since it started.", nil, nil)
 	txnAbortedDesc   = prometheus.NewDesc("fjord_transactions_aborted_total", "Transactions this node's coordinator completed with an abort since it started (timed out, fenced, or the producer's).", nil, nil)

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -171,7 +170,7 @@ func TestDataMetrics(t *testing.T) {
 	})
 }
 
-// The lag collector keeps to its bound on series and says how many it
+// The lag families keep to their bound on series and say how many they
 // left out.
 func TestLagSeriesBound(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
@@ -197,23 +196,18 @@ func TestLagSeriesBound(t *testing.T) {
 		}
 		return nil
 	})
-	ch := make(chan prometheus.Metric, 100)
-	lagCollector{lag: n.lag, maxRows: 3}.Collect(ch)
-	close(ch)
-	rows, sums, dropped := 0, 0, -1.0
-	for m := range ch {
-		var out dto.Metric
-		if err := m.Write(&out); err != nil {
-			t.Fatal(err)
-		}
-		switch d := m.Desc().String(); {
-		case strings.Contains(d, `"fjord_consumer_group_lag_series_dropped"`):
-			dropped = out.GetGauge().GetValue()
-		case strings.Contains(d, `"fjord_consumer_group_lag_records"`):
-			rows++
-		case strings.Contains(d, `"fjord_consumer_group_lag"`):
-			sums++
-		}
+	var s textScrape
+	textCollector{lag: n.lag.Snapshot, maxLagRows: 3}.read(&s, time.Now())
+	body, err := s.appendExposition(nil, nil, textFamilies, expfmt.NewFormat(expfmt.TypeTextPlain), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := parseExposition(t, body)
+	rows := len(fams["fjord_consumer_group_lag_records"].GetMetric())
+	sums := len(fams["fjord_consumer_group_lag"].GetMetric())
+	dropped := -1.0
+	if m := fams["fjord_consumer_group_lag_series_dropped"].GetMetric(); len(m) == 1 {
+		dropped = m[0].GetGauge().GetValue()
 	}
 	if rows != 3 || sums != 3 || dropped != groups-3 {
 		t.Fatalf("%d lag rows, %d sums and %v dropped; want 3, 3 and %d", rows, sums, dropped, groups-3)

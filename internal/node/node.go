@@ -146,10 +146,13 @@ type Node struct {
 	kafka            *kafkaserver.Server
 	api              *httpapi.API
 	metrics          *prometheus.Registry
-	http             *http.Server
-	pprof            *http.Server
-	clusterID        string
-	started          bool
+	// metricsText is the per-partition and lag families, written to
+	// /metrics as text by metricsHandler (metrics_text.go).
+	metricsText textCollector
+	http        *http.Server
+	pprof       *http.Server
+	clusterID   string
+	started     bool
 
 	// servers counts the Kafka and HTTP serve goroutines, so Close
 	// returns only after both have returned.
@@ -381,7 +384,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.unsubTxn = n.ctrl.Subscribe(n.txnLoader.OnImage)
 
 	n.lag, n.stopLag = n.startLag()
-	n.metrics = newRegistry(n.storage, fsyncs, n.lag, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
+	n.metrics, n.metricsText = newRegistry(n.storage, fsyncs, n.lag, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                              n.kafkaLn.Addr().String(),
 		NodeID:                            cfg.NodeID,
