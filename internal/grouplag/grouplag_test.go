@@ -229,3 +229,18 @@ func TestRefresherRun(t *testing.T) {
 		t.Fatalf("snapshot %+v", r.Snapshot())
 	}
 }
+
+// The wait after a refresh: a second at least, four times the refresh,
+// and at most five seconds however long a leader made it wait.
+func TestInterval(t *testing.T) {
+	for took, want := range map[time.Duration]time.Duration{
+		0:                      MinInterval,
+		100 * time.Millisecond: MinInterval,
+		time.Second:            4 * time.Second,
+		5 * time.Second:        MaxInterval,
+	} {
+		if got := Interval(took); got != want {
+			t.Errorf("Interval(%v) = %v, want %v", took, got, want)
+		}
+	}
+}

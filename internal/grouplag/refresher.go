@@ -56,9 +56,13 @@ type Snapshot struct {
 // Refresh intervals: at least MinInterval between refreshes, and at
 // least IntervalFactor times the last refresh's duration, so that on a
 // node coordinating a great many groups refreshing never takes more than
-// a fraction of its time.
+// a fraction of its time; but never more than MaxInterval, since a
+// refresh's duration can be a leader's timeout rather than work (a
+// refresh that waited 5 s on a dead leader must not hold every group's
+// lag 20 s old).
 const (
 	MinInterval    = time.Second
+	MaxInterval    = 5 * time.Second
 	IntervalFactor = 4
 	// askTimeout bounds one refresh's requests: a leader that does not
 	// answer in time leaves its partitions unknown until the next.
@@ -82,6 +86,8 @@ type Refresher struct {
 	// records counted lost so far and the committed offset of the open
 	// gap they belong to (-1 when none is open).
 	gaps map[gapKey]gapCount
+	// warnedAt is when leaders that did not answer were last logged.
+	warnedAt time.Time
 }
 
 type gapKey struct {
@@ -119,9 +125,17 @@ func (r *Refresher) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		s := r.Refresh(ctx)
-		t.Reset(max(MinInterval, IntervalFactor*s.Took))
+		t.Reset(Interval(s.Took))
 	}
 }
+
+// Interval is the wait after a refresh that took took.
+func Interval(took time.Duration) time.Duration {
+	return min(max(MinInterval, IntervalFactor*took), MaxInterval)
+}
+
+// unknownWarnEvery bounds the warnings about leaders that do not answer.
+const unknownWarnEvery = time.Minute
 
 // Refresh asks the leaders once, stores the snapshot and returns it.
 func (r *Refresher) Refresh(ctx context.Context) *Snapshot {
@@ -177,8 +191,9 @@ func (r *Refresher) Refresh(ctx context.Context) *Snapshot {
 			s.Rows = append(s.Rows, Row{Group: c.group, Topic: c.tp.Topic, Partition: c.tp.Partition, Committed: c.offset,
 				LogStartOffset: a.LogStartOffset, HighWatermark: a.HighWatermark, Lag: LagOf(c.offset, a)})
 		}
-		if firstErr != nil && ctx.Err() == nil {
-			r.log.Debug("consumer lag: some partitions' leaders did not answer",
+		if firstErr != nil && ctx.Err() == nil && start.Sub(r.warnedAt) >= unknownWarnEvery {
+			r.warnedAt = start
+			r.log.Warn("consumer lag: some partitions' leaders did not answer; their lag is left out (fjord_consumer_group_lag_unknown)",
 				slog.Int("unknown", s.Unknown), slog.Any("first_err", firstErr))
 		}
 		slices.SortFunc(s.Rows, func(a, b Row) int {
