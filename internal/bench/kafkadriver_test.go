@@ -79,8 +79,14 @@ func TestKafkaFixedRateKeyed(t *testing.T) {
 		ProducerRate: 2000, TestDurationSeconds: 1.5, WarmupSeconds: 0.3, KeyDistributor: KeyRoundRobin,
 	}
 	res := runKafka(t, node, w, "")
-	if got := res.Produce.RecordsPerSecond; math.Abs(got-2000) > 200 {
-		t.Errorf("produced %.0f records/s, want 2,000", got)
+	// The rate is held to the schedule, not to each window: a producer
+	// that stalled catches up (no coordinated omission), so a 1.5 s
+	// window on a shared 2-core machine can read 10% over or under
+	// (CI saw 2,258/s). Within a quarter still tells a limiter that
+	// works from one that does not (unlimited, this producer sends tens
+	// of thousands a second); precision is the benchmarks' to measure.
+	if got := res.Produce.RecordsPerSecond; math.Abs(got-2000) > 500 {
+		t.Errorf("produced %.0f records/s, want 2,000 (within a quarter)", got)
 	}
 	if res.Consume.TotalRecords != 2*res.Produce.TotalRecords {
 		t.Errorf("consumed %d, want twice the %d produced", res.Consume.TotalRecords, res.Produce.TotalRecords)
