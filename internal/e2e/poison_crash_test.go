@@ -1,4 +1,4 @@
-package clustertest
+package e2e
 
 import (
 	"bytes"
