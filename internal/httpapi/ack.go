@@ -221,11 +221,32 @@ func (in *instance) syncGeneration() int32 {
 	return gen
 }
 
+// deliveredBy names, in an ack or nack, the instance that handed the
+// records out and the generation it did so in.
+type deliveredBy struct {
+	Group      string `json:"group"`
+	Consumer   string `json:"consumer"`
+	Generation *int32 `json:"generation"`
+}
+
+// check refuses a missing group or generation.
+func (d deliveredBy) check() *apiError {
+	switch {
+	case d.Group == "":
+		return badRequest("bad_group", "group is required")
+	case d.Generation == nil:
+		return badRequest("bad_generation", "generation is required: the one the consume that delivered the records answered")
+	}
+	return nil
+}
+
+func (d deliveredBy) key(topic string) instanceKey {
+	return instanceKey{group: d.Group, topic: topic, consumer: d.Consumer}
+}
+
 type ackRequest struct {
-	Group      string             `json:"group"`
-	Consumer   string             `json:"consumer"`
-	Generation *int32             `json:"generation"`
-	Offsets    map[string][]int64 `json:"offsets"`
+	deliveredBy
+	Offsets map[string][]int64 `json:"offsets"`
 }
 
 // POST /v1/topics/{topic}/ack acknowledges records an instance in
@@ -241,13 +262,11 @@ func (a *API) handleAck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := req.check(); err != nil {
+		writeError(w, err)
+		return
+	}
 	switch {
-	case req.Group == "":
-		writeError(w, badRequest("bad_group", "group is required"))
-		return
-	case req.Generation == nil:
-		writeError(w, badRequest("bad_generation", "generation is required: the one the consume that delivered the records answered"))
-		return
 	case len(req.Offsets) == 0:
 		writeError(w, badRequest("bad_offsets", `offsets is empty: give {"<partition>": [offset, ...]}`))
 		return
@@ -267,7 +286,7 @@ func (a *API) handleAck(w http.ResponseWriter, r *http.Request) {
 		}
 		byPart[int32(p)] = offs
 	}
-	in, err := a.ackingInstance(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}, *req.Generation)
+	in, err := a.ackingInstance(req.key(topic), *req.Generation)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -64,12 +64,10 @@ type policyStoreOnce struct {
 }
 
 type nackRequest struct {
-	Group      string `json:"group"`
-	Consumer   string `json:"consumer"`
-	Generation *int32 `json:"generation"`
-	Partition  *int32 `json:"partition"`
-	Offset     *int64 `json:"offset"`
-	Reason     string `json:"reason"`
+	deliveredBy
+	Partition *int32 `json:"partition"`
+	Offset    *int64 `json:"offset"`
+	Reason    string `json:"reason"`
 }
 
 // maxReasonBytes bounds a nack's reason: it travels in a header and a
@@ -87,13 +85,11 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := req.check(); err != nil {
+		writeError(w, err)
+		return
+	}
 	switch {
-	case req.Group == "":
-		writeError(w, badRequest("bad_group", "group is required"))
-		return
-	case req.Generation == nil:
-		writeError(w, badRequest("bad_generation", "generation is required: the one the consume that delivered the record answered"))
-		return
 	case req.Partition == nil || *req.Partition < 0:
 		writeError(w, badRequest("bad_partition", "partition is required: the failed record's"))
 		return
@@ -110,7 +106,7 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, err := a.ackingInstance(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}, *req.Generation)
+	in, err := a.ackingInstance(req.key(topic), *req.Generation)
 	if err != nil {
 		writeError(w, err)
 		return
