@@ -516,7 +516,7 @@ func TestCloseWaitsForConnections(t *testing.T) {
 	}
 	ctrl := newMemController(1, "127.0.0.1", 1)
 	ctrl.addTopic("t", 1)
-	srv := New(Config{NodeID: 1, TopicConfigs: testConfigs, Logger: testLogger(t)}, ctrl, newMemReplicas(ctrl), &memPIDs{}, nil)
+	srv := New(Config{NodeID: 1, TopicConfigs: testConfigs, Logger: testutil.Logger(t)}, ctrl, newMemReplicas(ctrl), &memPIDs{}, nil)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // The group APIs through the wire: each version's fields mapped to the
@@ -71,7 +72,7 @@ func withGroups(log *memOffsetsLog) harnessOpt {
 func withGroupsOn(newLog func(h *wireHarness) group.Log) harnessOpt {
 	return harnessOpt{groups: func(h *wireHarness) Groups {
 		log := newLog(h)
-		logger := testLogger(h.t)
+		logger := testutil.Logger(h.t)
 		if _, fuzz := h.t.(*testing.F); fuzz {
 			// A fuzz target may not log through f, and its inputs
 			// would make millions of lines.

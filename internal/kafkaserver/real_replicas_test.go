@@ -20,6 +20,7 @@ import (
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/testutil"
 	"github.com/fjordmq/fjord/internal/vfs"
 )
 
@@ -29,11 +30,11 @@ import (
 func newRealReplicasHarness(t *testing.T, opts ...harnessOpt) *wireHarness {
 	t.Helper()
 	dir := t.TempDir()
-	sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{Logger: testLogger(t)})
+	sm, err := storage.OpenManager(vfs.OS(), dir, storage.DefaultConfig(), storage.ManagerOptions{Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rm := replica.NewManager(replica.Options{NodeID: 1, Storage: sm, Defaults: storage.DefaultConfig(), Logger: testLogger(t), DataDir: dir})
+	rm := replica.NewManager(replica.Options{NodeID: 1, Storage: sm, Defaults: storage.DefaultConfig(), Logger: testutil.Logger(t), DataDir: dir})
 	h := newWireHarness(t, append(opts, withReplicas(func(h *wireHarness) Replicas {
 		h.ctrl.onImage = rm.ApplyImage
 		rm.ApplyImage(h.ctrl.Image())

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"testing"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 type wireHarness struct {
@@ -64,7 +64,7 @@ func newWireHarness(t testing.TB, opts ...harnessOpt) *wireHarness {
 	h := &wireHarness{t: t, addr: l.Addr().String()}
 	h.ctrl = newMemController(1, host, int32(port))
 	h.reps = newMemReplicas(h.ctrl)
-	cfg := Config{NodeID: 1, AutoCreateTopics: true, TopicConfigs: testConfigs, Logger: testLogger(t)}
+	cfg := Config{NodeID: 1, AutoCreateTopics: true, TopicConfigs: testConfigs, Logger: testutil.Logger(t)}
 	for _, o := range opts {
 		if o.config != nil {
 			o.config(&cfg)
@@ -96,22 +96,6 @@ func newWireHarness(t testing.TB, opts ...harnessOpt) *wireHarness {
 		}
 	})
 	return h
-}
-
-// testLogger logs through t at debug level, so a failing test shows why
-// connections closed.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	// t.Log after the test ended panics; the server logs while closing.
-	defer func() { _ = recover() }()
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // rawConn is a client connection that speaks the framing by hand.
