@@ -460,6 +460,7 @@ func newTopicAlterCommand(o *clientOptions) *cobra.Command {
 		partitions    int32
 		configs       []string
 		deleteConfigs []string
+		allowKeyRemap bool
 	)
 	cmd := &cobra.Command{
 		Use:   "alter NAME",
@@ -469,7 +470,12 @@ config overrides (--config key=value, --delete-config key).
 
 Adding partitions changes which partition a key maps to: records with a key
 written before and after the change may be in different partitions, so per-key
-order no longer holds across the change.`,
+order no longer holds across the change. So on a topic that has records with
+keys, --partitions is refused unless --allow-key-remap is given; to grow such a
+topic keeping each key's order, copy it to a new one with
+"fjord topic migrate SRC DST --partitions N". (Kafka clients and tools that add
+partitions through the Kafka API are not refused; the node logs each such grow
+and counts it in fjord_partitions_added_to_keyed_topics_total.)`,
 		Args: cobra.ExactArgs(1),
 		// Bad flags fail before the command connects.
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -481,7 +487,7 @@ order no longer holds across the change.`,
 			}
 			return nil
 		},
-		RunE: adminRun(o, func(ctx context.Context, cmd *cobra.Command, adm *kadm.Client, args []string) error {
+		RunE: clientRun(o, func(ctx context.Context, cmd *cobra.Command, cl *kgo.Client, adm *kadm.Client, args []string) error {
 			topic := args[0]
 			set, err := parseConfigs(configs)
 			if err != nil {
@@ -502,6 +508,19 @@ order no longer holds across the change.`,
 					partitions, topic, current)
 			}
 			out := cmd.OutOrStdout()
+			refused := func(err error) error {
+				if errors.Is(err, errKeyedTopic) {
+					return keyedRefusal(topic, current, partitions)
+				}
+				return fmt.Errorf("adding partitions to %q: %w", topic, err)
+			}
+			if grow && (len(set) > 0 || len(deleteConfigs) > 0) {
+				// A refusal of the grow must come before the configs
+				// change, so that it changes nothing.
+				if err := growPartitions(ctx, cl, topic, partitions, allowKeyRemap, true); err != nil {
+					return refused(err)
+				}
+			}
 			if len(set) > 0 || len(deleteConfigs) > 0 {
 				var alters []kadm.AlterConfig
 				keys := make([]string, 0, len(set))
@@ -529,22 +548,17 @@ order no longer holds across the change.`,
 				fmt.Fprintf(out, "altered configs of topic %s\n", topic)
 			}
 			if grow {
-				resps, err := adm.UpdatePartitions(ctx, int(partitions), topic)
-				if err != nil {
-					return fmt.Errorf("adding partitions to %q: %w", topic, err)
-				}
-				r, err := resps.On(topic, nil)
-				if err == nil {
-					err = r.Err
-				}
-				if err != nil {
-					return fmt.Errorf("adding partitions to %q: %w", topic, kafkaError(err, r.ErrMessage))
+				if err := growPartitions(ctx, cl, topic, partitions, allowKeyRemap, false); err != nil {
+					return refused(err)
 				}
 				// Said once it is true: a count the node refuses grows
-				// nothing.
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: growing %s from %d to %d partitions changes which partition a key maps to; "+
-					"records with the same key written before and after may be in different partitions, so per-key order breaks across this change\n",
-					topic, current, partitions)
+				// nothing. Without --allow-key-remap the node has just
+				// said the topic has no keyed records, so nothing moved.
+				if allowKeyRemap {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: growing %s from %d to %d partitions changes which partition a key maps to; "+
+						"records with the same key written before and after may be in different partitions, so per-key order breaks across this change\n",
+						topic, current, partitions)
+				}
 				fmt.Fprintf(out, "topic %s now has %s\n", topic, plural(int64(partitions), "partition"))
 			}
 			return nil
@@ -553,5 +567,7 @@ order no longer holds across the change.`,
 	cmd.Flags().Var(newIntFlag(&partitions, 0, 1, math.MaxInt32, ""), "partitions", "new total number of partitions (only grows)")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "set a config override key=value (repeatable)")
 	cmd.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "remove a config override, back to the default (repeatable)")
+	cmd.Flags().BoolVar(&allowKeyRemap, "allow-key-remap", false,
+		"with --partitions, grow a topic that has keyed records anyway (existing keys move to other partitions)")
 	return cmd
 }

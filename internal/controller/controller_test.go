@@ -795,7 +795,12 @@ func TestAllocateProducerIDsAcrossRestart(t *testing.T) {
 func populate(t *testing.T, c *controller.Controller) {
 	t.Helper()
 	ctx := ctxT(t)
-	create(t, c, topic("orders", 3), controlplane.CreateTopic{Name: "events", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}}, topic("gone", 1))
+	created := create(t, c, topic("orders", 3), controlplane.CreateTopic{Name: "events", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}}, topic("gone", 1))
+	// Marked before it grows: the mark must survive growth, restarts
+	// and snapshots alike.
+	if err := c.MarkTopicKeyed(ctx, created[1].ID); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.CreatePartitions(ctx, "events", 2, nil, false); err != nil {
 		t.Fatal(err)
 	}

@@ -374,6 +374,34 @@ func (c *Controller) AllocateProducerIDs(ctx context.Context, nodeID int32) (fir
 	return first, ProducerIDBlockSize, nil
 }
 
+// MarkTopicKeyed implements controlplane.Client: it commits
+// TopicKeyedRecord for the topic unless it is keyed already. Repeats are
+// expected (every node leading one of the topic's partitions may ask,
+// and a node asks again after a lost answer), so a keyed topic answers
+// nil without a proposal: the metadata log holds one mark per topic.
+func (c *Controller) MarkTopicKeyed(ctx context.Context, id metadata.UUID) error {
+	if id.IsZero() {
+		return fmt.Errorf("%w: zero topic id", controlplane.ErrInvalidRequest)
+	}
+	a, img, err := c.beginChange(ctx)
+	if err != nil {
+		return err
+	}
+	defer a.proposeMu.Unlock()
+	if img.MetadataVersion < metadata.KeyedTopicsMetadataVersion {
+		return fmt.Errorf("%w: marking a topic keyed needs metadata version %d; the log is at %d",
+			controlplane.ErrInvalidRequest, metadata.KeyedTopicsMetadataVersion, img.MetadataVersion)
+	}
+	t, ok := img.TopicByID(id)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: no topic with id %s", controlplane.ErrUnknownTopicID, id)
+	case t.Keyed:
+		return nil
+	}
+	return a.proposeLocked(ctx, c, []metadata.Record{metadata.TopicKeyedRecord{TopicID: id}})
+}
+
 func fill(errs []error, err error) []error {
 	for i := range errs {
 		errs[i] = err

@@ -154,6 +154,13 @@ type Client interface {
 	// (ErrNotController, ErrTimedOut); each partition's outcome is in its
 	// result, in the order asked.
 	AlterPartitionReassignments(ctx context.Context, reqs []Reassignment) ([]ReassignmentResult, error)
+	// MarkTopicKeyed commits that the topic with id has keyed records
+	// (metadata.TopicKeyedRecord), unless the image says so already:
+	// then nothing is committed and the answer is nil. A leader's node
+	// sends it after its first keyed append to the topic (DESIGN.md
+	// section 24). ErrUnknownTopicID for an id no live topic has,
+	// ErrInvalidRequest for the zero id.
+	MarkTopicKeyed(ctx context.Context, id metadata.UUID) error
 }
 
 // Reassignment is one partition of an AlterPartitionReassignments

@@ -66,6 +66,7 @@ func softwareVersion(v string) string {
 // caps ApiVersions at ApiVersionsVersion, and returns v.
 func WithFjordKeys(v *kversion.Versions) *kversion.Versions {
 	v.SetMaxKeyVersion(DescribePositionsKey, new(DescribePositionsRequest).MaxVersion())
+	v.SetMaxKeyVersion(MarkTopicKeyedKey, new(MarkTopicKeyedRequest).MaxVersion())
 	if max, ok := v.LookupMaxKeyVersion(apiVersionsKey); !ok || max > ApiVersionsVersion {
 		v.SetMaxKeyVersion(apiVersionsKey, ApiVersionsVersion)
 	}
@@ -86,6 +87,8 @@ const apiVersionsKey = 18
 const (
 	// DescribePositionsKey: DescribePositionsRequest.
 	DescribePositionsKey int16 = 10000
+	// MarkTopicKeyedKey: MarkTopicKeyedRequest.
+	MarkTopicKeyedKey int16 = 10001
 )
 
 // RequestForKey returns an empty request of the key's kind, Fjord's or
@@ -94,6 +97,8 @@ func RequestForKey(key int16) kmsg.Request {
 	switch key {
 	case DescribePositionsKey:
 		return new(DescribePositionsRequest)
+	case MarkTopicKeyedKey:
+		return new(MarkTopicKeyedRequest)
 	}
 	return kmsg.RequestForKey(key)
 }
@@ -103,12 +108,14 @@ func NameForKey(key int16) string {
 	switch key {
 	case DescribePositionsKey:
 		return "FjordDescribePositions"
+	case MarkTopicKeyedKey:
+		return "FjordMarkTopicKeyed"
 	}
 	return kmsg.NameForKey(key)
 }
 
 // IsFjordKey reports whether key is one of Fjord's own.
-func IsFjordKey(key int16) bool { return key == DescribePositionsKey }
+func IsFjordKey(key int16) bool { return key == DescribePositionsKey || key == MarkTopicKeyedKey }
 
 // ErrMalformed is a body that does not decode: too short, a negative
 // array length, or bytes left over.

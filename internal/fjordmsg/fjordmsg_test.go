@@ -29,10 +29,11 @@ func samplePositions() (*DescribePositionsRequest, *DescribePositionsResponse) {
 // its encoding is refused (no partial message is taken for a whole one).
 func TestRoundTripAndTruncation(t *testing.T) {
 	req, resp := samplePositions()
+	markReq, marked, markRefused := sampleMarkTopicKeyed()
 	for _, m := range []interface {
 		AppendTo([]byte) []byte
 		ReadFrom([]byte) error
-	}{req, resp} {
+	}{req, resp, markReq, marked, markRefused} {
 		b := m.AppendTo(nil)
 		got := reflect.New(reflect.TypeOf(m).Elem()).Interface().(interface {
 			AppendTo([]byte) []byte
@@ -78,7 +79,7 @@ func TestKeys(t *testing.T) {
 		t.Errorf("IsFjordKey")
 	}
 	v := WithFjordKeys(kversion.Stable())
-	if max, ok := v.LookupMaxKeyVersion(DescribePositionsKey); !ok || max != 0 {
+	if max, ok := v.LookupMaxKeyVersion(DescribePositionsKey); !ok || max != 1 {
 		t.Errorf("WithFjordKeys: DescribePositions v%d %v", max, ok)
 	}
 	if max, _ := v.LookupMaxKeyVersion(apiVersionsKey); max != ApiVersionsVersion {
@@ -126,4 +127,31 @@ func must(v int16, ok bool) int16 {
 		panic("no such key")
 	}
 	return v
+}
+
+// Version 1 adds the log end offset and the migration state to each
+// partition; version 0 has neither on the wire.
+func TestPositionsV1(t *testing.T) {
+	_, resp := samplePositions()
+	resp.Version = 1
+	resp.Topics[0].Partitions[0].LogEndOffset = 11
+	resp.Topics[0].Partitions[0].MigratedTo = "a-v2"
+	b := resp.AppendTo(nil)
+	got := &DescribePositionsResponse{Version: 1}
+	if err := got.ReadFrom(b); err != nil || !reflect.DeepEqual(got, resp) {
+		t.Fatalf("v1: decoded %+v, %v; want %+v", got, err, resp)
+	}
+	for n := range len(b) {
+		if err := got.ReadFrom(b[:n]); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("v1: %d of %d bytes: %v, want ErrMalformed", n, len(b), err)
+		}
+	}
+	if err := (&DescribePositionsResponse{}).ReadFrom(b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a v1 answer read as v0: %v, want ErrMalformed", err)
+	}
+	resp.Version = 0
+	v0 := &DescribePositionsResponse{}
+	if err := v0.ReadFrom(resp.AppendTo(nil)); err != nil || v0.Topics[0].Partitions[0].LogEndOffset != 0 || v0.Topics[0].Partitions[0].MigratedTo != "" {
+		t.Fatalf("v0 carries the v1 fields: %+v, %v", v0, err)
+	}
 }

@@ -15,6 +15,10 @@ import (
 //
 // The answer comes from the leader's indexes and one batch header per
 // offset, not from reading the records between.
+//
+// Version 1 adds the log end offset and the migration state to each
+// partition's answer: `fjord topic migrate` learns from the leaders that
+// the source refuses produces and where its log ends for good.
 type DescribePositionsRequest struct {
 	Version int16
 	Topics  []DescribePositionsTopic
@@ -56,7 +60,13 @@ type DescribePositionsResponsePartition struct {
 	LogStartOffset   int64
 	HighWatermark    int64
 	LastStableOffset int64
-	Positions        []Position
+	// LogEndOffset (v1+): the leader's log end, read after MigratedTo.
+	LogEndOffset int64
+	// MigratedTo (v1+): the destination of the topic's migration once
+	// it has cut over and this leader refuses produces; then
+	// LogEndOffset is final. Empty otherwise.
+	MigratedTo string
+	Positions  []Position
 }
 
 // Position is where one offset stands. Bytes is the log's size from the
@@ -77,7 +87,7 @@ type Position struct {
 }
 
 func (*DescribePositionsRequest) Key() int16           { return DescribePositionsKey }
-func (*DescribePositionsRequest) MaxVersion() int16    { return 0 }
+func (*DescribePositionsRequest) MaxVersion() int16    { return 1 }
 func (r *DescribePositionsRequest) SetVersion(v int16) { r.Version = v }
 func (r *DescribePositionsRequest) GetVersion() int16  { return r.Version }
 func (*DescribePositionsRequest) IsFlexible() bool     { return false }
@@ -123,7 +133,7 @@ func (r *DescribePositionsRequest) ReadFrom(src []byte) error {
 }
 
 func (*DescribePositionsResponse) Key() int16           { return DescribePositionsKey }
-func (*DescribePositionsResponse) MaxVersion() int16    { return 0 }
+func (*DescribePositionsResponse) MaxVersion() int16    { return 1 }
 func (r *DescribePositionsResponse) SetVersion(v int16) { r.Version = v }
 func (r *DescribePositionsResponse) GetVersion() int16  { return r.Version }
 func (*DescribePositionsResponse) IsFlexible() bool     { return false }
@@ -142,6 +152,10 @@ func (r *DescribePositionsResponse) AppendTo(dst []byte) []byte {
 			dst = kbin.AppendInt64(dst, p.LogStartOffset)
 			dst = kbin.AppendInt64(dst, p.HighWatermark)
 			dst = kbin.AppendInt64(dst, p.LastStableOffset)
+			if r.Version >= 1 {
+				dst = kbin.AppendInt64(dst, p.LogEndOffset)
+				dst = kbin.AppendString(dst, p.MigratedTo)
+			}
 			dst = kbin.AppendArrayLen(dst, len(p.Positions))
 			for _, pos := range p.Positions {
 				dst = kbin.AppendInt64(dst, pos.Offset)
@@ -166,6 +180,10 @@ func (r *DescribePositionsResponse) ReadFrom(src []byte) error {
 				LogStartOffset:   rd.Int64(),
 				HighWatermark:    rd.Int64(),
 				LastStableOffset: rd.Int64(),
+			}
+			if r.Version >= 1 {
+				p.LogEndOffset = rd.Int64()
+				p.MigratedTo = rd.String()
 			}
 			n := rd.arrayLen()
 			p.Positions = make([]Position, 0, min(n, len(rd.Src)/32))

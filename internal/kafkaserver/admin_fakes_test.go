@@ -674,6 +674,33 @@ func (c *adminFakeController) BrokerHeartbeat(context.Context, controlplane.Hear
 	return controlplane.HeartbeatAnswer{}, fmt.Errorf("%w: the listener's tests have no sessions", controlplane.ErrInvalidRequest)
 }
 
+// MarkTopicKeyed marks the topic in the image as the controller does:
+// the zero id INVALID_REQUEST, an unknown one UNKNOWN_TOPIC_ID, a marked
+// topic left as it is.
+func (c *adminFakeController) MarkTopicKeyed(ctx context.Context, id metadata.UUID) error {
+	if err := c.begin(ctx, "MarkTopicKeyed"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.img.TopicsByID[id]
+	switch {
+	case id.IsZero():
+		return fmt.Errorf("%w: zero topic id", controlplane.ErrInvalidRequest)
+	case !ok:
+		return fmt.Errorf("%w: no topic with id %s", controlplane.ErrUnknownTopicID, id)
+	case t.Keyed:
+		return nil
+	}
+	marked := *t
+	marked.Keyed = true
+	next := c.cloneImageLocked()
+	next.Topics[marked.Name] = &marked
+	next.TopicsByID[id] = &marked
+	c.img = next
+	return nil
+}
+
 // QuorumState: node 1 alone leads, in epoch 1.
 func (c *adminFakeController) QuorumState() controlplane.QuorumState {
 	return controlplane.QuorumState{Leader: 1, Epoch: 1, HighWatermark: 1, Voters: []controlplane.VoterState{{NodeID: 1, LogEndOffset: 1}}}

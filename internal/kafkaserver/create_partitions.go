@@ -13,6 +13,21 @@ package kafkaserver
 // creates nothing. TimeoutMillis bounds the wait for each commit. An
 // internal topic (metadata.IsInternalTopic) is INVALID_TOPIC_EXCEPTION:
 // its partition count is fixed.
+//
+// Keyed topics (DESIGN.md section 24). Growing a topic that has keyed
+// records (metadata.Topic.Keyed) moves keys to other partitions, so
+// per-key order breaks across the change. Fjord's CLI asks to be refused
+// then, with a tagged field of Fjord's on the topic's entry
+// (fjordmsg.RefuseKeyedTag, v2+): on a topic this node's image says is
+// keyed, that topic is answered INVALID_PARTITIONS saying why, with the
+// same tag on the answer's entry, and nothing is forwarded. A tag whose
+// value is not fjordmsg.RefuseKeyed is INVALID_REQUEST, checked first.
+// Without the tag (every Kafka client) the topic grows as in Kafka, and a
+// grow of a keyed topic, with or without Fjord's CLI, is logged at warn
+// and counted (fjord_partitions_added_to_keyed_topics_total). The image
+// is this node's: a topic whose first keyed record is not yet marked
+// there (the mark is a metadata commit after that append) grows
+// unrefused.
 
 import (
 	"context"
@@ -22,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -39,7 +55,12 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 	img := s.image()
 	for i := range r.Topics {
 		t := &r.Topics[i]
+		refusedKeyed := false
 		err := func() error {
+			refuseKeyed, err := fjordmsg.RefuseKeyedAsked(t)
+			if err != nil {
+				return invalidRequest("topic %q: %v", t.Topic, err)
+			}
 			if counts[t.Topic] > 1 {
 				return invalidRequest("topic %q appears %d times in the request", t.Topic, counts[t.Topic])
 			}
@@ -47,11 +68,30 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 			if err != nil {
 				return err
 			}
-			return s.controller.CreatePartitions(cctx, t.Topic, t.Count, assignments, r.ValidateOnly)
+			topic, _ := lookupTopic(img, t.Topic) // checkCreatePartitions found it
+			if refuseKeyed && topic.Keyed {
+				refusedKeyed = true
+				return fmt.Errorf("%w: topic %q has keyed records: adding partitions changes the partition of existing keys "+
+					"(a key's partition is murmur2(key) modulo the count), so records of one key would be in different partitions "+
+					"before and after, and per-key order breaks; nothing changed", kerr.InvalidPartitions, t.Topic)
+			}
+			if err := s.controller.CreatePartitions(cctx, t.Topic, t.Count, assignments, r.ValidateOnly); err != nil || r.ValidateOnly {
+				return err
+			}
+			if topic.Keyed {
+				have := int32(len(topic.Partitions))
+				s.log.Warn("kafkaserver: partitions added to a topic with keyed records; keys written before and after may be in different partitions, so per-key order breaks across this change",
+					"topic", t.Topic, "from", have, "to", t.Count)
+				s.metrics.partitionsAddedToKeyed(t.Topic, t.Count-have)
+			}
+			return nil
 		}()
 		out := kmsg.NewCreatePartitionsResponseTopic()
 		out.Topic = t.Topic
 		out.ErrorCode, out.ErrorMessage = s.errorAndMessage(err, "CreatePartitions", "topic", t.Topic)
+		if refusedKeyed {
+			fjordmsg.SetRefusedKeyed(&out)
+		}
 		resp.Topics = append(resp.Topics, out)
 	}
 	return resp, nil, nil

@@ -1,6 +1,7 @@
 package kafkaserver
 
-// FjordDescribePositions (Fjord's key 10000): v0
+// FjordDescribePositions (Fjord's key 10000): v0-1 (v1: the log end
+// offset and the migration state, for `fjord topic migrate`)
 //
 // Fjord's own request (internal/fjordmsg): for offsets in partitions
 // this node leads, where each stands against the high watermark (bytes
@@ -28,7 +29,9 @@ import (
 
 // fjordAPIs: Fjord's own requests (internal/fjordmsg).
 var fjordAPIs = []api{
-	{key: fjordmsg.DescribePositionsKey, minVersion: 0, maxVersion: 0, handle: handleDescribePositions},
+	{key: fjordmsg.DescribePositionsKey, minVersion: 0, maxVersion: 1, handle: handleDescribePositions},
+	// mark_topic_keyed.go
+	{key: fjordmsg.MarkTopicKeyedKey, minVersion: 0, maxVersion: 0, handle: handleMarkTopicKeyed, controlChange: true},
 }
 
 func handleDescribePositions(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
@@ -66,6 +69,7 @@ func handleDescribePositions(_ context.Context, s *Server, req *request) (kmsg.R
 					return err
 				}
 				rp.LogStartOffset, rp.HighWatermark, rp.LastStableOffset = pos.LogStartOffset, pos.HighWatermark, pos.LastStableOffset
+				rp.LogEndOffset, rp.MigratedTo = pos.LogEndOffset, pos.MigratedTo
 				rp.Positions = make([]fjordmsg.Position, len(p.Offsets))
 				for i, o := range p.Offsets {
 					b := pos.Backlogs[i]

@@ -467,6 +467,12 @@ func (c *memController) AlterPartitionReassignments(context.Context, []controlpl
 	return nil, fmt.Errorf("%w: the listener's tests reassign no partitions", controlplane.ErrInvalidRequest)
 }
 
+// MarkTopicKeyed: the fake's topics are never marked (the admin fake's
+// are: admin_fakes_test.go).
+func (c *memController) MarkTopicKeyed(context.Context, metadata.UUID) error {
+	return fmt.Errorf("%w: the listener's data tests mark no topics", controlplane.ErrInvalidRequest)
+}
+
 // QuorumState: node 1 alone leads, in epoch 1.
 func (c *memController) QuorumState() controlplane.QuorumState {
 	return controlplane.QuorumState{Leader: 1, Epoch: 1, HighWatermark: 1, Voters: []controlplane.VoterState{{NodeID: 1, LogEndOffset: 1}}}

@@ -32,6 +32,9 @@ type serverMetrics struct {
 	// topics caches each topic's four counters: the produce and fetch
 	// paths would otherwise hash the label four times per partition.
 	topics sync.Map // topic name -> *topicCounters
+	// addedToKeyed counts partitions added to topics with keyed records
+	// (create_partitions.go), by topic: each such grow moved keys.
+	addedToKeyed *prometheus.CounterVec
 }
 
 type topicCounters struct {
@@ -65,6 +68,9 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_topic_bytes_out_total", Help: "Record batch bytes sent to consumers in fetch responses (not to follower replicas), by topic.",
 		}, []string{"topic"}),
+		addedToKeyed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_partitions_added_to_keyed_topics_total", Help: "Partitions added (CreatePartitions through this node) to topics that have keyed records, by topic: keys written before and after such a grow may be in different partitions, so per-key order broke there.",
+		}, []string{"topic"}),
 		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_topic_records_out_total", Help: "Offsets handed to consumers in fetch responses, from each fetch offset to the last offset sent, by topic; in a compacted topic the offsets compaction removed count too.",
 		}, []string{"topic"}),
@@ -81,7 +87,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
-			consumerBytes, consumerRecords)
+			consumerBytes, consumerRecords, m.addedToKeyed)
 	}
 	return m
 }
@@ -134,11 +140,17 @@ func (m *serverMetrics) fetched(topic string, size int, fetchOffset, lastOffset 
 	}
 }
 
+// partitionsAddedToKeyed counts n partitions added to topic, which has
+// keyed records.
+func (m *serverMetrics) partitionsAddedToKeyed(topic string, n int32) {
+	m.addedToKeyed.WithLabelValues(topic).Add(float64(n))
+}
+
 // forgetTopic drops a deleted topic's series, so that topics created and
 // deleted over months do not grow the scrape forever.
 func (m *serverMetrics) forgetTopic(topic string) {
 	m.topics.Delete(topic)
-	for _, v := range []*prometheus.CounterVec{m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut} {
+	for _, v := range []*prometheus.CounterVec{m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut, m.addedToKeyed} {
 		v.DeleteLabelValues(topic)
 	}
 }

@@ -58,6 +58,7 @@ package kafkaserver
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -124,6 +125,9 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 		created = s.autoCreateTopics(ctx, toCreate, "Produce")
 		img = s.image()
 	}
+	if refuseAll == nil {
+		img = s.awaitMigrationCutover(ctx, img, body)
+	}
 
 	type key struct {
 		topic     string
@@ -164,6 +168,8 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 				// given twice has no defined order; refuse the repeat
 				// rather than guess one.
 				job.err = errDuplicatePartition
+			case !migrationAccepts(t, body.TransactionID):
+				job.err = errMigrationNotCutOver(t)
 			default:
 				if job.err = checkMagic(rp.Records); job.err == nil && body.TransactionID == nil {
 					job.err = checkNotTransactional(rp.Records)
@@ -303,6 +309,73 @@ var (
 type kerrDetail struct {
 	kerr *kerr.Error
 	msg  string
+}
+
+// migrationAccepts is false for a produce to the destination of a
+// topic migration that has not cut over (metadata.MigratingFromConfig)
+// from anyone but the migration's copy: a record produced there now
+// would precede source records still to be copied, and break their
+// key's order. The check needs no lock against the cutover: it only
+// ever opens the topic, and a produce refused a moment before it
+// opens is retried.
+func migrationAccepts(t *metadata.Topic, transactionalID *string) bool {
+	src := t.Configs[metadata.MigratingFromConfig]
+	return src == "" || transactionalID != nil && *transactionalID == metadata.MigrationTransactionalID(src)
+}
+
+// errMigrationNotCutOver answers such a produce once it has waited out
+// the request's timeout (awaitMigrationCutover): REQUEST_TIMED_OUT,
+// which clients retry after a backoff. Not a partition error that makes
+// them refresh metadata first (LEADER_NOT_AVAILABLE, NOT_LEADER...):
+// franz-go refreshes at most every 5 s (metadata.max.age's floor), so a
+// producer moved here from the sealed source would wait that long.
+func errMigrationNotCutOver(t *metadata.Topic) error {
+	return fmtKerr(kerr.RequestTimedOut, fmt.Sprintf("topic %s is the destination of a migration from %s that has not cut over yet; it takes produces once it has",
+		t.Name, t.Configs[metadata.MigratingFromConfig]))
+}
+
+// maxMigrationWait bounds how long a produce waits for its topic's
+// migration to cut over, whatever its timeout_ms.
+const maxMigrationWait = 30 * time.Second
+
+// migrationPoll is how often a waiting produce looks at the image again.
+const migrationPoll = 10 * time.Millisecond
+
+// awaitMigrationCutover holds a produce to the destination of a
+// migration that has not cut over until it has (this node's image
+// opens the topic), the request's timeout passes, or ctx ends, and
+// returns the image to go on with. Holding it, as Kafka holds an acks=all
+// produce for its followers, makes a producer that moves from the sealed
+// source wait out the drain (under a second) rather than a retry's
+// backoff and metadata refresh.
+func (s *Server) awaitMigrationCutover(ctx context.Context, img *metadata.Image, body *kmsg.ProduceRequest) *metadata.Image {
+	closed := func(img *metadata.Image) bool {
+		for _, rt := range body.Topics {
+			if t, ok := lookupTopic(img, rt.Topic); ok && !migrationAccepts(t, body.TransactionID) {
+				return true
+			}
+		}
+		return false
+	}
+	if !closed(img) {
+		return img
+	}
+	wait := min(time.Duration(max(body.TimeoutMillis, 0))*time.Millisecond, maxMigrationWait)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(migrationPoll)
+	defer tick.Stop()
+	for closed(img) {
+		select {
+		case <-ctx.Done():
+			return img
+		case <-deadline.C:
+			return img
+		case <-tick.C:
+			img = s.image()
+		}
+	}
+	return img
 }
 
 func fmtKerr(k *kerr.Error, msg string) error { return &kerrDetail{kerr: k, msg: msg} }

@@ -44,6 +44,9 @@ import (
 //   - ConfigRecord: known topic id; known config; a set value passes
 //     the image's TopicConfigs (ValidateTopicConfig).
 //   - RemoveTopicRecord: known topic id.
+//   - TopicKeyedRecord: from KeyedTopicsMetadataVersion; known topic
+//     id. On a topic marked already it changes nothing (accepted, not
+//     refused: two nodes' first keyed appends may race to mark it).
 //   - UnregisterBrokerRecord: from BrokerConfigMetadataVersion; a
 //     registered broker at its current epoch that no partition names
 //     among its replicas.
@@ -135,6 +138,12 @@ func (d *draft) apply(r Record) error {
 	case *ConfigRecord:
 		if v != nil {
 			return d.config(*v)
+		}
+	case TopicKeyedRecord:
+		return d.topicKeyed(v)
+	case *TopicKeyedRecord:
+		if v != nil {
+			return d.topicKeyed(*v)
 		}
 	case RemoveTopicRecord:
 		return d.removeTopic(v)
@@ -407,13 +416,31 @@ func partitionChanged(old Partition, r PartitionRecord) bool {
 		old.Leader != r.Leader || old.LeaderEpoch != r.LeaderEpoch
 }
 
-func (d *draft) reassignment(r ReassignmentRecord) error {
-	if d.next.MetadataVersion < ReassignmentMetadataVersion {
-		return fmt.Errorf("partition reassignment needs metadata version %d; the log is at %d", ReassignmentMetadataVersion, d.next.MetadataVersion)
+// requireVersion refuses, in a log below metadata version v, a record
+// that needs it; what names what the record does.
+func (d *draft) requireVersion(v int32, what string) error {
+	if d.next.MetadataVersion < v {
+		return fmt.Errorf("%s needs metadata version %d; the log is at %d", what, v, d.next.MetadataVersion)
 	}
-	t, ok := d.next.TopicsByID[r.TopicID]
+	return nil
+}
+
+// liveTopic is the topic with id, or an error naming the id.
+func (d *draft) liveTopic(id UUID) (*Topic, error) {
+	t, ok := d.next.TopicsByID[id]
 	if !ok {
-		return fmt.Errorf("unknown topic id %s", r.TopicID)
+		return nil, fmt.Errorf("unknown topic id %s", id)
+	}
+	return t, nil
+}
+
+func (d *draft) reassignment(r ReassignmentRecord) error {
+	if err := d.requireVersion(ReassignmentMetadataVersion, "partition reassignment"); err != nil {
+		return err
+	}
+	t, err := d.liveTopic(r.TopicID)
+	if err != nil {
+		return err
 	}
 	if r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
 		return fmt.Errorf("topic %q: partition %d is not in 0..%d", t.Name, r.Partition, len(t.Partitions)-1)
@@ -537,6 +564,19 @@ func (d *draft) brokerConfig(r BrokerConfigRecord) error {
 	return nil
 }
 
+// topicKeyed marks a topic as having keyed records (TopicKeyedRecord).
+func (d *draft) topicKeyed(r TopicKeyedRecord) error {
+	if err := d.requireVersion(KeyedTopicsMetadataVersion, "marking a topic keyed"); err != nil {
+		return err
+	}
+	t, err := d.liveTopic(r.TopicID)
+	if err != nil || t.Keyed {
+		return err
+	}
+	d.mutableTopic(t).Keyed = true
+	return nil
+}
+
 func (d *draft) removeTopic(r RemoveTopicRecord) error {
 	t, ok := d.next.TopicsByID[r.TopicID]
 	if !ok {
@@ -588,6 +628,7 @@ func (d *draft) mutableTopic(t *Topic) *Topic {
 		ID:         t.ID,
 		Partitions: append(make([]Partition, 0, len(t.Partitions)+1), t.Partitions...),
 		Configs:    cloneMap(t.Configs),
+		Keyed:      t.Keyed,
 	}
 	d.copyTopics()
 	d.next.Topics[c.Name] = c

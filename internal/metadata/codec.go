@@ -82,6 +82,8 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[BrokerConfigRecord](env.Data)
 	case UnregisterBrokerRecord{}.Type():
 		r, err = decodeData[UnregisterBrokerRecord](env.Data)
+	case TopicKeyedRecord{}.Type():
+		r, err = decodeData[TopicKeyedRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -142,7 +144,8 @@ func DecodeBatch(b []byte) ([]Record, error) {
 //	 "topics": [{"name", "id",
 //	             "partitions": [{"replicas","isr","leader","leader_epoch",
 //	                             "partition_epoch"}...],
-//	             "configs": {name: value}}...],  // by name
+//	             "configs": {name: value},
+//	             "keyed": true}...],               // by name; keyed omitted when false
 //	 "next_producer_id": N}
 //
 // Lists are sorted so the same image always encodes to the same bytes.
@@ -174,6 +177,9 @@ type topicSnapshot struct {
 	ID         UUID                `json:"id"`
 	Partitions []partitionSnapshot `json:"partitions"`
 	Configs    map[string]string   `json:"configs,omitempty"`
+	// Keyed is omitted when false, so snapshots of logs before
+	// KeyedTopicsMetadataVersion are unchanged.
+	Keyed bool `json:"keyed,omitempty"`
 }
 
 type partitionSnapshot struct {
@@ -205,7 +211,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
-		ts := topicSnapshot{Name: t.Name, ID: t.ID, Partitions: make([]partitionSnapshot, len(t.Partitions)), Configs: t.Configs}
+		ts := topicSnapshot{Name: t.Name, ID: t.ID, Partitions: make([]partitionSnapshot, len(t.Partitions)), Configs: t.Configs, Keyed: t.Keyed}
 		for i, p := range t.Partitions {
 			ts.Partitions[i] = partitionSnapshot{Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 				PartitionEpoch: p.PartitionEpoch, Adding: p.Adding, Removing: p.Removing}
@@ -274,6 +280,9 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 		for _, n := range names {
 			v := ts.Configs[n]
 			recs = append(recs, ConfigRecord{TopicID: ts.ID, Name: n, Value: &v})
+		}
+		if ts.Keyed {
+			recs = append(recs, TopicKeyedRecord{TopicID: ts.ID})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(s.BrokerConfigs)) {

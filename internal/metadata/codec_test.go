@@ -20,6 +20,7 @@ func allRecordKinds() []Record {
 		FenceBrokerRecord{NodeID: 1, Epoch: 12},
 		UnfenceBrokerRecord{NodeID: 1, Epoch: 12},
 		ControlledShutdownRecord{NodeID: 1, Epoch: 12},
+		TopicKeyedRecord{TopicID: idOrders},
 	}
 }
 
@@ -65,6 +66,8 @@ func ptrTo(r Record) Record {
 	case UnfenceBrokerRecord:
 		return &v
 	case ControlledShutdownRecord:
+		return &v
+	case TopicKeyedRecord:
 		return &v
 	}
 	panic(r)

@@ -71,6 +71,12 @@ func FuzzDecodeImage(f *testing.F) {
 	full, _ := EncodeImage(img)
 	f.Add(full)
 	f.Add(append(full, '}'))
+	if keyed, err := img.Apply(4, MetadataVersionRecord{Version: KeyedTopicsMetadataVersion}, TopicKeyedRecord{TopicID: idOrders}); err == nil {
+		b, _ := EncodeImage(keyed)
+		f.Add(b)
+	} else {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		img, err := DecodeImage(b, testConfigs)
 		if err != nil {

@@ -79,6 +79,11 @@ type Topic struct {
 	// Configs holds the topic's overrides only (name -> value); defaults
 	// come from the image's TopicConfigs.
 	Configs map[string]string
+	// Keyed: a leader has appended a record with a key to the topic
+	// (TopicKeyedRecord). Set once and kept for the topic's life, across
+	// partition growth and config changes: adding partitions would move
+	// those keys.
+	Keyed bool
 }
 
 // Partition is one partition's replication state.

@@ -15,7 +15,7 @@ func genRecord(t *rapid.T) Record {
 	ids := []UUID{{}, {1}, {2}, {3}}
 	id := rapid.SampledFrom(ids).Draw(t, "id")
 	brokers := rapid.SliceOfN(rapid.Int32Range(-1, 4), 0, 4).Draw(t, "replicas")
-	switch rapid.IntRange(0, 6).Draw(t, "kind") {
+	switch rapid.IntRange(0, 7).Draw(t, "kind") {
 	case 0:
 		return ClusterIDRecord{ClusterID: rapid.SampledFrom([]string{"", "c1", "c2"}).Draw(t, "cluster")}
 	case 1:
@@ -57,6 +57,11 @@ func genRecord(t *rapid.T) Record {
 		return ConfigRecord{TopicID: id, Name: rapid.SampledFrom([]string{"retention.ms", "cleanup.policy", "nope"}).Draw(t, "config"), Value: v}
 	case 5:
 		return RemoveTopicRecord{TopicID: id}
+	case 6:
+		// Refused here (these logs stay below
+		// KeyedTopicsMetadataVersion); TestTopicKeyedProperties
+		// covers the accepted ones.
+		return TopicKeyedRecord{TopicID: id}
 	default:
 		return ProducerIDsRecord{NodeID: rapid.Int32Range(-1, 2).Draw(t, "pnode"), NextProducerID: rapid.Int64Range(-1, 5000).Draw(t, "next")}
 	}
@@ -104,38 +109,52 @@ func TestApplyProperties(t *testing.T) {
 		offset := uint64(0)
 		for range rapid.IntRange(1, 30).Draw(t, "batches") {
 			recs := genBatch(t)
-			before, err := EncodeImage(img)
-			if err != nil {
-				t.Fatal(err)
-			}
 			offset += uint64(rapid.IntRange(0, 2).Draw(t, "step"))
-			next, err := img.Apply(offset, recs...)
-			if after, _ := EncodeImage(img); string(after) != string(before) {
-				t.Fatalf("Apply changed the old image")
-			}
-			if err != nil {
-				if !errors.Is(err, ErrBadRecord) {
-					t.Fatalf("error %v does not wrap ErrBadRecord", err)
-				}
+			next, ok := applyChecked(t, img, offset, recs)
+			if !ok {
 				continue
 			}
 			if err := checkInvariants(img, next); err != nil {
 				t.Fatalf("after %+v: %v", recs, err)
 			}
-			b, err := EncodeImage(next)
-			if err != nil {
-				t.Fatal(err)
-			}
-			back, err := DecodeImage(b, testConfigs)
-			if err != nil {
-				t.Fatalf("DecodeImage of a valid image: %v\n%s", err, b)
-			}
-			if !reflect.DeepEqual(back, next) {
-				t.Fatalf("image round trip differs:\n%+v\n%+v", back, next)
-			}
+			checkSnapshot(t, next)
 			img = next
 		}
 	})
+}
+
+// applyChecked applies recs to img at offset; ok is false when Apply
+// refused them. It fails t if Apply changed img, or refused with an
+// error that does not wrap ErrBadRecord.
+func applyChecked(t *rapid.T, img *Image, offset uint64, recs []Record) (next *Image, ok bool) {
+	before, err := EncodeImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err = img.Apply(offset, recs...)
+	if after, _ := EncodeImage(img); string(after) != string(before) {
+		t.Fatalf("Apply changed the old image")
+	}
+	if err != nil && !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("error %v does not wrap ErrBadRecord", err)
+	}
+	return next, err == nil
+}
+
+// checkSnapshot fails t unless img survives EncodeImage and DecodeImage
+// unchanged.
+func checkSnapshot(t *rapid.T, img *Image) {
+	b, err := EncodeImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeImage(b, testConfigs)
+	if err != nil {
+		t.Fatalf("DecodeImage of a valid image: %v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(back, img) {
+		t.Fatalf("image round trip differs:\n%+v\n%+v", back, img)
+	}
 }
 
 // checkInvariants checks next directly (not through Apply's code), and
@@ -212,6 +231,12 @@ func checkInvariants(prev, next *Image) error {
 			if err := testImage.ValidateTopicConfig(k, v); err != nil {
 				return err
 			}
+		}
+		if tp.Keyed && next.MetadataVersion < KeyedTopicsMetadataVersion {
+			return fmt.Errorf("topic %q keyed at metadata version %d", name, next.MetadataVersion)
+		}
+		if hadIt && old.Keyed && !tp.Keyed {
+			return fmt.Errorf("topic %q lost its keyed mark", name)
 		}
 	}
 	return nil

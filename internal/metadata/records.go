@@ -55,8 +55,9 @@ type MetadataVersionRecord struct {
 // shutdown (ControlledShutdownRecord). Version 4 adds partition
 // reassignment (ReassignmentRecord). Version 5 adds dynamic broker
 // configs (BrokerConfigRecord) and unregistering a broker
-// (UnregisterBrokerRecord).
-const KnownMetadataVersion int32 = 5
+// (UnregisterBrokerRecord). Version 6 adds marking a topic as having
+// keyed records (TopicKeyedRecord).
+const KnownMetadataVersion int32 = 6
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.
@@ -73,6 +74,10 @@ const ReassignmentMetadataVersion int32 = 4
 // BrokerConfigMetadataVersion is the first metadata version with
 // BrokerConfigRecord and UnregisterBrokerRecord.
 const BrokerConfigMetadataVersion int32 = 5
+
+// KeyedTopicsMetadataVersion is the first metadata version with
+// TopicKeyedRecord.
+const KeyedTopicsMetadataVersion int32 = 6
 
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
@@ -202,6 +207,20 @@ type ReassignmentRecord struct {
 	Removing  []int32 `json:"removing,omitempty"`
 }
 
+// TopicKeyedRecord marks a topic as having keyed records: a leader of
+// one of its partitions appended a record with a non-null key. It is
+// committed once, the first time (a repeat changes nothing), and never
+// undone while the topic lives: records already written keep their keys
+// whatever comes later, and adding partitions moves keys to other
+// partitions (murmur2 modulo the count), so `fjord topic alter
+// --partitions` refuses on such a topic unless told to go ahead
+// (DESIGN.md section 24). One record per topic rather than a flag in
+// each broker's heartbeat: it is monotonic, and it costs the metadata log
+// one entry per topic for ever.
+type TopicKeyedRecord struct {
+	TopicID UUID `json:"topic_id"`
+}
+
 // RemoveTopicRecord deletes a topic and all its partitions.
 type RemoveTopicRecord struct {
 	TopicID UUID `json:"topic_id"`
@@ -228,3 +247,4 @@ func (ControlledShutdownRecord) Type() string { return "controlled_shutdown" }
 func (ReassignmentRecord) Type() string       { return "reassignment" }
 func (BrokerConfigRecord) Type() string       { return "broker_config" }
 func (UnregisterBrokerRecord) Type() string   { return "unregister_broker" }
+func (TopicKeyedRecord) Type() string         { return "topic_keyed" }

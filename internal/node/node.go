@@ -125,6 +125,9 @@ type Node struct {
 	answeredAt     atomic.Int64
 	shouldShutDown atomic.Bool
 	replicas       *replica.Manager
+	// keyed marks the topics whose partitions this node leads as having
+	// keyed records (keyed.go).
+	keyed *keyedMarker
 	// replicaLogs answers the controller's questions before an unclean
 	// leader election, once bound to peers and replicas.
 	replicaLogs *replicaLogs
@@ -300,6 +303,7 @@ func (n *Node) start(ctx context.Context) error {
 	// take this node's leaderships, so its lease is not enforced.
 	n.lease = newLease(clock.Real(), session*4/5, n.ctrl.ActiveTerm, len(cfg.Voters) > 1)
 	n.leaders = leaderfetch.New(n.peers)
+	n.keyed = newKeyedMarker(n.control, n.ctrl, n.log)
 	n.replicas = replica.NewManager(replica.Options{
 		NodeID:         cfg.NodeID,
 		Storage:        n.storage,
@@ -313,6 +317,7 @@ func (n *Node) start(ctx context.Context) error {
 		Lease:          n.lease,
 		// validate refused a value this could not parse.
 		ReplicaSelector: replicaSelector(cfg.ReplicaSelector),
+		KeyedAppend:     n.keyed.note,
 	})
 	n.replicaLogs.bind(n.peers, n.replicas)
 	// The cluster id first: the registration carries it (from this
@@ -835,6 +840,12 @@ func (n *Node) Close() error {
 		}
 		if n.replicas != nil {
 			add("closing replica manager", n.replicas.Close())
+		}
+		// After the replica manager, which tells it of keyed appends;
+		// before the forwarding client and the peer clients its marks
+		// go through.
+		if n.keyed != nil {
+			n.keyed.close()
 		}
 
 		close(n.stopping)

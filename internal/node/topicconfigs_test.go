@@ -17,7 +17,7 @@ import (
 // min.insync.replicas, and metadata's refused and inert Kafka configs.
 func TestTopicConfigDefs(t *testing.T) {
 	want := []string{
-		"cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
+		"cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms", "fjord.migrated.to", "fjord.migrating.from",
 		"flush.messages", "flush.ms", "flush.policy", "follower.replication.throttled.replicas",
 		"index.interval.bytes", "leader.replication.throttled.replicas", "local.retention.bytes",
 		"local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",

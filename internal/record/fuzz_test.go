@@ -34,6 +34,9 @@ import (
 //     valid, with those fields changed and nothing else.
 //  6. Filter keeping every record of a valid batch returns it unchanged;
 //     keeping every other record returns a batch that validates.
+//  7. ValidateBatch gives Validate's header and error, and its Keyed says
+//     whether any record ForEachRecord yields has a non-nil key (false
+//     for a batch that fails).
 func FuzzValidate(f *testing.F) {
 	for _, s := range validateSeeds(f) {
 		f.Add(s.data)
@@ -56,6 +59,10 @@ func checkBatchInvariants(t *testing.T, b []byte) {
 	h2, err2 := Validate(b, verify)
 	if h != h2 || fmt.Sprint(err) != fmt.Sprint(err2) {
 		t.Fatalf("Validate not stable: %+v %v then %+v %v", h, err, h2, err2)
+	}
+	v, errV := ValidateBatch(b, verify)
+	if v.Header != h || fmt.Sprint(errV) != fmt.Sprint(err) || (err != nil && v.Keyed) {
+		t.Fatalf("ValidateBatch %+v %v, Validate %+v %v", v, errV, h, err)
 	}
 	_, clientErr := Validate(b, ValidateOptions{Client: true, VerifyCompressedRecords: true, MaxDecompressedBytes: 1 << 20})
 	if _, err := Validate(b, ValidateOptions{MaxBatchBytes: 100}); err != nil && !isSentinel(err) {
@@ -85,17 +92,21 @@ func checkBatchInvariants(t *testing.T, b []byte) {
 	}
 
 	// A valid batch iterates completely.
-	n, prev := int32(0), h.BaseOffset-1
+	n, prev, keyed := int32(0), h.BaseOffset-1, false
 	err = ForEachRecord(b, func(r *Record) error {
 		if r.Offset <= prev || r.Offset > h.LastOffset() {
 			return fmt.Errorf("offset %d after %d, last %d", r.Offset, prev, h.LastOffset())
 		}
 		prev = r.Offset
 		n++
+		keyed = keyed || r.Key != nil
 		return nil
 	})
 	if err != nil || n != h.NumRecords {
 		t.Fatalf("valid batch iterated %d of %d records: %v", n, h.NumRecords, err)
+	}
+	if v.Keyed != keyed {
+		t.Fatalf("ValidateBatch says keyed=%v, the records say %v", v.Keyed, keyed)
 	}
 	recs, err := Records(b)
 	if err != nil || len(recs) != int(h.NumRecords) {

@@ -76,6 +76,15 @@ func storageConfig(base storage.Config, topic *metadata.Topic) (storage.Config, 
 	return cfg, nil
 }
 
+// topicSettings are the topic configs the replica manager keeps on each
+// partition, under Partition.mu.
+type topicSettings struct {
+	minInsync int
+	// migratedTo: metadata.MigratedToConfig, the destination of a
+	// migration that has cut over ("" for none).
+	migratedTo string
+}
+
 // minInsyncReplicas returns the topic's min.insync.replicas: its
 // override, else the default for its replication factor. An override
 // above the replication factor is Kafka's behaviour too: the topic

@@ -72,6 +72,13 @@ var (
 	// ErrStorage: the partition's log failed (a failed fsync above all)
 	// and refuses writes until the node restarts and recovers it.
 	ErrStorage = kerr.KafkaStorageError
+	// ErrTopicMigrated: a produce to a topic whose migration has cut
+	// over (metadata.MigratedToConfig); the detail names the topic that
+	// takes its produces now. Not retriable: the producer has to switch
+	// topics, and INVALID_TOPIC_EXCEPTION makes every Kafka client
+	// fail the record at once instead of retrying it until its
+	// delivery timeout.
+	ErrTopicMigrated = kerr.InvalidTopicException
 	// ErrInvalidConfig: a config value the log refuses. ApplyImage logs
 	// these today; no request path returns one.
 	ErrInvalidConfig = kerr.InvalidConfig

@@ -53,6 +53,13 @@ type Options struct {
 	// this node names consumers a replica in their rack to read from
 	// (selector.go). Zero: SelectLeader.
 	ReplicaSelector ReplicaSelector
+	// KeyedAppend is told when a partition this node leads first
+	// appends a record with a key (storage.AppendInfo.Keyed): at most
+	// once per partition object, from the produce path's goroutine,
+	// after the append and before its acks wait. It must not block
+	// (the node starts its mark in the background). nil: nobody is
+	// told.
+	KeyedAppend func(topic string, topicID metadata.UUID)
 }
 
 // Manager is the replica manager: the partitions this node hosts, built
@@ -266,9 +273,9 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 		// costing a pass over every partition of the node.
 		unchanged := prevTopics[name] == topic
 		var (
-			cfg       storage.Config
-			minInsync int
-			computed  bool
+			cfg      storage.Config
+			settings topicSettings
+			computed bool
 		)
 		topicConfig := func() {
 			if computed {
@@ -279,9 +286,10 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 			if cfg, err = storageConfig(m.opts.Defaults, topic); err != nil {
 				m.log.Error("topic config refused by the log; using the defaults", "topic", name, "err", err)
 			}
-			if minInsync, err = minInsyncReplicas(topic); err != nil {
-				m.log.Error("bad min.insync.replicas; using the default for the replication factor", "topic", name, "min_insync_replicas", minInsync, "err", err)
+			if settings.minInsync, err = minInsyncReplicas(topic); err != nil {
+				m.log.Error("bad min.insync.replicas; using the default for the replication factor", "topic", name, "min_insync_replicas", settings.minInsync, "err", err)
 			}
+			settings.migratedTo = topic.Configs[metadata.MigratedToConfig]
 		}
 		for i := range topic.Partitions {
 			part := &topic.Partitions[i]
@@ -310,7 +318,7 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 					continue
 				}
 			}
-			ch, err := p.update(part, cfg, minInsync)
+			ch, err := p.update(part, cfg, settings)
 			if err != nil {
 				m.log.Error("applying partition state", "partition", tp, "err", err)
 			}

@@ -217,6 +217,13 @@ type Positions struct {
 	LogStartOffset   int64
 	HighWatermark    int64
 	LastStableOffset int64
+	// LogEndOffset is read after MigratedTo: when MigratedTo is set, no
+	// client append can follow, so the log end is final (see
+	// Partition.mu.migratedTo).
+	LogEndOffset int64
+	// MigratedTo is the topic's migration destination once it has cut
+	// over and this leader refuses produces, else "".
+	MigratedTo string
 	// Backlogs holds one entry per offset asked, in order.
 	Backlogs []storage.Backlog
 }
@@ -233,6 +240,10 @@ func (m *Manager) DescribePositions(topic string, partition int32, offsets []int
 	if _, err := p.checkLeader(-1); err != nil {
 		return Positions{}, err
 	}
+	p.mu.RLock()
+	migratedTo := p.mu.migratedTo
+	p.mu.RUnlock()
+	leo := p.log.LogEndOffset()
 	// The high watermark first, the log start after: a retention pass in
 	// between can only make the start newer, never past the bound.
 	hw := p.log.HighWatermark()
@@ -244,6 +255,8 @@ func (m *Manager) DescribePositions(topic string, partition int32, offsets []int
 		LogStartOffset:   p.log.LogStartOffset(),
 		HighWatermark:    hw,
 		LastStableOffset: p.log.LastStableOffset(),
+		LogEndOffset:     leo,
+		MigratedTo:       migratedTo,
 		Backlogs:         backlogs,
 	}, nil
 }

@@ -43,6 +43,12 @@ type Partition struct {
 		// its follower fetches draw on the reassignment throttle.
 		throttled bool
 		minInsync int
+		// migratedTo is the topic's fjord.migrated.to: non-empty once a
+		// migration has cut over, and then client produces are refused
+		// (ErrTopicMigrated). It changes under the write lock and
+		// appends check it under the read lock, so once it is set no
+		// client append is left in flight: the log end is final.
+		migratedTo string
 		// epochStart is this node's log end when it became leader in
 		// leaderEpoch (recorded in the log's epoch history then, as
 		// Kafka does); -1 while it does not lead.
@@ -65,6 +71,9 @@ type Partition struct {
 	// not only high-watermark moves (IsolationLogEnd fetches), so an
 	// append takes wait's lock only when one exists.
 	logEndWaiters atomic.Int32
+	// keyedSeen: a leader append to this partition wrote a keyed record
+	// and Options.KeyedAppend was told (noteKeyed). Never reset.
+	keyedSeen atomic.Bool
 
 	// followers is the leader's view of its followers in its current
 	// term (followers.go).
@@ -396,7 +405,7 @@ type leadershipChange struct {
 // image never lowers a leader epoch (metadata.Image rejects it); should
 // one arrive, its leadership part is ignored rather than let a stale
 // leader back in.
-func (p *Partition) update(part *metadata.Partition, cfg storage.Config, minInsync int) (leadershipChange, error) {
+func (p *Partition) update(part *metadata.Partition, cfg storage.Config, ts topicSettings) (leadershipChange, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ch leadershipChange
@@ -451,7 +460,8 @@ func (p *Partition) update(part *metadata.Partition, cfg storage.Config, minInsy
 			p.notifyAllLocked()
 		}
 	}
-	p.mu.minInsync = minInsync
+	p.mu.minInsync = ts.minInsync
+	p.mu.migratedTo = ts.migratedTo
 	p.mu.throttled = slices.Contains(part.Adding, p.m.opts.NodeID)
 	err := p.log.SetConfig(cfg)
 	// A new leader, a shrunk ISR or a policy change can each move the

@@ -60,7 +60,7 @@ type Pending interface {
 // acknowledge them all. So the server starts a connection's appends one
 // request at a time and waits for them concurrently.
 func (m *Manager) StartAppend(topic string, partition int32, records []byte, acks Acks) (Pending, error) {
-	return m.startWrite(topic, partition, acks, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	return m.startWrite(topic, partition, acks, true, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.Append(records, epoch)
 	})
 }
@@ -112,7 +112,7 @@ func (p *Partition) txnVerificationGuard(pid int64, epoch int16, supportsEpochBu
 // verification: its batches may join a transaction open there, never
 // open one.
 func (m *Manager) StartAppendVerified(topic string, partition int32, records []byte, acks Acks, guard uint64) (Pending, error) {
-	return m.startWrite(topic, partition, acks, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	return m.startWrite(topic, partition, acks, true, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.AppendVerified(records, epoch, guard)
 	})
 }
@@ -124,7 +124,7 @@ func (m *Manager) StartAppendVerified(topic string, partition int32, records []b
 // and answered by Wait once the high watermark passes it. Until it does,
 // the transaction still holds the last stable offset.
 func (m *Manager) StartTxnMarker(topic string, partition int32, marker storage.TxnMarker) (Pending, error) {
-	return m.startWrite(topic, partition, AcksAll, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	return m.startWrite(topic, partition, AcksAll, false, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.AppendTxnMarker(marker, epoch)
 	})
 }
@@ -134,7 +134,7 @@ func (m *Manager) StartTxnMarker(topic string, partition int32, marker storage.T
 // with acks=all, checked as storage.Log.AppendAsCoordinator says: the
 // producer's epoch, not its sequence.
 func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partition int32, records []byte, timeout time.Duration, verify bool, guard uint64) (AppendResult, error) {
-	pending, err := m.startWrite(topic, partition, AcksAll, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	pending, err := m.startWrite(topic, partition, AcksAll, false, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.AppendAsCoordinator(records, epoch, verify, guard)
 	})
 	if err != nil {
@@ -145,8 +145,11 @@ func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partiti
 
 // startWrite is StartAppend, StartAppendVerified, StartTxnMarker and
 // AppendAsCoordinator: write appends to the log
-// at the leader epoch it is given.
-func (m *Manager) startWrite(topic string, partition int32, acks Acks, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (Pending, error) {
+// at the leader epoch it is given. A client write (a producer's records,
+// not a transaction marker or a coordinator's) is refused on a topic
+// whose migration has cut over; markers still end the transactions
+// left open there.
+func (m *Manager) startWrite(topic string, partition int32, acks Acks, client bool, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
 		return nil, fmt.Errorf("%w: acks=%d (allowed: 0, 1, -1)", ErrInvalidRequiredAcks, acks)
 	}
@@ -159,7 +162,7 @@ func (m *Manager) startWrite(topic string, partition int32, acks Acks, write fun
 	// before it had begun before the check, which then refuses the write
 	// unless the lease has been renewed since.
 	leaseLapses := m.leaseLapses.Load()
-	info, epoch, err := p.appendAsLeader(acks, write)
+	info, epoch, err := p.appendAsLeader(acks, client, write)
 	if err != nil {
 		return nil, p.logError(err)
 	}
@@ -187,6 +190,9 @@ func (m *Manager) startWrite(topic string, partition int32, acks Acks, write fun
 		pa.written = 0
 	} else {
 		p.notifyAppend()
+	}
+	if info.Keyed {
+		p.noteKeyed()
 	}
 	if acks == AcksNone {
 		// Nobody waits for an acks=0 append, so it makes its records
@@ -245,14 +251,34 @@ func (pa *pendingAppend) Wait(ctx context.Context, timeout time.Duration) (Appen
 // one it already has.
 func isDuplicate(info storage.AppendInfo) bool { return info.Duplicate }
 
+// noteKeyed tells Options.KeyedAppend, once in this Partition's life,
+// that a leader append wrote a record with a key: the node marks the
+// topic as having keyed records, which `fjord topic alter --partitions`
+// reads (DESIGN.md section 24). Once, because every later keyed append
+// says nothing new and the produce path must not pay for saying it; a
+// lost mark (the node stopping first) is made again by the next
+// process's first keyed append.
+func (p *Partition) noteKeyed() {
+	if p.keyedSeen.Load() || !p.keyedSeen.CompareAndSwap(false, true) {
+		return
+	}
+	if f := p.m.opts.KeyedAppend; f != nil {
+		f(p.topic, p.topicID)
+	}
+}
+
 // appendAsLeader checks leadership and min.insync.replicas and writes,
 // under p.mu shared so the epoch stamped, and returned, is the current
 // one.
-func (p *Partition) appendAsLeader(acks Acks, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (storage.AppendInfo, int32, error) {
+func (p *Partition) appendAsLeader(acks Acks, client bool, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (storage.AppendInfo, int32, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLeaderLocked(-1); err != nil {
 		return storage.AppendInfo{}, -1, err
+	}
+	if client && p.mu.migratedTo != "" {
+		return storage.AppendInfo{}, -1, fmt.Errorf("%w: topic %s was migrated to %s (fjord topic migrate): produce to %s",
+			ErrTopicMigrated, p.topic, p.mu.migratedTo, p.mu.migratedTo)
 	}
 	if err := p.checkLease(); err != nil {
 		return storage.AppendInfo{}, -1, err

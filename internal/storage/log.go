@@ -97,6 +97,13 @@ type AppendInfo struct {
 	// MaxTimestamp (and LogAppendTime, under LogAppendTime) are those of
 	// the batches first written, as Kafka answers a retried produce.
 	Duplicate bool
+	// Keyed: a leader's append (Append, AppendVerified,
+	// AppendAsCoordinator) wrote at least one record with a non-null
+	// key. False for a duplicate (it wrote nothing) and for a follower's
+	// append (the leader saw those records first). The replica manager
+	// reports the first one so the topic is marked as having keyed
+	// records (DESIGN.md section 24).
+	Keyed bool
 }
 
 func (l *Log) Config() Config { return *l.cfg.Load() }
@@ -199,7 +206,7 @@ func (l *Log) AppendAsCoordinator(data []byte, leaderEpoch int32, verify bool, g
 // Check; l.mu is held across check.
 func (l *Log) appendChecked(data []byte, leaderEpoch int32, check func([]record.Header) (producerstate.Duplicate, bool, error)) (AppendInfo, error) {
 	cfg := l.cfg.Load()
-	hdrs, err := validateBatches(data, cfg, true)
+	hdrs, keyed, err := validateBatches(data, cfg, true)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -218,7 +225,7 @@ func (l *Log) appendChecked(data []byte, leaderEpoch int32, check func([]record.
 		}
 		return info, nil
 	}
-	info := AppendInfo{FirstOffset: l.leo.Load(), LogAppendTime: -1, MaxTimestamp: -1, NumBatches: len(hdrs)}
+	info := AppendInfo{FirstOffset: l.leo.Load(), LogAppendTime: -1, MaxTimestamp: -1, NumBatches: len(hdrs), Keyed: keyed}
 	if cfg.LogAppendTime {
 		info.LogAppendTime = l.now().UnixMilli()
 	}
@@ -259,7 +266,7 @@ func (l *Log) appendChecked(data []byte, leaderEpoch int32, check func([]record.
 // offset (a gap is allowed: the leader's log may be compacted).
 func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 	cfg := l.cfg.Load()
-	hdrs, err := validateBatches(data, cfg, false)
+	hdrs, _, err := validateBatches(data, cfg, false)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -314,58 +321,62 @@ func (l *Log) maybeAssignEpochLocked(epoch int32, start int64) error {
 	return l.epochs.Assign(epoch, start)
 }
 
-// validateBatches checks every batch in data and returns their headers.
-func validateBatches(data []byte, cfg *Config, client bool) ([]record.Header, error) {
+// validateBatches checks every batch in data and returns their headers,
+// and whether any record has a non-null key (from the same walk over the
+// records, compressed ones included: record.ValidateBatch).
+func validateBatches(data []byte, cfg *Config, client bool) (hdrs []record.Header, keyed bool, err error) {
 	if len(data) == 0 {
-		return nil, fmt.Errorf("%w: no record batch", ErrInvalidBatch)
+		return nil, false, fmt.Errorf("%w: no record batch", ErrInvalidBatch)
 	}
 	opts := record.ValidateOptions{
 		MaxBatchBytes:           cfg.MaxMessageBytes,
 		Client:                  client,
 		VerifyCompressedRecords: true,
 	}
-	var hdrs []record.Header
 	for pos := 0; pos < len(data); {
 		h, err := record.ParseHeader(data[pos:])
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if h.Size() > len(data)-pos {
-			return nil, fmt.Errorf("%w: batch length %d, %d bytes left", record.ErrCorruptLength, h.Size(), len(data)-pos)
+			return nil, false, fmt.Errorf("%w: batch length %d, %d bytes left", record.ErrCorruptLength, h.Size(), len(data)-pos)
 		}
 		b := data[pos : pos+h.Size()]
-		if h, err = record.Validate(b, opts); err != nil {
+		v, err := record.ValidateBatch(b, opts)
+		if err != nil {
 			if errors.Is(err, record.ErrBatchTooLarge) {
-				return nil, fmt.Errorf("%w: %v", ErrBatchTooLarge, err)
+				return nil, false, fmt.Errorf("%w: %v", ErrBatchTooLarge, err)
 			}
 			if errors.Is(err, record.ErrInvalidRecordBatch) {
-				return nil, fmt.Errorf("%w: %v", ErrInvalidBatch, err)
+				return nil, false, fmt.Errorf("%w: %v", ErrInvalidBatch, err)
 			}
-			return nil, err
+			return nil, false, err
 		}
+		h = v.Header
+		keyed = keyed || v.Keyed
 		if !client && (h.BaseOffset < 0 || h.LastOffset() < h.BaseOffset) {
 			// Offsets from a leader that overflow int64 would make the log
 			// end offset negative.
-			return nil, fmt.Errorf("%w: batch offsets %d..%d", ErrInvalidBatch, h.BaseOffset, h.LastOffset())
+			return nil, false, fmt.Errorf("%w: batch offsets %d..%d", ErrInvalidBatch, h.BaseOffset, h.LastOffset())
 		}
 		if int64(h.Size()) > cfg.SegmentBytes {
-			return nil, fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size(), cfg.SegmentBytes)
+			return nil, false, fmt.Errorf("%w: batch of %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size(), cfg.SegmentBytes)
 		}
 		if client && h.HasProducerID() && (h.ProducerEpoch < 0 || h.BaseSequence < 0) {
 			// Kafka's LogValidator refuses these too: sequence numbers
 			// are what the producer state is built from.
-			return nil, fmt.Errorf("%w: producer id %d with epoch %d and base sequence %d",
+			return nil, false, fmt.Errorf("%w: producer id %d with epoch %d and base sequence %d",
 				ErrInvalidBatch, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
 		}
 		if client && cfg.CleanupPolicy.Compact() {
 			if err := requireKeys(b); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 		hdrs = append(hdrs, h)
 		pos += h.Size()
 	}
-	return hdrs, nil
+	return hdrs, keyed, nil
 }
 
 // requireKeys refuses keyless records for a compacted log, as Kafka does:

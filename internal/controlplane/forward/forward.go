@@ -5,7 +5,8 @@
 // a client would send (CreateTopics, DeleteTopics, CreatePartitions,
 // AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 // AlterPartitionReassignments, AllocateProducerIds, BrokerRegistration),
-// or a broker's leader sends (AlterPartition). The
+// or a broker's leader sends (AlterPartition, and Fjord's own
+// MarkTopicKeyed, internal/fjordmsg). The
 // rules that keep forwarding safe are in controlplane/forwarding.go.
 //
 // A forwarded change answers once this node's own image includes it (it
@@ -39,6 +40,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/controlplane"
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/peers"
 )
 
@@ -182,9 +184,9 @@ func (c *Client) send(ctx context.Context, req kmsg.Request) (kmsg.Response, uin
 	resp, err := b.Request(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, 0, fmt.Errorf("%w: forwarding %s to controller %d: %w", controlplane.ErrTimedOut, kmsg.NameForKey(req.Key()), id, context.Cause(ctx))
+			return nil, 0, fmt.Errorf("%w: forwarding %s to controller %d: %w", controlplane.ErrTimedOut, fjordmsg.NameForKey(req.Key()), id, context.Cause(ctx))
 		}
-		return nil, 0, fmt.Errorf("%w: forwarding %s to controller %d: %v", controlplane.ErrNotController, kmsg.NameForKey(req.Key()), id, err)
+		return nil, 0, fmt.Errorf("%w: forwarding %s to controller %d: %v", controlplane.ErrNotController, fjordmsg.NameForKey(req.Key()), id, err)
 	}
 	var offset uint64
 	if tags := responseTags(resp); tags != nil {
