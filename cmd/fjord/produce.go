@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -231,6 +232,8 @@ read:
 	switch {
 	case err != nil:
 		return err
+	case errors.Is(firstErr, kerr.InvalidTopicException):
+		return fmt.Errorf("record from line %d: %w", firstLine, migratedError(ctx, kadm.NewClient(cl), topic, firstErr))
 	case firstErr != nil && firstSize >= 0:
 		return fmt.Errorf("record from line %d (%d bytes): %w", firstLine, firstSize, firstErr)
 	case firstErr != nil:

@@ -24,7 +24,7 @@ func newTopicCommand() *cobra.Command {
 	var o clientOptions
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe, alter, reassign and delete topics",
+		Short: "Create, list, describe, alter, reassign, migrate and delete topics",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -36,6 +36,7 @@ func newTopicCommand() *cobra.Command {
 		newTopicDeleteCommand(&o),
 		newTopicAlterCommand(&o),
 		newTopicReassignCommand(&o),
+		newTopicMigrateCommand(&o),
 	)
 	return cmd
 }

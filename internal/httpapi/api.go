@@ -511,22 +511,29 @@ func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int
 // maxMessageBytes reads topic's max.message.bytes (-1: not known).
 // REQUIRES: producedTopics' lock not held.
 func (a *API) maxMessageBytes(ctx context.Context, topic string) int32 {
+	if v, err := strconv.ParseInt(a.topicConfig(ctx, topic, "max.message.bytes"), 10, 32); err == nil && v >= 0 {
+		return int32(v)
+	}
+	return -1
+}
+
+// topicConfig reads one of topic's configs as a broker has it now ("":
+// not read).
+func (a *API) topicConfig(ctx context.Context, topic, name string) string {
 	rcs, err := a.adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return -1
+		return ""
 	}
 	rc, err := rcs.On(topic, nil)
 	if err != nil || rc.Err != nil {
-		return -1
+		return ""
 	}
 	for _, c := range rc.Configs {
-		if c.Key == "max.message.bytes" && c.Value != nil {
-			if v, err := strconv.ParseInt(*c.Value, 10, 32); err == nil && v >= 0 {
-				return int32(v)
-			}
+		if c.Key == name && c.Value != nil {
+			return *c.Value
 		}
 	}
-	return -1
+	return ""
 }
 
 // batchMaxBytes is the producers' batch cap for topic

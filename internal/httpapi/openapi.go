@@ -29,7 +29,7 @@ type param struct {
 var apiRoutes = []route{
 	{"POST", "/v1/topics/{topic}/produce", (*API).handleProduce, routeDoc{
 		summary: "Produce one record, or a batch, with Kafka's guarantees for the acks asked for; a missing topic is created where the node auto-creates topics, else 404",
-		body:    `{"key": string (text) | "key_b64": base64 (bytes; not both), "value": base64 | null, "headers": {name: base64 | null} | [{"name": string, "value": base64 | null}] (a list keeps order and repeated names), "partition": int, "idempotency_key": string (a retry, on any node, answers the first result; the key with another record is 422 idempotency_key_reused; while the first may still be written, 409 idempotency_key_in_progress with Retry-After), "acks": "all" | "1" | "0"} or {"records": [...], "acks": ...}`,
+		body:    `{"key": string (text) | "key_b64": base64 (bytes; not both), "value": base64 | null, "headers": {name: base64 | null} | [{"name": string, "value": base64 | null}] (a list keeps order and repeated names), "partition": int, "idempotency_key": string (a retry, on any node, answers the first result; the key with another record is 422 idempotency_key_reused; while the first may still be written, 409 idempotency_key_in_progress with Retry-After), "acks": "all" | "1" | "0"} or {"records": [...], "acks": ...}. A topic whose migration has cut over (fjord topic migrate) answers 409 topic_migrated, naming the topic that takes its produces now`,
 		answer:  `{"partition": int, "offset": int, "timestamp": ms} or {"results": [that | {"error", "message"}]} in request order`,
 		errors:  []int{400, 404, 409, 413, 422, 503},
 	}},

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -209,7 +210,7 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 	results := cl.ProduceSync(r.Context(), recs...)
 	if !batch {
 		if err := results[0].Err; err != nil {
-			writeError(w, produceError(topic, ct, err))
+			writeError(w, a.produceError(r.Context(), topic, ct, err))
 			return
 		}
 		writeJSON(w, http.StatusOK, resultOf(results[0].Record, acks))
@@ -225,7 +226,7 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 	for _, res := range results {
 		i := index[res.Record]
 		if res.Err != nil {
-			ae := produceError(topic, ct, res.Err)
+			ae := a.produceError(r.Context(), topic, ct, res.Err)
 			out[i] = errorBody{Error: ae.code, Message: ae.msg}
 			continue
 		}
@@ -353,9 +354,18 @@ func recordTooLarge(topic string, maxMessageBytes int32, what string) *apiError 
 }
 
 // produceError is the answer to a record's failed produce: a batch
-// refused as too large names the topic's limit, and a record dropped
-// because the producers were learning the topic's new limit is 503.
-func produceError(topic string, ct cachedTopic, err error) *apiError {
+// refused as too large names the topic's limit, a record dropped
+// because the producers were learning the topic's new limit is 503, and
+// one refused by a topic whose migration has cut over is 409
+// topic_migrated naming where produces go now (franz-go keeps the
+// broker's message from us, so the topic's config says it).
+func (a *API) produceError(ctx context.Context, topic string, ct cachedTopic, err error) *apiError {
+	if errors.Is(err, kerr.InvalidTopicException) {
+		if to := a.topicConfig(ctx, topic, metadata.MigratedToConfig); to != "" {
+			return &apiError{status: http.StatusConflict, code: "topic_migrated",
+				msg: fmt.Sprintf("topic %q was migrated to %q (fjord topic migrate): produce to %q", topic, to, to)}
+		}
+	}
 	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
 		if ct.maxMessageBytes >= 0 {
 			return recordTooLarge(topic, ct.maxMessageBytes, "the batch carrying this record")
@@ -401,7 +411,7 @@ func (a *API) produceEach(w http.ResponseWriter, r *http.Request, cl *kgo.Client
 			}
 		}
 		if err != nil {
-			ae := produceError(topic, ct, err)
+			ae := a.produceError(r.Context(), topic, ct, err)
 			if firstErr == nil {
 				firstErr = ae
 			}
