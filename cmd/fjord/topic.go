@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -510,7 +511,7 @@ and counts it in fjord_partitions_added_to_keyed_topics_total.)`,
 			}
 			out := cmd.OutOrStdout()
 			refused := func(err error) error {
-				if errors.Is(err, errKeyedTopic) {
+				if errors.Is(err, fjordmsg.ErrKeyedTopic) {
 					return keyedRefusal(topic, current, partitions)
 				}
 				return fmt.Errorf("adding partitions to %q: %w", topic, err)

@@ -1,10 +1,15 @@
 package fjordmsg
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -154,4 +159,45 @@ func RefusedKeyed(t *kmsg.CreatePartitionsResponseTopic) bool {
 		refused = refused || key == RefuseKeyedTag && len(val) == 1 && val[0] == RefuseKeyed
 	})
 	return refused
+}
+
+// ErrKeyedTopic: a Fjord node refused to grow a topic because it has
+// keyed records (RefusedKeyed on its answer).
+var ErrKeyedTopic = errors.New("topic has keyed records")
+
+// GrowPartitions grows topic to count partitions with CreatePartitions
+// (timeout bounds the node's wait for the commit), built here rather
+// than through kadm.UpdatePartitions, which cannot carry tagged fields:
+// unless allowKeyRemap, the topic's entry carries RefuseKeyedTag, and a
+// Fjord node that knows the topic has keyed records refuses
+// (ErrKeyedTopic, nothing changed). franz-go sends v3, flexible, which
+// every Fjord node serves; a Kafka broker skips the tag and grows the
+// topic. Another refusal is its kerr error, and the node's message.
+// Fjord's CLI (`topic alter`) and the HTTP API (PATCH of a topic) grow
+// topics through it.
+func GrowPartitions(ctx context.Context, cl *kgo.Client, topic string, count int32, timeout time.Duration, allowKeyRemap, validateOnly bool) (message string, err error) {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.TimeoutMillis = int32(timeout.Milliseconds())
+	req.ValidateOnly = validateOnly
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = topic, count
+	if !allowKeyRemap {
+		SetRefuseKeyed(&rt)
+	}
+	req.Topics = []kmsg.CreatePartitionsRequestTopic{rt}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].Topic != topic {
+		return "", fmt.Errorf("the node answered %d topics for %q", len(resp.Topics), topic)
+	}
+	t := &resp.Topics[0]
+	if t.ErrorMessage != nil {
+		message = *t.ErrorMessage
+	}
+	if RefusedKeyed(t) {
+		return message, ErrKeyedTopic
+	}
+	return message, kerr.ErrorForCode(t.ErrorCode)
 }

@@ -11,10 +11,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/groupview"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -27,7 +29,7 @@ import (
 //	POST   /v1/topics          {"name", "partitions", "replication_factor", "configs"}
 //	GET    /v1/topics/{topic}  partitions (leader, replicas, ISR, log start
 //	                           and end offsets) and configs
-//	PATCH  /v1/topics/{topic}  {"partitions": new total, "configs": {name: value | null}}
+//	PATCH  /v1/topics/{topic}  {"partitions": new total, "configs": {name: value | null}, "allow_key_remap": bool}
 //	DELETE /v1/topics/{topic}
 //	GET    /v1/cluster         cluster id, controller, nodes
 //	GET    /v1/groups          groups, state, protocol type
@@ -171,6 +173,10 @@ func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
 
 type alterTopicRequest struct {
 	Partitions *int32 `json:"partitions"`
+	// AllowKeyRemap grows a topic that has keyed records anyway (the
+	// CLI's --allow-key-remap): without it such a grow is refused, 409
+	// keyed_topic, since it moves keys to other partitions.
+	AllowKeyRemap bool `json:"allow_key_remap"`
 	// Configs sets overrides; null removes one (back to the default),
 	// as a JSON merge patch (RFC 7396) does.
 	Configs map[string]*string `json:"configs"`
@@ -243,18 +249,13 @@ func (a *API) handleAlterTopic(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if grow {
-			update := a.adm.UpdatePartitions
-			if validateOnly {
-				update = a.adm.ValidateUpdatePartitions
-			}
-			resps, err := update(ctx, int(*req.Partitions), topic)
-			var msg string
-			if err == nil {
-				var rp kadm.CreatePartitionsResponse
-				rp, err = resps.On(topic, nil)
-				if err == nil {
-					err, msg = rp.Err, rp.ErrMessage
-				}
+			msg, err := fjordmsg.GrowPartitions(ctx, a.reader, topic, *req.Partitions, growTimeout, req.AllowKeyRemap, validateOnly)
+			if errors.Is(err, fjordmsg.ErrKeyedTopic) {
+				writeError(w, &apiError{status: http.StatusConflict, code: "keyed_topic", msg: fmt.Sprintf(
+					"not growing topic %q from %d to %d partitions: its records have keys, and growing it moves existing keys to other partitions, "+
+						"so per-key order breaks across the change (nothing was changed); give \"allow_key_remap\": true to grow it anyway, "+
+						"or migrate it to a new topic keeping each key's order (fjord topic migrate)", topic, current, *req.Partitions)})
+				return
 			}
 			if err != nil {
 				writeError(w, adminError(err, msg))
@@ -273,6 +274,10 @@ func (a *API) handleAlterTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// growTimeout bounds a grow's commit, as kadm's default request timeout
+// does for its other admin calls.
+const growTimeout = 15 * time.Second
 
 func (a *API) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")

@@ -2,11 +2,13 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
 
@@ -116,6 +118,36 @@ func TestAlterTopic(t *testing.T) {
 	}
 	if _, ok := override("segment.ms"); !ok {
 		t.Fatal("segment.ms lost its override in a refused alter")
+	}
+
+	// A keyed record makes its topic refuse to grow (409 keyed_topic,
+	// nothing changed, configs included) unless allow_key_remap. The
+	// mark is committed after the append, so the refusal is waited for
+	// with validate-only asks of the node (a PATCH that went through
+	// would grow the topic).
+	var res result
+	if st := e.do("POST", "/v1/topics/t/produce", `{"key": "alice", "value": "YQ=="}`, &res); st != 200 {
+		t.Fatalf("keyed produce: %d %+v", st, res)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		_, err := fjordmsg.GrowPartitions(context.Background(), e.kcl, "t", 6, 10*time.Second, false, true)
+		if !errors.Is(err, fjordmsg.ErrKeyedTopic) {
+			return fmt.Errorf("a validate-only grow of the keyed topic: %v", err)
+		}
+		return nil
+	})
+	e.expectErrors([]hostileCase{
+		{"PATCH", "/v1/topics/t", `{"partitions": 6}`, 409, "keyed_topic"},
+		{"PATCH", "/v1/topics/t", `{"partitions": 6, "configs": {"retention.ms": "60000"}}`, 409, "keyed_topic"},
+		{"PATCH", "/v1/topics/t", `{"partitions": 6, "allow_key_remap": "yes"}`, 400, "malformed_json"},
+	})
+	if _, ok := override("retention.ms"); ok || partitions() != 4 {
+		t.Fatalf("a refused grow of the keyed topic changed it: %d partitions, retention.ms overridden %v", partitions(), ok)
+	}
+	altered = alterAnswer{}
+	if st := e.do("PATCH", "/v1/topics/t", `{"partitions": 6, "allow_key_remap": true}`, &altered); st != 200 ||
+		altered.Partitions != 6 || !strings.Contains(altered.Warning, "per-key order") {
+		t.Fatalf("grow with allow_key_remap: %d %+v", st, altered)
 	}
 }
 

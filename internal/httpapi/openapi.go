@@ -98,10 +98,10 @@ var apiRoutes = []route{
 		errors:  []int{404, 503},
 	}},
 	{"PATCH", "/v1/topics/{topic}", (*API).handleAlterTopic, routeDoc{
-		summary: "Alter a topic: grow it to a new total of partitions (never fewer), set config overrides or remove them (null), all validated before any is applied",
-		body:    `{"partitions": int, "configs": {name: value | null}}`,
+		summary: "Alter a topic: grow it to a new total of partitions (never fewer), set config overrides or remove them (null), all validated before any is applied. A topic with keyed records grows only with allow_key_remap (else 409 keyed_topic): growing moves its keys to other partitions",
+		body:    `{"partitions": int, "configs": {name: value | null}, "allow_key_remap": bool}`,
 		answer:  `{"name", "partitions", "configs": {name: value | null}, "warning": present when the partitions grew (keys may map to other partitions)}`,
-		errors:  []int{400, 404, 503},
+		errors:  []int{400, 404, 409, 503},
 	}},
 	{"DELETE", "/v1/topics/{topic}", (*API).handleDeleteTopic, routeDoc{
 		summary: "Delete a topic",

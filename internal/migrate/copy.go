@@ -182,6 +182,12 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 	if !ok || td.Err != nil {
 		return false, fmt.Errorf("looking up %s: %v", r.m.Source, td.Err)
 	}
+	if int32(len(td.Partitions)) != r.m.SourcePartitions {
+		// Grown during the migration: the new partitions' records
+		// were never copied, and the offset map has no place for them.
+		return false, fmt.Errorf("%s has %d partitions now, %d when its migration began: a migration cannot take partitions added since (the source stays sealed until its %s is removed)",
+			r.m.Source, len(td.Partitions), r.m.SourcePartitions, metadata.MigratedToConfig)
+	}
 	byLeader := map[int32][]int32{}
 	for _, pd := range td.Partitions {
 		if pd.Leader < 0 {
