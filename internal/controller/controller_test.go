@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -1048,6 +1049,11 @@ func TestAlterBrokerConfigs(t *testing.T) {
 		{"append", -1, []controlplane.ConfigOp{{Name: throttle, Op: controlplane.ConfigAppend, Value: s("5")}}, controlplane.ErrInvalidConfig, "set or deleted"},
 		{"named twice", -1, append(set("5"), controlplane.ConfigOp{Name: throttle, Op: controlplane.ConfigDelete}), controlplane.ErrInvalidRequest, "more than once"},
 		{"null", -1, []controlplane.ConfigOp{{Name: throttle, Op: controlplane.ConfigSet}}, controlplane.ErrInvalidConfig, "null"},
+		{"max.connections zero", -1, []controlplane.ConfigOp{{Name: metadata.MaxConnectionsConfig, Op: controlplane.ConfigSet, Value: s("0")}}, controlplane.ErrInvalidConfig, "from 1 to 2147483647"},
+		{"bad overrides beside a good limit", 1, []controlplane.ConfigOp{
+			{Name: metadata.MaxConnectionsPerIPConfig, Op: controlplane.ConfigSet, Value: s("5")},
+			{Name: metadata.MaxConnectionsPerIPOverridesConfig, Op: controlplane.ConfigSet, Value: s("a:b")},
+		}, controlplane.ErrInvalidConfig, "the count is not a whole number"},
 	} {
 		err := c.AlterBrokerConfigs(ctx, tc.broker, tc.ops, false)
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
@@ -1075,5 +1081,16 @@ func TestAlterBrokerConfigs(t *testing.T) {
 	}
 	if got := c.Image().FollowerThrottleRate(1); got != 0 || len(c.Image().BrokerConfigs) != 0 {
 		t.Fatalf("after delete: rate %d, configs %v", got, c.Image().BrokerConfigs)
+	}
+	// The connection limits, in one change.
+	if err := c.AlterBrokerConfigs(ctx, 1, []controlplane.ConfigOp{
+		{Name: metadata.MaxConnectionsConfig, Op: controlplane.ConfigSet, Value: s("100")},
+		{Name: metadata.MaxConnectionsPerIPConfig, Op: controlplane.ConfigSet, Value: s("0")},
+		{Name: metadata.MaxConnectionsPerIPOverridesConfig, Op: controlplane.ConfigSet, Value: s("10.0.0.7:20")},
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Image().ConnectionLimits(1); l.MaxConnections != 100 || l.MaxConnectionsPerIP != 0 || l.PerIPLimit(netip.MustParseAddr("10.0.0.7")) != 20 {
+		t.Fatalf("connection limits: %+v", l)
 	}
 }

@@ -139,7 +139,7 @@ func checkAlterResource(img *metadata.Image, k configResourceKey, count int, bro
 	case kmsg.ConfigResourceTypeBroker:
 		if !brokerOK {
 			return 0, invalidRequest("broker configs cannot be changed with the legacy AlterConfigs in Fjord: use IncrementalAlterConfigs for the dynamic ones (%s); set the others with flags, FJORD_* variables or the --config file and restart the node",
-				metadata.FollowerThrottleRateConfig)
+				metadata.DynamicBrokerConfigNames())
 		}
 		return brokerResource(img, k.name)
 	default:

@@ -14,12 +14,16 @@ package kafkaserver
 // type and, when asked, its documentation. An invalid topic name is
 // INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 //
-// Broker resources (type 4) named with this node's id list the few
-// settings this server really has, read-only with source
-// STATIC_BROKER_CONFIG: they come from flags or the config file and
-// cannot be changed at run time. An empty name asks for the cluster-wide
-// dynamic broker defaults, of which Fjord has none: an empty list. Another
-// node's id is INVALID_REQUEST, as in Kafka (ask that node).
+// Broker resources (type 4) named with this node's id list the dynamic
+// broker configs (metadata.DynamicBrokerConfigs) that are set for it,
+// its own or the cluster default, with Kafka's sources and synonyms and
+// each config's type, then the few static settings this server really
+// has, read-only with source STATIC_BROKER_CONFIG: they come from flags
+// or the config file and cannot be changed at run time. An empty name
+// asks for the cluster-wide dynamic broker defaults that are set. A
+// dynamic config that is not set is not listed: its unset state is "no
+// limit", which has no value to show. Another node's id is
+// INVALID_REQUEST, as in Kafka (ask that node).
 //
 // Every other resource type (broker loggers, client metrics, groups) is
 // INVALID_REQUEST naming the type.
@@ -225,8 +229,9 @@ func (s *Server) describeBrokerConfigs(name string, names []string) ([]configEnt
 // of precedence: the broker's own value, then the default.
 func dynamicBrokerEntry(img *metadata.Image, broker int32, name string) configEntry {
 	v, fromDefault, _ := img.BrokerConfig(broker, name)
-	e := configEntry{name: name, value: v, source: kmsg.ConfigSourceDynamicBrokerConfig, typ: kmsg.ConfigTypeLong,
-		doc: metadata.DynamicBrokerConfigs[name].Doc}
+	def := metadata.DynamicBrokerConfigs[name]
+	typ, _ := kmsg.ParseConfigType(def.Type) // every def names a Kafka type (TestDynamicBrokerConfigTypes)
+	e := configEntry{name: name, value: v, source: kmsg.ConfigSourceDynamicBrokerConfig, typ: typ, doc: def.Doc}
 	if fromDefault || broker == -1 {
 		e.source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
 	}

@@ -271,3 +271,42 @@ func TestDescribeDynamicBrokerConfigs(t *testing.T) {
 		t.Fatalf("node 1 with its own: %+v", c)
 	}
 }
+
+// The connection limits, once set, show with their Kafka types and docs;
+// an unset one is not listed.
+func TestDescribeConnectionConfigs(t *testing.T) {
+	f := newAdminFixture(t)
+	resp := incAlter(t, f, 1, false,
+		incResource(kmsg.ConfigResourceTypeBroker, "",
+			incOp("max.connections", kmsg.IncrementalAlterConfigOpSet, strp("1000")),
+			incOp("max.connections.per.ip.overrides", kmsg.IncrementalAlterConfigOpSet, strp("10.0.0.7:200,[::1]:5"))),
+		incResource(kmsg.ConfigResourceTypeBroker, "1",
+			incOp("max.connections.per.ip", kmsg.IncrementalAlterConfigOpSet, strp("0"))))
+	for _, r := range resp.Resources {
+		adminWantCode(t, r.ResourceName, r.ErrorCode, nil)
+	}
+	d := adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(true, true,
+		configResource(kmsg.ConfigResourceTypeBroker, "1")), 4)
+	got := configsByName(d.Resources[0].Configs)
+	for name, want := range map[string]struct {
+		value  string
+		typ    kmsg.ConfigType
+		source kmsg.ConfigSource
+	}{
+		"max.connections":                  {"1000", kmsg.ConfigTypeInt, kmsg.ConfigSourceDynamicDefaultBrokerConfig},
+		"max.connections.per.ip":           {"0", kmsg.ConfigTypeInt, kmsg.ConfigSourceDynamicBrokerConfig},
+		"max.connections.per.ip.overrides": {"10.0.0.7:200,[::1]:5", kmsg.ConfigTypeString, kmsg.ConfigSourceDynamicDefaultBrokerConfig},
+	} {
+		c, ok := got[name]
+		if !ok || c.Value == nil || *c.Value != want.value || c.ConfigType != want.typ || c.Source != want.source || c.ReadOnly {
+			t.Errorf("%s: %+v, want %q type %v source %v", name, c, want.value, want.typ, want.source)
+			continue
+		}
+		if c.Documentation == nil || *c.Documentation != metadata.DynamicBrokerConfigs[name].Doc {
+			t.Errorf("%s: documentation %v", name, c.Documentation)
+		}
+	}
+	if _, ok := got["follower.replication.throttled.rate"]; ok {
+		t.Error("an unset dynamic config is listed")
+	}
+}

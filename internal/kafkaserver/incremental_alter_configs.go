@@ -66,8 +66,8 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 func brokerConfigOp(broker string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) (controlplane.ConfigOp, error) {
 	op := controlplane.ConfigOp{Name: c.Name, Value: c.Value}
 	if _, ok := metadata.DynamicBrokerConfigs[c.Name]; !ok {
-		return op, fmt.Errorf("%w: broker %q: %q cannot be changed at run time (the only dynamic broker config is %s; set the others with flags, FJORD_* variables or the --config file and restart the node)",
-			kerr.InvalidConfig, broker, c.Name, metadata.FollowerThrottleRateConfig)
+		return op, fmt.Errorf("%w: broker %q: %q cannot be changed at run time (the dynamic broker configs are %s; set the others with flags, FJORD_* variables or the --config file and restart the node)",
+			kerr.InvalidConfig, broker, truncateForMessage(c.Name), metadata.DynamicBrokerConfigNames())
 	}
 	switch c.Op {
 	case kmsg.IncrementalAlterConfigOpSet:

@@ -86,6 +86,18 @@ func TestIncrementalAlterConfigsErrors(t *testing.T) {
 		{"throttle null", incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, nil)), kerr.InvalidRequest, "null"},
 		{"throttle appended", incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpAppend, strp("5"))), kerr.InvalidRequest, "want 0 SET or 1 DELETE"},
 		{"throttle twice", incResource(broker, "", incOp(throttle, kmsg.IncrementalAlterConfigOpSet, strp("5")), incOp(throttle, kmsg.IncrementalAlterConfigOpDelete, nil)), kerr.InvalidRequest, "more than once"},
+		{"max.connections zero", incResource(broker, "", incOp("max.connections", kmsg.IncrementalAlterConfigOpSet, strp("0"))), kerr.InvalidConfig, "from 1 to 2147483647"},
+		{"max.connections over int32", incResource(broker, "1", incOp("max.connections", kmsg.IncrementalAlterConfigOpSet, strp("2147483648"))), kerr.InvalidConfig, "from 1 to 2147483647"},
+		{"max.connections.per.ip negative", incResource(broker, "", incOp("max.connections.per.ip", kmsg.IncrementalAlterConfigOpSet, strp("-1"))), kerr.InvalidConfig, "from 0 to 2147483647"},
+		{"max.connections.per.ip not a number", incResource(broker, "", incOp("max.connections.per.ip", kmsg.IncrementalAlterConfigOpSet, strp("many"))), kerr.InvalidConfig, "whole number"},
+		{"overrides without a count", incResource(broker, "", incOp("max.connections.per.ip.overrides", kmsg.IncrementalAlterConfigOpSet, strp("1.2.3.4"))), kerr.InvalidConfig, "no count"},
+		{"overrides with a host twice", incResource(broker, "", incOp("max.connections.per.ip.overrides", kmsg.IncrementalAlterConfigOpSet, strp("1.2.3.4:1,1.2.3.4:2"))), kerr.InvalidConfig, "more than once"},
+		{"overrides too long", incResource(broker, "", incOp("max.connections.per.ip.overrides", kmsg.IncrementalAlterConfigOpSet, strp(strings.Repeat("1.2.3.4:1,", 10000)))), kerr.InvalidConfig, "at most 65536"},
+		{"overrides appended", incResource(broker, "", incOp("max.connections.per.ip.overrides", kmsg.IncrementalAlterConfigOpAppend, strp("1.2.3.4:1"))), kerr.InvalidRequest, "want 0 SET or 1 DELETE"},
+		{"Kafka's creation rate", incResource(broker, "", incOp("max.connection.creation.rate", kmsg.IncrementalAlterConfigOpSet, strp("5"))), kerr.InvalidConfig, "max.connections.per.ip"},
+		{"a good one beside a bad one", incResource(broker, "",
+			incOp("max.connections", kmsg.IncrementalAlterConfigOpSet, strp("100")),
+			incOp("max.connections.per.ip", kmsg.IncrementalAlterConfigOpSet, strp("-5"))), kerr.InvalidConfig, "max.connections.per.ip=\"-5\""},
 		{"group", incResource(kmsg.ConfigResourceTypeGroupConfig, "g"), kerr.InvalidRequest, "GROUP_CONFIG"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

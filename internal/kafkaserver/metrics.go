@@ -22,6 +22,9 @@ type serverMetrics struct {
 	errors      *prometheus.CounterVec   // error codes in responses, by API and error
 	duration    *prometheus.HistogramVec // handler time, by API
 	connections prometheus.Gauge
+	// connectionsRefused counts connections closed at accept past a
+	// connection limit, by refusal (index admitted is unused).
+	connectionsRefused [numRefusals]prometheus.Counter
 
 	bytesIn, recordsIn, bytesOut, recordsOut *prometheus.CounterVec // by topic
 	// consumerBytes and consumerRecords are bytesOut and recordsOut for
@@ -81,13 +84,19 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 	consumerRecords := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fjord_consumer_fetch_records_total", Help: "Offsets this node handed to consumers (as fjord_topic_records_out_total counts them), by the replica it served them as: leader or follower.",
 	}, []string{"served_as"})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fjord_connections_refused_total", Help: "Kafka protocol connections closed as soon as they were accepted, past a connection limit, by reason: max_connections or max_connections_per_ip.",
+	}, []string{"reason"})
+	for r := admitted + 1; r < numRefusals; r++ {
+		m.connectionsRefused[r] = refused.WithLabelValues(refusalReasons[r])
+	}
 	for role, name := range servedAs {
 		m.consumerBytes[role] = consumerBytes.WithLabelValues(name)
 		m.consumerRecords[role] = consumerRecords.WithLabelValues(name)
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
-			consumerBytes, consumerRecords, m.addedToKeyed)
+			consumerBytes, consumerRecords, m.addedToKeyed, refused)
 	}
 	return m
 }

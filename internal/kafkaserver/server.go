@@ -3,8 +3,9 @@
 // that decodes with kmsg and calls the services in services.go.
 //
 // Threads (who owns what):
-//   - Serve's accept loop owns the listener and starts one conn per
-//     accepted socket.
+//   - Serve's accept loop owns the listener, admits or refuses each
+//     accepted socket under the connection limits (connlimit.go; a
+//     refused one is closed there) and starts one conn per admitted one.
 //   - Each conn has a reader goroutine (owns the read side and the frame
 //     buffers it allocates, decodes requests, starts handlers), a writer
 //     goroutine (owns the write side and the response buffer, writes
@@ -167,6 +168,10 @@ type Server struct {
 
 	sessions *fetchSessionCache
 
+	// connLimits admits or refuses each accepted connection
+	// (connlimit.go).
+	connLimits *connLimiter
+
 	// wg counts accept loops and connections (each connection's reader,
 	// writer and handlers are waited for by the connection itself).
 	wg sync.WaitGroup
@@ -287,6 +292,7 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		log:         cfg.Logger,
 		metrics:     newServerMetrics(cfg.Metrics),
 		sessions:    newFetchSessionCache(cfg.FetchSessionCacheSlots),
+		connLimits:  newConnLimiter(cfg.NodeID),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})
@@ -335,11 +341,20 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		backoff = 0
+		// The connection limits, before anything is spent on the
+		// connection: a refused one is closed here, on this goroutine.
+		addr := remoteAddr(nc)
+		ticket, r := s.connLimits.admit(s.image(), addr)
+		if r != admitted {
+			s.refuse(nc, addr, r)
+			continue
+		}
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
 			nc.Close()
+			s.connLimits.release(ticket)
 			return nil
 		}
 		s.mu.conns[c] = struct{}{}
@@ -353,6 +368,7 @@ func (s *Server) Serve(l net.Listener) error {
 			delete(s.mu.conns, c)
 			s.metrics.connections.Dec()
 			s.mu.Unlock()
+			s.connLimits.release(ticket)
 		}()
 	}
 }
