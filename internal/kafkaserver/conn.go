@@ -125,6 +125,11 @@ type conn struct {
 	// reader reads no further frame until it has (readLoop). Only the
 	// reader goroutine touches it.
 	prevTurn *produceTurn
+	// refused is the produce batches this connection had refused
+	// before they were written, whose pipelined successors are refused
+	// the same way (produce_pipeline.go). Only a Produce handler
+	// holding its turn touches it: turns run one at a time, in order.
+	refused pipelineRefusals
 
 	handlers  sync.WaitGroup
 	closeOnce sync.Once

@@ -52,6 +52,12 @@ package kafkaserver
 // transaction that no coordinator ever ends, holding the partition's last
 // stable offset (and read_committed consumers) back for good.
 //
+// A batch of an idempotent producer pipelined on a connection behind
+// one of its batches that was refused before it was written, for a
+// reason that may pass (not the leader yet, the lease, too few in-sync
+// replicas), is refused the same way where Kafka would answer
+// OUT_OF_ORDER_SEQUENCE_NUMBER (produce_pipeline.go says why).
+//
 // v10+ partitions answered NOT_LEADER_OR_FOLLOWER carry the current
 // leader (KIP-951) and the response the leader's endpoint, so the client
 // can redirect without a metadata round trip.
@@ -211,6 +217,9 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 		if j.err == nil {
 			s.metrics.produced(j.topic, len(j.records), pending[i].Records())
 		}
+	}
+	if req.conn != nil {
+		req.conn.refused.settle(jobs)
 	}
 	req.turn.end()
 	// Every batch is in the log or refused: nothing reads the records

@@ -216,3 +216,87 @@ func consumeAll(ctx context.Context, t *testing.T, addr string, max *kversion.Ve
 		}
 	}
 }
+
+// Regression (TestRollingRestart/Librdkafka in CI: a two-record batch
+// written twice, the copy right after the original, as a node stopped):
+// a node that learns it leads a partition between two pipelined produces
+// of one idempotent producer refuses the first NOT_LEADER_OR_FOLLOWER,
+// and must refuse the second the same way, not OUT_OF_ORDER_SEQUENCE_NUMBER.
+// The old leader's KIP-951 answer sends the producer here before this
+// node's image says it leads, so the window is real. librdkafka takes
+// OUT_OF_ORDER_SEQUENCE_NUMBER on a request behind a failed one as a
+// reason to bump its epoch (confluentinc/librdkafka#4953), and a bump
+// renumbers every partition's queued batches from sequence 0, among
+// them batches another stopped leader wrote and answered
+// NOT_LEADER_OR_FOLLOWER (its epoch ended before they were committed):
+// their new leader holds them, but cannot recognise them under the new
+// epoch, and writes them again.
+func TestPipelinedProduceBehindARefusedOneIsRefusedToo(t *testing.T) {
+	const pid = 7
+	idempotent := func(t *testing.T, seq int32) []byte {
+		t.Helper()
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, 0, seq
+		b := record.NewBuilder(opts)
+		b.Add(nil, []byte(fmt.Sprintf("v%d", seq)), nil, time.Now().UnixMilli())
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// leadAgain runs in request 3's handler before its turn, once
+	// request 2 has been answered: this node's image changes between
+	// the two appends, as a new leader's does.
+	leadAgain := make(chan func(), 1)
+	secondAnswered := make(chan struct{})
+	h := newRealReplicasHarness(t, withServer(func(s *Server) {
+		s.testHookHandled = func(key int16, corr int32) {
+			if key == produceKey && corr == 2 {
+				close(secondAnswered)
+			}
+		}
+		s.testHookProduceTurn = func(corr int32) {
+			if corr == 3 {
+				<-secondAnswered
+				(<-leadAgain)()
+			}
+		}
+	}))
+	h.ctrl.addTopic("t", 1)
+	setLeader := func(leader, epoch int32) {
+		h.ctrl.setLeader("t", 0, leader, epoch)
+		h.manager.ApplyImage(h.ctrl.Image())
+	}
+	leadAgain <- func() { setLeader(1, 2) }
+
+	c := h.dial()
+	if p := producePartition(t, c.roundTrip(produceReq(9, 1, "t", 0, idempotent(t, 0)))); p.ErrorCode != 0 {
+		t.Fatalf("sequence 0: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	setLeader(2, 1) // another node leads for a while
+	req2 := produceReq(9, 1, "t", 0, idempotent(t, 1))
+	req3 := produceReq(9, 1, "t", 0, idempotent(t, 2))
+	if c.send(req2) != 2 || c.send(req3) != 3 {
+		t.Fatal("correlation ids")
+	}
+	p2 := producePartition(t, c.recv(req2, 2))
+	p3 := producePartition(t, c.recv(req3, 3))
+	if p2.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("sequence 1, sent while another node led: %v, want NOT_LEADER_OR_FOLLOWER", kerr.ErrorForCode(p2.ErrorCode))
+	}
+	if p3.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("sequence 2, pipelined behind the refused sequence 1: %v, want NOT_LEADER_OR_FOLLOWER too", kerr.ErrorForCode(p3.ErrorCode))
+	}
+	// The producer retries both, in order, and they are written once.
+	for seq := int32(1); seq <= 2; seq++ {
+		p := producePartition(t, c.roundTrip(produceReq(9, 1, "t", 0, idempotent(t, seq))))
+		if p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
+			t.Fatalf("retry of sequence %d: offset %d, %v", seq, p.BaseOffset, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	// A gap after that is the producer's own: answered as Kafka does.
+	if p := producePartition(t, c.roundTrip(produceReq(9, 1, "t", 0, idempotent(t, 5)))); p.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("sequence 5 after 2: %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", kerr.ErrorForCode(p.ErrorCode))
+	}
+}
