@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/node"
 )
 
@@ -69,6 +70,27 @@ func (f *enumFlag) Set(s string) error {
 		return fmt.Errorf("allowed: %s", strings.Join(f.allowed, ", "))
 	}
 	*f.p = s
+	return nil
+}
+
+// freeSpaceFlag is a free-space threshold (--log-dir-free-space-warn,
+// --log-dir-free-space-refuse): bytes with an optional unit, or a
+// percentage of the file system (metadata.ParseFreeSpace).
+type freeSpaceFlag struct{ p *string }
+
+func newFreeSpaceFlag(p *string, def string) *freeSpaceFlag {
+	*p = def
+	return &freeSpaceFlag{p: p}
+}
+
+func (f *freeSpaceFlag) String() string { return *f.p }
+func (f *freeSpaceFlag) Type() string   { return "size|percent" }
+
+func (f *freeSpaceFlag) Set(s string) error {
+	if _, err := metadata.ParseFreeSpace(s); err != nil {
+		return err
+	}
+	*f.p = strings.TrimSpace(s)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fjordmq/fjord/internal/httpapi"
+	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/node"
 )
 
@@ -75,6 +76,9 @@ type serveOptions struct {
 
 	// defaultReplicationFactor is default.replication.factor.
 	defaultReplicationFactor int16
+	// logDirFreeSpaceWarn and logDirFreeSpaceRefuse are
+	// log.dir.free.space.warn and .refuse.
+	logDirFreeSpaceWarn, logDirFreeSpaceRefuse string
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -147,6 +151,10 @@ closes; a second signal exits at once.`,
 	f.StringVar(&o.rack, "rack", "", "this broker's rack (broker.rack), for spreading replicas over racks")
 	f.Var(newEnumFlag(&o.replicaSelector, "leader", "leader", "rack"), "replica-selector",
 		"where consumers read a partition this node leads (replica.selector.class): leader, or rack (an in-sync replica in the consumer's client.rack, KIP-392)")
+	f.Var(newFreeSpaceFlag(&o.logDirFreeSpaceWarn, metadata.DefaultFreeSpaceWarn), "log-dir-free-space-warn",
+		"free space in the data directory's file system below which the node warns: bytes with an optional unit (e.g. 20GiB) or a percentage (e.g. 10%) (log.dir.free.space.warn; a dynamic broker config overrides it)")
+	f.Var(newFreeSpaceFlag(&o.logDirFreeSpaceRefuse, metadata.DefaultFreeSpaceRefuse), "log-dir-free-space-refuse",
+		"free space below which the node refuses client produces with KAFKA_STORAGE_ERROR (retriable) until space is freed, keeping room for replication, offset commits and transaction markers: bytes with an optional unit or a percentage (log.dir.free.space.refuse; a dynamic broker config overrides it)")
 	f.StringVar(&o.httpAddr, "http-addr", node.DefaultHTTPAddr, "HTTP address for the HTTP/JSON API, /metrics, /healthz and /readyz (host:port)")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "HTTP address for Go's profiles under /debug/pprof/ (host:port; default: off)")
 	addBoolFlag(f, &o.autoCreateTopics, "auto-create-topics", true, "create unknown topics on produce and metadata requests (auto.create.topics.enable)")
@@ -248,6 +256,8 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		BrokerOnly:                         o.brokerOnly,
 		Rack:                               o.rack,
 		ReplicaSelector:                    o.replicaSelector,
+		LogDirFreeSpaceWarn:                o.logDirFreeSpaceWarn,
+		LogDirFreeSpaceRefuse:              o.logDirFreeSpaceRefuse,
 		HTTPAddr:                           o.httpAddr,
 		PprofAddr:                          o.pprofAddr,
 		AutoCreateTopics:                   o.autoCreateTopics,

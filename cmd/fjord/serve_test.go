@@ -247,7 +247,7 @@ func writeFile(t *testing.T, path, s string) {
 // for each kind of flag, without starting a node.
 func TestServePrecedence(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "fjord.yaml")
-	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\nhttp-max-long-polls: 9\nrack: from-file\nreplica-selector: rack\n")
+	writeFile(t, cfg, "data-dir: /from/file\nnode-id: 3\nkafka-addr: 10.0.0.1:1\nauto-create-topics: false\nnum-partitions: 4\npprof-addr: 10.0.0.1:6060\nhttp-max-long-polls: 9\nrack: from-file\nreplica-selector: rack\nlog-dir-free-space-refuse: 2%\n")
 	t.Setenv("FJORD_NODE_ID", "5")
 	t.Setenv("FJORD_PPROF_ADDR", "10.0.0.2:6060")
 	t.Setenv("FJORD_KAFKA_ADDR", "10.0.0.2:2")
@@ -291,7 +291,9 @@ func TestServePrecedence(t *testing.T) {
 		httpMaxLongPolls:                    9, // file
 		httpMaxConsumers:                    100,
 		httpMaxBodyBytes:                    16 << 20,
-		defaultReplicationFactor:            3, // default
+		defaultReplicationFactor:            3,     // default
+		logDirFreeSpaceWarn:                 "10%", // default
+		logDirFreeSpaceRefuse:               "2%",  // file
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -478,6 +480,12 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"replica selector class name in env", []string{"serve"}, []string{"FJORD_REPLICA_SELECTOR=org.apache.kafka.common.replica.RackAwareReplicaSelector"},
 			`FJORD_REPLICA_SELECTOR="org.apache.kafka.common.replica.RackAwareReplicaSelector": allowed: leader, rack`},
 		{"replica selector in file", []string{"serve", "--config", badSelector}, nil, `replica-selector "RackAwareReplicaSelector": allowed: leader, rack`},
+		{"free space over 100%", []string{"serve", "--log-dir-free-space-refuse", "150%"}, nil,
+			`invalid argument "150%" for "--log-dir-free-space-refuse" flag: "150%": want a percentage of the file system from 0% to below 100%`},
+		{"free space negative in env", []string{"serve"}, []string{"FJORD_LOG_DIR_FREE_SPACE_WARN=-1"}, `"-1": want a whole number of bytes from 0 to 1 EiB`},
+		{"free space without a number", []string{"serve", "--log-dir-free-space-warn", "GiB"}, nil, `"GiB": want a whole number of bytes`},
+		{"free space above the disk", []string{"serve", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--controller-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+			"--log-dir-free-space-refuse", "1000000TiB"}, nil, "log-dir-free-space-refuse 1099511627776000000 is not below the size of the file system holding the data directory"},
 		{"extra argument", []string{"serve", "extra"}, nil, "unknown command"},
 		{"unknown command", []string{"bogus"}, nil, "unknown command"},
 	} {

@@ -197,6 +197,20 @@ func (s *Server) describeBrokerConfigs(name string, names []string) ([]configEnt
 			out = append(out, dynamicBrokerEntry(img, s.cfg.NodeID, n))
 		}
 	}
+	// The free-space thresholds are dynamic, but have a static value
+	// too (the node's flags), in force until a dynamic one is set.
+	for _, st := range []struct{ name, v string }{
+		{metadata.FreeSpaceWarnConfig, s.cfg.LogDirFreeSpaceWarn}, {metadata.FreeSpaceRefuseConfig, s.cfg.LogDirFreeSpaceRefuse},
+	} {
+		if _, _, ok := img.BrokerConfig(s.cfg.NodeID, st.name); ok || st.v == "" || !want(st.name) {
+			continue
+		}
+		out = append(out, configEntry{
+			name: st.name, value: st.v, source: kmsg.ConfigSourceStaticBrokerConfig, typ: kmsg.ConfigTypeString,
+			doc:      metadata.DynamicBrokerConfigs[st.name].Doc,
+			synonyms: []configSynonym{{name: st.name, value: st.v, source: kmsg.ConfigSourceStaticBrokerConfig}},
+		})
+	}
 	add := func(n, v string, typ kmsg.ConfigType, doc string) {
 		if !want(n) {
 			return

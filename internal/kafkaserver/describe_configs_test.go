@@ -310,3 +310,32 @@ func TestDescribeConnectionConfigs(t *testing.T) {
 		t.Error("an unset dynamic config is listed")
 	}
 }
+
+// The free-space thresholds show the node's static values until a
+// dynamic one is set, which then wins with its own source.
+func TestDescribeFreeSpaceConfigs(t *testing.T) {
+	f := newAdminFixture(t)
+	f.s.cfg.LogDirFreeSpaceWarn, f.s.cfg.LogDirFreeSpaceRefuse = "10%", "256MiB"
+	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		d := adminCall[*kmsg.DescribeConfigsResponse](t, f, describeConfigsReq(true, true,
+			configResource(kmsg.ConfigResourceTypeBroker, "1")), 4)
+		return configsByName(d.Resources[0].Configs)
+	}
+	got := describe()
+	for name, want := range map[string]string{"log.dir.free.space.warn": "10%", "log.dir.free.space.refuse": "256MiB"} {
+		c, ok := got[name]
+		if !ok || c.Value == nil || *c.Value != want || c.Source != kmsg.ConfigSourceStaticBrokerConfig || c.ReadOnly {
+			t.Errorf("%s: %+v, want %q from the static config, not read-only (it may be set dynamically)", name, c, want)
+		}
+	}
+	resp := incAlter(t, f, 1, false, incResource(kmsg.ConfigResourceTypeBroker, "1",
+		incOp("log.dir.free.space.refuse", kmsg.IncrementalAlterConfigOpSet, strp("1GiB"))))
+	adminWantCode(t, "set", resp.Resources[0].ErrorCode, nil)
+	got = describe()
+	if c := got["log.dir.free.space.refuse"]; c.Value == nil || *c.Value != "1GiB" || c.Source != kmsg.ConfigSourceDynamicBrokerConfig {
+		t.Errorf("after SET: %+v, want 1GiB from the dynamic broker config", c)
+	}
+	if c := got["log.dir.free.space.warn"]; c.Value == nil || *c.Value != "10%" {
+		t.Errorf("warn after the refusal's SET: %+v, want the static 10%%", c)
+	}
+}

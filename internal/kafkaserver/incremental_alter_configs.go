@@ -23,6 +23,7 @@ package kafkaserver
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,7 +43,13 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 		res := configAlteration{key: configResourceKey{rr.ResourceType, rr.ResourceName}}
 		for _, c := range rr.Configs {
 			if rr.ResourceType == kmsg.ConfigResourceTypeBroker {
-				res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return brokerConfigOp(rr.ResourceName, c) })
+				res.ops = append(res.ops, func() (controlplane.ConfigOp, error) {
+					op, err := brokerConfigOp(rr.ResourceName, c)
+					if err == nil {
+						err = s.checkFreeSpaceHere(rr.ResourceName, op)
+					}
+					return op, err
+				})
 			} else {
 				res.ops = append(res.ops, func() (controlplane.ConfigOp, error) { return incrementalConfigOp(s.image(), rr.ResourceName, c) })
 			}
@@ -81,6 +88,25 @@ func brokerConfigOp(broker string, c kmsg.IncrementalAlterConfigsRequestResource
 		return op, nil
 	}
 	return op, invalidRequest("broker %q: config %q: operation %d is not allowed (want 0 SET or 1 DELETE)", broker, c.Name, int8(c.Op))
+}
+
+// checkFreeSpaceHere refuses a free-space threshold in bytes that this
+// node's file system could never meet (at or above its size), when the
+// threshold is this node's own or the cluster default. Only the node
+// knows its disk: kadm and Kafka's tools send a broker's configs to that
+// broker, so a per-broker threshold is checked where it applies; a
+// cluster default is checked against the receiving node's disk alone.
+func (s *Server) checkFreeSpaceHere(broker string, op controlplane.ConfigOp) error {
+	if op.Op != controlplane.ConfigSet || (op.Name != metadata.FreeSpaceWarnConfig && op.Name != metadata.FreeSpaceRefuseConfig) ||
+		(broker != "" && broker != strconv.Itoa(int(s.cfg.NodeID))) {
+		return nil
+	}
+	f, err := metadata.ParseFreeSpace(*op.Value)
+	if err != nil {
+		return err // checked before; kept for safety
+	}
+	_, total, _, _ := s.replicas.LogDirs()
+	return metadata.CheckFreeSpaceFits(op.Name, f, total)
 }
 
 // incrementalConfigOp checks one requested operation on topic's config

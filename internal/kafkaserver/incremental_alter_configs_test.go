@@ -98,6 +98,13 @@ func TestIncrementalAlterConfigsErrors(t *testing.T) {
 		{"a good one beside a bad one", incResource(broker, "",
 			incOp("max.connections", kmsg.IncrementalAlterConfigOpSet, strp("100")),
 			incOp("max.connections.per.ip", kmsg.IncrementalAlterConfigOpSet, strp("-5"))), kerr.InvalidConfig, "max.connections.per.ip=\"-5\""},
+		{"free space at 100%", incResource(broker, "", incOp("log.dir.free.space.refuse", kmsg.IncrementalAlterConfigOpSet, strp("100%"))), kerr.InvalidConfig, "below 100%"},
+		{"free space negative", incResource(broker, "1", incOp("log.dir.free.space.warn", kmsg.IncrementalAlterConfigOpSet, strp("-5"))), kerr.InvalidConfig, "whole number of bytes"},
+		{"free space absurd", incResource(broker, "1", incOp("log.dir.free.space.warn", kmsg.IncrementalAlterConfigOpSet, strp("9999999999999999999"))), kerr.InvalidConfig, "1 EiB"},
+		{"free space hostile", incResource(broker, "", incOp("log.dir.free.space.refuse", kmsg.IncrementalAlterConfigOpSet, strp(strings.Repeat("9", 100000)))), kerr.InvalidConfig, "..."},
+		{"free space above this node's disk", incResource(broker, "1", incOp("log.dir.free.space.refuse", kmsg.IncrementalAlterConfigOpSet, strp("2TiB"))), kerr.InvalidConfig, "could never be met"},
+		{"free space default above the receiving node's disk", incResource(broker, "", incOp("log.dir.free.space.warn", kmsg.IncrementalAlterConfigOpSet, strp("1TiB"))), kerr.InvalidConfig, "could never be met"},
+		{"free space appended", incResource(broker, "", incOp("log.dir.free.space.warn", kmsg.IncrementalAlterConfigOpAppend, strp("5%"))), kerr.InvalidRequest, "want 0 SET or 1 DELETE"},
 		{"group", incResource(kmsg.ConfigResourceTypeGroupConfig, "g"), kerr.InvalidRequest, "GROUP_CONFIG"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,6 +82,10 @@ type Config struct {
 	// yet answered; the reader stops reading until the writer catches up
 	// (default DefaultMaxInFlight).
 	MaxInFlight int
+	// LogDirFreeSpaceWarn and LogDirFreeSpaceRefuse are the node's
+	// static log.dir.free.space.warn and .refuse, which DescribeConfigs
+	// shows where no dynamic value overrides them.
+	LogDirFreeSpaceWarn, LogDirFreeSpaceRefuse string
 	// IdleTimeout is connections.max.idle.ms: a connection with no
 	// request for this long is closed (default 10 minutes).
 	IdleTimeout time.Duration

@@ -99,6 +99,21 @@ var DynamicBrokerConfigs = map[string]BrokerConfigDef{
 			"and matches nothing. At most 65536 bytes.",
 		check: func(v string) error { _, err := parseConnectionOverrides(v); return err },
 	},
+	FreeSpaceWarnConfig: {
+		Type: "string",
+		Doc: "Free space in this broker's data directory below which it warns (a log line, fjord_log_dir_free_space_state 1): " +
+			"bytes with an optional unit (e.g. 20GiB) or a percentage of the file system (e.g. 10%). " +
+			"Delete the config for the node's --log-dir-free-space-warn.",
+		check: func(v string) error { _, err := ParseFreeSpace(v); return err },
+	},
+	FreeSpaceRefuseConfig: {
+		Type: "string",
+		Doc: "Free space in this broker's data directory below which it refuses client produces with KAFKA_STORAGE_ERROR " +
+			"(retriable) before appending anything, while fetches, replication, retention, compaction and deletions go on; " +
+			"produces resume by themselves once free space is back above it. Bytes with an optional unit (e.g. 1GiB) " +
+			"or a percentage of the file system (e.g. 2%). Delete the config for the node's --log-dir-free-space-refuse.",
+		check: func(v string) error { _, err := ParseFreeSpace(v); return err },
+	},
 }
 
 // DynamicBrokerConfigNames lists the dynamic broker configs, for

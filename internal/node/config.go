@@ -110,6 +110,12 @@ type Config struct {
 	// rebalances once. 0: DefaultGroupInitialRebalanceDelay; negative:
 	// none.
 	GroupInitialRebalanceDelay time.Duration
+	// LogDirFreeSpaceWarn and LogDirFreeSpaceRefuse are
+	// log.dir.free.space.warn and .refuse (metadata.ParseFreeSpace:
+	// bytes with an optional unit, or a percentage of the file system),
+	// in force while the metadata log sets neither for this broker.
+	// Empty: metadata.DefaultFreeSpaceWarn, DefaultFreeSpaceRefuse.
+	LogDirFreeSpaceWarn, LogDirFreeSpaceRefuse string
 	// ReplicaLagTime is replica.lag.time.max.ms: how long a follower may
 	// go without catching up with a leader here before it is dropped
 	// from the ISR. 0: replica.DefaultReplicaLagTime.
@@ -253,6 +259,16 @@ func (c Config) validate() error {
 		// metadata's message names the rack and what is allowed; the
 		// Kafka error code in front of it means nothing here.
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(err.Error(), metadata.ErrInvalidRack.Error()+": "))
+	}
+	for _, f := range []struct{ name, v string }{
+		{"log-dir-free-space-warn", c.LogDirFreeSpaceWarn}, {"log-dir-free-space-refuse", c.LogDirFreeSpaceRefuse},
+	} {
+		if f.v == "" {
+			continue
+		}
+		if _, err := metadata.ParseFreeSpace(f.v); err != nil {
+			return fmt.Errorf("%w: %s %v", ErrInvalidConfig, f.name, err)
+		}
 	}
 	if _, err := replica.ParseReplicaSelector(c.ReplicaSelector); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)

@@ -206,6 +206,11 @@ func (n *Node) start(ctx context.Context) error {
 		return err // names the directory and, if known, the process holding it
 	}
 	n.lock = lock
+	if total, _, err := replica.DiskSpace(cfg.DataDir); err == nil {
+		if err := checkFreeSpaceFlags(cfg, total); err != nil {
+			return err
+		}
+	}
 
 	props, propsExist, err := readMetaProperties(fs, cfg.DataDir)
 	if err != nil {
@@ -304,6 +309,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.lease = newLease(clock.Real(), session*4/5, n.ctrl.ActiveTerm, len(cfg.Voters) > 1)
 	n.leaders = leaderfetch.New(n.peers)
 	n.keyed = newKeyedMarker(n.control, n.ctrl, n.log)
+	freeWarn, freeRefuse := freeSpaceFlags(cfg)
 	n.replicas = replica.NewManager(replica.Options{
 		NodeID:         cfg.NodeID,
 		Storage:        n.storage,
@@ -318,6 +324,8 @@ func (n *Node) start(ctx context.Context) error {
 		// validate refused a value this could not parse.
 		ReplicaSelector: replicaSelector(cfg.ReplicaSelector),
 		KeyedAppend:     n.keyed.note,
+		FreeSpaceWarn:   freeWarn,
+		FreeSpaceRefuse: freeRefuse,
 	})
 	n.replicaLogs.bind(n.peers, n.replicas)
 	// The cluster id first: the registration carries it (from this
@@ -390,8 +398,11 @@ func (n *Node) start(ctx context.Context) error {
 
 	n.lag, n.stopLag = n.startLag()
 	n.metrics, n.metricsText = newRegistry(n.storage, fsyncs, n.lag, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
+	n.metrics.MustRegister(diskCollector{n})
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                              n.kafkaLn.Addr().String(),
+		LogDirFreeSpaceWarn:               cmp.Or(cfg.LogDirFreeSpaceWarn, metadata.DefaultFreeSpaceWarn),
+		LogDirFreeSpaceRefuse:             cmp.Or(cfg.LogDirFreeSpaceRefuse, metadata.DefaultFreeSpaceRefuse),
 		NodeID:                            cfg.NodeID,
 		TopicConfigs:                      topicConfigs,
 		MaxRequestBytes:                   cfg.MaxRequestBytes,

@@ -4,6 +4,6 @@ package replica
 
 import "errors"
 
-func diskSpace(string) (int64, int64, error) {
+func DiskSpace(string) (int64, int64, error) {
 	return 0, 0, errors.New("disk space is not reported on this platform")
 }

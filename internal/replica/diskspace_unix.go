@@ -4,10 +4,10 @@ package replica
 
 import "syscall"
 
-// diskSpace returns the size of the file system holding dir and the bytes
+// DiskSpace returns the size of the file system holding dir and the bytes
 // an unprivileged writer may still use (statfs f_bavail, not f_bfree: the
 // blocks reserved for root are not Fjord's).
-func diskSpace(dir string) (total, usable int64, err error) {
+func DiskSpace(dir string) (total, usable int64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, 0, err

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -60,6 +61,15 @@ type Options struct {
 	// (the node starts its mark in the background). nil: nobody is
 	// told.
 	KeyedAppend func(topic string, topicID metadata.UUID)
+	// FreeSpaceWarn and FreeSpaceRefuse are the node's
+	// log.dir.free.space.warn and .refuse (--log-dir-free-space-warn,
+	// --log-dir-free-space-refuse), in force where the metadata image
+	// sets neither for this broker (diskpressure.go). Zero: no
+	// threshold (a client append still never takes the disk past full).
+	FreeSpaceWarn, FreeSpaceRefuse metadata.FreeSpace
+	// DiskPollInterval is how often the data directory's free space is
+	// read. 0: DefaultDiskPollInterval.
+	DiskPollInterval time.Duration
 }
 
 // Manager is the replica manager: the partitions this node hosts, built
@@ -123,6 +133,9 @@ type Manager struct {
 	// throttle is follower.replication.throttled.rate, set from each
 	// image (throttle.go).
 	throttle byteRate
+	// disk is the data directory's free space and the produce refusal
+	// under disk pressure (diskpressure.go).
+	disk *diskPressure
 }
 
 type partitionTable struct {
@@ -154,6 +167,10 @@ func NewManager(opts Options) *Manager {
 	m.brokerEpoch.Store(-1)
 	m.table.Store(emptyTable)
 	m.fetchers = newFetchers(m)
+	disk := newDiskPressure(m, opts.FreeSpaceWarn, opts.FreeSpaceRefuse)
+	disk.check()
+	m.disk = disk
+	m.goBackground(func() { disk.run(cmp.Or(opts.DiskPollInterval, DefaultDiskPollInterval)) })
 	if opts.ISR != nil {
 		m.goBackground(m.runISRChecks)
 	}
@@ -359,6 +376,7 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 		m.brokerEpoch.Store(b.Epoch)
 	}
 	m.throttle.setRate(img.FollowerThrottleRate(m.opts.NodeID), m.opts.Now())
+	m.disk.applyImage(img)
 	m.lastImage = img
 	m.fetchers.apply(img, next)
 	m.ready.Store(len(failed) == 0)

@@ -183,7 +183,7 @@ func (m *Manager) DeleteRecords(ctx context.Context, topic string, partition int
 func (m *Manager) LogDirs() (string, int64, int64, []LogDirInfo) {
 	total, usable := int64(-1), int64(-1)
 	if m.opts.DataDir != "" {
-		if t, u, err := diskSpace(m.opts.DataDir); err == nil {
+		if t, u, err := DiskSpace(m.opts.DataDir); err == nil {
 			total, usable = t, u
 		} else {
 			m.log.Warn("statfs of the data directory", "dir", m.opts.DataDir, "err", err)

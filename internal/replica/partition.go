@@ -24,6 +24,10 @@ type Partition struct {
 	partition int32
 	topicID   metadata.UUID
 	log       *storage.Log
+	// internal: the topic is one of Fjord's or Kafka's own
+	// (metadata.IsInternalTopic), whose writes disk pressure never
+	// refuses (diskpressure.go).
+	internal bool
 
 	// mu is Kafka's leaderIsrUpdateLock. Appenders hold it shared across
 	// Log.Append, so a batch is never stamped with a leader epoch that
@@ -113,7 +117,8 @@ func (w *waiter) notify() {
 }
 
 func newPartition(m *Manager, tp storage.TopicPartition, topicID metadata.UUID, log *storage.Log) *Partition {
-	p := &Partition{m: m, topic: tp.Topic, partition: tp.Partition, topicID: topicID, log: log}
+	p := &Partition{m: m, topic: tp.Topic, partition: tp.Partition, topicID: topicID, log: log,
+		internal: metadata.IsInternalTopic(tp.Topic)}
 	p.mu.leader = -1
 	p.mu.leaderEpoch = -1
 	p.mu.epochStart = -1

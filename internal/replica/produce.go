@@ -60,7 +60,7 @@ type Pending interface {
 // acknowledge them all. So the server starts a connection's appends one
 // request at a time and waits for them concurrently.
 func (m *Manager) StartAppend(topic string, partition int32, records []byte, acks Acks) (Pending, error) {
-	return m.startWrite(topic, partition, acks, true, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	return m.startWrite(topic, partition, acks, len(records), func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.Append(records, epoch)
 	})
 }
@@ -112,7 +112,7 @@ func (p *Partition) txnVerificationGuard(pid int64, epoch int16, supportsEpochBu
 // verification: its batches may join a transaction open there, never
 // open one.
 func (m *Manager) StartAppendVerified(topic string, partition int32, records []byte, acks Acks, guard uint64) (Pending, error) {
-	return m.startWrite(topic, partition, acks, true, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	return m.startWrite(topic, partition, acks, len(records), func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.AppendVerified(records, epoch, guard)
 	})
 }
@@ -124,7 +124,7 @@ func (m *Manager) StartAppendVerified(topic string, partition int32, records []b
 // and answered by Wait once the high watermark passes it. Until it does,
 // the transaction still holds the last stable offset.
 func (m *Manager) StartTxnMarker(topic string, partition int32, marker storage.TxnMarker) (Pending, error) {
-	return m.startWrite(topic, partition, AcksAll, false, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	return m.startWrite(topic, partition, AcksAll, notClient, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.AppendTxnMarker(marker, epoch)
 	})
 }
@@ -134,7 +134,7 @@ func (m *Manager) StartTxnMarker(topic string, partition int32, marker storage.T
 // with acks=all, checked as storage.Log.AppendAsCoordinator says: the
 // producer's epoch, not its sequence.
 func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partition int32, records []byte, timeout time.Duration, verify bool, guard uint64) (AppendResult, error) {
-	pending, err := m.startWrite(topic, partition, AcksAll, false, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
+	pending, err := m.startWrite(topic, partition, AcksAll, notClient, func(l *storage.Log, epoch int32) (storage.AppendInfo, error) {
 		return l.AppendAsCoordinator(records, epoch, verify, guard)
 	})
 	if err != nil {
@@ -143,13 +143,18 @@ func (m *Manager) AppendAsCoordinator(ctx context.Context, topic string, partiti
 	return pending.Wait(ctx, timeout)
 }
 
+// notClient is startWrite's clientBytes for a write that is not a
+// client's: a transaction marker, or a coordinator's records.
+const notClient = -1
+
 // startWrite is StartAppend, StartAppendVerified, StartTxnMarker and
-// AppendAsCoordinator: write appends to the log
-// at the leader epoch it is given. A client write (a producer's records,
-// not a transaction marker or a coordinator's) is refused on a topic
-// whose migration has cut over; markers still end the transactions
-// left open there.
-func (m *Manager) startWrite(topic string, partition int32, acks Acks, client bool, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (Pending, error) {
+// AppendAsCoordinator: write appends to the log at the leader epoch it is
+// given. clientBytes is the size of a client write (a producer's
+// records), notClient for a transaction marker or a coordinator's. A
+// client write is refused on a topic whose migration has cut over
+// (markers still end the transactions left open there), and under disk
+// pressure unless its topic is internal (diskpressure.go).
+func (m *Manager) startWrite(topic string, partition int32, acks Acks, clientBytes int, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
 		return nil, fmt.Errorf("%w: acks=%d (allowed: 0, 1, -1)", ErrInvalidRequiredAcks, acks)
 	}
@@ -162,7 +167,7 @@ func (m *Manager) startWrite(topic string, partition int32, acks Acks, client bo
 	// before it had begun before the check, which then refuses the write
 	// unless the lease has been renewed since.
 	leaseLapses := m.leaseLapses.Load()
-	info, epoch, err := p.appendAsLeader(acks, client, write)
+	info, epoch, err := p.appendAsLeader(acks, clientBytes, write)
 	if err != nil {
 		return nil, p.logError(err)
 	}
@@ -270,12 +275,13 @@ func (p *Partition) noteKeyed() {
 // appendAsLeader checks leadership and min.insync.replicas and writes,
 // under p.mu shared so the epoch stamped, and returned, is the current
 // one.
-func (p *Partition) appendAsLeader(acks Acks, client bool, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (storage.AppendInfo, int32, error) {
+func (p *Partition) appendAsLeader(acks Acks, clientBytes int, write func(l *storage.Log, epoch int32) (storage.AppendInfo, error)) (storage.AppendInfo, int32, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLeaderLocked(-1); err != nil {
 		return storage.AppendInfo{}, -1, err
 	}
+	client := clientBytes != notClient
 	if client && p.mu.migratedTo != "" {
 		return storage.AppendInfo{}, -1, fmt.Errorf("%w: topic %s was migrated to %s (fjord topic migrate): produce to %s",
 			ErrTopicMigrated, p.topic, p.mu.migratedTo, p.mu.migratedTo)
@@ -286,6 +292,13 @@ func (p *Partition) appendAsLeader(acks Acks, client bool, write func(l *storage
 	if acks == AcksAll && len(p.mu.isr) < p.mu.minInsync {
 		return storage.AppendInfo{}, -1, fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d",
 			ErrNotEnoughReplicas, p, len(p.mu.isr), p.mu.minInsync)
+	}
+	// Last of the checks: a write refused for any other reason must not
+	// draw on the disk's budget.
+	if client && !p.internal {
+		if err := p.m.disk.admit(clientBytes); err != nil {
+			return storage.AppendInfo{}, -1, err
+		}
 	}
 	info, err := write(p.log, p.mu.leaderEpoch)
 	return info, p.mu.leaderEpoch, err
