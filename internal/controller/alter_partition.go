@@ -271,6 +271,11 @@ func planAlterPartition(img *metadata.Image, req controlplane.AlterPartition) (r
 		if b.ShuttingDown && !slices.Contains(p.ISR, id) {
 			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d is in controlled shutdown", id))
 		}
+		// Its log failed (offline.go): it holds nothing reliable until
+		// a new process of it has recovered the log and registered.
+		if img.ReplicaOffline(id, req.TopicID, req.Partition) && !slices.Contains(p.ISR, id) {
+			return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica, at("member %d's replica is offline (its log failed)", id))
+		}
 		if req.NewISRBrokerEpochs != nil {
 			if e := req.NewISRBrokerEpochs[i]; e != -1 && e != b.Epoch {
 				return rec, false, fmt.Errorf("%w: %s", controlplane.ErrIneligibleReplica,

@@ -155,6 +155,7 @@ type Controller struct {
 		fencings, unfencings, elections, leaderless, uncleanElections atomic.Int64
 		controlledShutdowns                                           atomic.Int64
 		preferredElections                                            atomic.Int64
+		offlineReplicas                                               atomic.Int64
 	}
 	// failovers times the fences of lapsed sessions (failover.go).
 	failovers failoverTimes
@@ -528,6 +529,9 @@ type FenceStats struct {
 	// PreferredElections: partitions whose preferred replica was made
 	// leader again, by the automatic balance or on request (elect.go).
 	PreferredElections int64
+	// OfflineReplicas: replicas marked offline, their logs having
+	// failed on their brokers (offline.go).
+	OfflineReplicas int64
 }
 
 // FenceStats returns the counts of this node's fencing decisions.
@@ -535,7 +539,7 @@ func (c *Controller) FenceStats() FenceStats {
 	return FenceStats{Fencings: c.stats.fencings.Load(), Unfencings: c.stats.unfencings.Load(),
 		Elections: c.stats.elections.Load(), Leaderless: c.stats.leaderless.Load(),
 		UncleanElections: c.stats.uncleanElections.Load(), ControlledShutdowns: c.stats.controlledShutdowns.Load(),
-		PreferredElections: c.stats.preferredElections.Load()}
+		PreferredElections: c.stats.preferredElections.Load(), OfflineReplicas: c.stats.offlineReplicas.Load()}
 }
 
 // countElections adds to the stats the leadership changes recs make to

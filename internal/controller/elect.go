@@ -68,6 +68,11 @@ func planPreferred(img *metadata.Image, t *metadata.Topic, i int32) (metadata.Pa
 	case !activeBroker(img, pref):
 		return metadata.PartitionRecord{}, fmt.Errorf("%w: the preferred replica %d of %s-%d is fenced or shutting down",
 			controlplane.ErrPreferredLeaderNotAvailable, pref, t.Name, i)
+	case img.ReplicaOffline(pref, t.ID, i):
+		// Out of the ISR as a rule (offline.go); as the last member it
+		// stays in it, and must still not lead.
+		return metadata.PartitionRecord{}, fmt.Errorf("%w: the preferred replica %d of %s-%d is offline (its log failed)",
+			controlplane.ErrPreferredLeaderNotAvailable, pref, t.Name, i)
 	}
 	return newLeader(t, i, pref, p.ISR), nil
 }
@@ -194,7 +199,7 @@ func planElection(img *metadata.Image, typ controlplane.ElectionType, tp control
 	if p.Leader != -1 {
 		return metadata.PartitionRecord{}, nil, fmt.Errorf("%w: %s-%d is led by %d", controlplane.ErrElectionNotNeeded, tp.Topic, tp.Partition, p.Leader)
 	}
-	if clean := electLeader(img, p.Replicas, p.ISR, -1); clean >= 0 {
+	if clean := electLeader(img, t.ID, tp.Partition, p.Replicas, p.ISR, -1); clean >= 0 {
 		return newLeader(t, tp.Partition, clean, p.ISR), nil, nil
 	}
 	if e, ok := decided[tp]; ok {
@@ -277,12 +282,12 @@ func uncleanRequested(img *metadata.Image, partitions []controlplane.TopicPartit
 	var out []uncleanCandidate
 	consider := func(t *metadata.Topic, i int32) {
 		p := &t.Partitions[i]
-		if p.Leader != -1 || electLeader(img, p.Replicas, p.ISR, -1) >= 0 {
+		if p.Leader != -1 || electLeader(img, t.ID, i, p.Replicas, p.ISR, -1) >= 0 {
 			return
 		}
 		var live []int32
 		for _, r := range p.Replicas {
-			if activeBroker(img, r) {
+			if eligibleLeader(img, t.ID, i, r) {
 				live = append(live, r)
 			}
 		}

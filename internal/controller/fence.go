@@ -83,44 +83,62 @@ func removeFromPartitions(img *metadata.Image, id int32) []metadata.Record {
 			if !slices.Contains(p.ISR, id) && p.Leader != id {
 				continue
 			}
-			isr := p.ISR
-			if len(isr) > 1 || !slices.Contains(isr, id) {
-				isr = slices.DeleteFunc(slices.Clone(isr), func(m int32) bool { return m == id })
+			if rec, changed := removeReplica(img, t, int32(i), id); changed {
+				recs = append(recs, rec)
 			}
-			leader, epoch := p.Leader, p.LeaderEpoch
-			if leader == id || leader == -1 {
-				leader = electLeader(img, p.Replicas, isr, id)
-				if leader != p.Leader {
-					epoch++
-				}
-			}
-			rec := metadata.PartitionRecord{
-				TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: isr,
-				Leader: leader, LeaderEpoch: epoch, PartitionEpoch: p.PartitionEpoch,
-			}
-			if slices.Equal(isr, p.ISR) && leader == p.Leader {
-				continue
-			}
-			rec.PartitionEpoch++
-			recs = append(recs, rec)
 		}
 	}
 	return recs
 }
 
-// electLeader returns the first of replicas (the preferred order) that is
-// in isr, is not except and is active in img (neither fenced nor in
-// controlled shutdown); -1 when there is none.
-func electLeader(img *metadata.Image, replicas, isr []int32, except int32) int32 {
-	for _, r := range replicas {
-		if r == except || !slices.Contains(isr, r) {
-			continue
+// removeReplica returns the PartitionRecord that takes broker id out of
+// partition i of t: out of its ISR unless it is the last member, and, if
+// it leads (or nobody does), another leader elected from what remains
+// (-1 when none can be), leader epoch + 1 when the leader changes.
+// changed is false when that changes nothing. A fence applies it to
+// every partition of the broker, an offline replica (offline.go) to one.
+func removeReplica(img *metadata.Image, t *metadata.Topic, i int32, id int32) (rec metadata.PartitionRecord, changed bool) {
+	p := &t.Partitions[i]
+	isr := p.ISR
+	if len(isr) > 1 || !slices.Contains(isr, id) {
+		isr = slices.DeleteFunc(slices.Clone(isr), func(m int32) bool { return m == id })
+	}
+	leader, epoch := p.Leader, p.LeaderEpoch
+	if leader == id || leader == -1 {
+		leader = electLeader(img, t.ID, i, p.Replicas, isr, id)
+		if leader != p.Leader {
+			epoch++
 		}
-		if b, ok := img.Brokers[r]; ok && b.Active() {
+	}
+	rec = metadata.PartitionRecord{
+		TopicID: t.ID, Partition: i, Replicas: p.Replicas, ISR: isr,
+		Leader: leader, LeaderEpoch: epoch, PartitionEpoch: p.PartitionEpoch,
+	}
+	if slices.Equal(isr, p.ISR) && leader == p.Leader {
+		return rec, false
+	}
+	rec.PartitionEpoch++
+	return rec, true
+}
+
+// electLeader returns the first of replicas (the preferred order) that is
+// in isr, is not except and may lead partition of the topic with id
+// (eligibleLeader); -1 when there is none.
+func electLeader(img *metadata.Image, id metadata.UUID, partition int32, replicas, isr []int32, except int32) int32 {
+	for _, r := range replicas {
+		if r != except && slices.Contains(isr, r) && eligibleLeader(img, id, partition, r) {
 			return r
 		}
 	}
 	return -1
+}
+
+// eligibleLeader reports whether broker may lead partition of the topic
+// with id, or join its ISR: it is active in img (neither fenced nor in
+// controlled shutdown) and its replica of the partition is not offline
+// (its log failed: offline.go).
+func eligibleLeader(img *metadata.Image, id metadata.UUID, partition int32, broker int32) bool {
+	return activeBroker(img, broker) && !img.ReplicaOffline(broker, id, partition)
 }
 
 // planUnfence returns the batch that unfences broker id and elects it
@@ -137,7 +155,10 @@ func planUnfence(img *metadata.Image, id int32) []metadata.Record {
 		t := img.Topics[name]
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
-			if p.Leader != -1 || !slices.Contains(p.ISR, id) {
+			if p.Leader != -1 || !slices.Contains(p.ISR, id) || img.ReplicaOffline(id, t.ID, int32(i)) {
+				// Led, not its to lead, or its replica's log failed
+				// (it stays the last ISR member, leaderless, until a
+				// new process of it registers: offline.go).
 				continue
 			}
 			recs = append(recs, metadata.PartitionRecord{

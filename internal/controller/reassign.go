@@ -197,7 +197,7 @@ func completion(img *metadata.Image, t *metadata.Topic, i int32, p metadata.Part
 	isr := keepOnly(p.ISR, target)
 	leader, epoch := p.Leader, p.LeaderEpoch
 	if leader < 0 || !slices.Contains(target, leader) {
-		if leader = electLeader(img, target, isr, -1); leader < 0 {
+		if leader = electLeader(img, t.ID, i, target, isr, -1); leader < 0 {
 			return nil, false
 		}
 		epoch++
@@ -216,7 +216,7 @@ func revert(img *metadata.Image, t *metadata.Topic, i int32, p metadata.Partitio
 	isr := keepOnly(p.ISR, orig)
 	leader, epoch := p.Leader, p.LeaderEpoch
 	if leader >= 0 && !slices.Contains(orig, leader) {
-		if leader = electLeader(img, orig, isr, -1); leader < 0 {
+		if leader = electLeader(img, t.ID, i, orig, isr, -1); leader < 0 {
 			return metadata.Partition{}, nil, fmt.Errorf("%w: %s-%d: cannot cancel: an added replica leads and no original replica in the ISR %v is in service to take over",
 				controlplane.ErrInvalidReplicaAssignment, t.Name, i, p.ISR)
 		}

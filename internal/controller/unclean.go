@@ -83,12 +83,15 @@ func uncleanCandidates(img *metadata.Image) []uncleanCandidate {
 		}
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
-			if p.Leader != -1 || slices.ContainsFunc(p.ISR, func(id int32) bool { return activeBroker(img, id) }) {
-				continue // led, or a clean election is coming (planUnfence)
+			if p.Leader != -1 || slices.ContainsFunc(p.ISR, func(id int32) bool { return eligibleLeader(img, t.ID, int32(i), id) }) {
+				// Led, or a clean election is coming (planUnfence). An
+				// ISR member whose replica is offline (offline.go) is
+				// active but brings none until its process is replaced.
+				continue
 			}
 			var live []int32
 			for _, r := range p.Replicas {
-				if activeBroker(img, r) {
+				if eligibleLeader(img, t.ID, int32(i), r) {
 					live = append(live, r)
 				}
 			}
@@ -137,7 +140,8 @@ type uncleanElection struct {
 
 // planUnclean returns the PartitionRecords of the elections still valid
 // in img: the partition still has no leader at the same partition epoch,
-// and the chosen broker is active (neither fenced nor shutting down).
+// and the chosen broker is active (neither fenced nor shutting down) and
+// its replica not offline.
 // The new ISR is the leader alone.
 func planUnclean(img *metadata.Image, elections []uncleanElection) ([]metadata.Record, []uncleanElection) {
 	var recs []metadata.Record
@@ -148,7 +152,7 @@ func planUnclean(img *metadata.Image, elections []uncleanElection) ([]metadata.R
 			continue // deleted meanwhile
 		}
 		p := &t.Partitions[e.candidate.partition]
-		if p.Leader != -1 || p.PartitionEpoch != e.candidate.partitionEpoch || !activeBroker(img, e.leader.broker) ||
+		if p.Leader != -1 || p.PartitionEpoch != e.candidate.partitionEpoch || !eligibleLeader(img, t.ID, e.candidate.partition, e.leader.broker) ||
 			!slices.Contains(p.Replicas, e.leader.broker) {
 			continue
 		}

@@ -161,7 +161,27 @@ type Client interface {
 	// section 24). ErrUnknownTopicID for an id no live topic has,
 	// ErrInvalidRequest for the zero id.
 	MarkTopicKeyed(ctx context.Context, id metadata.UUID) error
+	// ReportOfflineReplicas commits that broker's replicas of
+	// partitions are offline (their logs failed; DESIGN.md section 25):
+	// a metadata.OfflineReplicaRecord for each, and in the same batch
+	// the broker's removal from each one's ISR and, where it led, the
+	// election of another ISR member, as a fence does. brokerEpoch must
+	// be the broker's current registration's (ErrStaleBrokerEpoch);
+	// ErrBrokerNotRegistered for a broker without one. Idempotent: a
+	// partition marked already, of a topic since deleted, or that the
+	// broker no longer holds a replica of is passed over, and a request
+	// that changes nothing commits nothing. ErrInvalidRequest for more
+	// than MaxReportedOfflineReplicas partitions, a zero topic id or a
+	// negative partition.
+	ReportOfflineReplicas(ctx context.Context, broker int32, brokerEpoch int64, partitions []metadata.TopicIDPartition) error
 }
+
+// MaxReportedOfflineReplicas bounds one ReportOfflineReplicas: the
+// records it commits (an OfflineReplicaRecord and a PartitionRecord per
+// partition) stay one metadata entry of a size the controller's other
+// batches have. A node with more offline replicas reports them in
+// several requests.
+const MaxReportedOfflineReplicas = 1000
 
 // Reassignment is one partition of an AlterPartitionReassignments
 // request: Replicas is the partition's target replica list, in order

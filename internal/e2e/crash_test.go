@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,68 +33,22 @@ func TestCrashKeepsAckedRecords(t *testing.T) {
 		kgo.RecordDeliveryTimeout(time.Minute),
 	)
 	checker := history.NewChecker()
-	var failures errorList
-	stop := make(chan struct{})
-	var sent int
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-				// Keep producing.
-			}
-			key := fmt.Appendf(nil, "key-%02d", i%keys)
-			value := fmt.Appendf(nil, "crash %08d", i)
-			checker.Sent(topic, key, value)
-			sent = i + 1
-			// Produce blocks while the client's buffer is full (the node
-			// is down), which paces this loop.
-			producer.Produce(context.Background(), &kgo.Record{Key: key, Value: value}, func(r *kgo.Record, err error) {
-				if err != nil {
-					failures.add(fmt.Errorf("%s: %w", r.Value, err))
-					return
-				}
-				checker.Acked(history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
-			})
-		}
-	}()
-	stopProducer := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}
-	t.Cleanup(stopProducer) // a failed test must not leave it producing
-
-	ackedAtLeast := func(want int) func() error {
-		return func() error {
-			if got := checker.AckedCount(); got < want {
-				return fmt.Errorf("%d of %d acknowledgements (producer errors: %v)", got, want, failures.err())
-			}
-			return nil
-		}
-	}
+	load := startKeyedLoad(t, producer, checker, topic, "crash", keys, 0)
 	target := perPhase
 	for cycle := range cycles {
-		eventually(t, time.Minute, ackedAtLeast(target))
+		eventually(t, time.Minute, load.ackedAtLeast(target))
 		n.Kill()
 		killedAt := checker.AckedCount()
 		n.Restart()
 		t.Logf("cycle %d: SIGKILL with %d acknowledged, restarted", cycle+1, killedAt)
 		target = killedAt + perPhase
 	}
-	eventually(t, time.Minute, ackedAtLeast(target))
-	stopProducer()
+	eventually(t, time.Minute, load.ackedAtLeast(target))
+	load.Stop()
 	if err := producer.Flush(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
-	if err := failures.err(); err != nil {
+	if err := load.failures.err(); err != nil {
 		// With unlimited retries and the node back within seconds, a
 		// failed record means the node refused a retry it should have
 		// deduplicated or accepted (OUT_OF_ORDER_SEQUENCE_NUMBER after
@@ -110,6 +61,7 @@ func TestCrashKeepsAckedRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sent := int(load.sent.Load())
 	t.Logf("%d sent: %v", sent, sum)
 	if sum.Acked != sent || sum.Read != sent {
 		t.Fatalf("%v, %d sent: every record should be acknowledged (no failures) and read back once", sum, sent)

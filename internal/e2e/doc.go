@@ -21,6 +21,9 @@
 //	TestKcat                    metadata (-L -J), produce (-P -K:), consume (-C -e) (1 and 3 nodes)
 //	TestCompression             gzip, snappy, lz4, zstd from four clients, read back by franz-go
 //	TestCrashKeepsAckedRecords  SIGKILL under an acks=all idempotent producer, restart
+//	TestLogFailureMovesLeadership an injected EIO on the leader's fsync (FJORD_FSYNC_EIO)
+//	                            under acks=all: KAFKA_STORAGE_ERROR, then another leader,
+//	                            the failed node out of the ISR, nothing acknowledged lost
 //	TestHostileInput            garbage on raw sockets while a good client works
 //	TestMetadataSurvivesRestart topics, configs, offsets, deletions across SIGTERM and SIGKILL
 //	TestGroupCooperativeSticky  3 franz-go members (one joins late, one leaves, one is SIGKILLed

@@ -67,6 +67,7 @@ func softwareVersion(v string) string {
 func WithFjordKeys(v *kversion.Versions) *kversion.Versions {
 	v.SetMaxKeyVersion(DescribePositionsKey, new(DescribePositionsRequest).MaxVersion())
 	v.SetMaxKeyVersion(MarkTopicKeyedKey, new(MarkTopicKeyedRequest).MaxVersion())
+	v.SetMaxKeyVersion(ReportOfflineReplicasKey, new(ReportOfflineReplicasRequest).MaxVersion())
 	if max, ok := v.LookupMaxKeyVersion(apiVersionsKey); !ok || max > ApiVersionsVersion {
 		v.SetMaxKeyVersion(apiVersionsKey, ApiVersionsVersion)
 	}
@@ -89,6 +90,8 @@ const (
 	DescribePositionsKey int16 = 10000
 	// MarkTopicKeyedKey: MarkTopicKeyedRequest.
 	MarkTopicKeyedKey int16 = 10001
+	// ReportOfflineReplicasKey: ReportOfflineReplicasRequest.
+	ReportOfflineReplicasKey int16 = 10002
 )
 
 // RequestForKey returns an empty request of the key's kind, Fjord's or
@@ -99,6 +102,8 @@ func RequestForKey(key int16) kmsg.Request {
 		return new(DescribePositionsRequest)
 	case MarkTopicKeyedKey:
 		return new(MarkTopicKeyedRequest)
+	case ReportOfflineReplicasKey:
+		return new(ReportOfflineReplicasRequest)
 	}
 	return kmsg.RequestForKey(key)
 }
@@ -110,12 +115,16 @@ func NameForKey(key int16) string {
 		return "FjordDescribePositions"
 	case MarkTopicKeyedKey:
 		return "FjordMarkTopicKeyed"
+	case ReportOfflineReplicasKey:
+		return "FjordReportOfflineReplicas"
 	}
 	return kmsg.NameForKey(key)
 }
 
 // IsFjordKey reports whether key is one of Fjord's own.
-func IsFjordKey(key int16) bool { return key == DescribePositionsKey || key == MarkTopicKeyedKey }
+func IsFjordKey(key int16) bool {
+	return key == DescribePositionsKey || key == MarkTopicKeyedKey || key == ReportOfflineReplicasKey
+}
 
 // ErrMalformed is a body that does not decode: too short, a negative
 // array length, or bytes left over.

@@ -51,6 +51,15 @@ type adminFakeController struct {
 	elections []controlplane.ElectLeaders
 	// reassignments records the AlterPartitionReassignments requests.
 	reassignments [][]controlplane.Reassignment
+	// offlineReports records the ReportOfflineReplicas calls.
+	offlineReports []offlineReport
+}
+
+// offlineReport is one ReportOfflineReplicas call's arguments.
+type offlineReport struct {
+	broker     int32
+	epoch      int64
+	partitions []metadata.TopicIDPartition
 }
 
 func newAdminFakeController() *adminFakeController {
@@ -698,6 +707,18 @@ func (c *adminFakeController) MarkTopicKeyed(ctx context.Context, id metadata.UU
 	next.Topics[marked.Name] = &marked
 	next.TopicsByID[id] = &marked
 	c.img = next
+	return nil
+}
+
+// ReportOfflineReplicas records the report; the controller's own
+// checks and plan are controller/offline_test.go's.
+func (c *adminFakeController) ReportOfflineReplicas(ctx context.Context, broker int32, epoch int64, partitions []metadata.TopicIDPartition) error {
+	if err := c.begin(ctx, "ReportOfflineReplicas"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offlineReports = append(c.offlineReports, offlineReport{broker: broker, epoch: epoch, partitions: partitions})
 	return nil
 }
 

@@ -32,6 +32,8 @@ var fjordAPIs = []api{
 	{key: fjordmsg.DescribePositionsKey, minVersion: 0, maxVersion: 1, handle: handleDescribePositions},
 	// mark_topic_keyed.go
 	{key: fjordmsg.MarkTopicKeyedKey, minVersion: 0, maxVersion: 0, handle: handleMarkTopicKeyed, controlChange: true},
+	// report_offline_replicas.go
+	{key: fjordmsg.ReportOfflineReplicasKey, minVersion: 0, maxVersion: 0, handle: handleReportOfflineReplicas, controlChange: true},
 }
 
 func handleDescribePositions(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {

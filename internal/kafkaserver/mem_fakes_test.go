@@ -473,6 +473,11 @@ func (c *memController) MarkTopicKeyed(context.Context, metadata.UUID) error {
 	return fmt.Errorf("%w: the listener's data tests mark no topics", controlplane.ErrInvalidRequest)
 }
 
+// ReportOfflineReplicas: the fake's replicas never fail.
+func (c *memController) ReportOfflineReplicas(context.Context, int32, int64, []metadata.TopicIDPartition) error {
+	return fmt.Errorf("%w: the listener's data tests report no offline replicas", controlplane.ErrInvalidRequest)
+}
+
 // QuorumState: node 1 alone leads, in epoch 1.
 func (c *memController) QuorumState() controlplane.QuorumState {
 	return controlplane.QuorumState{Leader: 1, Epoch: 1, HighWatermark: 1, Voters: []controlplane.VoterState{{NodeID: 1, LogEndOffset: 1}}}

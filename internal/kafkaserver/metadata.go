@@ -23,7 +23,8 @@ package kafkaserver
 // never auto-created: their owners create them with their own settings.
 //
 // Per partition: leader and leader epoch, replicas, ISR, and offline
-// replicas (replicas on brokers not registered). A partition with no
+// replicas (replicas on brokers not registered or fenced, and replicas
+// whose log failed: metadata.Image.ReplicaOffline). A partition with no
 // leader, or whose leader is not registered, is LEADER_NOT_AVAILABLE.
 //
 // Controller id: the active controller if it is a registered broker,
@@ -153,7 +154,7 @@ func metadataTopic(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponse
 		mp.ISR = nonNil(p.ISR)
 		mp.OfflineReplicas = []int32{}
 		for _, r := range p.Replicas {
-			if b, ok := img.Broker(r); !ok || b.Fenced {
+			if b, ok := img.Broker(r); !ok || b.Fenced || img.ReplicaOffline(r, t.ID, int32(i)) {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 			}
 		}

@@ -35,7 +35,9 @@ import (
 //     controlled shutdown when the record makes it leader (such a broker
 //     may stay a leader it was when the record changes something else:
 //     the controller then ends that leadership in the fence's or the
-//     shutdown's own batch); leader epoch >= 0, never
+//     shutdown's own batch); a broker whose replica of the partition is
+//     offline neither made leader nor added to the ISR (it may stay
+//     where it was, as a fenced broker may); leader epoch >= 0, never
 //     lower than before, and higher whenever the leader changes; partition
 //     epoch 0 for a new partition, and for a replacement the previous
 //     one + 1 if the replicas, ISR (in order), leader or leader epoch
@@ -47,6 +49,11 @@ import (
 //   - TopicKeyedRecord: from KeyedTopicsMetadataVersion; known topic
 //     id. On a topic marked already it changes nothing (accepted, not
 //     refused: two nodes' first keyed appends may race to mark it).
+//   - OfflineReplicaRecord: from OfflineReplicasMetadataVersion; a
+//     registered broker at its current epoch; a live topic's partition.
+//     A repeat changes nothing. A BrokerRecord of another incarnation
+//     clears the broker's offline replicas; RemoveTopicRecord drops the
+//     topic's.
 //   - UnregisterBrokerRecord: from BrokerConfigMetadataVersion; a
 //     registered broker at its current epoch that no partition names
 //     among its replicas.
@@ -99,6 +106,11 @@ type draft struct {
 	brokerConfigsCopied bool
 	owned               map[*Topic]bool // topics cloned by this draft, safe to modify
 	created             map[UUID]bool   // topics created by this batch
+	// offlineCopied: the draft has its own OfflineReplicas map;
+	// offlineOwned: the brokers whose map in it is the draft's own
+	// (mutableOffline).
+	offlineCopied bool
+	offlineOwned  map[int32]bool
 }
 
 func (d *draft) apply(r Record) error {
@@ -144,6 +156,12 @@ func (d *draft) apply(r Record) error {
 	case *TopicKeyedRecord:
 		if v != nil {
 			return d.topicKeyed(*v)
+		}
+	case OfflineReplicaRecord:
+		return d.offlineReplica(v)
+	case *OfflineReplicaRecord:
+		if v != nil {
+			return d.offlineReplica(*v)
 		}
 	case RemoveTopicRecord:
 		return d.removeTopic(v)
@@ -243,6 +261,14 @@ func (d *draft) broker(r BrokerRecord) error {
 	if !d.brokersCopied {
 		d.next.Brokers = cloneMap(d.next.Brokers)
 		d.brokersCopied = true
+	}
+	old, ok := d.next.Brokers[r.NodeID]
+	if !ok || old.IncarnationID.IsZero() || old.IncarnationID != r.IncarnationID {
+		// Another process has reopened and recovered the logs that
+		// failed. The same process registering again (a retry whose
+		// first answer was lost) keeps its offline replicas: its failed
+		// logs are still the failed ones.
+		d.dropOfflineReplicas(r.NodeID)
 	}
 	d.next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack,
 		IncarnationID: r.IncarnationID, Epoch: int64(d.offset),
@@ -352,6 +378,9 @@ func (d *draft) partition(r PartitionRecord) error {
 			}
 			return fmt.Errorf("topic %q partition %d: leader %d is %s", t.Name, r.Partition, r.Leader, state)
 		}
+	}
+	if err := d.checkOfflineReplicas(t, r); err != nil {
+		return err
 	}
 	if r.LeaderEpoch < 0 {
 		return fmt.Errorf("topic %q partition %d: leader epoch %d < 0", t.Name, r.Partition, r.LeaderEpoch)
@@ -522,6 +551,7 @@ func (d *draft) unregisterBroker(r UnregisterBrokerRecord) error {
 		d.brokersCopied = true
 	}
 	delete(d.next.Brokers, r.NodeID)
+	d.dropOfflineReplicas(r.NodeID)
 	if _, ok := d.next.BrokerConfigs[r.NodeID]; ok {
 		if !d.brokerConfigsCopied {
 			d.next.BrokerConfigs = cloneMap(d.next.BrokerConfigs)
@@ -587,6 +617,7 @@ func (d *draft) removeTopic(r RemoveTopicRecord) error {
 			d.next.Reassignments--
 		}
 	}
+	d.forgetOfflineReplicas(t.ID)
 	d.copyTopics()
 	delete(d.next.Topics, t.Name)
 	delete(d.next.TopicsByID, t.ID)
@@ -602,6 +633,123 @@ func (d *draft) producerIDs(r ProducerIDsRecord) error {
 		return fmt.Errorf("next producer id %d does not grow past %d", r.NextProducerID, d.next.NextProducerID)
 	}
 	d.next.NextProducerID = r.NextProducerID
+	return nil
+}
+
+// offlineReplica marks a broker's replica offline (OfflineReplicaRecord).
+func (d *draft) offlineReplica(r OfflineReplicaRecord) error {
+	if err := d.requireVersion(OfflineReplicasMetadataVersion, "an offline replica"); err != nil {
+		return err
+	}
+	b, ok := d.next.Brokers[r.NodeID]
+	switch {
+	case !ok:
+		return fmt.Errorf("broker %d is not registered", r.NodeID)
+	case b.Epoch != r.Epoch:
+		return fmt.Errorf("broker %d: epoch %d is not its registration's (%d)", r.NodeID, r.Epoch, b.Epoch)
+	}
+	t, err := d.liveTopic(r.TopicID)
+	if err != nil {
+		return err
+	}
+	if r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
+		return fmt.Errorf("topic %q: partition %d is not in 0..%d", t.Name, r.Partition, len(t.Partitions)-1)
+	}
+	key := TopicIDPartition{TopicID: r.TopicID, Partition: r.Partition}
+	if _, ok := d.next.OfflineReplicas[r.NodeID][key]; ok {
+		return nil
+	}
+	d.mutableOffline(r.NodeID)[key] = struct{}{}
+	return nil
+}
+
+// mutableOffline returns the draft's own map of broker id's offline
+// replicas, copying the image's the first time this batch changes it:
+// a batch marking a thousand partitions copies it once, not a thousand
+// times.
+func (d *draft) mutableOffline(id int32) map[TopicIDPartition]struct{} {
+	if !d.offlineCopied {
+		d.next.OfflineReplicas = cloneMap(d.next.OfflineReplicas)
+		d.offlineCopied = true
+	}
+	if d.offlineOwned == nil {
+		d.offlineOwned = map[int32]bool{}
+	}
+	m := d.next.OfflineReplicas[id]
+	if !d.offlineOwned[id] || m == nil {
+		m = cloneMap(m)
+		d.next.OfflineReplicas[id] = m
+		d.offlineOwned[id] = true
+	}
+	return m
+}
+
+// dropOfflineReplicas forgets broker id's offline replicas (a new
+// registration, or none).
+func (d *draft) dropOfflineReplicas(id int32) {
+	if _, ok := d.next.OfflineReplicas[id]; !ok {
+		return
+	}
+	if !d.offlineCopied {
+		d.next.OfflineReplicas = cloneMap(d.next.OfflineReplicas)
+		d.offlineCopied = true
+	}
+	delete(d.next.OfflineReplicas, id)
+	delete(d.offlineOwned, id)
+	d.tidyOffline()
+}
+
+// tidyOffline makes OfflineReplicas nil when no broker has any, so
+// images compare (and snapshots round-trip) the same however they got
+// there.
+func (d *draft) tidyOffline() {
+	if len(d.next.OfflineReplicas) == 0 {
+		d.next.OfflineReplicas = nil
+		d.offlineCopied = false
+	}
+}
+
+// forgetOfflineReplicas drops every broker's offline replicas of the
+// topic with id (it is being removed), so the entries do not outlive it.
+func (d *draft) forgetOfflineReplicas(id UUID) {
+	for bid, replicas := range d.next.OfflineReplicas {
+		for key := range replicas {
+			if key.TopicID != id {
+				continue
+			}
+			m := d.mutableOffline(bid)
+			delete(m, key)
+			if len(m) == 0 {
+				d.dropOfflineReplicas(bid)
+				break
+			}
+		}
+	}
+}
+
+// checkOfflineReplicas refuses r when it makes a broker whose replica of
+// the partition is offline its leader (a new leader or a new leader
+// epoch) or adds it to the ISR.
+func (d *draft) checkOfflineReplicas(t *Topic, r PartitionRecord) error {
+	var old *Partition
+	if int(r.Partition) < len(t.Partitions) {
+		old = &t.Partitions[r.Partition]
+	}
+	if d.next.OfflineReplicas == nil {
+		return nil
+	}
+	offline := func(b int32) bool {
+		_, ok := d.next.OfflineReplicas[b][TopicIDPartition{TopicID: t.ID, Partition: r.Partition}]
+		return ok
+	}
+	if r.Leader != -1 && offline(r.Leader) && (old == nil || old.Leader != r.Leader || old.LeaderEpoch != r.LeaderEpoch) {
+		return fmt.Errorf("topic %q partition %d: leader %d's replica is offline", t.Name, r.Partition, r.Leader)
+	}
+	for _, b := range r.ISR {
+		if offline(b) && (old == nil || indexOf(old.ISR, b) < 0) {
+			return fmt.Errorf("topic %q partition %d: ISR member %d's replica is offline", t.Name, r.Partition, b)
+		}
+	}
 	return nil
 }
 

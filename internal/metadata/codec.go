@@ -84,6 +84,8 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[UnregisterBrokerRecord](env.Data)
 	case TopicKeyedRecord{}.Type():
 		r, err = decodeData[TopicKeyedRecord](env.Data)
+	case OfflineReplicaRecord{}.Type():
+		r, err = decodeData[OfflineReplicaRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -146,7 +148,8 @@ func DecodeBatch(b []byte) ([]Record, error) {
 //	                             "partition_epoch"}...],
 //	             "configs": {name: value},
 //	             "keyed": true}...],               // by name; keyed omitted when false
-//	 "next_producer_id": N}
+//	 "next_producer_id": N,
+//	 "offline_replicas": {"<broker>": [{"topic_id", "partition"}...]}}  // omitted when none
 //
 // Lists are sorted so the same image always encodes to the same bytes.
 // DecodeImage rebuilds the image by applying the equivalent records to the
@@ -170,6 +173,11 @@ type imageSnapshot struct {
 	// BrokerConfigs are the dynamic broker configs by broker id (-1:
 	// the cluster default), omitted when there is none.
 	BrokerConfigs map[int32]map[string]string `json:"broker_configs,omitempty"`
+	// OfflineReplicas are the brokers' offline replicas by broker id,
+	// each list sorted by topic id and partition; omitted when there is
+	// none, so snapshots of logs before OfflineReplicasMetadataVersion
+	// are unchanged.
+	OfflineReplicas map[int32][]TopicIDPartition `json:"offline_replicas,omitempty"`
 }
 
 type topicSnapshot struct {
@@ -208,6 +216,12 @@ func EncodeImage(img *Image) ([]byte, error) {
 		b := img.Brokers[id]
 		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack,
 			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown})
+		if replicas := img.OfflineReplicas[id]; len(replicas) > 0 {
+			if s.OfflineReplicas == nil {
+				s.OfflineReplicas = map[int32][]TopicIDPartition{}
+			}
+			s.OfflineReplicas[id] = slices.SortedFunc(maps.Keys(replicas), compareTopicIDPartitions)
+		}
 	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
@@ -224,6 +238,14 @@ func EncodeImage(img *Image) ([]byte, error) {
 		return nil, fmt.Errorf("metadata: encode image: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// compareTopicIDPartitions orders by topic id, then partition.
+func compareTopicIDPartitions(a, b TopicIDPartition) int {
+	if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+		return c
+	}
+	return int(a.Partition) - int(b.Partition)
 }
 
 // DecodeImage decodes an image snapshot, checking every invariant Apply
@@ -283,6 +305,13 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 		}
 		if ts.Keyed {
 			recs = append(recs, TopicKeyedRecord{TopicID: ts.ID})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.OfflineReplicas)) {
+		for _, r := range s.OfflineReplicas[id] {
+			// The broker's epoch is the snapshot's offset until it is
+			// restored below, as for the unfence above.
+			recs = append(recs, OfflineReplicaRecord{NodeID: id, Epoch: int64(s.Offset), TopicID: r.TopicID, Partition: r.Partition})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(s.BrokerConfigs)) {

@@ -21,6 +21,7 @@ func allRecordKinds() []Record {
 		UnfenceBrokerRecord{NodeID: 1, Epoch: 12},
 		ControlledShutdownRecord{NodeID: 1, Epoch: 12},
 		TopicKeyedRecord{TopicID: idOrders},
+		OfflineReplicaRecord{NodeID: 2, Epoch: 12, TopicID: idOrders, Partition: 1},
 	}
 }
 
@@ -68,6 +69,8 @@ func ptrTo(r Record) Record {
 	case ControlledShutdownRecord:
 		return &v
 	case TopicKeyedRecord:
+		return &v
+	case OfflineReplicaRecord:
 		return &v
 	}
 	panic(r)

@@ -71,12 +71,21 @@ func FuzzDecodeImage(f *testing.F) {
 	full, _ := EncodeImage(img)
 	f.Add(full)
 	f.Add(append(full, '}'))
-	if keyed, err := img.Apply(4, MetadataVersionRecord{Version: KeyedTopicsMetadataVersion}, TopicKeyedRecord{TopicID: idOrders}); err == nil {
-		b, _ := EncodeImage(keyed)
-		f.Add(b)
-	} else {
+	keyed, err := img.Apply(4, MetadataVersionRecord{Version: KeyedTopicsMetadataVersion}, TopicKeyedRecord{TopicID: idOrders})
+	if err != nil {
 		f.Fatal(err)
 	}
+	b, _ := EncodeImage(keyed)
+	f.Add(b)
+	// A broker with an offline replica (its registration's epoch is the
+	// image's offset, 3).
+	offline, err := keyed.Apply(5, MetadataVersionRecord{Version: OfflineReplicasMetadataVersion},
+		OfflineReplicaRecord{NodeID: 1, Epoch: 3, TopicID: idOrders, Partition: 0})
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, _ = EncodeImage(offline)
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		img, err := DecodeImage(b, testConfigs)
 		if err != nil {

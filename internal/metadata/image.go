@@ -33,6 +33,14 @@ type Image struct {
 	// by broker id, -1 for the cluster default; nil when there is none.
 	// Read them with BrokerConfig.
 	BrokerConfigs map[int32]map[string]string
+	// OfflineReplicas are, by broker id, the partitions whose replica on
+	// that broker is offline in its current registration
+	// (OfflineReplicaRecord): the broker is never elected their leader
+	// nor let into their ISR. nil when there is none (almost always);
+	// a broker without any has no entry. The maps are shared with the
+	// images after, so they are replaced, never edited. Read them with
+	// ReplicaOffline.
+	OfflineReplicas map[int32]map[TopicIDPartition]struct{}
 	// TopicConfigs is every topic config the node knows (node builds it
 	// from the owners' definitions; see KafkaTopicConfigs). Apply checks
 	// config records with it, and it answers defaults. It is the node's
@@ -70,6 +78,17 @@ type Broker struct {
 // the first choice for a new replica: it is neither fenced nor in
 // controlled shutdown.
 func (b Broker) Active() bool { return !b.Fenced && !b.ShuttingDown }
+
+// ReplicaOffline reports whether broker's replica of partition of the
+// topic with id is offline (OfflineReplicaRecord, in the broker's
+// current registration).
+func (img *Image) ReplicaOffline(broker int32, id UUID, partition int32) bool {
+	if img.OfflineReplicas == nil {
+		return false
+	}
+	_, offline := img.OfflineReplicas[broker][TopicIDPartition{TopicID: id, Partition: partition}]
+	return offline
+}
 
 // Topic is one topic. Partitions[i] is partition i.
 type Topic struct {

@@ -56,8 +56,9 @@ type MetadataVersionRecord struct {
 // reassignment (ReassignmentRecord). Version 5 adds dynamic broker
 // configs (BrokerConfigRecord) and unregistering a broker
 // (UnregisterBrokerRecord). Version 6 adds marking a topic as having
-// keyed records (TopicKeyedRecord).
-const KnownMetadataVersion int32 = 6
+// keyed records (TopicKeyedRecord). Version 7 adds offline replicas
+// (OfflineReplicaRecord).
+const KnownMetadataVersion int32 = 7
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.
@@ -78,6 +79,10 @@ const BrokerConfigMetadataVersion int32 = 5
 // KeyedTopicsMetadataVersion is the first metadata version with
 // TopicKeyedRecord.
 const KeyedTopicsMetadataVersion int32 = 6
+
+// OfflineReplicasMetadataVersion is the first metadata version with
+// OfflineReplicaRecord.
+const OfflineReplicasMetadataVersion int32 = 7
 
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
@@ -221,6 +226,39 @@ type TopicKeyedRecord struct {
 	TopicID UUID `json:"topic_id"`
 }
 
+// OfflineReplicaRecord says that broker NodeID, at its registration
+// Epoch, holds partition Partition of topic TopicID on a log that failed
+// (an fsync or write returned EIO or ENOSPC): the replica is offline
+// until the broker's process is replaced, which reopens and recovers the
+// log. Kafka's log-dir failure, for one partition: Fjord keeps one data
+// directory per node, so the unit that fails is the replica, not a
+// directory of them (Kafka marks the directory offline in the broker's
+// registration, KIP-858).
+//
+// The controller commits it in one batch with the PartitionRecords that
+// take the broker out of the partition's ISR and elect another leader
+// where it led (as a fence does, for that partition only), and from then
+// on never elects the broker for the partition nor lets it into the ISR.
+// A registration of another incarnation of the broker (a new process)
+// clears the broker's offline replicas; a retry of the same process's
+// registration keeps them (its logs are the same failed ones). A repeat
+// changes nothing. A record naming a partition the broker is not a
+// replica of is accepted (the controller does not write one): the entry
+// then only keeps the broker out if a reassignment adds it back.
+type OfflineReplicaRecord struct {
+	NodeID    int32 `json:"node_id"`
+	Epoch     int64 `json:"epoch"`
+	TopicID   UUID  `json:"topic_id"`
+	Partition int32 `json:"partition"`
+}
+
+// TopicIDPartition names a partition by topic id (Kafka's
+// TopicIdPartition): what outlives a topic's name.
+type TopicIDPartition struct {
+	TopicID   UUID  `json:"topic_id"`
+	Partition int32 `json:"partition"`
+}
+
 // RemoveTopicRecord deletes a topic and all its partitions.
 type RemoveTopicRecord struct {
 	TopicID UUID `json:"topic_id"`
@@ -248,3 +286,4 @@ func (ReassignmentRecord) Type() string       { return "reassignment" }
 func (BrokerConfigRecord) Type() string       { return "broker_config" }
 func (UnregisterBrokerRecord) Type() string   { return "unregister_broker" }
 func (TopicKeyedRecord) Type() string         { return "topic_keyed" }
+func (OfflineReplicaRecord) Type() string     { return "offline_replica" }

@@ -75,6 +75,7 @@ var (
 	fetchedBatchesDesc  = prometheus.NewDesc("fjord_replica_fetched_batches_total", "Record batches this node's fetchers appended from leaders.", nil, nil)
 	truncationsDesc     = prometheus.NewDesc("fjord_replica_divergence_truncations_total", "Times this node cut a follower's log back to where it stops agreeing with its leader's (a divergent tail after a failover).", nil, nil)
 	truncatedDesc       = prometheus.NewDesc("fjord_replica_truncated_records_total", "Offsets those cuts removed from this node's follower logs.", nil, nil)
+	replicasOfflineDesc = prometheus.NewDesc("fjord_replicas_offline", "Replicas on this node whose log failed (a write or fsync error): offline, neither led nor followed, until the node restarts (Kafka's log-dir failure, per partition).", nil, nil)
 
 	controllerActivationsDesc = prometheus.NewDesc("fjord_controller_activations_total", "Times this node has become the active controller since it started.", nil, nil)
 	activeControllerDesc      = prometheus.NewDesc("fjord_controller_active", "1 while this node is the active controller.", nil, nil)
@@ -88,6 +89,7 @@ var (
 	leaderlessDesc            = prometheus.NewDesc("fjord_controller_partitions_left_leaderless_total", "Partitions this node left without a leader as the active controller: their last ISR member was fenced.", nil, nil)
 	controlledShutdownsDesc   = prometheus.NewDesc("fjord_controller_controlled_shutdowns_total", "Brokers this node put in controlled shutdown as the active controller (their leaderships and ISR places moved before they stopped).", nil, nil)
 	preferredElectionsDesc    = prometheus.NewDesc("fjord_controller_preferred_leader_elections_total", "Partitions whose preferred replica this node made leader again as the active controller (the automatic leadership balance, or ElectLeaders).", nil, nil)
+	offlineReplicasDesc       = prometheus.NewDesc("fjord_controller_offline_replicas_total", "Replicas this node marked offline as the active controller, their logs having failed on their brokers: each left its ISR, and its leadership moved where it led.", nil, nil)
 	uncleanElectionsDesc      = prometheus.NewDesc("fjord_controller_unclean_leader_elections_total", "Partitions this node gave a leader from outside their ISR as the active controller (unclean.leader.election.enable): records only the fenced ISR held may have been lost.", nil, nil)
 )
 
@@ -99,8 +101,8 @@ type replicationCollector struct {
 
 func (replicationCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ledDesc, followingDesc, underReplicatedDesc, underMinISRDesc, offlineDesc,
-		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, throttledBytesDesc, throttleRateDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc,
-		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, controlledShutdownsDesc, preferredElectionsDesc, failoverDesc, leaseHeldDesc, leaseLapsesDesc} {
+		isrShrinksDesc, isrExpandsDesc, fetchedBytesDesc, throttledBytesDesc, throttleRateDesc, fetchedBatchesDesc, truncationsDesc, truncatedDesc, replicasOfflineDesc,
+		controllerActivationsDesc, activeControllerDesc, fencedBrokersDesc, fencingsDesc, unfencingsDesc, electionsDesc, leaderlessDesc, uncleanElectionsDesc, controlledShutdownsDesc, preferredElectionsDesc, offlineReplicasDesc, failoverDesc, leaseHeldDesc, leaseLapsesDesc} {
 		ch <- d
 	}
 }
@@ -126,6 +128,7 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(fetchedBatchesDesc, s.FetchedBatches)
 	counter(truncationsDesc, s.Truncations)
 	counter(truncatedDesc, s.TruncatedRecords)
+	gauge(replicasOfflineDesc, float64(s.Offline))
 	active, offline, fenced := 0.0, 0, 0
 	if c.n.ctrl.ControllerID() == c.n.cfg.NodeID {
 		active = 1
@@ -153,6 +156,7 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(uncleanElectionsDesc, fs.UncleanElections)
 	counter(controlledShutdownsDesc, fs.ControlledShutdowns)
 	counter(preferredElectionsDesc, fs.PreferredElections)
+	counter(offlineReplicasDesc, fs.OfflineReplicas)
 	buckets, sum, count := c.n.ctrl.FailoverHistogram()
 	ch <- prometheus.MustNewConstHistogram(failoverDesc, count, sum, buckets)
 	gauge(activeControllerDesc, active)

@@ -46,6 +46,7 @@ import (
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/controlplane/forward"
+	"github.com/fjordmq/fjord/internal/failpoint"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/grouplag"
@@ -128,6 +129,9 @@ type Node struct {
 	// keyed marks the topics whose partitions this node leads as having
 	// keyed records (keyed.go).
 	keyed *keyedMarker
+	// offline reports this node's replicas whose logs failed to the
+	// controller (offline_replicas.go).
+	offline *offlineReporter
 	// replicaLogs answers the controller's questions before an unclean
 	// leader election, once bound to peers and replicas.
 	replicaLogs *replicaLogs
@@ -197,6 +201,10 @@ func (n *Node) start(ctx context.Context) error {
 	if cfg.UnsyncedWritesInMemory {
 		fs = vfs.NewWriteBack(fs)
 		n.log.Warn("unsynced partition-log writes are kept in memory: a crash of this process loses them as a power cut would (a test setting)")
+	}
+	if fail := failpoint.SyncEIO(cfg.DataDir); fail != nil {
+		fs = vfs.SyncFaults(fs, fail)
+		n.log.Warn(failpoint.SyncEIOEnv + " is set: fsyncs of the log directory it names fail with EIO once its marker file exists (a test setting)")
 	}
 	if err := vfs.MkdirAllDurable(fs, cfg.DataDir); err != nil {
 		return fmt.Errorf("opening data directory %s: %w", cfg.DataDir, err)
@@ -309,6 +317,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.lease = newLease(clock.Real(), session*4/5, n.ctrl.ActiveTerm, len(cfg.Voters) > 1)
 	n.leaders = leaderfetch.New(n.peers)
 	n.keyed = newKeyedMarker(n.control, n.ctrl, n.log)
+	n.offline = newOfflineReporter(n.control, n.ctrl, n.log, cfg.NodeID, n.incarnation)
 	freeWarn, freeRefuse := freeSpaceFlags(cfg)
 	n.replicas = replica.NewManager(replica.Options{
 		NodeID:         cfg.NodeID,
@@ -324,10 +333,12 @@ func (n *Node) start(ctx context.Context) error {
 		// validate refused a value this could not parse.
 		ReplicaSelector: replicaSelector(cfg.ReplicaSelector),
 		KeyedAppend:     n.keyed.note,
+		LogFailed:       n.offline.note,
 		FreeSpaceWarn:   freeWarn,
 		FreeSpaceRefuse: freeRefuse,
 	})
 	n.replicaLogs.bind(n.peers, n.replicas)
+	n.offline.start(n.replicas)
 	// The cluster id first: the registration carries it (from this
 	// node's image, when it forwards to another node's controller), and a
 	// restarted node's image may not have replayed it yet; a
@@ -857,6 +868,9 @@ func (n *Node) Close() error {
 		// go through.
 		if n.keyed != nil {
 			n.keyed.close()
+		}
+		if n.offline != nil {
+			n.offline.close()
 		}
 
 		close(n.stopping)

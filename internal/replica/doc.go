@@ -73,6 +73,10 @@
 //     partitions, Close stops it.
 //   - One ISR loop (isr.go, when Options.ISR is set), and one goroutine
 //     per AlterPartition in flight (at most one per partition).
+//   - storage calls the log-failure handler on whichever goroutine met
+//     the failure, holding the log's locks; it only starts a goroutine
+//     of the manager's that takes the replica offline (offline.go:
+//     wakes the partition's waiters, tells Options.LogFailed).
 //
 // # Lock order
 //

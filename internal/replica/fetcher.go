@@ -146,7 +146,8 @@ func (fs *fetchers) apply(img *metadata.Image, table *partitionTable) {
 		p.mu.RLock()
 		leader, gone := p.mu.leader, p.mu.gone
 		p.mu.RUnlock()
-		if gone == nil && leader >= 0 && leader != self {
+		// A failed log takes no more appends (offline.go).
+		if gone == nil && leader >= 0 && leader != self && !p.log.Failed() {
 			want[leader] = append(want[leader], p)
 		}
 	}
@@ -321,8 +322,8 @@ func (f *fetcher) request(parts []*Partition) (req LeaderFetch, sent []*Partitio
 		p.mu.RLock()
 		leader, epoch, gone, throttled := p.mu.leader, p.mu.leaderEpoch, p.mu.gone, p.mu.throttled
 		p.mu.RUnlock()
-		if gone != nil || leader != f.leader {
-			continue
+		if gone != nil || leader != f.leader || p.log.Failed() {
+			continue // failed: offline until a restart (offline.go)
 		}
 		maxBytes := int32(followerPartitionBytes)
 		if throttled {
@@ -374,6 +375,9 @@ func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchRes
 	if p.mu.gone != nil || p.mu.leader != f.leader || p.mu.leaderEpoch != fp.CurrentLeaderEpoch {
 		return false, false // stale: the next image's fetcher takes over
 	}
+	if p.log.Failed() {
+		return false, false // offline (offline.go): the next fetch leaves it out
+	}
 	log := f.fs.m.log
 	switch {
 	case r.Err != nil && errors.Is(r.Err, ErrOffsetOutOfRange) && r.LogStartOffset > fp.FetchOffset:
@@ -389,7 +393,10 @@ func (f *fetcher) handle(p *Partition, fp LeaderFetchPartition, r LeaderFetchRes
 		}
 		return false, true
 	case r.Err != nil:
-		if !errors.Is(r.Err, ErrNotLeader) && !errors.Is(r.Err, ErrFencedLeaderEpoch) && !errors.Is(r.Err, ErrUnknownLeaderEpoch) {
+		// The leader's own log failing (KAFKA_STORAGE_ERROR) is said by
+		// that node; the image moves the leadership soon after.
+		if !errors.Is(r.Err, ErrNotLeader) && !errors.Is(r.Err, ErrFencedLeaderEpoch) && !errors.Is(r.Err, ErrUnknownLeaderEpoch) &&
+			!errors.Is(r.Err, ErrStorage) {
 			log.Warn("follower fetch refused", "partition", p.String(), "leader", f.leader, "offset", fp.FetchOffset, "err", r.Err)
 		}
 		return false, false // the next image names the leader to follow

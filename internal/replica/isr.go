@@ -97,7 +97,11 @@ func (p *Partition) maybeAlterISR(expand bool) {
 		return
 	}
 	p.mu.RLock()
-	if p.mu.gone != nil || p.mu.leader != m.opts.NodeID {
+	if p.mu.gone != nil || p.mu.leader != m.opts.NodeID || p.log.Failed() {
+		// A failed log (offline.go) serves its followers no fetch, so
+		// they would all look stalled: a shrink to itself, should the
+		// controller be slow to hear of the failure, would leave the
+		// partition leaderless when the controller does.
 		p.mu.RUnlock()
 		return
 	}

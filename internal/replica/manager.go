@@ -61,6 +61,13 @@ type Options struct {
 	// (the node starts its mark in the background). nil: nobody is
 	// told.
 	KeyedAppend func(topic string, topicID metadata.UUID)
+	// LogFailed is told, once per partition, that the log of a
+	// partition this node hosts failed (a write or fsync error): the
+	// replica is offline until the process restarts (offline.go), and
+	// the node reports it to the controller (OfflineReplicas lists
+	// them). It runs on a goroutine of the manager's and must not
+	// block. nil: nobody is told.
+	LogFailed func(topic string, topicID metadata.UUID, partition int32)
 	// FreeSpaceWarn and FreeSpaceRefuse are the node's
 	// log.dir.free.space.warn and .refuse (--log-dir-free-space-warn,
 	// --log-dir-free-space-refuse), in force where the metadata image
@@ -167,6 +174,9 @@ func NewManager(opts Options) *Manager {
 	m.brokerEpoch.Store(-1)
 	m.table.Store(emptyTable)
 	m.fetchers = newFetchers(m)
+	if opts.Storage != nil {
+		opts.Storage.OnLogFailure(m.logFailed) // offline.go
+	}
 	disk := newDiskPressure(m, opts.FreeSpaceWarn, opts.FreeSpaceRefuse)
 	disk.check()
 	m.disk = disk
@@ -378,6 +388,7 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 	m.throttle.setRate(img.FollowerThrottleRate(m.opts.NodeID), m.opts.Now())
 	m.disk.applyImage(img)
 	m.lastImage = img
+	m.noteFailedLogs(next)
 	m.fetchers.apply(img, next)
 	m.ready.Store(len(failed) == 0)
 }

@@ -78,6 +78,9 @@ type Partition struct {
 	// keyedSeen: a leader append to this partition wrote a keyed record
 	// and Options.KeyedAppend was told (noteKeyed). Never reset.
 	keyedSeen atomic.Bool
+	// offlineNoted: the log failed and takeOffline has run (offline.go).
+	// Never reset: the log stays failed for the process's life.
+	offlineNoted atomic.Bool
 
 	// followers is the leader's view of its followers in its current
 	// term (followers.go).
@@ -325,6 +328,11 @@ func (p *Partition) checkLeaderLocked(currentLeaderEpoch int32) error {
 	if p.mu.leader != p.m.opts.NodeID {
 		return fmt.Errorf("%w: %s: leader is node %d", ErrNotLeader, p, p.mu.leader)
 	}
+	// After leadership: once the image has moved it, clients are sent
+	// to the new leader rather than told of this node's disk.
+	if err := p.offlineError(); err != nil {
+		return err
+	}
 	return checkLeaderEpoch(p.mu.leaderEpoch, currentLeaderEpoch)
 }
 
@@ -348,7 +356,7 @@ func (p *Partition) checkConsumerRead(currentLeaderEpoch int32) (asFollower bool
 		return true, fmt.Errorf("%w: %s: this replica is not in the ISR %v (leader is node %d)",
 			ErrNotLeader, p, p.mu.isr, p.mu.leader)
 	}
-	return true, nil
+	return true, p.offlineError()
 }
 
 // checkLeader is checkLeaderLocked for callers that do not hold p.mu. It

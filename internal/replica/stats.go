@@ -25,6 +25,10 @@ type ReplicationStats struct {
 	// and TruncatedRecords the offsets those cuts removed, since it
 	// started.
 	Truncations, TruncatedRecords int64
+	// Offline is the partitions whose log on this node failed: offline
+	// until the process restarts (offline.go), and counted neither as
+	// led nor as followed.
+	Offline int
 }
 
 // FollowerLag is what a leader knows of one follower of one partition.
@@ -52,7 +56,12 @@ func (m *Manager) ReplicationStats(lag func(FollowerLag)) ReplicationStats {
 		replicas, isr, minInsync := p.mu.replicas, p.mu.isr, p.mu.minInsync
 		p.mu.RUnlock()
 		switch {
-		case gone != nil || leader < 0:
+		case gone != nil:
+			continue
+		case p.log.Failed():
+			s.Offline++
+			continue
+		case leader < 0:
 			continue
 		case leader != m.opts.NodeID:
 			s.Following++

@@ -37,7 +37,9 @@ type Log struct {
 	now  func() time.Time
 	// observeSync is OpenOptions.ObserveSync, or nil.
 	observeSync func(time.Duration)
-	log         *slog.Logger
+	// onFail is OpenOptions.OnFail, or nil.
+	onFail func(op string, err error)
+	log    *slog.Logger
 
 	cfg    atomic.Pointer[Config]
 	epochs *leaderepoch.Cache
@@ -154,14 +156,22 @@ func (l *Log) checkWritable() error {
 	return nil
 }
 
+// Failed reports whether an I/O error failed the log (ErrStorage): it
+// refuses writes until the process restarts and recovers it.
+func (l *Log) Failed() bool { return l.failed.Load() }
+
 // fail marks the log failed after an I/O error that may have left files
-// in an unknown state; it refuses writes from then on.
+// in an unknown state; it refuses writes from then on. The first failure
+// is logged and told to OpenOptions.OnFail.
 func (l *Log) fail(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if !l.failed.Swap(true) {
 		l.log.Error("log failed; refusing writes until restart", "log", l.name, "op", op, "err", err)
+		if l.onFail != nil {
+			l.onFail(op, err)
+		}
 	}
 	return fmt.Errorf("%w: %s: %s: %v", ErrStorage, l.name, op, err)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/storage/checkpoint"
@@ -93,6 +94,9 @@ type Manager struct {
 	cleaner *Cleaner
 	stop    chan struct{}
 	wg      sync.WaitGroup
+
+	// onLogFailure is OnLogFailure's handler, nil until one is set.
+	onLogFailure atomic.Pointer[func(TopicPartition, error)]
 }
 
 // OpenManager opens every log under dir with the default config (the
@@ -235,6 +239,7 @@ func (m *Manager) openAll() error {
 					Now:            m.opts.Now,
 					Logger:         m.log,
 					ObserveSync:    m.opts.ObserveSync,
+					OnFail:         m.logFailed(j.tp),
 				})
 				mu.Lock()
 				if err != nil && firstErr == nil {
@@ -295,6 +300,27 @@ func ParseLogDirName(name string) (TopicPartition, bool) {
 
 func logDirName(tp TopicPartition) string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
 
+// OnLogFailure sets the handler told of each log's first failure (an
+// I/O error after which the log refuses writes with ErrStorage until the
+// process restarts; Log.Failed). Kafka's LogDirFailureChannel, for one
+// log: Fjord has one data directory per node, so what fails is a
+// partition's log, and its owner takes that replica offline. The
+// handler runs on the goroutine that met the error, possibly holding the
+// log's locks: it must not block or call the log. A failure before the
+// handler is set is told to nobody; Log.Failed still says so.
+func (m *Manager) OnLogFailure(handler func(tp TopicPartition, err error)) {
+	m.onLogFailure.Store(&handler)
+}
+
+// logFailed is the OpenOptions.OnFail of tp's log.
+func (m *Manager) logFailed(tp TopicPartition) func(op string, err error) {
+	return func(op string, err error) {
+		if h := m.onLogFailure.Load(); h != nil && *h != nil {
+			(*h)(tp, fmt.Errorf("%s: %w", op, err))
+		}
+	}
+}
+
 // Log returns the log of tp, if this directory has it.
 func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
 	m.mu.RLock()
@@ -338,7 +364,8 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg Config) (*Log, error) {
 	if err := m.fs.SyncDir(m.dir); err != nil {
 		return nil, err
 	}
-	l, err := Open(m.fs, dir, cfg, OpenOptions{Name: logDirName(tp), Clean: true, Now: m.opts.Now, Logger: m.log, ObserveSync: m.opts.ObserveSync})
+	l, err := Open(m.fs, dir, cfg, OpenOptions{Name: logDirName(tp), Clean: true, Now: m.opts.Now, Logger: m.log,
+		ObserveSync: m.opts.ObserveSync, OnFail: m.logFailed(tp)})
 	if err != nil {
 		return nil, err
 	}

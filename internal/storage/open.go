@@ -39,6 +39,12 @@ type OpenOptions struct {
 	// (the node exports it as a histogram). It runs under the log's
 	// flush lock: it must be quick.
 	ObserveSync func(time.Duration)
+	// OnFail, when set, is told of the log's first failure (an I/O error
+	// that leaves it refusing writes with ErrStorage until a restart):
+	// the operation that failed and its error. It runs once, on the
+	// goroutine that met the error, which may hold the log's locks: it
+	// must be quick, must not block and must not call the log.
+	OnFail func(op string, err error)
 }
 
 // Open opens (or creates) the log in dir.
@@ -54,7 +60,7 @@ func Open(fsys vfs.FS, dir string, cfg Config, opts OpenOptions) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{fs: fsys, dir: dir, name: opts.Name, now: opts.Now, log: opts.Logger, observeSync: opts.ObserveSync}
+	l := &Log{fs: fsys, dir: dir, name: opts.Name, now: opts.Now, log: opts.Logger, observeSync: opts.ObserveSync, onFail: opts.OnFail}
 	if l.name == "" {
 		l.name = filepath.Base(dir)
 	}

@@ -13,7 +13,7 @@ import (
 // descriptor stays valid when f is closed or its name removed, so a
 // caller may hand it to sendfile after letting go of f's locks.
 func DupOSFile(f File) (*os.File, error) {
-	of, ok := f.(*osFile)
+	of, ok := unwrap(f).(*osFile)
 	if !ok {
 		return nil, ErrNotOSFile
 	}

@@ -17,7 +17,7 @@ func OS() FS { return osFS{} }
 // the caller must not close it, and should use offset-taking calls since
 // nothing else relies on the file position.
 func OSFile(f File) (*os.File, bool) {
-	of, ok := f.(*osFile)
+	of, ok := unwrap(f).(*osFile)
 	if !ok {
 		return nil, false
 	}
