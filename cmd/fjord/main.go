@@ -50,6 +50,7 @@ func newRootCommand() *cobra.Command {
 		newDLQCommand(),
 		newTxnCommand(),
 		newClusterCommand(),
+		newQuotaCommand(),
 		newVerifyCommand(),
 		newVersionCommand(),
 		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand(), newBenchReportCommand()),

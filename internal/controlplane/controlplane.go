@@ -134,6 +134,12 @@ type Client interface {
 	// (metadata.DynamicBrokerConfigs): broker's own, or with broker -1
 	// the cluster default. Set and Delete only.
 	AlterBrokerConfigs(ctx context.Context, broker int32, ops []ConfigOp, validateOnly bool) error
+	// AlterClientQuotas sets and removes client quotas (KIP-546), each
+	// alteration checked and committed on its own: errs[i] answers
+	// alts[i] (metadata.ErrInvalidQuota for a bad entity, key or value,
+	// or past metadata.MaxClientQuotaEntities). err is the whole
+	// request's (ErrNotController, ErrTimedOut).
+	AlterClientQuotas(ctx context.Context, alts []QuotaAlteration, validateOnly bool) (errs []error, err error)
 	// AllocateProducerIDs commits a new block of producer ids for nodeID
 	// and returns it as [first, first+count).
 	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)

@@ -24,6 +24,10 @@
 //	TestLogFailureMovesLeadership an injected EIO on the leader's fsync (FJORD_FSYNC_EIO)
 //	                            under acks=all: KAFKA_STORAGE_ERROR, then another leader,
 //	                            the failed node out of the ISR, nothing acknowledged lost
+//	TestClientQuotas            1 MiB/s producer and consumer quotas on franz-go, Sarama and
+//	                            librdkafka at once, held within 10% over 30 s and throttled
+//	                            without reconnects, beside unthrottled clients (not parallel:
+//	                            it compares latency with a baseline of its own)
 //	TestHostileInput            garbage on raw sockets while a good client works
 //	TestMetadataSurvivesRestart topics, configs, offsets, deletions across SIGTERM and SIGKILL
 //	TestGroupCooperativeSticky  3 franz-go members (one joins late, one leaves, one is SIGKILLed
@@ -44,7 +48,7 @@
 //
 // Running:
 //
-//	go test ./internal/e2e                  # 20-60 s on 2 cores (plus building fjord once)
+//	go test ./internal/e2e                  # about 3 minutes on 2 cores (plus building fjord once)
 //	FJORD_E2E_LONG=1 go test -timeout 30m ./internal/e2e   # about 2 minutes
 //	FJORD_BIN=/path/to/fjord go test ./internal/e2e   # a prebuilt binary
 //

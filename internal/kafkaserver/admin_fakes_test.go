@@ -267,6 +267,45 @@ func (c *adminFakeController) CreatePartitions(ctx context.Context, topic string
 	return nil
 }
 
+// AlterClientQuotas applies what the handler checked (the real rules
+// are the controller's planClientQuota, tested there).
+func (c *adminFakeController) AlterClientQuotas(ctx context.Context, alts []controlplane.QuotaAlteration, validateOnly bool) ([]error, error) {
+	if err := c.begin(ctx, "AlterClientQuotas"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	errs := make([]error, len(alts))
+	if validateOnly {
+		return errs, nil
+	}
+	next := *c.img
+	next.ClientQuotas = maps.Clone(next.ClientQuotas)
+	if next.ClientQuotas == nil {
+		next.ClientQuotas = map[metadata.QuotaEntity]map[string]float64{}
+	}
+	for _, alt := range alts {
+		q := maps.Clone(next.ClientQuotas[alt.Entity])
+		if q == nil {
+			q = map[string]float64{}
+		}
+		for _, op := range alt.Ops {
+			if op.Remove {
+				delete(q, op.Key)
+			} else {
+				q[op.Key] = op.Value
+			}
+		}
+		if len(q) == 0 {
+			delete(next.ClientQuotas, alt.Entity)
+		} else {
+			next.ClientQuotas[alt.Entity] = q
+		}
+	}
+	c.img = &next
+	return errs, nil
+}
+
 // AlterBrokerConfigs applies what the handler checked (the real rules
 // are the controller's planBrokerConfigs, tested there).
 func (c *adminFakeController) AlterBrokerConfigs(ctx context.Context, broker int32, ops []controlplane.ConfigOp, validateOnly bool) error {

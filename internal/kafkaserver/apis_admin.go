@@ -37,6 +37,8 @@ var adminAPIs = []api{
 	{key: 44, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs, controlChange: true},
 	{key: 45, minVersion: 0, maxVersion: 0, handle: handleAlterPartitionReassignments, controlChange: true},
 	{key: 46, minVersion: 0, maxVersion: 0, handle: handleListPartitionReassignments},
+	{key: 48, minVersion: 0, maxVersion: 1, handle: handleDescribeClientQuotas},
+	{key: 49, minVersion: 0, maxVersion: 1, handle: handleAlterClientQuotas, controlChange: true},
 	{key: 55, minVersion: 0, maxVersion: 2, handle: handleDescribeQuorum},
 	{key: 80, minVersion: 0, maxVersion: 1, handle: handleAddRaftVoter},
 	{key: 81, minVersion: 0, maxVersion: 0, handle: handleRemoveRaftVoter},

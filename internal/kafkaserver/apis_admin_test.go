@@ -33,6 +33,8 @@ var wantAdminVersions = map[int16][2]int16{
 	44: {0, 1}, // IncrementalAlterConfigs
 	45: {0, 0}, // AlterPartitionReassignments (v1 is KIP-860's, Kafka 4.1)
 	46: {0, 0}, // ListPartitionReassignments
+	48: {0, 1}, // DescribeClientQuotas (KIP-546)
+	49: {0, 1}, // AlterClientQuotas (KIP-546)
 	55: {0, 2}, // DescribeQuorum (v2 is KIP-853's)
 	60: {0, 2}, // DescribeCluster (v2 is KIP-1073's)
 	61: {0, 0}, // DescribeProducers (KIP-664)

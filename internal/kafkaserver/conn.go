@@ -131,6 +131,10 @@ type conn struct {
 	// holding its turn touches it: turns run one at a time, in order.
 	refused pipelineRefusals
 
+	// mutedUntil is the unix-nanosecond time until which the reader
+	// reads no request: the client is over a quota (quota.go).
+	mutedUntil atomic.Int64
+
 	handlers  sync.WaitGroup
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -149,6 +153,9 @@ type slot struct {
 	resp    kmsg.Response // nil: nothing to write (acks=0)
 	release func()
 	err     error // non-nil: close the connection instead of answering
+	// delay holds the response back this long: a quota throttle owed by
+	// a client of a version that does not wait by itself (quota.go).
+	delay time.Duration
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -258,6 +265,9 @@ func (c *conn) readLoop() error {
 			}
 			c.prevTurn = nil
 		}
+		if !c.waitUnmuted() {
+			return nil
+		}
 		n, err := c.readFull(br, sizeBuf[:])
 		if err != nil {
 			if n == 0 && errors.Is(err, io.EOF) {
@@ -272,6 +282,12 @@ func (c *conn) readLoop() error {
 		frame, err := c.readFrame(br, int(size))
 		if err != nil {
 			return err
+		}
+		// Again: the reader may have been waiting for this frame when a
+		// handler muted the connection.
+		if !c.waitUnmuted() {
+			putBuffer(frame)
+			return nil
 		}
 		if err := c.dispatch(frame); err != nil {
 			putBuffer(frame)
@@ -404,6 +420,7 @@ func (c *conn) dispatch(frame []byte) error {
 		body:          body,
 		conn:          c,
 		sl:            sl,
+		frameBytes:    len(frame) + 4,
 	}
 	if key == produceKey {
 		req.turn = newProduceTurn(c.lastTurn)
@@ -473,6 +490,9 @@ func (c *conn) runHandler(a api, req *request, sl *slot) {
 		}
 	}
 	sl.resp, sl.release, sl.err = a.handle(ctx, c.s, req)
+	if sl.err == nil && !peer {
+		c.chargeAfterHandling(req, sl, time.Since(start)-req.parked)
+	}
 	if peer && sl.resp != nil {
 		// This node's image includes whatever the handler changed: the
 		// local controller answers only once it is published.
@@ -518,6 +538,21 @@ func (c *conn) writeLoop() (abandoned []*slot) {
 		case <-sl.done: // answered
 		case <-c.closed: // the handler may still be using the frame
 			return []*slot{sl}
+		}
+		if sl.delay > 0 {
+			// Held back for a quota (quota.go): what is written goes out
+			// first, then nothing for the throttle.
+			if err := c.flush(bw); err != nil {
+				c.logClose(err)
+				return []*slot{sl}
+			}
+			t := time.NewTimer(sl.delay)
+			select {
+			case <-t.C:
+			case <-c.closed:
+				t.Stop()
+				return []*slot{sl}
+			}
 		}
 		if sl.err != nil {
 			if !errors.Is(sl.err, errCloseConnection) {

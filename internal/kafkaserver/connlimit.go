@@ -60,21 +60,24 @@ const (
 	admitted refusal = iota
 	refusedMaxConnections
 	refusedMaxConnectionsPerIP
+	refusedConnectionCreationRate
 	numRefusals
 )
 
 // refusalReasons are the reason label values of
 // fjord_connections_refused_total, by refusal.
 var refusalReasons = [numRefusals]string{
-	admitted:                   "",
-	refusedMaxConnections:      "max_connections",
-	refusedMaxConnectionsPerIP: "max_connections_per_ip",
+	admitted:                      "",
+	refusedMaxConnections:         "max_connections",
+	refusedMaxConnectionsPerIP:    "max_connections_per_ip",
+	refusedConnectionCreationRate: "connection_creation_rate",
 }
 
 // refusalConfigs name the config each refusal enforces, for the log.
 var refusalConfigs = [numRefusals]string{
-	refusedMaxConnections:      metadata.MaxConnectionsConfig,
-	refusedMaxConnectionsPerIP: metadata.MaxConnectionsPerIPConfig,
+	refusedMaxConnections:         metadata.MaxConnectionsConfig,
+	refusedMaxConnectionsPerIP:    metadata.MaxConnectionsPerIPConfig,
+	refusedConnectionCreationRate: "the connection_creation_rate client quota",
 }
 
 // refusalLogInterval is how often at most each reason logs its WARN: a

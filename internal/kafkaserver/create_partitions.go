@@ -53,6 +53,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 	cctx, cancel := withRequestTimeout(ctx, r.TimeoutMillis)
 	defer cancel()
 	img := s.image()
+	mq := s.mutationQuotaFor(req, 3, r.ValidateOnly)
 	for i := range r.Topics {
 		t := &r.Topics[i]
 		refusedKeyed := false
@@ -74,6 +75,9 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 				return fmt.Errorf("%w: topic %q has keyed records: adding partitions changes the partition of existing keys "+
 					"(a key's partition is murmur2(key) modulo the count), so records of one key would be in different partitions "+
 					"before and after, and per-key order breaks; nothing changed", kerr.InvalidPartitions, t.Topic)
+			}
+			if err := mq.admit(s, req, int(t.Count)-len(topic.Partitions)); err != nil {
+				return err
 			}
 			if err := s.controller.CreatePartitions(cctx, t.Topic, t.Count, assignments, r.ValidateOnly); err != nil || r.ValidateOnly {
 				return err

@@ -57,6 +57,7 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	errs := make([]error, len(r.Topics))
 	var toCreate []controlplane.CreateTopic
 	var toCreateIdx []int
+	mq := s.mutationQuotaFor(req, 6, req.version >= 1 && r.ValidateOnly)
 	for i := range r.Topics {
 		t := &r.Topics[i]
 		results[i] = kmsg.NewCreateTopicsResponseTopic()
@@ -66,6 +67,9 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 			continue
 		}
 		ct, err := createTopicFromRequest(s.image(), req.version, t, s.internalClient(req))
+		if err == nil {
+			err = mq.admit(s, req, createdPartitions(ct))
+		}
 		if err != nil {
 			errs[i] = err
 			continue

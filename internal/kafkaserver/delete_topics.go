@@ -81,6 +81,25 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 		}
 	}
 
+	mq := s.mutationQuotaFor(req, 5, false)
+	for i := range entries {
+		e := &entries[i]
+		if e.err != nil {
+			continue
+		}
+		// The partitions a deletion removes, from the image (none for a
+		// topic it does not know, which the controller refuses anyway).
+		n := 0
+		if e.name != nil {
+			if t, ok := lookupTopic(img, *e.name); ok {
+				n = len(t.Partitions)
+			}
+		} else if t, ok := lookupTopicID(img, e.id); ok {
+			n = len(t.Partitions)
+		}
+		e.err = mq.admit(s, req, n)
+	}
+
 	var names []string
 	var nameIdx []int
 	var ids []metadata.UUID

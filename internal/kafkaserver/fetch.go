@@ -143,6 +143,13 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			return resp, nil, nil
 		}
 	}
+	// A consumer still owing a wait for its quota is answered at once
+	// with nothing (quota.go).
+	fq := s.fetchQuotaFor(req, replicaID)
+	if owed := fq.owed(s); owed > 0 {
+		req.throttle = owed
+		return throttledFetch(resp, fc.sessionID), nil, nil
+	}
 	params := replica.FetchParams{
 		ReplicaID:    replicaID,
 		ReplicaEpoch: replicaEpoch,
@@ -154,6 +161,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	if req.conn != nil && req.conn.sendfile {
 		params.MinRangeBytes = s.cfg.SendfileMinBytes
 	}
+	params.MaxBytes = fq.capBytes(s, params.MaxBytes)
 	switch {
 	case replicaID >= 0:
 		params.Isolation = replica.IsolationLogEnd
@@ -213,6 +221,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	var result *replica.FetchResult
 	if len(reads) > 0 {
 		result = s.replicas.Fetch(ctx, params, reads)
+		req.parked += result.Waited
 	} else if len(fc.parts) == 0 && params.MaxWait > 0 {
 		// An incremental fetch with nothing in its session: there is
 		// nothing to wake us, so honour MaxWait rather than have the
@@ -223,6 +232,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		case <-ctx.Done(): // connection or server closing
 		}
 		t.Stop()
+		req.parked += params.MaxWait
 	}
 
 	// Per part: the answer and its session state.
@@ -315,6 +325,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	// fetch: request order; incremental: session order). Ranges go in
 	// the same order, the order the writer meets their placeholders.
 	var sent []storage.FileRange
+	sentBytes := 0
 	for i := range answers {
 		if !include[i] {
 			continue
@@ -326,6 +337,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 		}
 		if size > 0 && replicaID < 0 {
 			s.metrics.fetched(names[i], size, fc.parts[i].fetchOffset, lastOffsets[i], fromFollower[i])
+			sentBytes += size
 		}
 		n := len(resp.Topics)
 		if n == 0 || !sameFetchTopic(&resp.Topics[n-1], fc.parts[i].key, usesIDs) {
@@ -361,6 +373,7 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			}
 		}
 	}
+	req.throttle = fq.charge(s, sentBytes)
 	if result == nil {
 		return resp, nil, nil
 	}

@@ -165,6 +165,10 @@ func (c *memController) AlterBrokerConfigs(context.Context, int32, []controlplan
 	return errMemUnsupported
 }
 
+func (c *memController) AlterClientQuotas(context.Context, []controlplane.QuotaAlteration, bool) ([]error, error) {
+	return nil, errMemUnsupported
+}
+
 // memReplicas keeps each partition's batches in memory.
 type memReplicas struct {
 	ctrl *memController

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/fjordmsg"
+	"github.com/fjordmq/fjord/internal/quota"
 )
 
 // serverMetrics are the Kafka listener's Prometheus metrics. Request
@@ -38,6 +39,9 @@ type serverMetrics struct {
 	// addedToKeyed counts partitions added to topics with keyed records
 	// (create_partitions.go), by topic: each such grow moved keys.
 	addedToKeyed *prometheus.CounterVec
+	// throttles counts responses that carried a quota throttle, by the
+	// quota (quota.Kind; quota.go).
+	throttles [4]prometheus.Counter // the kinds before quota.ConnectionCreations
 }
 
 type topicCounters struct {
@@ -85,10 +89,16 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		Name: "fjord_consumer_fetch_records_total", Help: "Offsets this node handed to consumers (as fjord_topic_records_out_total counts them), by the replica it served them as: leader or follower.",
 	}, []string{"served_as"})
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fjord_connections_refused_total", Help: "Kafka protocol connections closed as soon as they were accepted, past a connection limit, by reason: max_connections or max_connections_per_ip.",
+		Name: "fjord_connections_refused_total", Help: "Kafka protocol connections closed as soon as they were accepted, past a connection limit, by reason: max_connections, max_connections_per_ip or connection_creation_rate (a client quota on the address).",
 	}, []string{"reason"})
 	for r := admitted + 1; r < numRefusals; r++ {
 		m.connectionsRefused[r] = refused.WithLabelValues(refusalReasons[r])
+	}
+	throttles := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fjord_quota_throttles_total", Help: "Responses that told a client to wait (throttle_time_ms, and its connection muted meanwhile) because it was over a client quota, by quota: producer_byte_rate, consumer_byte_rate, request_percentage or controller_mutation_rate.",
+	}, []string{"quota"})
+	for k := range m.throttles {
+		m.throttles[k] = throttles.WithLabelValues(quota.Kind(k).String())
 	}
 	for role, name := range servedAs {
 		m.consumerBytes[role] = consumerBytes.WithLabelValues(name)
@@ -96,9 +106,16 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
-			consumerBytes, consumerRecords, m.addedToKeyed, refused)
+			consumerBytes, consumerRecords, m.addedToKeyed, refused, throttles)
 	}
 	return m
+}
+
+// throttled counts a response that carried a throttle for kind.
+func (m *serverMetrics) throttled(kind quota.Kind) {
+	if int(kind) < len(m.throttles) {
+		m.throttles[kind].Inc()
+	}
 }
 
 // servedAs names the served_as label's values: index 1 is a read from a

@@ -36,6 +36,7 @@ import (
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/quota"
 	"github.com/fjordmq/fjord/internal/topicconfig"
 	"github.com/fjordmq/fjord/internal/txn/txnstatetopic"
 )
@@ -175,6 +176,8 @@ type Server struct {
 	// connLimits admits or refuses each accepted connection
 	// (connlimit.go).
 	connLimits *connLimiter
+	// quotas keeps the client quotas' rates (quota.go).
+	quotas *quota.Manager
 
 	// wg counts accept loops and connections (each connection's reader,
 	// writer and handlers are waited for by the connection itself).
@@ -214,6 +217,16 @@ type request struct {
 	// sl is the request's place in the response order; its frame is the
 	// buffer body's byte fields alias.
 	sl *slot
+	// frameBytes is the request's size on the wire, what a Produce
+	// charges to producer_byte_rate (quota.go).
+	frameBytes int
+	// parked is the time the handler spent waiting (a fetch's long poll,
+	// a produce's turn and acks), not working: request_percentage does
+	// not count it. Only the handler's goroutine touches it.
+	parked time.Duration
+	// throttle is a throttle the handler owes its client (a fetch's
+	// consumer_byte_rate), applied with the others once it returns.
+	throttle time.Duration
 }
 
 // internalClient reports whether req comes from one of Fjord's own
@@ -287,6 +300,7 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
+		quotas:      quota.New(quota.Config{}),
 		emptyImage:  metadata.Empty(cfg.TopicConfigs),
 		cfg:         cfg,
 		controller:  ctrl,
@@ -349,6 +363,10 @@ func (s *Server) Serve(l net.Listener) error {
 		// connection: a refused one is closed here, on this goroutine.
 		addr := remoteAddr(nc)
 		ticket, r := s.connLimits.admit(s.image(), addr)
+		if r == admitted && ticket.counted && !s.admitConnectionRate(addr) {
+			s.connLimits.release(ticket)
+			r = refusedConnectionCreationRate
+		}
 		if r != admitted {
 			s.refuse(nc, addr, r)
 			continue

@@ -111,6 +111,9 @@ type draft struct {
 	// (mutableOffline).
 	offlineCopied bool
 	offlineOwned  map[int32]bool
+	// quotasCopied: the draft has its own ClientQuotas map (the
+	// per-entity maps in it are replaced whole, never edited).
+	quotasCopied bool
 }
 
 func (d *draft) apply(r Record) error {
@@ -198,6 +201,12 @@ func (d *draft) apply(r Record) error {
 	case *UnregisterBrokerRecord:
 		if v != nil {
 			return d.unregisterBroker(*v)
+		}
+	case ClientQuotaRecord:
+		return d.clientQuota(v)
+	case *ClientQuotaRecord:
+		if v != nil {
+			return d.clientQuota(*v)
 		}
 	case BrokerConfigRecord:
 		return d.brokerConfig(v)

@@ -86,6 +86,8 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[TopicKeyedRecord](env.Data)
 	case OfflineReplicaRecord{}.Type():
 		r, err = decodeData[OfflineReplicaRecord](env.Data)
+	case ClientQuotaRecord{}.Type():
+		r, err = decodeData[ClientQuotaRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -178,6 +180,9 @@ type imageSnapshot struct {
 	// none, so snapshots of logs before OfflineReplicasMetadataVersion
 	// are unchanged.
 	OfflineReplicas map[int32][]TopicIDPartition `json:"offline_replicas,omitempty"`
+	// ClientQuotas are the client quotas, one record's worth each,
+	// sorted; omitted when there is none.
+	ClientQuotas []ClientQuotaRecord `json:"client_quotas,omitempty"`
 }
 
 type topicSnapshot struct {
@@ -211,6 +216,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 		Topics:          []topicSnapshot{},
 		NextProducerID:  img.NextProducerID,
 		BrokerConfigs:   img.BrokerConfigs,
+		ClientQuotas:    clientQuotaRecords(img.ClientQuotas),
 	}
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
@@ -319,6 +325,9 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 			v := s.BrokerConfigs[id][n]
 			recs = append(recs, BrokerConfigRecord{Broker: id, Name: n, Value: &v})
 		}
+	}
+	for _, q := range s.ClientQuotas {
+		recs = append(recs, q)
 	}
 	img, err := applyRecords(Empty(configs), s.Offset, recs)
 	if err != nil {

@@ -22,6 +22,8 @@ func allRecordKinds() []Record {
 		ControlledShutdownRecord{NodeID: 1, Epoch: 12},
 		TopicKeyedRecord{TopicID: idOrders},
 		OfflineReplicaRecord{NodeID: 2, Epoch: 12, TopicID: idOrders, Partition: 1},
+		ClientQuotaRecord{Entity: QuotaEntity{User: Named("alice"), ClientID: DefaultName()}, Key: QuotaProducerByteRate, Value: 1048576},
+		ClientQuotaRecord{Entity: QuotaEntity{IP: Named("10.0.0.7")}, Key: QuotaConnectionCreationRate, Remove: true},
 	}
 }
 
@@ -71,6 +73,8 @@ func ptrTo(r Record) Record {
 	case TopicKeyedRecord:
 		return &v
 	case OfflineReplicaRecord:
+		return &v
+	case ClientQuotaRecord:
 		return &v
 	}
 	panic(r)

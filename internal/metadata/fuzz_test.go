@@ -86,6 +86,14 @@ func FuzzDecodeImage(f *testing.F) {
 	}
 	b, _ = EncodeImage(offline)
 	f.Add(b)
+	quotas, err := offline.Apply(6, MetadataVersionRecord{Version: ClientQuotaMetadataVersion},
+		ClientQuotaRecord{Entity: QuotaEntity{User: Named("alice"), ClientID: DefaultName()}, Key: QuotaProducerByteRate, Value: 1048576},
+		ClientQuotaRecord{Entity: QuotaEntity{IP: DefaultName()}, Key: QuotaConnectionCreationRate, Value: 20})
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, _ = EncodeImage(quotas)
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		img, err := DecodeImage(b, testConfigs)
 		if err != nil {

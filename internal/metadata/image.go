@@ -33,6 +33,9 @@ type Image struct {
 	// by broker id, -1 for the cluster default; nil when there is none.
 	// Read them with BrokerConfig.
 	BrokerConfigs map[int32]map[string]string
+	// ClientQuotas are the client quotas (ClientQuotaRecord) by entity,
+	// each entity's keys and values (quota.go). nil when there are none.
+	ClientQuotas map[QuotaEntity]map[string]float64
 	// OfflineReplicas are, by broker id, the partitions whose replica on
 	// that broker is offline in its current registration
 	// (OfflineReplicaRecord): the broker is never elected their leader

@@ -57,8 +57,9 @@ type MetadataVersionRecord struct {
 // configs (BrokerConfigRecord) and unregistering a broker
 // (UnregisterBrokerRecord). Version 6 adds marking a topic as having
 // keyed records (TopicKeyedRecord). Version 7 adds offline replicas
-// (OfflineReplicaRecord).
-const KnownMetadataVersion int32 = 7
+// (OfflineReplicaRecord). Version 8 adds client quotas
+// (ClientQuotaRecord).
+const KnownMetadataVersion int32 = 8
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.
@@ -287,3 +288,4 @@ func (BrokerConfigRecord) Type() string       { return "broker_config" }
 func (UnregisterBrokerRecord) Type() string   { return "unregister_broker" }
 func (TopicKeyedRecord) Type() string         { return "topic_keyed" }
 func (OfflineReplicaRecord) Type() string     { return "offline_replica" }
+func (ClientQuotaRecord) Type() string        { return "client_quota" }

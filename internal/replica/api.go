@@ -141,7 +141,10 @@ func (r *FetchPartitionResult) Size() int {
 // holding its Records has been written; the buffers go back to the pool.
 type FetchResult struct {
 	Partitions []FetchPartitionResult
-	release    func()
+	// Waited is how long the fetch was parked waiting for data (its
+	// long poll): not work, for request_percentage quotas.
+	Waited  time.Duration
+	release func()
 }
 
 // Release returns the result's buffers to the pool and closes its file

@@ -114,6 +114,8 @@ func (m *Manager) Fetch(ctx context.Context, params FetchParams, parts []FetchPa
 	}()
 	timer := time.NewTimer(params.MaxWait)
 	defer timer.Stop()
+	parked := time.Now()
+	defer func() { f.res.Waited = time.Since(parked) }()
 	for {
 		// Park on every partition the last read found, then read again
 		// if that added any: a high-watermark move between that read and

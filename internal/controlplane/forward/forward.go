@@ -223,6 +223,8 @@ func responseTags(resp kmsg.Response) *kmsg.Tags {
 		return &r.UnknownTags
 	case *kmsg.AlterPartitionAssignmentsResponse:
 		return &r.UnknownTags
+	case *kmsg.AlterClientQuotasResponse:
+		return &r.UnknownTags // flexible from v1, which forwarding sends
 	}
 	return nil
 }
