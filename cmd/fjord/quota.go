@@ -320,9 +320,13 @@ func (f *quotaEntityFlags) entity(cmd *cobra.Command, required bool) (metadata.Q
 	case e.IP.Set && (e.User.Set || e.ClientID.Set):
 		return e, errors.New("--ip cannot be combined with --user or --client-id: an ip entity stands alone (Kafka's rule)")
 	case e.IP.Set && !e.IP.Default:
-		if _, err := netip.ParseAddr(e.IP.Name); err != nil {
+		addr, err := netip.ParseAddr(e.IP.Name)
+		if err != nil {
 			return e, fmt.Errorf("--ip %s: not an IP address (want a literal such as 10.0.0.7 or 2001:db8::1)", quoteValue(e.IP.Name))
 		}
+		// One address, one entity, as the node keeps it: ::ffff:10.0.0.7
+		// is 10.0.0.7.
+		e.IP.Name = metadata.CanonicalQuotaIP(addr)
 	}
 	// The node's own rules (name length, UTF-8) as the last word, so
 	// nothing it would refuse is sent.
