@@ -222,6 +222,7 @@ func (fc *fetchContext) update(results []partState) (include []bool) {
 	s := fc.session
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var gaveRecords map[*sessionPartition]bool
 	for i, r := range results {
 		idx, ok := s.mu.index[fc.parts[i].key]
 		if !ok {
@@ -235,8 +236,42 @@ func (fc *fetchContext) update(results []partState) (include []bool) {
 			sp.sent = r
 			sp.sentOnce = true
 		}
+		if r.hasRecords {
+			if gaveRecords == nil {
+				gaveRecords = map[*sessionPartition]bool{}
+			}
+			gaveRecords[sp] = true
+		}
 	}
+	s.rotateLocked(gaveRecords)
 	return include
+}
+
+// rotateLocked moves the partitions that returned records to the end of
+// the session's order, keeping the order within each group (Kafka's
+// IncrementalFetchContext does the same). A fetch reads its partitions
+// in session order and the byte limits (the fetch's, a consumer's quota,
+// the replay budget) fill from the first: without this the partitions
+// first in a session would take every fetch's bytes while the rest
+// waited.
+// REQUIRES: s.mu held.
+func (s *fetchSession) rotateLocked(gaveRecords map[*sessionPartition]bool) {
+	if len(gaveRecords) == 0 || len(gaveRecords) == len(s.mu.parts) {
+		return
+	}
+	rest := make([]*sessionPartition, 0, len(gaveRecords))
+	kept := s.mu.parts[:0]
+	for _, sp := range s.mu.parts {
+		if gaveRecords[sp] {
+			rest = append(rest, sp)
+		} else {
+			kept = append(kept, sp)
+		}
+	}
+	s.mu.parts = append(kept, rest...)
+	for i, sp := range s.mu.parts {
+		s.mu.index[sp.key] = i
+	}
 }
 
 // news reports whether r tells the client something it was not told.

@@ -245,3 +245,40 @@ func TestFetchSessionRules(t *testing.T) {
 		t.Fatalf("include %v", inc)
 	}
 }
+
+// The partitions that returned records go to the end of the session's
+// order, so the next fetch reads the others first (Kafka's rotation):
+// byte limits that fill from the first partition cannot keep serving the
+// same one.
+func TestFetchSessionRotatesPartitionsWithRecords(t *testing.T) {
+	c := newFetchSessionCache(10)
+	k := func(p int32) sessionPartKey { return sessionPartKey{topic: "t", partition: p} }
+	fc := c.newContext(0, 0, false, []fetchReqPartition{{key: k(0)}, {key: k(1)}, {key: k(2)}, {key: k(3)}}, nil)
+	order := func() []int32 {
+		s := c.get(fc.sessionID)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var out []int32
+		for i, sp := range s.mu.parts {
+			if s.mu.index[sp.key] != i {
+				t.Fatalf("index of %v is %d, its place %d", sp.key, s.mu.index[sp.key], i)
+			}
+			out = append(out, sp.key.partition)
+		}
+		return out
+	}
+	fc.update([]partState{{hasRecords: true}, {}, {hasRecords: true}, {}})
+	if got := order(); !slices.Equal(got, []int32{1, 3, 0, 2}) {
+		t.Fatalf("after 0 and 2 returned records: order %v, want [1 3 0 2]", got)
+	}
+	fc = c.newContext(fc.sessionID, 1, false, nil, nil)
+	fc.update([]partState{{hasRecords: true}, {}, {}, {}}) // partition 1, first now
+	if got := order(); !slices.Equal(got, []int32{3, 0, 2, 1}) {
+		t.Fatalf("after 1 returned records: order %v, want [3 0 2 1]", got)
+	}
+	fc = c.newContext(fc.sessionID, 2, false, nil, nil)
+	fc.update([]partState{{hasRecords: true}, {hasRecords: true}, {hasRecords: true}, {hasRecords: true}})
+	if got := order(); !slices.Equal(got, []int32{3, 0, 2, 1}) {
+		t.Fatalf("all returned records: order %v, want it unchanged", got)
+	}
+}
