@@ -98,6 +98,8 @@ func TestIncrementalAlterConfigsErrors(t *testing.T) {
 		{"a good one beside a bad one", incResource(broker, "",
 			incOp("max.connections", kmsg.IncrementalAlterConfigOpSet, strp("100")),
 			incOp("max.connections.per.ip", kmsg.IncrementalAlterConfigOpSet, strp("-5"))), kerr.InvalidConfig, "max.connections.per.ip=\"-5\""},
+		{"replay budget zero", incResource(broker, "", incOp("replay.max.bytes.per.second", kmsg.IncrementalAlterConfigOpSet, strp("0"))), kerr.InvalidConfig, "at least 1"},
+		{"replay tail negative", incResource(broker, "1", incOp("replay.tail.bytes", kmsg.IncrementalAlterConfigOpSet, strp("-1"))), kerr.InvalidConfig, "0 or more"},
 		{"free space at 100%", incResource(broker, "", incOp("log.dir.free.space.refuse", kmsg.IncrementalAlterConfigOpSet, strp("100%"))), kerr.InvalidConfig, "below 100%"},
 		{"free space negative", incResource(broker, "1", incOp("log.dir.free.space.warn", kmsg.IncrementalAlterConfigOpSet, strp("-5"))), kerr.InvalidConfig, "whole number of bytes"},
 		{"free space absurd", incResource(broker, "1", incOp("log.dir.free.space.warn", kmsg.IncrementalAlterConfigOpSet, strp("9999999999999999999"))), kerr.InvalidConfig, "1 EiB"},

@@ -25,6 +25,26 @@ import (
 // for the replicas a reassignment is adding to it. Unset: no throttle.
 const FollowerThrottleRateConfig = "follower.replication.throttled.rate"
 
+// Replay isolation (replica's replay budget): consumer fetches that read
+// far behind the log end draw on a per-broker byte budget, so a backfill
+// cannot take the disks and cores the tail's readers and writers need.
+// Fjord's own names; Kafka has no such settings.
+const (
+	// ReplayRateConfig is replay.max.bytes.per.second: the bytes per
+	// second this broker's consumer fetches may read far behind the log
+	// end, all partitions together. Unset: no budget.
+	ReplayRateConfig = "replay.max.bytes.per.second"
+	// ReplayTailConfig is replay.tail.bytes: how far behind the log end
+	// (in bytes of the partition's log) a fetch must read to draw on
+	// the budget. Unset: DefaultReplayTailBytes.
+	ReplayTailConfig = "replay.tail.bytes"
+)
+
+// DefaultReplayTailBytes is replay.tail.bytes when unset: 64 MiB of a
+// partition's tail, well inside the page cache of any machine that
+// holds the partition, is read as the tail.
+const DefaultReplayTailBytes = 64 << 20
+
 // The Kafka listener's connection limits (Kafka's names; the listener
 // enforces them at accept, kafkaserver/connlimit.go). Unset: no limit.
 const (
@@ -98,6 +118,29 @@ var DynamicBrokerConfigs = map[string]BrokerConfigDef{
 			"remote IP address, so only an IP literal matches: a host name is accepted (as Kafka does) but never resolved, " +
 			"and matches nothing. At most 65536 bytes.",
 		check: func(v string) error { _, err := parseConnectionOverrides(v); return err },
+	},
+	ReplayRateConfig: {
+		Type: "long",
+		Doc: "Bytes per second this broker's consumer fetches may read from partitions far behind their log end " +
+			"(more than replay.tail.bytes), all partitions and consumers together, so a backfill cannot slow the consumers and producers at the tail " +
+			"(at least 1; delete the config for no budget). Fetches at the tail and followers' fetches never draw on it.",
+		check: func(v string) error {
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 1 {
+				return errors.New("want a whole number of bytes per second, at least 1 (delete the config for no budget)")
+			}
+			return nil
+		},
+	},
+	ReplayTailConfig: {
+		Type: "long",
+		Doc: "How far behind its partition's log end (in bytes of the log) a consumer fetch must read to draw on " +
+			"replay.max.bytes.per.second (0 or more; delete the config for 67108864, 64 MiB).",
+		check: func(v string) error {
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+				return errors.New("want a whole number of bytes, 0 or more (delete the config for the default, 64 MiB)")
+			}
+			return nil
+		},
 	},
 	FreeSpaceWarnConfig: {
 		Type: "string",
@@ -260,6 +303,19 @@ func (img *Image) FollowerThrottleRate(broker int32) int64 {
 	}
 	n, _ := strconv.ParseInt(v, 10, 64) // checked when applied
 	return n
+}
+
+// ReplayBudget is broker's replay.max.bytes.per.second (0 when unset:
+// no budget) and replay.tail.bytes (DefaultReplayTailBytes when unset).
+func (img *Image) ReplayBudget(broker int32) (rate, tail int64) {
+	tail = DefaultReplayTailBytes
+	if v, _, ok := img.BrokerConfig(broker, ReplayRateConfig); ok {
+		rate, _ = strconv.ParseInt(v, 10, 64) // checked when applied
+	}
+	if v, _, ok := img.BrokerConfig(broker, ReplayTailConfig); ok {
+		tail, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return rate, tail
 }
 
 // NoConnectionLimit is a ConnectionLimits count that is not set.

@@ -116,3 +116,29 @@ func TestImageFreeSpaceThresholds(t *testing.T) {
 		t.Errorf("an image without broker configs sets thresholds")
 	}
 }
+
+// The replay budget's configs: whole numbers, the rate at least 1.
+func TestValidateReplayConfigs(t *testing.T) {
+	for _, c := range []struct{ name, v string }{
+		{ReplayRateConfig, "1"}, {ReplayRateConfig, "104857600"}, {ReplayTailConfig, "0"}, {ReplayTailConfig, "67108864"},
+	} {
+		if err := ValidateBrokerConfig(c.name, c.v); err != nil {
+			t.Errorf("%s=%s: %v", c.name, c.v, err)
+		}
+	}
+	for _, c := range []struct{ name, v string }{
+		{ReplayRateConfig, "0"}, {ReplayRateConfig, "-1"}, {ReplayRateConfig, "10MB"}, {ReplayRateConfig, "1.5"},
+		{ReplayTailConfig, "-1"}, {ReplayTailConfig, "lots"}, {ReplayTailConfig, "99999999999999999999"},
+	} {
+		if err := ValidateBrokerConfig(c.name, c.v); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("%s=%q: %v, want INVALID_CONFIG naming it", c.name, c.v, err)
+		}
+	}
+	img := &Image{BrokerConfigs: map[int32]map[string]string{-1: {ReplayRateConfig: "1000"}, 2: {ReplayTailConfig: "5"}}}
+	if rate, tail := img.ReplayBudget(2); rate != 1000 || tail != 5 {
+		t.Errorf("broker 2: rate %d tail %d, want the default's 1000 and its own 5", rate, tail)
+	}
+	if rate, tail := (&Image{}).ReplayBudget(1); rate != 0 || tail != DefaultReplayTailBytes {
+		t.Errorf("unset: rate %d tail %d", rate, tail)
+	}
+}

@@ -409,7 +409,7 @@ func (n *Node) start(ctx context.Context) error {
 
 	n.lag, n.stopLag = n.startLag()
 	n.metrics, n.metricsText = newRegistry(n.storage, fsyncs, n.lag, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
-	n.metrics.MustRegister(diskCollector{n})
+	n.metrics.MustRegister(diskCollector{n}, replayCollector{n})
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                              n.kafkaLn.Addr().String(),
 		LogDirFreeSpaceWarn:               cmp.Or(cfg.LogDirFreeSpaceWarn, metadata.DefaultFreeSpaceWarn),

@@ -86,6 +86,12 @@ type fetch struct {
 	// after sending it looking caught up for up to MaxWait more.
 	noted []bool
 	start time.Time
+	// replayBytes is what the last read returned for partitions read
+	// far behind their log end, charged to the replay budget once the
+	// fetch answers; replayHeld: the last read held one back because the
+	// budget was empty (replay.go).
+	replayBytes int
+	replayHeld  bool
 }
 
 // Fetch reads every partition, long-polling until MinBytes are ready;
@@ -101,6 +107,7 @@ func (m *Manager) Fetch(ctx context.Context, params FetchParams, parts []FetchPa
 		start:    m.opts.Now(),
 	}
 	f.res.release = f.releaseBuffers
+	defer f.chargeReplay()
 	bytes, anyErr := f.readAll()
 	if fetchSatisfied(params, bytes, anyErr) {
 		return f.res
@@ -114,6 +121,7 @@ func (m *Manager) Fetch(ctx context.Context, params FetchParams, parts []FetchPa
 	}()
 	timer := time.NewTimer(params.MaxWait)
 	defer timer.Stop()
+	var refill *time.Timer // while held by the replay budget (replay.go)
 	parked := time.Now()
 	defer func() { f.res.Waited = time.Since(parked) }()
 	for {
@@ -136,8 +144,27 @@ func (m *Manager) Fetch(ctx context.Context, params FetchParams, parts []FetchPa
 			}
 			continue
 		}
+		// Held by the replay budget: an append would only wake it to be
+		// held again, so it waits for the budget to refill instead.
+		wake := w.ch
+		var refilled <-chan time.Time
+		if f.replayHeld {
+			wake = nil
+			d := f.replayWait(params.MaxWait)
+			if refill == nil {
+				refill = time.NewTimer(d)
+				defer refill.Stop()
+			} else {
+				refill.Reset(d)
+			}
+			refilled = refill.C
+		}
 		select {
-		case <-w.ch: // a high watermark moved (or an append, or leadership changed): read again
+		case <-wake: // a high watermark moved (or an append, or leadership changed): read again
+			if bytes, anyErr = f.readAll(); fetchSatisfied(params, bytes, anyErr) {
+				return f.res
+			}
+		case <-refilled: // the replay budget holds bytes again
 			if bytes, anyErr = f.readAll(); fetchSatisfied(params, bytes, anyErr) {
 				return f.res
 			}
@@ -169,6 +196,7 @@ func (f *fetch) readAll() (bytes int, actOn bool) {
 	f.releaseBuffers()
 	remaining := int64(f.params.MaxBytes)
 	minOne := true
+	f.replayBytes, f.replayHeld = 0, false
 	for i := range f.parts {
 		fp := &f.parts[i]
 		r := &f.res.Partitions[i]
@@ -234,8 +262,16 @@ func (f *fetch) readPartition(p *Partition, i int, limit int, minOne bool) (Fetc
 			}, nil
 		}
 	}
+	limit, replay, held := f.replayLimit(p, fp.FetchOffset, limit)
+	if held {
+		f.replayHeld = true
+		minOne = false // not even one batch: the budget is spent
+	}
 	r, err := f.readLog(p, fp, limit, minOne)
 	r.FromFollower = asFollower
+	if replay && err == nil {
+		f.replayBytes += r.Size()
+	}
 	return r, err
 }
 

@@ -143,6 +143,9 @@ type Manager struct {
 	// disk is the data directory's free space and the produce refusal
 	// under disk pressure (diskpressure.go).
 	disk *diskPressure
+	// replay is the budget of consumer reads far behind the log end
+	// (replay.go), set from each image.
+	replay replayBudget
 }
 
 type partitionTable struct {
@@ -387,6 +390,8 @@ func (m *Manager) ApplyImage(img *metadata.Image) {
 	}
 	m.throttle.setRate(img.FollowerThrottleRate(m.opts.NodeID), m.opts.Now())
 	m.disk.applyImage(img)
+	rate, tail := img.ReplayBudget(m.opts.NodeID)
+	m.replay.set(rate, tail, m.opts.Now())
 	m.lastImage = img
 	m.noteFailedLogs(next)
 	m.fetchers.apply(img, next)

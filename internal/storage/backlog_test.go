@@ -13,23 +13,8 @@ import (
 
 func TestBacklogsAcrossSegments(t *testing.T) {
 	logForEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
-		cfg := logTestConfig()
-		cfg.SegmentBytes = 700 // a few batches a segment
-		l := openTestLog(t, fsys, dir, cfg, OpenOptions{})
+		l, sizes := twelveBatchLog(t, fsys, dir)
 		defer logClose(t, l)
-		// Batch i: records 4i..4i+3, timestamp 1000+10i; sizes kept to
-		// find the expected byte counts.
-		var sizes []int64
-		for i := range 12 {
-			b := testBatch(t, 4, 30, int64(1000+10*i), nil)
-			sizes = append(sizes, int64(len(b)))
-			if _, err := l.Append(b, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if l.NumSegments() < 3 {
-			t.Fatalf("the test needs several segments, got %d", l.NumSegments())
-		}
 		bytesFrom := func(batch, boundBatch int) int64 {
 			var n int64
 			for _, s := range sizes[batch:boundBatch] {

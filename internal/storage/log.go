@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -626,11 +625,7 @@ func (l *Log) read(buf []byte, offset int64, maxBytes int, maxOffset int64, minR
 	l.segLock.RLock()
 	defer l.segLock.RUnlock()
 	segs := *l.segments.Load()
-	i := sort.Search(len(segs), func(i int) bool { return segs[i].baseOffset > offset }) - 1
-	if i < 0 {
-		i = 0
-	}
-	for ; i < len(segs); i++ {
+	for i := segmentFor(segs, offset); i < len(segs); i++ {
 		s := segs[i]
 		if s.baseOffset >= maxOffset {
 			break
