@@ -31,15 +31,25 @@ type keyedLoad struct {
 func startKeyedLoad(t *testing.T, producer *kgo.Client, checker *history.Checker, topic, prefix string, keys int, pace time.Duration) *keyedLoad {
 	l := &keyedLoad{checker: checker, stop: make(chan struct{})}
 	l.wg.Go(func() {
+		var tick <-chan time.Time // nil without a pace: never blocks below
+		if pace > 0 {
+			t := time.NewTicker(pace)
+			defer t.Stop()
+			tick = t.C
+		}
 		for i := 0; ; i++ {
+			if tick != nil {
+				select {
+				case <-l.stop:
+					return
+				case <-tick:
+				}
+			}
 			select {
 			case <-l.stop:
 				return
 			default:
 				// Keep producing.
-			}
-			if pace > 0 {
-				time.Sleep(pace)
 			}
 			key := fmt.Appendf(nil, "key-%02d", i%keys)
 			value := fmt.Appendf(nil, "%s %08d", prefix, i)

@@ -533,7 +533,14 @@ func producePaced(ctx context.Context, r *quotaRun, until time.Time, send sendFu
 		if !due.Before(until) {
 			break
 		}
-		time.Sleep(time.Until(due))
+		// Paced to the schedule, not waiting for a condition: the
+		// latency is taken from when each record was due.
+		select {
+		case <-time.After(time.Until(due)):
+		case <-ctx.Done():
+			pending.Wait()
+			return ctx.Err()
+		}
 		pending.Add(1)
 		err := send(func(err error) {
 			defer pending.Done()

@@ -212,8 +212,7 @@ func TestDiskPressureOnSmallFilesystem(t *testing.T) {
 
 	// A producer that keeps retrying (franz-go's default) waits out the
 	// pressure and gets through once retention frees space.
-	waiting := produceInBackground(t, n, "bulk", payload(1<<22))
-	time.Sleep(500 * time.Millisecond) // let it be refused at least once
+	waiting := produceRefusedInBackground(t, n, "bulk", payload(1<<22))
 	freed := time.Now()
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.bytes", Value: kadm.StringPtr("4194304")}}, "bulk"); err != nil {
 		t.Fatal(err)
@@ -232,8 +231,7 @@ func TestDiskPressureOnSmallFilesystem(t *testing.T) {
 		t.Fatalf("filling again after %d records: %v, want KAFKA_STORAGE_ERROR", more, refusal)
 	}
 	checkPayloads(t, n, "filler", 0, more)
-	waiting = produceInBackground(t, n, "bulk", payload(1<<23))
-	time.Sleep(500 * time.Millisecond)
+	waiting = produceRefusedInBackground(t, n, "bulk", payload(1<<23))
 	freed = time.Now()
 	if _, err := adm.DeleteTopic(ctx, "filler"); err != nil {
 		t.Fatal(err)
@@ -245,6 +243,22 @@ func TestDiskPressureOnSmallFilesystem(t *testing.T) {
 	if state, refused := diskState(t, n); state == 2 || refused < 3 {
 		t.Fatalf("state %v, refused %v after space returned: want below 2, and the refusals counted", state, refused)
 	}
+}
+
+// produceRefusedInBackground is produceInBackground, returning once the
+// node has refused the record at least once (the refusal counter grew),
+// so what frees space afterwards is what lets it through.
+func produceRefusedInBackground(t *testing.T, n *Node, topic string, value []byte) <-chan error {
+	t.Helper()
+	_, before := diskState(t, n)
+	out := produceInBackground(t, n, topic, value)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, refused := diskState(t, n); refused <= before {
+			return fmt.Errorf("%v refusals, none yet of the retrying producer", refused)
+		}
+		return nil
+	})
+	return out
 }
 
 // produceInBackground produces one record with franz-go's default
