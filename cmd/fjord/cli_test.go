@@ -447,6 +447,10 @@ func TestClientRejectsBadFlags(t *testing.T) {
 		{`"--max-messages" flag: allowed: an integer from 0 to 9223372036854775807 (0: no limit)`, []string{"consume", "t", "--max-messages", "lots"}},
 		{`--brokers "localhost": want host:port`, []string{"cluster", "describe", "--brokers", "localhost"}},
 		{"accepts 1 arg(s), received 0", []string{"produce"}},
+		{`invalid argument "SASL_SSL" for "--security-protocol" flag: allowed: PLAINTEXT, SSL`, []string{"topic", "list", "--security-protocol", "SASL_SSL"}},
+		{"--ssl-ca-file, --ssl-cert-file and --ssl-key-file need --security-protocol SSL", []string{"topic", "list", "--ssl-ca-file", "ca.pem"}},
+		{"--ssl-cert-file and --ssl-key-file go together", []string{"topic", "list", "--security-protocol", "SSL", "--ssl-cert-file", "c.pem"}},
+		{"CA file /nonexistent/ca.pem: file does not exist", []string{"topic", "list", "--security-protocol", "SSL", "--ssl-ca-file", "/nonexistent/ca.pem"}},
 	} {
 		args := tc.args
 		if !strings.Contains(strings.Join(args, " "), "--brokers") {

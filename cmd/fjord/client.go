@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fjordmq/fjord/internal/fjordmsg"
+	"github.com/fjordmq/fjord/internal/tlsconf"
 )
 
 // The client commands (topic, produce, consume, cluster) talk to a node
@@ -34,17 +35,60 @@ const (
 // clientOptions are the flags every client command shares.
 type clientOptions struct {
 	brokers string
+	// The connection's security, with Kafka clients' names: the
+	// listener's protocol and the TLS files.
+	securityProtocol           string
+	sslCAFile, sslCert, sslKey string
 }
+
+// clientSecurityFlags are the security flags, which, like --brokers,
+// are also read from the environment (FJORD_SECURITY_PROTOCOL, ...):
+// they describe the cluster, not one invocation.
+var clientSecurityFlags = []string{"security-protocol", "ssl-ca-file", "ssl-cert-file", "ssl-key-file"}
 
 func (o *clientOptions) addFlags(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&o.brokers, "brokers", defaultBrokers,
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.brokers, "brokers", defaultBrokers,
 		"comma-separated host:port list of nodes to bootstrap from (env FJORD_BROKERS)")
+	f.Var(newEnumFlag(&o.securityProtocol, "PLAINTEXT", "PLAINTEXT", "SSL"), "security-protocol",
+		"the brokers' listener protocol, PLAINTEXT or SSL (security.protocol; env FJORD_SECURITY_PROTOCOL)")
+	f.StringVar(&o.sslCAFile, "ssl-ca-file", "", "PEM CA certificates the brokers' certificates are checked against (default: the system's; env FJORD_SSL_CA_FILE)")
+	f.StringVar(&o.sslCert, "ssl-cert-file", "", "PEM client certificate, for a listener that asks for one (env FJORD_SSL_CERT_FILE)")
+	f.StringVar(&o.sslKey, "ssl-key-file", "", "PEM private key of --ssl-cert-file (env FJORD_SSL_KEY_FILE)")
 }
 
-// applyEnv reads FJORD_BROKERS; the other flags of client commands are
-// per-invocation and deliberately not read from the environment.
+// applyEnv reads FJORD_BROKERS and the security flags' variables; the
+// other flags of client commands are per-invocation and deliberately not
+// read from the environment.
 func (o *clientOptions) applyEnv(cmd *cobra.Command) error {
-	return applySources(cmd, nil, "", "brokers")
+	return applySources(cmd, nil, "", append([]string{"brokers"}, clientSecurityFlags...)...)
+}
+
+// securityOpts are the client options of the connection's security.
+func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
+	tlsFiles := o.sslCAFile != "" || o.sslCert != "" || o.sslKey != ""
+	switch {
+	case o.securityProtocol != "SSL" && tlsFiles:
+		return nil, errors.New("--ssl-ca-file, --ssl-cert-file and --ssl-key-file need --security-protocol SSL")
+	case o.securityProtocol != "SSL":
+		return nil, nil
+	case (o.sslCert == "") != (o.sslKey == ""):
+		return nil, errors.New("--ssl-cert-file and --ssl-key-file go together")
+	}
+	store, err := tlsconf.Load(tlsconf.Files{CertFile: o.sslCert, KeyFile: o.sslKey, CAFile: o.sslCAFile}, tlsconf.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return []kgo.Opt{kgo.Dialer(store.DialContext)}, nil
+}
+
+// baseOpts are a client's seed brokers and security.
+func (o *clientOptions) baseOpts(seeds []string) ([]kgo.Opt, error) {
+	sec, err := o.securityOpts()
+	if err != nil {
+		return nil, err
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...), nil
 }
 
 func (o *clientOptions) seeds() ([]string, error) {
@@ -73,10 +117,13 @@ func (o *clientOptions) connect(ctx context.Context, opts ...kgo.Opt) (*kgo.Clie
 	if err != nil {
 		return nil, err
 	}
+	base, err := o.baseOpts(seeds)
+	if err != nil {
+		return nil, err
+	}
 	// Fjord's client options first (its own requests, as group
 	// describe's lag figures need), so a command's opts can pin versions.
-	cl, err := kgo.NewClient(append(append(fjordmsg.ClientOpts(),
-		kgo.SeedBrokers(seeds...),
+	cl, err := kgo.NewClient(append(append(append(fjordmsg.ClientOpts(), base...),
 		kgo.ClientID("fjord-cli"),
 		kgo.DialTimeout(reachTimeout),
 		// Retries cover a leader moving or a topic just created; they

@@ -206,12 +206,15 @@ func runConsume(cmd *cobra.Command, o consumeOptions, topic string) error {
 		return err
 	}
 
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
+	base, err := o.baseOpts(seeds)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(base,
 		kgo.ClientID("fjord-cli"),
 		kgo.DialTimeout(reachTimeout),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -471,8 +474,11 @@ func consumeInGroup(ctx context.Context, stop func(), o consumeOptions, topic st
 	if o.fromBeginning {
 		start = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
+	base, err := o.baseOpts(seeds)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(base,
 		kgo.ClientID("fjord-cli"),
 		kgo.DialTimeout(reachTimeout),
 		kgo.ConsumerGroup(o.group),
@@ -493,7 +499,7 @@ func consumeInGroup(ctx context.Context, stop func(), o consumeOptions, topic st
 		kgo.AdjustFetchOffsetsFn(m.startAt),
 		kgo.OnPartitionsRevoked(m.onRevoked),
 		kgo.OnPartitionsLost(m.onLost),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

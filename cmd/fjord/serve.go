@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fjordmq/fjord/internal/httpapi"
+	"github.com/fjordmq/fjord/internal/listener"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/node"
 )
@@ -79,6 +80,13 @@ type serveOptions struct {
 	// logDirFreeSpaceWarn and logDirFreeSpaceRefuse are
 	// log.dir.free.space.warn and .refuse.
 	logDirFreeSpaceWarn, logDirFreeSpaceRefuse string
+
+	// The listeners, in Kafka's shapes (listener.Flags); parsed into
+	// listeners and interBroker before run.
+	listenerFlags listener.Flags
+	listeners     []listener.Listener
+	// tls is the node's TLS material (node.TLSConfig).
+	tls node.TLSConfig
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -131,6 +139,9 @@ closes; a second signal exits at once.`,
 			if err := applySources(cmd, file, path); err != nil {
 				return err
 			}
+			if err := o.parseListeners(cmd); err != nil {
+				return err
+			}
 			if len(o.voters) > 0 && !cmd.Flags().Changed("controller-addr") {
 				o.controllerAddr = ownVoterAddr(o.voters, o.nodeID, o.controllerAddr)
 			}
@@ -143,6 +154,22 @@ closes; a second signal exits at once.`,
 	f.StringVar(&o.dataDir, "data-dir", "./fjord-data", "directory holding the partition logs and the metadata log")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", node.DefaultKafkaAddr, "Kafka listener address (host:port)")
 	f.StringVar(&o.advertisedKafkaAddr, "advertised-kafka-addr", "", "host:port given to clients (default: the listener's address)")
+	f.StringVar(&o.listenerFlags.Listeners, "listeners", "",
+		"named Kafka listeners, NAME://host:port,... (Kafka's listeners), e.g. INTERNAL://10.0.0.1:9092,CLIENT://0.0.0.0:9094; replaces --kafka-addr")
+	f.StringVar(&o.listenerFlags.Advertised, "advertised-listeners", "",
+		"NAME://host:port,... given to clients of each listener (advertised.listeners; default: each listener's address)")
+	f.StringVar(&o.listenerFlags.ProtocolMap, "listener-security-protocol-map", "",
+		"NAME:PROTOCOL,... each listener's security protocol, PLAINTEXT or SSL (listener.security.protocol.map; default: a listener named after a protocol uses it)")
+	f.StringVar(&o.listenerFlags.InterBroker, "inter-broker-listener-name", "",
+		"the listener other nodes and this node's own HTTP gateway dial (inter.broker.listener.name; default: the first of --listeners)")
+	f.StringVar(&o.tls.CertFile, "ssl-cert-file", "", "PEM certificate (chain) of SSL listeners, HTTPS, and this node as a client of other nodes")
+	f.StringVar(&o.tls.KeyFile, "ssl-key-file", "", "PEM private key of --ssl-cert-file")
+	f.StringVar(&o.tls.CAFile, "ssl-ca-file", "", "PEM trust store: CAs of clients' certificates and of other nodes' (default for other nodes: the system's roots)")
+	f.Var(newEnumFlag(&o.tls.ClientAuth, "none", "none", "requested", "required"), "ssl-client-auth",
+		"client certificates on SSL listeners (ssl.client.auth): none, requested or required; a verified one names the connection's principal")
+	f.StringVar(&o.tls.PrincipalMappingRules, "ssl-principal-mapping-rules", "",
+		"rules mapping a client certificate's subject to a principal name (ssl.principal.mapping.rules), e.g. RULE:^CN=(.*?),.*$/$1/,DEFAULT")
+	addBoolFlag(f, &o.tls.HTTP, "http-tls", false, "serve --http-addr over TLS with --ssl-cert-file")
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller bind address (host:port; with --controller-quorum-voters the default is this node's entry)")
 	f.Var(&votersFlag{&o.voters}, "controller-quorum-voters",
 		"the controller quorum, id@host:port,... (Kafka's controller.quorum.voters), each the address the other voters dial (default: this node alone, a cluster of one)")
@@ -206,6 +233,33 @@ closes; a second signal exits at once.`,
 	return cmd
 }
 
+// parseListeners checks the listener flags: --listeners replaces
+// --kafka-addr and --advertised-kafka-addr, so setting both is refused
+// rather than one silently ignored.
+func (o *serveOptions) parseListeners(cmd *cobra.Command) error {
+	f := o.listenerFlags
+	if f.Listeners == "" {
+		for _, name := range []string{"advertised-listeners", "listener-security-protocol-map"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s: give --listeners too (without it the node has one PLAINTEXT listener, --kafka-addr)", name)
+			}
+		}
+		return nil
+	}
+	for _, name := range []string{"kafka-addr", "advertised-kafka-addr"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s and --listeners both set: --listeners replaces it (e.g. --listeners PLAINTEXT://%s)", name, o.kafkaAddr)
+		}
+	}
+	ls, inter, err := listener.Parse(f)
+	if err != nil {
+		return err
+	}
+	o.listeners, o.listenerFlags.InterBroker = ls, inter
+	o.kafkaAddr, o.advertisedKafkaAddr = "", ""
+	return nil
+}
+
 func parseLogLevel(s string) slog.Level {
 	var l slog.Level
 	// The flag only admits names UnmarshalText knows.
@@ -251,6 +305,9 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		DataDir:                            o.dataDir,
 		KafkaAddr:                          o.kafkaAddr,
 		AdvertisedKafkaAddr:                o.advertisedKafkaAddr,
+		Listeners:                          o.listeners,
+		InterBrokerListener:                o.listenerFlags.InterBroker,
+		TLS:                                o.tls,
 		ControllerAddr:                     o.controllerAddr,
 		Voters:                             o.voters,
 		BrokerOnly:                         o.brokerOnly,

@@ -364,7 +364,7 @@ func TestServeRejectsBadInput(t *testing.T) {
 		writeFile(t, p, content)
 		return p
 	}
-	unknownKey := cfg("unknown.yaml", "kafka-addr: 127.0.0.1:0\nlisteners: PLAINTEXT://:9092\n")
+	unknownKey := cfg("unknown.yaml", "kafka-addr: 127.0.0.1:0\nlistener: PLAINTEXT://:9092\n")
 	badYAML := cfg("bad.yaml", "kafka-addr: [127.0.0.1:0\n")
 	badValue := cfg("value.yaml", "num-partitions: many\n")
 	listValue := cfg("list.yaml", "data-dir:\n  - a\n  - b\n")
@@ -448,7 +448,7 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"wildcard without advertised", []string{"serve", "--kafka-addr", "0.0.0.0:9092"}, nil, "set advertised-kafka-addr"},
 		{"bad pprof addr", []string{"serve", "--pprof-addr", "6060"}, nil, `pprof-addr "6060": want host:port (port 0 picks a free one), e.g. 127.0.0.1:6060`},
 		{"bad pprof addr in env", []string{"serve"}, []string{"FJORD_PPROF_ADDR=localhost"}, `pprof-addr "localhost": want host:port`},
-		{"config unknown key", []string{"serve", "--config", unknownKey}, nil, `unknown key "listeners" on line 2 (allowed: advertised-kafka-addr, auto-create-topics,`},
+		{"config unknown key", []string{"serve", "--config", unknownKey}, nil, `unknown key "listener" on line 2 (allowed: advertised-kafka-addr, advertised-listeners, auto-create-topics,`},
 		{"config bad yaml", []string{"serve", "--config", badYAML}, nil, "is not valid YAML"},
 		{"config bad value", []string{"serve", "--config", badValue}, nil, `num-partitions "many": allowed: an integer from 1`},
 		{"config list value", []string{"serve", "--config", listValue}, nil, `key "data-dir" on line 1: want a single value`},
@@ -486,6 +486,21 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"free space without a number", []string{"serve", "--log-dir-free-space-warn", "GiB"}, nil, `"GiB": want a whole number of bytes`},
 		{"free space above the disk", []string{"serve", "--data-dir", t.TempDir(), "--kafka-addr", "127.0.0.1:0", "--controller-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 			"--log-dir-free-space-refuse", "1000000TiB"}, nil, "log-dir-free-space-refuse 1099511627776000000 is not below the size of the file system holding the data directory"},
+		{"listeners and kafka-addr", []string{"serve", "--listeners", "PLAINTEXT://127.0.0.1:0", "--kafka-addr", "127.0.0.1:1"}, nil, "--kafka-addr and --listeners both set"},
+		{"advertised listeners alone", []string{"serve", "--advertised-listeners", "PLAINTEXT://h:1"}, nil, "--advertised-listeners: give --listeners too"},
+		{"listener without a name", []string{"serve", "--listeners", "127.0.0.1:9092"}, nil, `listeners entry "127.0.0.1:9092": want NAME://host:port`},
+		{"listener with a bad port", []string{"serve", "--listeners", "PLAINTEXT://127.0.0.1:99999"}, nil, "port 0..65535"},
+		{"listener without a protocol", []string{"serve", "--listeners", "CLIENT://127.0.0.1:0"}, nil, "listener CLIENT has no security protocol"},
+		{"listener protocol unknown in env", []string{"serve", "--listeners", "CLIENT://127.0.0.1:0"}, []string{"FJORD_LISTENER_SECURITY_PROTOCOL_MAP=CLIENT:KERBEROS"}, `unknown security protocol "KERBEROS"`},
+		{"inter-broker listener unknown", []string{"serve", "--listeners", "PLAINTEXT://127.0.0.1:0", "--inter-broker-listener-name", "SSL"}, nil, "inter-broker-listener-name SSL is not one of the listeners"},
+		{"SSL without a certificate", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SSL://127.0.0.1:0"}, nil, "ssl-cert-file and ssl-key-file are needed"},
+		{"certificate without TLS", []string{"serve", "--data-dir", t.TempDir(), "--ssl-cert-file", file, "--ssl-key-file", file}, nil, "no listener serves TLS"},
+		{"client auth not known", []string{"serve", "--ssl-client-auth", "maybe"}, nil, `invalid argument "maybe" for "--ssl-client-auth" flag: allowed: none, requested, required`},
+		{"client auth without a CA", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SSL://127.0.0.1:0", "--ssl-cert-file", file, "--ssl-key-file", file, "--ssl-client-auth", "required"}, nil,
+			"ssl-client-auth required: client certificates are verified against ssl-ca-file, which is not set"},
+		{"certificate not PEM", append([]string{"serve", "--data-dir", t.TempDir(), "--listeners", "SSL://127.0.0.1:0", "--ssl-cert-file", file, "--ssl-key-file", file}, "--controller-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"), nil, "TLS files:"},
+		{"mapping rule malformed", []string{"serve", "--ssl-principal-mapping-rules", "RULE:^CN=(.*$"}, nil, "ssl-principal-mapping-rules"},
+		{"SASL listener", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SASL_PLAINTEXT://127.0.0.1:0"}, nil, "SASL_PLAINTEXT is not supported yet"},
 		{"extra argument", []string{"serve", "extra"}, nil, "unknown command"},
 		{"unknown command", []string{"bogus"}, nil, "unknown command"},
 	} {

@@ -373,6 +373,11 @@ func (c *Controller) RegisterBroker(ctx context.Context, b metadata.BrokerRecord
 	if err != nil {
 		return -1, fmt.Errorf("registering broker %d: %w", b.NodeID, err)
 	}
+	if img.MetadataVersion < metadata.ListenersMetadataVersion {
+		// A log not yet raised to named listeners: the broker is known
+		// by its inter-broker endpoint alone until it registers again.
+		b.Listeners = nil
+	}
 	defer a.proposeMu.Unlock()
 	if err := c.checkDuplicateLocked(a, img, b); err != nil {
 		return -1, err

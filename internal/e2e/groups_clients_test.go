@@ -188,9 +188,9 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama
 
 // saramaGroupConsume joins group with one Sarama member, waits for want
 // records, commits the marked offsets, and closes the group consumer.
-func saramaGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, cfg *sarama.Config, topic, group string, want int) []history.Record {
+func saramaGroupConsume(ctx context.Context, t *testing.T, b brokers, cfg *sarama.Config, topic, group string, want int) []history.Record {
 	t.Helper()
-	cg, err := sarama.NewConsumerGroup([]string{n.Brokers()}, group, cfg)
+	cg, err := sarama.NewConsumerGroup(seedBrokers(b), group, cfg)
 	if err != nil {
 		t.Fatalf("sarama consumer group (%v): %v", cfg.Version, err)
 	}
@@ -290,10 +290,10 @@ func TestGroupLibrdkafka(t *testing.T) {
 // rdkGroupConsume subscribes one librdkafka member of group to topic,
 // polls until it has want records, commits synchronously what it
 // consumed, and closes the consumer (which leaves the group).
-func rdkGroupConsume(ctx context.Context, t *testing.T, n *testcluster.Node, topic, group string, extra kafka.ConfigMap, want int) []history.Record {
+func rdkGroupConsume(ctx context.Context, t *testing.T, b brokers, topic, group string, extra kafka.ConfigMap, want int) []history.Record {
 	t.Helper()
 	cfg := kafka.ConfigMap{
-		"bootstrap.servers":      n.Brokers(),
+		"bootstrap.servers":      b.Brokers(),
 		"broker.address.family":  "v4",
 		"group.id":               group,
 		"auto.offset.reset":      "earliest",

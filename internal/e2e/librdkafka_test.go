@@ -273,6 +273,18 @@ type rdkLogs struct {
 	lines []string
 }
 
+// contains reports whether a kept log line contains s.
+func (l *rdkLogs) contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // rdkLogLines is how many of the latest log lines a failed test shows.
 const rdkLogLines = 40
 

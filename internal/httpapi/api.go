@@ -48,11 +48,20 @@ import (
 	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
+// seed is the options that reach the node: its listener and security.
+// Each call returns a new slice, safe to append to.
+func (cfg Config) seed() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOpts...)
+}
+
 // Config configures the API.
 type Config struct {
 	// Brokers are the Kafka listeners the gateway's clients dial (the
 	// node's own).
 	Brokers []string
+	// KafkaOpts are added to every client the gateway makes: the
+	// listener's security (TLS, SASL).
+	KafkaOpts []kgo.Opt
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes;
 	// MinMaxBodyBytes to MaxMaxBodyBytes); larger is 413. It is what
 	// bounds a record's size on the gateway's side: base64 makes a value
@@ -228,8 +237,7 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}, inFlight: make(chan struct{}, cfg.MaxConcurrent),
 		polls:   make(chan struct{}, cfg.MaxLongPolls),
 		metrics: newAPIMetrics(cfg.Metrics)}
-	common := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
+	common := append(cfg.seed(),
 		kgo.ClientID("fjord-http"),
 		// franz-go answers metadata from a cache younger than this; a
 		// gateway must see a topic created or deleted a moment ago by
@@ -240,12 +248,12 @@ func New(cfg Config) (*API, error) {
 		// An unknown topic is the client's mistake (404), not a reason
 		// to wait for the topic to appear.
 		kgo.UnknownTopicRetries(0),
-		kgo.RecordDeliveryTimeout(30 * time.Second),
+		kgo.RecordDeliveryTimeout(30*time.Second),
 		// A batch is as large as the topic takes, no more: the topic's
 		// max.message.bytes decides what is written, and records
 		// produced together never make a batch the broker refuses.
 		kgo.ProducerBatchMaxBytesFn(a.batchMaxBytes),
-	}
+	)
 	for acks, opts := range map[string][]kgo.Opt{
 		"all": {kgo.RequiredAcks(kgo.AllISRAcks())},
 		"1":   {kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()},
@@ -260,14 +268,14 @@ func New(cfg Config) (*API, error) {
 	}
 	// The reader is Fjord's client (fjordmsg.ClientOpts): the group
 	// view asks leaders Fjord's DescribePositions through it.
-	reader, err := kgo.NewClient(append(fjordmsg.ClientOpts(), kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("fjord-http"), kgo.MetadataMinAge(metadataMinAge))...)
+	reader, err := kgo.NewClient(append(append(fjordmsg.ClientOpts(), cfg.seed()...), kgo.ClientID("fjord-http"), kgo.MetadataMinAge(metadataMinAge))...)
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	a.reader, a.adm = reader, kadm.NewClient(reader)
-	a.consumers = newConsumers(cfg.Brokers, cfg.ConsumerIdleTimeout, cfg.ConsumerSessionTimeout, cfg.MaxConsumers, a.metrics)
-	if a.dedup, err = newDedup(cfg.Brokers, cfg.InternalClientID, cfg.IdempotencyWindow, cfg.Now, reader); err != nil {
+	a.consumers = newConsumers(cfg.seed(), cfg.ConsumerIdleTimeout, cfg.ConsumerSessionTimeout, cfg.MaxConsumers, a.metrics)
+	if a.dedup, err = newDedup(cfg.seed(), cfg.InternalClientID, cfg.IdempotencyWindow, cfg.Now, reader); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -190,7 +191,7 @@ func (in *instance) takeMoved() []int32 {
 
 // consumers holds the node's instances.
 type consumers struct {
-	brokers []string
+	seed    []kgo.Opt // the node's listener and security (Config.seed)
 	metrics *apiMetrics
 	idle    time.Duration
 	session time.Duration
@@ -202,8 +203,8 @@ type consumers struct {
 	done chan struct{}
 }
 
-func newConsumers(brokers []string, idle, session time.Duration, max int, metrics *apiMetrics) *consumers {
-	c := &consumers{brokers: brokers, idle: idle, session: session, max: max, metrics: metrics, m: map[instanceKey]*instance{},
+func newConsumers(seed []kgo.Opt, idle, session time.Duration, max int, metrics *apiMetrics) *consumers {
+	c := &consumers{seed: seed, idle: idle, session: session, max: max, metrics: metrics, m: map[instanceKey]*instance{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go c.expire()
 	return c
@@ -254,8 +255,7 @@ func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error)
 		positions: map[int32]int64{}, gaps: map[int32]string{}, moved: map[int32]bool{},
 		deliveries: map[int32]*delivery{}, deliveredGen: -1, toCommit: map[int32]int64{}, attempts: map[int32]map[int64]int32{},
 		paused: map[int32]poison.Pause{}, metrics: c.metrics}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(c.brokers...),
+	cl, err := kgo.NewClient(append(slices.Clone(c.seed),
 		kgo.ClientID("fjord-http-consumer"),
 		kgo.ConsumerGroup(key.group),
 		kgo.SessionTimeout(c.session),
@@ -280,7 +280,7 @@ func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error)
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, true) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, false) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, t map[string][]int32) { in.setOwned(t, false) }),
-	)
+	)...)
 	if err != nil {
 		return nil, unavailable(err)
 	}

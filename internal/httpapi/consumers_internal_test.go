@@ -5,13 +5,15 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A closed instance is never handed to a request that looked it up
 // before the close: lockLive answers nil, and the instance says closed,
 // which consume checks under its lock.
 func TestClosedInstanceIsNotUsed(t *testing.T) {
-	c := newConsumers([]string{"127.0.0.1:1"}, time.Hour, DefaultConsumerSessionTimeout, 10, newAPIMetrics(nil)) // the client dials lazily: nothing listens
+	c := newConsumers([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, time.Hour, DefaultConsumerSessionTimeout, 10, newAPIMetrics(nil)) // the client dials lazily: nothing listens
 	defer c.close()
 	key := instanceKey{group: "g", topic: "t"}
 	in, err := c.get(key, instanceStart{})
@@ -46,7 +48,7 @@ func TestClosedInstanceIsNotUsed(t *testing.T) {
 // none or the same level gets the running instance, and another
 // consumer id of the same group may read at the other level.
 func TestInstanceIsolationIsFixedAtStart(t *testing.T) {
-	c := newConsumers([]string{"127.0.0.1:1"}, time.Hour, DefaultConsumerSessionTimeout, 10, newAPIMetrics(nil)) // the client dials lazily: nothing listens
+	c := newConsumers([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, time.Hour, DefaultConsumerSessionTimeout, 10, newAPIMetrics(nil)) // the client dials lazily: nothing listens
 	defer c.close()
 	key := instanceKey{group: "g", topic: "t"}
 	committed := instanceStart{isolation: readCommitted, isolationNamed: true}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -159,12 +160,12 @@ func keyReused(topic, idemKey string) *apiError {
 }
 
 type dedup struct {
-	brokers []string
-	window  time.Duration
-	now     func() time.Time
-	writer  *kgo.Client // acks=all, to dedupTopic
-	reader  *kgo.Client
-	adm     *kadm.Client
+	seed   []kgo.Opt // the node's listener and security (Config.seed)
+	window time.Duration
+	now    func() time.Time
+	writer *kgo.Client // acks=all, to dedupTopic
+	reader *kgo.Client
+	adm    *kadm.Client
 
 	loaded  chan struct{}
 	loadErr error
@@ -255,16 +256,16 @@ func (d *dedup) keepWindow(ctx context.Context) error {
 // that creates dedupTopic, use clientID: dedupTopic is internal, which
 // the node lets only that client id create or write (see
 // kafkaserver.Config.InternalClientID).
-func newDedup(brokers []string, clientID string, window time.Duration, now func() time.Time, reader *kgo.Client) (*dedup, error) {
+func newDedup(seed []kgo.Opt, clientID string, window time.Duration, now func() time.Time, reader *kgo.Client) (*dedup, error) {
 	if clientID == "" {
 		clientID = "fjord-http" // refused: see Config.InternalClientID
 	}
-	writer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID), kgo.DefaultProduceTopic(dedupTopic),
-		kgo.ProducerLinger(0), kgo.MetadataMinAge(metadataMinAge))
+	writer, err := kgo.NewClient(append(slices.Clone(seed), kgo.ClientID(clientID), kgo.DefaultProduceTopic(dedupTopic),
+		kgo.ProducerLinger(0), kgo.MetadataMinAge(metadataMinAge))...)
 	if err != nil {
 		return nil, err
 	}
-	d := &dedup{brokers: brokers, window: window, now: now, writer: writer, reader: reader, adm: kadm.NewClient(writer), loaded: make(chan struct{}),
+	d := &dedup{seed: seed, window: window, now: now, writer: writer, reader: reader, adm: kadm.NewClient(writer), loaded: make(chan struct{}),
 		gateway: clientID, ctx: context.Background(),
 		entries: map[string]dedupEntry{}, inflight: map[string]chan struct{}{}, progress: make(chan struct{})}
 	return d, nil
@@ -322,8 +323,8 @@ func (d *dedup) loadTopic(ctx context.Context) error {
 	if end.Offset == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dedupTopic: {0: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(append(slices.Clone(d.seed),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dedupTopic: {0: kgo.NewOffset().AtStart()}}))...)
 	if err != nil {
 		return err
 	}
@@ -391,8 +392,8 @@ func (d *dedup) follow(ctx context.Context) {
 	d.mu.Lock()
 	from := d.applied
 	d.mu.Unlock()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.MetadataMinAge(metadataMinAge),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dedupTopic: {0: kgo.NewOffset().At(from)}}))
+	cl, err := kgo.NewClient(append(slices.Clone(d.seed), kgo.MetadataMinAge(metadataMinAge),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dedupTopic: {0: kgo.NewOffset().At(from)}}))...)
 	if err != nil {
 		return // every sync then times out: 503, never a wrong answer
 	}
@@ -622,8 +623,8 @@ func (a *API) findByHeader(ctx context.Context, topic string, p int32, fromMs in
 	if start.Err != nil {
 		return produceResult{}, false, start.Err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(start.Offset)}}))
+	cl, err := kgo.NewClient(append(a.cfg.seed(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(start.Offset)}}))...)
 	if err != nil {
 		return produceResult{}, false, err
 	}

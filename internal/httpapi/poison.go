@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,7 @@ func (a *API) policies(ctx context.Context) (*poison.Store, error) {
 	if a.policyStore.s != nil {
 		return a.policyStore.s, nil
 	}
-	s, err := poison.Open(ctx, a.cfg.Brokers, kgo.ClientID(a.cfg.InternalClientID))
+	s, err := poison.Open(ctx, a.cfg.Brokers, append(slices.Clone(a.cfg.KafkaOpts), kgo.ClientID(a.cfg.InternalClientID))...)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("opening the consumer policies (%s): %w", poison.Topic, err))
 	}

@@ -119,21 +119,28 @@ func registrationFromRequest(img *metadata.Image, r *kmsg.BrokerRegistrationRequ
 	case len(r.Listeners) > 16:
 		return rec, invalid("%d listeners (at most 16)", len(r.Listeners))
 	}
-	found := false
-	for _, l := range r.Listeners {
-		if l.Name != "PLAINTEXT" {
-			continue
-		}
-		if len(l.Host) > 255 {
-			return rec, invalid("listener PLAINTEXT host of %d bytes (at most 255)", len(l.Host))
+	// The first listener is the inter-broker one (Fjord's registering
+	// nodes send it first; a node of one listener sends only it).
+	if len(r.Listeners) == 0 {
+		return rec, invalid("no listeners")
+	}
+	for i, l := range r.Listeners {
+		if len(l.Name) == 0 || len(l.Name) > 64 || len(l.Host) > 255 {
+			return rec, invalid("listener %q host of %d bytes (want a name of 1 to 64 bytes and a host of at most 255)", l.Name, len(l.Host))
 		}
 		if l.Host == "" || l.Port == 0 {
-			return rec, invalid("listener PLAINTEXT %q port %d (want a host and a port 1..65535)", l.Host, l.Port)
+			return rec, invalid("listener %s %q port %d (want a host and a port 1..65535)", l.Name, l.Host, l.Port)
 		}
-		rec.Host, rec.Port, found = l.Host, int32(l.Port), true
-	}
-	if !found {
-		return rec, invalid("no PLAINTEXT listener")
+		if l.SecurityProtocol < 0 || l.SecurityProtocol > 3 {
+			return rec, invalid("listener %s security protocol %d (want 0 to 3)", l.Name, l.SecurityProtocol)
+		}
+		if slices.ContainsFunc(rec.Listeners, func(e metadata.Endpoint) bool { return e.Name == l.Name }) {
+			return rec, invalid("listener %s named twice", l.Name)
+		}
+		if i == 0 {
+			rec.Host, rec.Port = l.Host, int32(l.Port)
+		}
+		rec.Listeners = append(rec.Listeners, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: l.SecurityProtocol})
 	}
 	if r.Rack != nil {
 		if err := metadata.ValidateRack(*r.Rack); err != nil {

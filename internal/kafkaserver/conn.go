@@ -98,6 +98,13 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
+	// listener is the listener the connection came in on (shared by its
+	// connections; never modified).
+	listener *ListenerConfig
+	// principal is who the connection is: Anonymous until it
+	// authenticates. Set by the reader goroutine before it reads the
+	// first request (handshake), read by handlers after.
+	principal Principal
 	// sendfile: fetch answers may carry file ranges (fetch_ranges.go).
 	sendfile bool
 
@@ -158,15 +165,17 @@ type slot struct {
 	delay time.Duration
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, lc *ListenerConfig) *conn {
 	c := &conn{
-		s:        s,
-		nc:       nc,
-		sendfile: s.cfg.SendfileMinBytes > 0 && canSendfile(nc),
-		remote:   nc.RemoteAddr().String(),
-		sem:      make(chan struct{}, s.cfg.MaxInFlight),
-		queue:    make(chan *slot, s.cfg.MaxInFlight),
-		closed:   make(chan struct{}),
+		s:         s,
+		nc:        nc,
+		listener:  lc,
+		principal: Anonymous,
+		sendfile:  s.cfg.SendfileMinBytes > 0 && canSendfile(nc),
+		remote:    nc.RemoteAddr().String(),
+		sem:       make(chan struct{}, s.cfg.MaxInFlight),
+		queue:     make(chan *slot, s.cfg.MaxInFlight),
+		closed:    make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.touch()
@@ -188,6 +197,11 @@ func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 // serve runs the connection until it closes and every goroutine it
 // started has returned.
 func (c *conn) serve() {
+	if err := c.handshake(); err != nil {
+		c.logHandshakeFailure(err)
+		c.close()
+		return
+	}
 	abandoned := make(chan []*slot, 1)
 	go func() { abandoned <- c.writeLoop() }()
 	if err := c.readLoop(); err != nil {

@@ -88,8 +88,12 @@ func handleDescribeCluster(_ context.Context, s *Server, req *request) (kmsg.Res
 		if b.Fenced && !includeFenced {
 			continue
 		}
+		host, port, ok := req.endpoint(b)
+		if !ok {
+			continue // as Metadata: only brokers this client can reach
+		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
+		rb.NodeID, rb.Host, rb.Port = b.NodeID, host, port
 		if b.Rack != "" {
 			rb.Rack = strp(b.Rack)
 		}

@@ -48,13 +48,13 @@ func handleFindCoordinator(ctx context.Context, s *Server, req *request) (kmsg.R
 		for _, key := range body.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
-			a := s.findCoordinator(ctx, body.CoordinatorType, key)
+			a := s.onListener(req, s.findCoordinator(ctx, body.CoordinatorType, key))
 			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = a.nodeID, a.host, a.port, a.code, a.msg
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return resp, nil, nil
 	}
-	a := s.findCoordinator(ctx, body.CoordinatorType, body.CoordinatorKey)
+	a := s.onListener(req, s.findCoordinator(ctx, body.CoordinatorType, body.CoordinatorKey))
 	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = a.nodeID, a.host, a.port, a.code
 	if req.version >= 1 {
 		resp.ErrorMessage = a.msg
@@ -69,6 +69,23 @@ type coordinatorAnswer struct {
 	port   int32
 	code   int16
 	msg    *string
+}
+
+// onListener gives a's coordinator's endpoint on the listener req came
+// in on; a coordinator without that listener is not available to the
+// client (Kafka answers the same).
+func (s *Server) onListener(req *request, a coordinatorAnswer) coordinatorAnswer {
+	if a.code != 0 {
+		return a
+	}
+	b, ok := s.image().Broker(a.nodeID)
+	if ok {
+		a.host, a.port, ok = req.endpoint(b)
+	}
+	if !ok {
+		return coordinatorError(kerr.CoordinatorNotAvailable.Code, "the coordinator has no listener of the name this connection came in on")
+	}
+	return a
 }
 
 func coordinatorError(code int16, msg string) coordinatorAnswer {

@@ -55,8 +55,12 @@ func handleMetadata(ctx context.Context, s *Server, req *request) (kmsg.Response
 		if b.Fenced {
 			continue // as Kafka: clients are told of live brokers only
 		}
+		host, port, ok := req.endpoint(b)
+		if !ok {
+			continue // as Kafka: a broker without this listener is not one this client can reach
+		}
 		rb := kmsg.NewMetadataResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
+		rb.NodeID, rb.Host, rb.Port = b.NodeID, host, port
 		if b.Rack != "" {
 			rack := b.Rack
 			rb.Rack = &rack

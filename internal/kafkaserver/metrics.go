@@ -23,6 +23,9 @@ type serverMetrics struct {
 	errors      *prometheus.CounterVec   // error codes in responses, by API and error
 	duration    *prometheus.HistogramVec // handler time, by API
 	connections prometheus.Gauge
+	// tlsHandshakeFailures counts TLS handshakes that failed or timed
+	// out, by listener (a fixed set).
+	tlsHandshakeFailures *prometheus.CounterVec
 	// connectionsRefused counts connections closed at accept past a
 	// connection limit, by refusal (index admitted is unused).
 	connectionsRefused [numRefusals]prometheus.Counter
@@ -66,6 +69,9 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fjord_kafka_connections", Help: "Open Kafka protocol connections.",
 		}),
+		tlsHandshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_kafka_tls_handshake_failures_total", Help: "TLS handshakes of new Kafka protocol connections that failed or timed out, by listener.",
+		}, []string{"listener"}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_topic_bytes_in_total", Help: "Record batch bytes appended by producers (the HTTP API's included; not idempotent retries, which append nothing), by topic.",
 		}, []string{"topic"}),
@@ -105,7 +111,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		m.consumerRecords[role] = consumerRecords.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
+		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.tlsHandshakeFailures, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
 			consumerBytes, consumerRecords, m.addedToKeyed, refused, throttles)
 	}
 	return m

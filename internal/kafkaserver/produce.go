@@ -289,7 +289,10 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 		for id := range leaders {
 			if b, ok := img.Broker(id); ok {
 				rb := kmsg.NewProduceResponseBroker()
-				rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
+				rb.NodeID = b.NodeID
+				if rb.Host, rb.Port, ok = req.endpoint(b); !ok {
+					continue
+				}
 				if b.Rack != "" {
 					rack := b.Rack
 					rb.Rack = &rack

@@ -47,6 +47,11 @@ func (s *Server) quotaClient(req *request) (quota.Client, bool) {
 		return quota.Client{}, false
 	}
 	c := quota.Client{User: quota.Anonymous}
+	if req.conn != nil {
+		// Kafka's user entity is the principal's name: a client
+		// certificate's subject, or (later) the SASL user.
+		c.User = req.conn.principal.Name
+	}
 	if req.clientID != nil {
 		c.ClientID = *req.clientID
 	}

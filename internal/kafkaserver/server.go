@@ -35,6 +35,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
+	"github.com/fjordmq/fjord/internal/listener"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/quota"
 	"github.com/fjordmq/fjord/internal/topicconfig"
@@ -178,6 +179,9 @@ type Server struct {
 	connLimits *connLimiter
 	// quotas keeps the client quotas' rates (quota.go).
 	quotas *quota.Manager
+	// tlsHandshakeTimeout bounds a TLS connection's handshake
+	// (security.go); fixed before Serve.
+	tlsHandshakeTimeout time.Duration
 
 	// wg counts accept loops and connections (each connection's reader,
 	// writer and handlers are waited for by the connection itself).
@@ -311,6 +315,8 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		metrics:     newServerMetrics(cfg.Metrics),
 		sessions:    newFetchSessionCache(cfg.FetchSessionCacheSlots),
 		connLimits:  newConnLimiter(cfg.NodeID),
+
+		tlsHandshakeTimeout: defaultTLSHandshakeTimeout,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})
@@ -318,10 +324,21 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 	return s
 }
 
-// Serve accepts connections on l until Close, and then returns nil. It
-// may be called for more than one listener. Called after Close, it
-// closes l and returns ErrServerClosed.
+// Serve serves l as a PLAINTEXT listener named DefaultListenerName
+// (ServeListener).
 func (s *Server) Serve(l net.Listener) error {
+	return s.ServeListener(l, ListenerConfig{Name: DefaultListenerName, Protocol: listener.Plaintext})
+}
+
+// ServeListener accepts connections on l, served as lc says, until
+// Close, and then returns nil. It may be called for more than one
+// listener. Called after Close, or with an lc it cannot serve, it closes
+// l and returns the reason (ErrServerClosed after Close).
+func (s *Server) ServeListener(l net.Listener, lc ListenerConfig) error {
+	if err := lc.check(); err != nil {
+		l.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
@@ -371,7 +388,7 @@ func (s *Server) Serve(l net.Listener) error {
 			s.refuse(nc, addr, r)
 			continue
 		}
-		c := newConn(s, nc)
+		c := newConn(s, lc.wrap(nc), &lc)
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()

@@ -40,6 +40,9 @@ type wireHarness struct {
 
 // harnessOpt changes the harness before the server starts serving.
 type harnessOpt struct {
+	// listener, when set, is how the harness's listener is served
+	// (ServeListener); nil: Serve, plain PLAINTEXT.
+	listener *ListenerConfig
 	config   func(*Config)
 	server   func(*Server)
 	replicas func(h *wireHarness) Replicas
@@ -48,6 +51,9 @@ type harnessOpt struct {
 
 func withConfig(fn func(*Config)) harnessOpt { return harnessOpt{config: fn} }
 func withServer(fn func(*Server)) harnessOpt { return harnessOpt{server: fn} }
+
+// withListener serves the harness's listener as lc says.
+func withListener(lc ListenerConfig) harnessOpt { return harnessOpt{listener: &lc} }
 
 // withReplicas serves with other Replicas than the in-memory ones.
 func withReplicas(fn func(h *wireHarness) Replicas) harnessOpt { return harnessOpt{replicas: fn} }
@@ -85,8 +91,14 @@ func newWireHarness(t testing.TB, opts ...harnessOpt) *wireHarness {
 			o.server(h.srv)
 		}
 	}
+	lc := ListenerConfig{Name: DefaultListenerName}
+	for _, o := range opts {
+		if o.listener != nil {
+			lc = *o.listener
+		}
+	}
 	served := make(chan error, 1)
-	go func() { served <- h.srv.Serve(l) }()
+	go func() { served <- h.srv.ServeListener(l, lc) }()
 	t.Cleanup(func() {
 		if err := h.srv.Close(); err != nil {
 			t.Errorf("Close: %v", err)

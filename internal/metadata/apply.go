@@ -267,6 +267,9 @@ func (d *draft) broker(r BrokerRecord) error {
 	if err := ValidateRack(r.Rack); err != nil {
 		return fmt.Errorf("broker %d: %w", r.NodeID, err)
 	}
+	if err := d.checkListeners(r); err != nil {
+		return err
+	}
 	if !d.brokersCopied {
 		d.next.Brokers = cloneMap(d.next.Brokers)
 		d.brokersCopied = true
@@ -279,9 +282,47 @@ func (d *draft) broker(r BrokerRecord) error {
 		// logs are still the failed ones.
 		d.dropOfflineReplicas(r.NodeID)
 	}
-	d.next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack,
+	d.next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Listeners: slices.Clone(r.Listeners), Rack: r.Rack,
 		IncarnationID: r.IncarnationID, Epoch: int64(d.offset),
 		Fenced: d.next.MetadataVersion >= FencingMetadataVersion}
+	return nil
+}
+
+// checkListeners checks a registration's named listeners: from
+// ListenersMetadataVersion, each named once, with a host and a port, and
+// the inter-broker endpoint (Host, Port) among them.
+func (d *draft) checkListeners(r BrokerRecord) error {
+	if len(r.Listeners) == 0 {
+		return nil
+	}
+	if d.next.MetadataVersion < ListenersMetadataVersion {
+		return fmt.Errorf("broker %d: named listeners need metadata version %d; the log is at %d", r.NodeID, ListenersMetadataVersion, d.next.MetadataVersion)
+	}
+	if len(r.Listeners) > MaxBrokerListeners {
+		return fmt.Errorf("broker %d: %d listeners (at most %d)", r.NodeID, len(r.Listeners), MaxBrokerListeners)
+	}
+	inter := false
+	for i, l := range r.Listeners {
+		switch {
+		case l.Name == "" || len(l.Name) > 64:
+			return fmt.Errorf("broker %d: listener name %q (want 1 to 64 bytes)", r.NodeID, l.Name)
+		case l.Host == "" || len(l.Host) > 255:
+			return fmt.Errorf("broker %d: listener %s host %q (want 1 to 255 bytes)", r.NodeID, l.Name, l.Host)
+		case l.Port < 1 || l.Port > 65535:
+			return fmt.Errorf("broker %d: listener %s port %d outside 1..65535", r.NodeID, l.Name, l.Port)
+		case l.SecurityProtocol < 0 || l.SecurityProtocol > 3:
+			return fmt.Errorf("broker %d: listener %s security protocol %d (want 0 to 3)", r.NodeID, l.Name, l.SecurityProtocol)
+		}
+		for _, other := range r.Listeners[:i] {
+			if other.Name == l.Name {
+				return fmt.Errorf("broker %d: listener %s named twice", r.NodeID, l.Name)
+			}
+		}
+		inter = inter || (l.Host == r.Host && l.Port == r.Port)
+	}
+	if !inter {
+		return fmt.Errorf("broker %d: inter-broker endpoint %s:%d is none of its listeners", r.NodeID, r.Host, r.Port)
+	}
 	return nil
 }
 

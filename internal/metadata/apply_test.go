@@ -151,7 +151,7 @@ func TestApplyBaseImage(t *testing.T) {
 	if img.Offset != 10 || img.ClusterID != "c1" || len(img.Brokers) != 3 {
 		t.Fatalf("image = offset %d cluster %q brokers %d", img.Offset, img.ClusterID, len(img.Brokers))
 	}
-	if b, _ := img.Broker(3); b != (Broker{NodeID: 3, Host: "h3", Port: 9092, Rack: "r3", Epoch: 10}) {
+	if b, _ := img.Broker(3); !reflect.DeepEqual(b, Broker{NodeID: 3, Host: "h3", Port: 9092, Rack: "r3", Epoch: 10}) {
 		t.Fatalf("broker 3 = %+v", b)
 	}
 	orders, ok := img.Topic("orders")
@@ -477,7 +477,7 @@ func TestBrokerEpochIsTheRegistrationOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range next.Brokers {
-		if got.Brokers[id] != want {
+		if !reflect.DeepEqual(got.Brokers[id], want) {
 			t.Errorf("broker %d after a snapshot = %+v, want %+v", id, got.Brokers[id], want)
 		}
 	}

@@ -220,7 +220,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 	}
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
-		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack,
+		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Listeners: b.Listeners, Rack: b.Rack,
 			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown})
 		if replicas := img.OfflineReplicas[id]; len(replicas) > 0 {
 			if s.OfflineReplicas == nil {

@@ -97,7 +97,7 @@ func TestDecodeForwardCompatible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r != (BrokerRecord{NodeID: 4, Host: "h", Port: 1}) {
+	if !reflect.DeepEqual(r, BrokerRecord{NodeID: 4, Host: "h", Port: 1}) {
 		t.Fatalf("%+v", r)
 	}
 }

@@ -54,9 +54,14 @@ type Image struct {
 
 // Broker is a registered node.
 type Broker struct {
-	NodeID        int32
-	Host          string
-	Port          int32
+	NodeID int32
+	// Host and Port are the inter-broker listener (BrokerRecord).
+	Host string
+	Port int32
+	// Listeners are the broker's named listeners; empty for a
+	// registration that named none (then Host and Port serve all).
+	// Shared between images: never modified.
+	Listeners     []Endpoint
 	Rack          string
 	IncarnationID UUID
 	// Epoch is the broker epoch: the metadata offset of the broker's
@@ -81,6 +86,22 @@ type Broker struct {
 // the first choice for a new replica: it is neither fenced nor in
 // controlled shutdown.
 func (b Broker) Active() bool { return !b.Fenced && !b.ShuttingDown }
+
+// Endpoint returns where clients of the listener named name dial b. A
+// broker registered without named listeners serves every listener name
+// at Host and Port; one with them has none for a name it lacks (Kafka
+// leaves such a broker out of the answers of that listener).
+func (b Broker) Endpoint(name string) (host string, port int32, ok bool) {
+	if len(b.Listeners) == 0 {
+		return b.Host, b.Port, true
+	}
+	for _, l := range b.Listeners {
+		if l.Name == name {
+			return l.Host, l.Port, true
+		}
+	}
+	return "", 0, false
+}
 
 // ReplicaOffline reports whether broker's replica of partition of the
 // topic with id is offline (OfflineReplicaRecord, in the broker's

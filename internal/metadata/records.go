@@ -58,8 +58,9 @@ type MetadataVersionRecord struct {
 // (UnregisterBrokerRecord). Version 6 adds marking a topic as having
 // keyed records (TopicKeyedRecord). Version 7 adds offline replicas
 // (OfflineReplicaRecord). Version 8 adds client quotas
-// (ClientQuotaRecord).
-const KnownMetadataVersion int32 = 8
+// (ClientQuotaRecord). Version 9 adds a broker's named listeners
+// (BrokerRecord.Listeners).
+const KnownMetadataVersion int32 = 9
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.
@@ -85,13 +86,23 @@ const KeyedTopicsMetadataVersion int32 = 6
 // OfflineReplicaRecord.
 const OfflineReplicasMetadataVersion int32 = 7
 
+// ListenersMetadataVersion is the first metadata version with
+// BrokerRecord.Listeners.
+const ListenersMetadataVersion int32 = 9
+
 // BrokerRecord registers a broker (or re-registers it after a restart,
 // with new endpoints).
 type BrokerRecord struct {
-	NodeID int32  `json:"node_id"`
-	Host   string `json:"host"`
-	Port   int32  `json:"port"`
-	Rack   string `json:"rack,omitempty"`
+	NodeID int32 `json:"node_id"`
+	// Host and Port are the broker's inter-broker listener: where other
+	// nodes' replication and forwarding dial it.
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	// Listeners are every listener the broker advertises, by name; the
+	// inter-broker one is among them. Empty (a registration before
+	// ListenersMetadataVersion): Host and Port, for every client.
+	Listeners []Endpoint `json:"listeners,omitempty"`
+	Rack      string     `json:"rack,omitempty"`
 	// IncarnationID is drawn at random by each start of the broker
 	// process (Kafka's incarnation id): a registration with another one
 	// is a new process, with the same one a retry of the same.
@@ -107,6 +118,20 @@ type BrokerRecord struct {
 	// a new process, never one in controlled shutdown.
 	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
+
+// Endpoint is one named listener of a broker, as clients of that
+// listener are told to dial it.
+type Endpoint struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	// SecurityProtocol is Kafka's id (0 PLAINTEXT, 1 SSL, 2
+	// SASL_PLAINTEXT, 3 SASL_SSL).
+	SecurityProtocol int16 `json:"security_protocol"`
+}
+
+// MaxBrokerListeners bounds a registration's listeners.
+const MaxBrokerListeners = 16
 
 // FenceBrokerRecord fences a broker (Kafka's FenceBrokerRecord): its
 // session lapsed, so it may lead no partition and join no ISR. Epoch is

@@ -1,17 +1,15 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/httpapi"
+	"github.com/fjordmq/fjord/internal/listener"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
 )
@@ -58,6 +56,19 @@ type Config struct {
 	// responses. Empty: the listener's address, which must then name a
 	// host clients can dial (not 0.0.0.0 or ::).
 	AdvertisedKafkaAddr string
+	// Listeners are the node's named Kafka listeners (listener.Parse:
+	// Kafka's listeners, advertised.listeners and
+	// listener.security.protocol.map). Empty: one PLAINTEXT listener at
+	// KafkaAddr, advertised at AdvertisedKafkaAddr; set, those two must
+	// be left empty.
+	Listeners []listener.Listener
+	// InterBrokerListener is inter.broker.listener.name: the listener
+	// other nodes and this node's own clients dial. Empty: the first of
+	// Listeners.
+	InterBrokerListener string
+	// TLS is the node's certificate, key and trust store for its SSL
+	// and SASL_SSL listeners, HTTPS, and its clients of other nodes.
+	TLS TLSConfig
 	// ControllerAddr is the Raft transport's bind address.
 	ControllerAddr string
 	// Voters is controller.quorum.voters: the quorum a new metadata log
@@ -229,7 +240,12 @@ func (c Config) validate() error {
 	if strings.TrimSpace(c.DataDir) == "" {
 		return fmt.Errorf("%w: data-dir is empty: give a directory path", ErrInvalidConfig)
 	}
-	if err := checkBindAddr("kafka-addr", c.KafkaAddr); err != nil {
+	if len(c.Listeners) == 0 {
+		if err := checkBindAddr("kafka-addr", c.KafkaAddr); err != nil {
+			return err
+		}
+	}
+	if err := c.checkListeners(); err != nil {
 		return err
 	}
 	if err := checkBindAddr("controller-addr", c.ControllerAddr); err != nil {
@@ -283,17 +299,19 @@ func (c Config) validate() error {
 			return err
 		}
 	}
-	if c.AdvertisedKafkaAddr != "" {
-		host, port, err := splitHostPort(c.AdvertisedKafkaAddr)
+	if len(c.Listeners) > 0 {
+		// listener.Parse checked them.
+	} else if c.AdvertisedKafkaAddr != "" {
+		host, port, err := listener.SplitHostPort(c.AdvertisedKafkaAddr)
 		switch {
 		case err != nil:
 			return bad("advertised-kafka-addr", c.AdvertisedKafkaAddr, "want host:port that clients can dial, e.g. broker1.example.com:9092")
-		case host == "" || isUnspecified(host):
+		case host == "" || listener.IsUnspecified(host):
 			return bad("advertised-kafka-addr", c.AdvertisedKafkaAddr, "the host must be one clients can dial, not empty, 0.0.0.0 or ::")
 		case port == 0:
 			return bad("advertised-kafka-addr", c.AdvertisedKafkaAddr, "the port must be 1 to 65535")
 		}
-	} else if host, _, _ := splitHostPort(c.KafkaAddr); host == "" || isUnspecified(host) {
+	} else if host, _, _ := listener.SplitHostPort(c.KafkaAddr); host == "" || listener.IsUnspecified(host) {
 		return fmt.Errorf("%w: kafka-addr %q listens on every interface, which clients cannot dial: "+
 			"set advertised-kafka-addr to the host:port clients should use", ErrInvalidConfig, c.KafkaAddr)
 	}
@@ -338,7 +356,7 @@ func (c Config) checkVoters() error {
 				"a broker-only node needs an id of its own", ErrInvalidConfig, c.NodeID, strings.Join(ids, ", "))
 		}
 		// Port 0 binds a port no leader could replicate to.
-		if _, port, _ := splitHostPort(c.ControllerAddr); port == 0 {
+		if _, port, _ := listener.SplitHostPort(c.ControllerAddr); port == 0 {
 			return fmt.Errorf("%w: controller-addr %q: a broker-only node is sent the metadata log there, so the port must not be 0",
 				ErrInvalidConfig, c.ControllerAddr)
 		}
@@ -350,7 +368,7 @@ func (c Config) checkVoters() error {
 			ErrInvalidConfig, c.NodeID, strings.Join(ids, ", "))
 	}
 	// Port 0 binds a port no other voter knows to dial.
-	if _, port, _ := splitHostPort(c.ControllerAddr); port == 0 && len(c.Voters) > 1 {
+	if _, port, _ := listener.SplitHostPort(c.ControllerAddr); port == 0 && len(c.Voters) > 1 {
 		return fmt.Errorf("%w: controller-addr %q: with other controller-quorum-voters the port must be one they can dial "+
 			"(this node's entry says %s), not 0", ErrInvalidConfig, c.ControllerAddr, c.Voters[own])
 	}
@@ -358,7 +376,7 @@ func (c Config) checkVoters() error {
 }
 
 func checkBindAddr(name, addr string) error {
-	if _, _, err := splitHostPort(addr); err != nil {
+	if _, _, err := listener.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("%w: %s %q: want host:port (port 0 picks a free one), e.g. %s",
 			ErrInvalidConfig, name, addr, map[string]string{
 				"kafka-addr":      DefaultKafkaAddr,
@@ -368,49 +386,6 @@ func checkBindAddr(name, addr string) error {
 			}[name])
 	}
 	return nil
-}
-
-// splitHostPort is net.SplitHostPort with the port checked to be a
-// number from 0 to 65535 (service names are not accepted: an address in a
-// config file should say what it binds).
-func splitHostPort(addr string) (string, uint16, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return "", 0, errors.New("bad port")
-	}
-	return host, uint16(port), nil
-}
-
-func isUnspecified(host string) bool {
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsUnspecified()
-}
-
-// advertisedEndpoint is the host and port registered for this broker:
-// the advertised address if given, else the listener's host with the
-// port it actually bound (so port 0 works).
-func (c Config) advertisedEndpoint(bound net.Addr) (string, int32, error) {
-	if c.AdvertisedKafkaAddr != "" {
-		host, port, err := splitHostPort(c.AdvertisedKafkaAddr)
-		return host, int32(port), err
-	}
-	host, _, err := splitHostPort(c.KafkaAddr)
-	if err != nil {
-		return "", 0, err
-	}
-	tcp, ok := bound.(*net.TCPAddr)
-	if !ok || tcp.Port <= 0 || tcp.Port > math.MaxUint16 {
-		return "", 0, fmt.Errorf("kafka listener bound %v, not a TCP port", bound)
-	}
-	if host == "" || isUnspecified(host) {
-		// validate refuses this; kept so the function stands alone.
-		return "", 0, fmt.Errorf("%w: no advertised host for kafka-addr %q", ErrInvalidConfig, c.KafkaAddr)
-	}
-	return host, int32(tcp.Port), nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {

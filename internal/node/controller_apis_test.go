@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,10 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 		{"another process for the live node 1", func(*kmsg.BrokerRegistrationRequest) {}, kerr.DuplicateBrokerRegistration},
 		{"zero incarnation", func(r *kmsg.BrokerRegistrationRequest) { r.IncarnationID = [16]byte{} }, kerr.InvalidRegistration},
 		{"no listener", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners = nil }, kerr.InvalidRegistration},
-		{"no PLAINTEXT listener", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].Name = "SSL" }, kerr.InvalidRegistration},
+		{"no listener", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners = nil }, kerr.InvalidRegistration},
+		{"a listener without a name", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].Name = "" }, kerr.InvalidRegistration},
+		{"an unknown security protocol", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].SecurityProtocol = 9 }, kerr.InvalidRegistration},
+		{"a listener named twice", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners = append(r.Listeners, r.Listeners[0]) }, kerr.InvalidRegistration},
 		{"port 0", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].Port = 0 }, kerr.InvalidRegistration},
 		{"empty host", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].Host = "" }, kerr.InvalidRegistration},
 		{"oversized host", func(r *kmsg.BrokerRegistrationRequest) { r.Listeners[0].Host = strings.Repeat("h", 70000) }, kerr.InvalidRegistration},
@@ -174,7 +178,7 @@ func TestControllerAPIsRefuseHostileInput(t *testing.T) {
 	}
 
 	after := n.ctrl.Image()
-	if !maps.Equal(after.Brokers, brokers) || after.NextProducerID != nextPID {
+	if !reflect.DeepEqual(after.Brokers, brokers) || after.NextProducerID != nextPID {
 		t.Errorf("refused requests changed the image: brokers %+v -> %+v, next producer id %d -> %d",
 			brokers, after.Brokers, nextPID, after.NextProducerID)
 	}

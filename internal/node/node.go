@@ -29,13 +29,14 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,7 @@ import (
 	"github.com/fjordmq/fjord/internal/peers"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
+	"github.com/fjordmq/fjord/internal/tlsconf"
 	"github.com/fjordmq/fjord/internal/txn"
 	"github.com/fjordmq/fjord/internal/txn/txnstatetopic"
 	"github.com/fjordmq/fjord/internal/vfs"
@@ -93,12 +95,17 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	lock    *dirLock
-	kafkaLn net.Listener
-	httpLn  net.Listener
-	pprofLn net.Listener
-	storage *storage.Manager
-	ctrl    *controller.Controller
+	lock *dirLock
+	// listeners are the Kafka listeners, bound (listeners.go).
+	listeners []boundListener
+	// tls is the node's TLS material, nil without it; principals maps
+	// client certificates' subjects to principals.
+	tls        *tlsconf.Store
+	principals *tlsconf.PrincipalMapper
+	httpLn     net.Listener
+	pprofLn    net.Listener
+	storage    *storage.Manager
+	ctrl       *controller.Controller
 	// control is the broker side's control-plane client: changes go
 	// through ctrl while this node is the active controller and are
 	// forwarded to the one that is otherwise.
@@ -230,12 +237,10 @@ func (n *Node) start(ctx context.Context) error {
 			ErrNodeIDMismatch, cfg.DataDir, props.NodeID, props.NodeID, cfg.NodeID, props.NodeID)
 	}
 
-	n.kafkaLn, err = net.Listen("tcp", cfg.KafkaAddr)
-	if err != nil {
-		return fmt.Errorf("kafka-addr %s: %w", cfg.KafkaAddr, err)
+	if err := n.openTLS(); err != nil {
+		return err
 	}
-	host, port, err := cfg.advertisedEndpoint(n.kafkaLn.Addr())
-	if err != nil {
+	if n.listeners, err = cfg.bindListeners(); err != nil {
 		return err
 	}
 	if cfg.HTTPAddr != "" {
@@ -302,7 +307,7 @@ func (n *Node) start(ctx context.Context) error {
 		return fmt.Errorf("drawing an incarnation id: %w", err)
 	}
 	n.internalClientID = controlplane.InternalClientID(cfg.NodeID, n.incarnation)
-	n.peers = peers.New(n.ctrl, n.internalClientID)
+	n.peers = peers.New(n.ctrl, n.internalClientID, n.interBrokerOpts()...)
 	n.control = forward.New(forward.Config{
 		NodeID: cfg.NodeID,
 		Local:  n.ctrl,
@@ -358,7 +363,7 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := n.registerBroker(ctx, metadata.BrokerRecord{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, IncarnationID: n.incarnation}); err != nil {
+	if err := n.registerBroker(ctx, n.registration()); err != nil {
 		return err
 	}
 	n.heartbeatsDone = make(chan struct{})
@@ -411,7 +416,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.metrics, n.metricsText = newRegistry(n.storage, fsyncs, n.lag, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
 	n.metrics.MustRegister(diskCollector{n}, replayCollector{n})
 	n.kafka = kafkaserver.New(kafkaserver.Config{
-		Addr:                              n.kafkaLn.Addr().String(),
+		Addr:                              n.KafkaAddr().String(),
 		LogDirFreeSpaceWarn:               cmp.Or(cfg.LogDirFreeSpaceWarn, metadata.DefaultFreeSpaceWarn),
 		LogDirFreeSpaceRefuse:             cmp.Or(cfg.LogDirFreeSpaceRefuse, metadata.DefaultFreeSpaceRefuse),
 		NodeID:                            cfg.NodeID,
@@ -428,19 +433,23 @@ func (n *Node) start(ctx context.Context) error {
 		Metrics:                           n.metrics,
 		Logger:                            n.log,
 	}, brokerControlPlane{n.ctrl, n.ctrl, n.control, n.control}, n.replicas, pids, n.groups)
-	n.servers.Add(1)
-	go func() {
-		defer n.servers.Done()
-		if err := n.kafka.Serve(n.kafkaLn); err != nil && !n.closing.Load() {
-			n.fail(fmt.Errorf("kafka listener: %w", err))
-		}
-	}()
+	for _, b := range n.listeners {
+		n.servers.Add(1)
+		go func() {
+			defer n.servers.Done()
+			if err := n.kafka.ServeListener(b.ln, n.listenerConfig(b)); err != nil && !n.closing.Load() {
+				n.fail(fmt.Errorf("kafka listener %s: %w", b.Name, err))
+			}
+		}()
+	}
 
 	if n.httpLn != nil {
 		// The HTTP API is a gateway over the Kafka protocol, dialing
-		// this node at the address it gives clients.
+		// this node's inter-broker listener at the address it gives
+		// other nodes.
 		api, err := httpapi.New(httpapi.Config{
-			Brokers:                []string{net.JoinHostPort(host, strconv.Itoa(int(port)))},
+			Brokers:                []string{n.interBrokerAddr()},
+			KafkaOpts:              n.interBrokerOpts(),
 			InternalClientID:       n.internalClientID,
 			IdempotencyWindow:      cfg.HTTP.IdempotencyWindow,
 			ConsumerIdleTimeout:    cfg.HTTP.ConsumerIdleTimeout,
@@ -467,6 +476,10 @@ func (n *Node) start(ctx context.Context) error {
 			MaxHeaderBytes:    64 << 10,
 			ConnState:         httpConnGauge(n.metrics),
 		}
+		if cfg.TLS.HTTP {
+			n.http.TLSConfig = n.tls.ServerConfig(tlsconf.ClientAuthNone)
+			n.httpLn = tls.NewListener(n.httpLn, n.http.TLSConfig)
+		}
 		n.servers.Add(1)
 		go func() {
 			defer n.servers.Done()
@@ -491,7 +504,7 @@ func (n *Node) start(ctx context.Context) error {
 
 	attrs := []any{
 		"node_id", cfg.NodeID, "cluster_id", clusterID, "data_dir", cfg.DataDir,
-		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, fmt.Sprint(port)),
+		"kafka_addr", n.KafkaAddr().String(), "advertised", n.interBrokerAddr(), "listeners", n.listenerNames(),
 		"controller_addr", cfg.ControllerAddr, "start", n.storage.StartKind(),
 	}
 	if cfg.BrokerOnly {
@@ -733,8 +746,29 @@ func (n *Node) Err() error {
 // gateway in this process (tests).
 func (n *Node) InternalClientID() string { return n.internalClientID }
 
-// KafkaAddr is the address the Kafka listener bound.
-func (n *Node) KafkaAddr() net.Addr { return n.kafkaLn.Addr() }
+// KafkaAddr is the address the inter-broker Kafka listener bound (the
+// only one, without Config.Listeners).
+func (n *Node) KafkaAddr() net.Addr { return n.interBroker().ln.Addr() }
+
+// ListenerAddr is the address the Kafka listener named name bound, nil
+// for a name the node has not.
+func (n *Node) ListenerAddr(name string) net.Addr {
+	for _, b := range n.listeners {
+		if strings.EqualFold(b.Name, name) {
+			return b.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// listenerNames lists the listeners for the start log line.
+func (n *Node) listenerNames() []string {
+	var out []string
+	for _, b := range n.listeners {
+		out = append(out, b.Name+"://"+b.ln.Addr().String())
+	}
+	return out
+}
 
 // ControllerAddr is the address the controller's Raft transport bound.
 func (n *Node) ControllerAddr() string { return n.ctrl.Addr() }
@@ -816,8 +850,10 @@ func (n *Node) Close() error {
 		}
 		if n.kafka != nil {
 			add("closing kafka listener", n.kafka.Close())
-		} else if n.kafkaLn != nil {
-			add("closing kafka listener", n.kafkaLn.Close())
+		} else {
+			for _, b := range n.listeners {
+				add("closing kafka listener "+b.Name, b.ln.Close())
+			}
 		}
 		// A profile in progress is cut off rather than waited for: it
 		// would hold the shutdown for as many seconds as it covers.

@@ -38,6 +38,9 @@ const dialTimeout = 2 * time.Second
 type Pool struct {
 	images   controlplane.Images
 	clientID string
+	// opts are added to every client's options: the inter-broker
+	// listener's TLS (and SASL).
+	opts []kgo.Opt
 
 	mu     sync.Mutex
 	byNode map[int32]conn
@@ -50,9 +53,10 @@ type conn struct {
 }
 
 // New returns a Pool that finds nodes in images and names itself with
-// clientID (this node's internal client id, so peers know it).
-func New(images controlplane.Images, clientID string) *Pool {
-	return &Pool{images: images, clientID: clientID, byNode: map[int32]conn{}}
+// clientID (this node's internal client id, so peers know it). opts are
+// added to every client's (the inter-broker listener's security).
+func New(images controlplane.Images, clientID string, opts ...kgo.Opt) *Pool {
+	return &Pool{images: images, clientID: clientID, opts: opts, byNode: map[int32]conn{}}
 }
 
 // Broker returns the handle of node's listener; requests through it go
@@ -75,7 +79,7 @@ func (p *Pool) Broker(node int32) (*kgo.Broker, error) {
 		}
 		// Fjord's client options: peers ask each other Fjord's own
 		// requests (internal/fjordmsg) as well as Kafka's.
-		cl, err := kgo.NewClient(append(fjordmsg.ClientOpts(), kgo.SeedBrokers(addr), kgo.ClientID(p.clientID), kgo.DialTimeout(dialTimeout))...)
+		cl, err := kgo.NewClient(append(append(fjordmsg.ClientOpts(), kgo.SeedBrokers(addr), kgo.ClientID(p.clientID), kgo.DialTimeout(dialTimeout)), p.opts...)...)
 		if err != nil {
 			delete(p.byNode, node)
 			return nil, fmt.Errorf("node %d at %s: %w", node, addr, err)

@@ -217,7 +217,7 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 	} else {
 		// One call, so no two nodes can get the same port.
 		var err error
-		if ports, err = freePorts(3 * opts.total()); err != nil {
+		if ports, err = freePorts(opts.Node.portsPerNode() * opts.total()); err != nil {
 			return nil, err
 		}
 	}
@@ -239,9 +239,10 @@ func newCluster(t owner, opts ClusterOptions) (*Cluster, error) {
 		}
 		if c.net != nil {
 			n.net = c.net
-			n.setAddrs(c.net.Addr(i+1).String(), networkKafkaPort, networkControllerPort, networkHTTPPort)
+			n.setAddrs(c.net.Addr(i+1).String(), networkKafkaPort, networkControllerPort, networkHTTPPort, networkListenerPorts(len(opts.Node.Listeners))...)
 		} else {
-			n.setPorts(ports[3*i], ports[3*i+1], ports[3*i+2])
+			k := opts.Node.portsPerNode()
+			n.setPorts(ports[k*i : k*(i+1)])
 		}
 		if i < opts.Nodes {
 			controllerAddrs[i] = n.controllerAddr

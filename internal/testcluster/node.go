@@ -77,6 +77,15 @@ type Options struct {
 	LogLevel string
 	// Args are extra `fjord serve` arguments, after the harness's own.
 	Args []string
+	// Listeners are named Kafka listeners besides the PLAINTEXT one of
+	// KafkaAddr, each on a port of its own (ListenerAddr): with them the
+	// node is started with --listeners, PLAINTEXT first, and
+	// --listener-security-protocol-map. Their TLS files and the like go
+	// in Args.
+	Listeners []Listener
+	// InterBrokerListener is --inter-broker-listener-name (default:
+	// PLAINTEXT).
+	InterBrokerListener string
 	// Env are extra environment entries (KEY=VALUE). The harness removes
 	// FJORD_* variables inherited from the test's environment so a
 	// developer's shell cannot change what the node does.
@@ -87,6 +96,26 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// StopTimeout bounds the wait for exit after SIGTERM (DefaultStopTimeout).
 	StopTimeout time.Duration
+}
+
+// Listener is one named listener of Options.Listeners.
+type Listener struct {
+	// Name is the listener name; Protocol its security protocol (SSL,
+	// SASL_SSL, ...).
+	Name, Protocol string
+}
+
+// portsPerNode is how many ports a node of o listens on.
+func (o Options) portsPerNode() int { return 3 + len(o.Listeners) }
+
+// networkListenerPorts are the ports of n extra listeners in network
+// mode, after fjord's defaults.
+func networkListenerPorts(n int) []int {
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = 9100 + i
+	}
+	return ports
 }
 
 // Node is one fjord process and the ports and directory it keeps across
@@ -103,6 +132,8 @@ type Node struct {
 	kafkaAddr      string
 	controllerAddr string
 	httpAddr       string
+	// listenerAddrs are Options.Listeners' addresses, in their order.
+	listenerAddrs []string
 	// voters is --controller-quorum-voters for a node of a Cluster,
 	// empty for a node alone (a cluster of one).
 	voters string
@@ -164,11 +195,11 @@ func start(t owner, opts Options) (*Node, error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(3)
+		ports, err := freePorts(opts.portsPerNode())
 		if err != nil {
 			return nil, err
 		}
-		n.setPorts(ports[0], ports[1], ports[2])
+		n.setPorts(ports)
 		err = n.launch()
 		if err == nil {
 			return n, nil
@@ -225,19 +256,35 @@ func newNode(t owner, opts Options) (*Node, error) {
 }
 
 // setPorts gives the node its listeners' ports on 127.0.0.1, which it
-// keeps across restarts.
-func (n *Node) setPorts(kafka, controller, http int) {
-	n.setAddrs(loopbackHost, kafka, controller, http)
+// keeps across restarts: Kafka, controller, HTTP, then
+// Options.Listeners'.
+func (n *Node) setPorts(ports []int) {
+	n.setAddrs(loopbackHost, ports[0], ports[1], ports[2], ports[3:]...)
 }
 
 // setAddrs gives the node its listeners' host and ports, which it keeps
 // across restarts: 127.0.0.1 on loopback, its namespace's address in
 // network mode. Each listener is also what the node advertises (the
 // Kafka address to clients, the controller address in the voter list).
-func (n *Node) setAddrs(host string, kafka, controller, http int) {
+func (n *Node) setAddrs(host string, kafka, controller, http int, listeners ...int) {
 	n.kafkaAddr = net.JoinHostPort(host, strconv.Itoa(kafka))
 	n.controllerAddr = net.JoinHostPort(host, strconv.Itoa(controller))
 	n.httpAddr = net.JoinHostPort(host, strconv.Itoa(http))
+	n.listenerAddrs = n.listenerAddrs[:0]
+	for _, p := range listeners {
+		n.listenerAddrs = append(n.listenerAddrs, net.JoinHostPort(host, strconv.Itoa(p)))
+	}
+}
+
+// ListenerAddr is the address (host:port) of the listener of
+// Options.Listeners named name, "" for none.
+func (n *Node) ListenerAddr(name string) string {
+	for i, l := range n.opts.Listeners {
+		if l.Name == name {
+			return n.listenerAddrs[i]
+		}
+	}
+	return ""
 }
 
 // portTaken reports whether err, a failed launch, was the node finding
@@ -308,11 +355,23 @@ func (n *Node) args() []string {
 		"serve",
 		"--node-id", strconv.Itoa(int(n.opts.NodeID)),
 		"--data-dir", n.dataDir,
-		"--kafka-addr", n.kafkaAddr,
-		"--advertised-kafka-addr", n.kafkaAddr,
 		"--controller-addr", n.controllerAddr,
 		"--http-addr", n.httpAddr,
 		"--log-level", n.opts.LogLevel,
+	}
+	if len(n.opts.Listeners) == 0 {
+		args = append(args, "--kafka-addr", n.kafkaAddr, "--advertised-kafka-addr", n.kafkaAddr)
+	} else {
+		ls := []string{"PLAINTEXT://" + n.kafkaAddr}
+		protocols := []string{"PLAINTEXT:PLAINTEXT"}
+		for i, l := range n.opts.Listeners {
+			ls = append(ls, l.Name+"://"+n.listenerAddrs[i])
+			protocols = append(protocols, l.Name+":"+l.Protocol)
+		}
+		args = append(args, "--listeners", strings.Join(ls, ","), "--listener-security-protocol-map", strings.Join(protocols, ","))
+		if n.opts.InterBrokerListener != "" {
+			args = append(args, "--inter-broker-listener-name", n.opts.InterBrokerListener)
+		}
 	}
 	if n.voters != "" {
 		args = append(args, "--controller-quorum-voters", n.voters)

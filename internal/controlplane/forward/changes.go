@@ -362,6 +362,25 @@ func (c *Client) AllocateProducerIDs(ctx context.Context, nodeID int32) (first, 
 	return first, count, err
 }
 
+// registrationListeners is b's listeners as BrokerRegistration carries
+// them: the inter-broker one (b.Host, b.Port) first, which the
+// controller takes as the inter-broker endpoint.
+func registrationListeners(b metadata.BrokerRecord) []kmsg.BrokerRegistrationRequestListener {
+	first := kmsg.NewBrokerRegistrationRequestListener()
+	first.Name, first.Host, first.Port = "PLAINTEXT", b.Host, uint16(b.Port)
+	var rest []kmsg.BrokerRegistrationRequestListener
+	for _, e := range b.Listeners {
+		l := kmsg.NewBrokerRegistrationRequestListener()
+		l.Name, l.Host, l.Port, l.SecurityProtocol = e.Name, e.Host, uint16(e.Port), e.SecurityProtocol
+		if e.Host == b.Host && e.Port == b.Port {
+			first = l
+		} else {
+			rest = append(rest, l)
+		}
+	}
+	return append([]kmsg.BrokerRegistrationRequestListener{first}, rest...)
+}
+
 // RegisterBroker implements controlplane.Client.
 func (c *Client) RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (epoch int64, err error) {
 	err = c.do(ctx, func(ctx context.Context) error {
@@ -372,9 +391,7 @@ func (c *Client) RegisterBroker(ctx context.Context, b metadata.BrokerRecord) (e
 		req.BrokerID = b.NodeID
 		req.ClusterID = c.cfg.Images.Image().ClusterID
 		req.IncarnationID = b.IncarnationID
-		l := kmsg.NewBrokerRegistrationRequestListener()
-		l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", b.Host, uint16(b.Port), 0
-		req.Listeners = []kmsg.BrokerRegistrationRequestListener{l}
+		req.Listeners = registrationListeners(b)
 		if b.Rack != "" {
 			req.Rack = &b.Rack
 		}
