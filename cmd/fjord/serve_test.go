@@ -294,6 +294,7 @@ func TestServePrecedence(t *testing.T) {
 		defaultReplicationFactor:            3,     // default
 		logDirFreeSpaceWarn:                 "10%", // default
 		logDirFreeSpaceRefuse:               "2%",  // file
+		tls:                                 node.TLSConfig{ClientAuth: "none"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
