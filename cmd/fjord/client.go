@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,8 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/fjordmq/fjord/internal/fjordmsg"
+	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/tlsconf"
 )
 
@@ -39,19 +43,26 @@ type clientOptions struct {
 	// listener's protocol and the TLS files.
 	securityProtocol           string
 	sslCAFile, sslCert, sslKey string
+	// SASL: the mechanism, the user, and the file holding the password
+	// (or FJORD_SASL_PASSWORD): never a flag, which ps would show.
+	saslMechanism, saslUser, saslPasswordFile string
 }
 
 // clientSecurityFlags are the security flags, which, like --brokers,
 // are also read from the environment (FJORD_SECURITY_PROTOCOL, ...):
 // they describe the cluster, not one invocation.
-var clientSecurityFlags = []string{"security-protocol", "ssl-ca-file", "ssl-cert-file", "ssl-key-file"}
+var clientSecurityFlags = []string{"security-protocol", "ssl-ca-file", "ssl-cert-file", "ssl-key-file", "sasl-mechanism", "sasl-username", "sasl-password-file"}
 
 func (o *clientOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.brokers, "brokers", defaultBrokers,
 		"comma-separated host:port list of nodes to bootstrap from (env FJORD_BROKERS)")
-	f.Var(newEnumFlag(&o.securityProtocol, "PLAINTEXT", "PLAINTEXT", "SSL"), "security-protocol",
-		"the brokers' listener protocol, PLAINTEXT or SSL (security.protocol; env FJORD_SECURITY_PROTOCOL)")
+	f.Var(newEnumFlag(&o.securityProtocol, "PLAINTEXT", "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "security-protocol",
+		"the brokers' listener protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (security.protocol; env FJORD_SECURITY_PROTOCOL)")
+	f.Var(newEnumFlag(&o.saslMechanism, "SCRAM-SHA-512", "SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"), "sasl-mechanism",
+		"SASL mechanism: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN (sasl.mechanism; env FJORD_SASL_MECHANISM)")
+	f.StringVar(&o.saslUser, "sasl-username", "", "SASL user (env FJORD_SASL_USERNAME)")
+	f.StringVar(&o.saslPasswordFile, "sasl-password-file", "", "file holding the SASL user's password, its first line (env FJORD_SASL_PASSWORD_FILE; or the password itself in FJORD_SASL_PASSWORD)")
 	f.StringVar(&o.sslCAFile, "ssl-ca-file", "", "PEM CA certificates the brokers' certificates are checked against (default: the system's; env FJORD_SSL_CA_FILE)")
 	f.StringVar(&o.sslCert, "ssl-cert-file", "", "PEM client certificate, for a listener that asks for one (env FJORD_SSL_CERT_FILE)")
 	f.StringVar(&o.sslKey, "ssl-key-file", "", "PEM private key of --ssl-cert-file (env FJORD_SSL_KEY_FILE)")
@@ -66,20 +77,58 @@ func (o *clientOptions) applyEnv(cmd *cobra.Command) error {
 
 // securityOpts are the client options of the connection's security.
 func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
+	useTLS := o.securityProtocol == "SSL" || o.securityProtocol == "SASL_SSL"
+	useSASL := strings.HasPrefix(o.securityProtocol, "SASL_")
 	tlsFiles := o.sslCAFile != "" || o.sslCert != "" || o.sslKey != ""
 	switch {
-	case o.securityProtocol != "SSL" && tlsFiles:
-		return nil, errors.New("--ssl-ca-file, --ssl-cert-file and --ssl-key-file need --security-protocol SSL")
-	case o.securityProtocol != "SSL":
-		return nil, nil
+	case !useTLS && tlsFiles:
+		return nil, errors.New("--ssl-ca-file, --ssl-cert-file and --ssl-key-file need --security-protocol SSL or SASL_SSL")
+	case !useSASL && (o.saslUser != "" || o.saslPasswordFile != ""):
+		return nil, errors.New("--sasl-username and --sasl-password-file need --security-protocol SASL_SSL or SASL_PLAINTEXT")
 	case (o.sslCert == "") != (o.sslKey == ""):
 		return nil, errors.New("--ssl-cert-file and --ssl-key-file go together")
 	}
-	store, err := tlsconf.Load(tlsconf.Files{CertFile: o.sslCert, KeyFile: o.sslKey, CAFile: o.sslCAFile}, tlsconf.Options{})
-	if err != nil {
-		return nil, err
+	var opts []kgo.Opt
+	if useTLS {
+		store, err := tlsconf.Load(tlsconf.Files{CertFile: o.sslCert, KeyFile: o.sslKey, CAFile: o.sslCAFile}, tlsconf.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.Dialer(store.DialContext))
 	}
-	return []kgo.Opt{kgo.Dialer(store.DialContext)}, nil
+	if useSASL {
+		mech, err := o.saslOpt()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mech)
+	}
+	return opts, nil
+}
+
+// saslOpt is the SASL mechanism with the user and password.
+func (o *clientOptions) saslOpt() (kgo.Opt, error) {
+	if o.saslUser == "" {
+		return nil, errors.New("--security-protocol " + o.securityProtocol + ": give --sasl-username")
+	}
+	pass := os.Getenv("FJORD_SASL_PASSWORD")
+	if o.saslPasswordFile != "" {
+		var err error
+		if pass, err = node.ReadPasswordFile(o.saslPasswordFile); err != nil {
+			return nil, fmt.Errorf("--sasl-password-file: %w", err)
+		}
+	}
+	if pass == "" {
+		return nil, errors.New("--security-protocol " + o.securityProtocol + ": give --sasl-password-file, or the password in FJORD_SASL_PASSWORD")
+	}
+	switch o.saslMechanism {
+	case "PLAIN":
+		return kgo.SASL(kplain.Auth{User: o.saslUser, Pass: pass}.AsMechanism()), nil
+	case "SCRAM-SHA-256":
+		return kgo.SASL(kscram.Auth{User: o.saslUser, Pass: pass}.AsSha256Mechanism()), nil
+	default:
+		return kgo.SASL(kscram.Auth{User: o.saslUser, Pass: pass}.AsSha512Mechanism()), nil
+	}
 }
 
 // baseOpts are a client's seed brokers and security.

@@ -51,6 +51,7 @@ func newRootCommand() *cobra.Command {
 		newTxnCommand(),
 		newClusterCommand(),
 		newQuotaCommand(),
+		newUserCommand(),
 		newVerifyCommand(),
 		newVersionCommand(),
 		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand(), newBenchReportCommand()),

@@ -87,6 +87,12 @@ type serveOptions struct {
 	listeners     []listener.Listener
 	// tls is the node's TLS material (node.TLSConfig).
 	tls node.TLSConfig
+	// sasl is the node's SASL (node.SASLConfig); the fields below are
+	// its flags as given, parsed into it before run.
+	sasl                                    node.SASLConfig
+	saslMechanisms, oauthAudience           string
+	interBrokerPasswordFile, bootstrapScram string
+	connectionsMaxReauthMs                  int32
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -142,6 +148,9 @@ closes; a second signal exits at once.`,
 			if err := o.parseListeners(cmd); err != nil {
 				return err
 			}
+			if err := o.parseSASL(); err != nil {
+				return err
+			}
 			if len(o.voters) > 0 && !cmd.Flags().Changed("controller-addr") {
 				o.controllerAddr = ownVoterAddr(o.voters, o.nodeID, o.controllerAddr)
 			}
@@ -159,7 +168,7 @@ closes; a second signal exits at once.`,
 	f.StringVar(&o.listenerFlags.Advertised, "advertised-listeners", "",
 		"NAME://host:port,... given to clients of each listener (advertised.listeners; default: each listener's address)")
 	f.StringVar(&o.listenerFlags.ProtocolMap, "listener-security-protocol-map", "",
-		"NAME:PROTOCOL,... each listener's security protocol, PLAINTEXT or SSL (listener.security.protocol.map; default: a listener named after a protocol uses it)")
+		"NAME:PROTOCOL,... each listener's security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (listener.security.protocol.map; default: a listener named after a protocol uses it)")
 	f.StringVar(&o.listenerFlags.InterBroker, "inter-broker-listener-name", "",
 		"the listener other nodes and this node's own HTTP gateway dial (inter.broker.listener.name; default: the first of --listeners)")
 	f.StringVar(&o.tls.CertFile, "ssl-cert-file", "", "PEM certificate (chain) of SSL listeners, HTTPS, and this node as a client of other nodes")
@@ -170,6 +179,21 @@ closes; a second signal exits at once.`,
 	f.StringVar(&o.tls.PrincipalMappingRules, "ssl-principal-mapping-rules", "",
 		"rules mapping a client certificate's subject to a principal name (ssl.principal.mapping.rules), e.g. RULE:^CN=(.*?),.*$/$1/,DEFAULT")
 	addBoolFlag(f, &o.tls.HTTP, "http-tls", false, "serve --http-addr over TLS with --ssl-cert-file")
+	f.StringVar(&o.saslMechanisms, "sasl-enabled-mechanisms", "",
+		"mechanisms of SASL_PLAINTEXT and SASL_SSL listeners, comma-separated: SCRAM-SHA-512, SCRAM-SHA-256, PLAIN, OAUTHBEARER (sasl.enabled.mechanisms; default SCRAM-SHA-512,SCRAM-SHA-256)")
+	f.StringVar(&o.sasl.OAuth.JWKSFile, "sasl-oauthbearer-jwks-file", "", "JSON Web Key Set file OAUTHBEARER tokens are verified against, re-read when it changes")
+	f.StringVar(&o.sasl.OAuth.JWKSURL, "sasl-oauthbearer-jwks-url", "", "JSON Web Key Set URL OAUTHBEARER tokens are verified against (sasl.oauthbearer.jwks.endpoint.url)")
+	f.StringVar(&o.oauthAudience, "sasl-oauthbearer-expected-audience", "", "comma-separated audiences an OAUTHBEARER token must name one of (sasl.oauthbearer.expected.audience; default: any)")
+	f.StringVar(&o.sasl.OAuth.ExpectedIssuer, "sasl-oauthbearer-expected-issuer", "", "the issuer an OAUTHBEARER token must name (sasl.oauthbearer.expected.issuer; default: any)")
+	f.StringVar(&o.sasl.OAuth.SubClaimName, "sasl-oauthbearer-sub-claim-name", "sub", "the token claim that names the principal (sasl.oauthbearer.sub.claim.name)")
+	f.Var(newIntFlag(&o.connectionsMaxReauthMs, 0, 0, math.MaxInt32, ""), "connections-max-reauth-ms",
+		"how long a SASL session lasts before the client must re-authenticate on its connection (connections.max.reauth.ms; 0: never)")
+	f.StringVar(&o.sasl.InterBrokerMechanism, "sasl-mechanism-inter-broker-protocol", "SCRAM-SHA-512",
+		"how this node authenticates to a SASL inter-broker listener: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN")
+	f.StringVar(&o.sasl.InterBrokerUser, "inter-broker-sasl-username", "", "the user this node authenticates as to a SASL inter-broker listener")
+	f.StringVar(&o.interBrokerPasswordFile, "inter-broker-sasl-password-file", "", "file holding that user's password (its first line)")
+	f.StringVar(&o.bootstrapScram, "bootstrap-scram-users", "",
+		"SCRAM users put into a new metadata log with its cluster id, Kafka's --add-scram syntax separated by spaces: SCRAM-SHA-512=[name=broker,password=secret] (ignored once the log exists)")
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller bind address (host:port; with --controller-quorum-voters the default is this node's entry)")
 	f.Var(&votersFlag{&o.voters}, "controller-quorum-voters",
 		"the controller quorum, id@host:port,... (Kafka's controller.quorum.voters), each the address the other voters dial (default: this node alone, a cluster of one)")
@@ -260,6 +284,35 @@ func (o *serveOptions) parseListeners(cmd *cobra.Command) error {
 	return nil
 }
 
+// parseSASL turns the SASL flags into node.SASLConfig.
+func (o *serveOptions) parseSASL() error {
+	split := func(s string) []string {
+		var out []string
+		for part := range strings.SplitSeq(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+		return out
+	}
+	o.sasl.EnabledMechanisms = split(o.saslMechanisms)
+	o.sasl.OAuth.ExpectedAudience = split(o.oauthAudience)
+	o.sasl.MaxReauth = time.Duration(o.connectionsMaxReauthMs) * time.Millisecond
+	if o.interBrokerPasswordFile != "" {
+		pw, err := node.ReadPasswordFile(o.interBrokerPasswordFile)
+		if err != nil {
+			return fmt.Errorf("--inter-broker-sasl-password-file: %w", err)
+		}
+		o.sasl.InterBrokerPassword = pw
+	}
+	users, err := node.ParseBootstrapUsers(o.bootstrapScram)
+	if err != nil {
+		return fmt.Errorf("--bootstrap-scram-users: %w", err)
+	}
+	o.sasl.BootstrapUsers = users
+	return nil
+}
+
 func parseLogLevel(s string) slog.Level {
 	var l slog.Level
 	// The flag only admits names UnmarshalText knows.
@@ -308,6 +361,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		Listeners:                          o.listeners,
 		InterBrokerListener:                o.listenerFlags.InterBroker,
 		TLS:                                o.tls,
+		SASL:                               o.sasl,
 		ControllerAddr:                     o.controllerAddr,
 		Voters:                             o.voters,
 		BrokerOnly:                         o.brokerOnly,

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fjordmq/fjord/internal/node"
+	"github.com/fjordmq/fjord/internal/sasl"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/testutil"
 )
@@ -295,6 +296,7 @@ func TestServePrecedence(t *testing.T) {
 		logDirFreeSpaceWarn:                 "10%", // default
 		logDirFreeSpaceRefuse:               "2%",  // file
 		tls:                                 node.TLSConfig{ClientAuth: "none"},
+		sasl:                                node.SASLConfig{InterBrokerMechanism: "SCRAM-SHA-512", OAuth: sasl.OAuthConfig{SubClaimName: "sub"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -370,6 +372,7 @@ func TestServeRejectsBadInput(t *testing.T) {
 	badValue := cfg("value.yaml", "num-partitions: many\n")
 	listValue := cfg("list.yaml", "data-dir:\n  - a\n  - b\n")
 	notMap := cfg("notmap.yaml", "- kafka-addr\n")
+	emptyFile := cfg("empty", "")
 	badVoters := cfg("voters.yaml", "controller-quorum-voters: 1@0.0.0.0:9093\n")
 	badRack := cfg("rack.yaml", "rack: \" r1\"\n")
 	badSelector := cfg("selector.yaml", "replica-selector: RackAwareReplicaSelector\n")
@@ -501,7 +504,14 @@ func TestServeRejectsBadInput(t *testing.T) {
 			"ssl-client-auth required: client certificates are verified against ssl-ca-file, which is not set"},
 		{"certificate not PEM", append([]string{"serve", "--data-dir", t.TempDir(), "--listeners", "SSL://127.0.0.1:0", "--ssl-cert-file", file, "--ssl-key-file", file}, "--controller-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"), nil, "TLS files:"},
 		{"mapping rule malformed", []string{"serve", "--ssl-principal-mapping-rules", "RULE:^CN=(.*$"}, nil, "ssl-principal-mapping-rules"},
-		{"SASL listener", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SASL_PLAINTEXT://127.0.0.1:0"}, nil, "SASL_PLAINTEXT is not supported yet"},
+		{"SASL inter-broker listener without credentials", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SASL_PLAINTEXT://127.0.0.1:0"}, nil,
+			"the inter-broker listener SASL_PLAINTEXT is SASL: give inter-broker-sasl-username and inter-broker-sasl-password-file"},
+		{"inter-broker password file missing", []string{"serve", "--inter-broker-sasl-password-file", "/nonexistent/pw"}, nil, "--inter-broker-sasl-password-file: open /nonexistent/pw"},
+		{"inter-broker password file empty", []string{"serve", "--inter-broker-sasl-password-file", emptyFile}, nil, "empty password"},
+		{"bootstrap users malformed", []string{"serve", "--bootstrap-scram-users", "SCRAM-SHA-512=[name=a,password=hunter2"}, nil, "want SCRAM-SHA-512=[name=NAME,password=PASSWORD]"},
+		{"unknown SASL mechanism", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-enabled-mechanisms", "GSSAPI"}, nil, `"GSSAPI" is not one of`},
+		{"OAUTHBEARER without a JWKS", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "--sasl-enabled-mechanisms", "OAUTHBEARER"}, nil, "give sasl-oauthbearer-jwks-file"},
+		{"negative reauth", []string{"serve", "--connections-max-reauth-ms", "-1"}, nil, `"--connections-max-reauth-ms" flag: allowed: an integer from 0`},
 		{"extra argument", []string{"serve", "extra"}, nil, "unknown command"},
 		{"unknown command", []string{"bogus"}, nil, "unknown command"},
 	} {

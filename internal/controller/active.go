@@ -156,6 +156,12 @@ func (c *Controller) commitClusterID(ctx context.Context, a *activeController) e
 	if img.MetadataVersion < metadata.KnownMetadataVersion {
 		recs = append(recs, metadata.MetadataVersionRecord{Version: metadata.KnownMetadataVersion})
 	}
+	if img.ClusterID == "" {
+		// A new log: the records it starts with (the SCRAM users a
+		// cluster that authenticates every listener needs before any
+		// node can register), in the same batch as its cluster id.
+		recs = append(recs, c.cfg.BootstrapRecords...)
+	}
 	if len(recs) == 0 {
 		return nil
 	}

@@ -47,6 +47,12 @@ var (
 // Config configures a controller.
 type Config struct {
 	NodeID int32
+	// BootstrapRecords are committed with the cluster id when this node
+	// is the first active controller of a new metadata log, and never
+	// otherwise (Kafka's kafka-storage format --add-scram): the SCRAM
+	// credentials of the inter-broker user, say. A node that is not
+	// first has them ignored; give every voter the same.
+	BootstrapRecords []metadata.Record
 	// Dir holds the Raft state: raft.db (raft-boltdb/v2: log and stable
 	// store), snapshots/ and quorum.id (quorumid.go).
 	Dir string

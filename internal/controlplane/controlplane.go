@@ -140,6 +140,8 @@ type Client interface {
 	// or past metadata.MaxClientQuotaEntities). err is the whole
 	// request's (ErrNotController, ErrTimedOut).
 	AlterClientQuotas(ctx context.Context, alts []QuotaAlteration, validateOnly bool) (errs []error, err error)
+	// ScramCredentials alters SCRAM credentials (KIP-554; scram.go).
+	ScramCredentials
 	// AllocateProducerIDs commits a new block of producer ids for nodeID
 	// and returns it as [first, first+count).
 	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)

@@ -149,37 +149,7 @@ func TestTLSClients(t *testing.T) {
 	n, ssl := pki.startNode(t, "required")
 	adm := newAdmin(t, n) // setup and checks over PLAINTEXT
 	good := pki.clientTLS(t, &pki.alice, pki.caFile)
-	const partitions, records = 3, 300
-
-	// groupRun produces records to topic over TLS with franz-go, has
-	// consume read them in group and commit, and checks what it read
-	// and what the group committed.
-	groupRun := func(ctx context.Context, t *testing.T, topic, group string, consume func(want int) []history.Record) {
-		t.Helper()
-		createTopic(ctx, t, adm, topic, partitions)
-		producer := newClient(t, ssl, kgo.DialTLSConfig(good), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
-		var recs []*kgo.Record
-		for i := range records {
-			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%02d", i%31), Value: fmt.Appendf(nil, "%s %04d", topic, i)})
-		}
-		produceRecordsSync(ctx, t, producer, recs...)
-		sent := make(map[history.TopicPartition][]history.Record)
-		for _, r := range recs {
-			tp := history.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-			sent[tp] = append(sent[tp], history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
-		}
-		compareGroupRun(t, topic, sent, consume(records))
-		ends := endOffsets(ctx, t, adm, topic, partitions)
-		committed, err := committedOffsets(ctx, adm, group)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for p := range int32(partitions) {
-			if o, ok := committed[history.TopicPartition{Topic: topic, Partition: p}]; !ok || o.At != ends[p] {
-				t.Errorf("group %s partition %d: committed %s, want the log end %d", group, p, describeCommit(o, ok), ends[p])
-			}
-		}
-	}
+	tlsOpts := []kgo.Opt{kgo.DialTLSConfig(good)}
 
 	t.Run("franz-go", func(t *testing.T) {
 		ctx := testContext(t, time.Minute)
@@ -191,24 +161,8 @@ func TestTLSClients(t *testing.T) {
 		if len(md.Brokers) != 1 || fmt.Sprintf("%s:%d", md.Brokers[0].Host, md.Brokers[0].Port) != string(ssl) {
 			t.Fatalf("brokers over SSL: %+v, want the SSL listener %s", md.Brokers, ssl)
 		}
-		groupRun(ctx, t, "tls-franz", "g-franz", func(want int) []history.Record {
-			c := newClient(t, ssl, kgo.DialTLSConfig(good), kgo.ConsumerGroup("g-franz"), kgo.ConsumeTopics("tls-franz"),
-				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
-			var got []history.Record
-			for len(got) < want {
-				fs := c.PollFetches(ctx)
-				if err := fs.Err0(); err != nil {
-					t.Fatalf("franz-go group consumer: %v", err)
-				}
-				fs.EachRecord(func(r *kgo.Record) {
-					got = append(got, history.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
-				})
-			}
-			if err := c.CommitUncommittedOffsets(ctx); err != nil {
-				t.Fatalf("franz-go commit: %v", err)
-			}
-			c.Close()
-			return got
+		groupRunOver(ctx, t, adm, ssl, tlsOpts, "tls-franz", "g-franz", func(want int) []history.Record {
+			return franzGroupConsume(ctx, t, ssl, tlsOpts, "tls-franz", "g-franz", want)
 		})
 	})
 
@@ -218,14 +172,14 @@ func TestTLSClients(t *testing.T) {
 		cfg.Net.TLS.Enable = true
 		cfg.Net.TLS.Config = good
 		cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
-		groupRun(ctx, t, "tls-sarama", "g-sarama", func(want int) []history.Record {
+		groupRunOver(ctx, t, adm, ssl, tlsOpts, "tls-sarama", "g-sarama", func(want int) []history.Record {
 			return saramaGroupConsume(ctx, t, ssl, cfg, "tls-sarama", "g-sarama", want)
 		})
 	})
 
 	t.Run("librdkafka", func(t *testing.T) {
 		ctx := testContext(t, time.Minute)
-		groupRun(ctx, t, "tls-librdkafka", "g-librdkafka", func(want int) []history.Record {
+		groupRunOver(ctx, t, adm, ssl, tlsOpts, "tls-librdkafka", "g-librdkafka", func(want int) []history.Record {
 			return rdkGroupConsume(ctx, t, ssl, "tls-librdkafka", "g-librdkafka", pki.rdkSSL(pki.alice), want)
 		})
 	})

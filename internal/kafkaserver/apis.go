@@ -55,7 +55,7 @@ var apis map[int16]api
 
 func init() {
 	apis = make(map[int16]api)
-	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, txnAPIs, controllerAPIs, fjordAPIs} {
+	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, txnAPIs, controllerAPIs, fjordAPIs, saslAPIs} {
 		for _, a := range tab {
 			if _, dup := apis[a.key]; dup {
 				panic("kafkaserver: API registered twice: " + fjordmsg.NameForKey(a.key))

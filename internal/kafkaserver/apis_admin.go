@@ -39,6 +39,8 @@ var adminAPIs = []api{
 	{key: 46, minVersion: 0, maxVersion: 0, handle: handleListPartitionReassignments},
 	{key: 48, minVersion: 0, maxVersion: 1, handle: handleDescribeClientQuotas},
 	{key: 49, minVersion: 0, maxVersion: 1, handle: handleAlterClientQuotas, controlChange: true},
+	{key: 50, minVersion: 0, maxVersion: 0, handle: handleDescribeUserSCRAMCredentials},
+	{key: 51, minVersion: 0, maxVersion: 0, handle: handleAlterUserSCRAMCredentials, controlChange: true},
 	{key: 55, minVersion: 0, maxVersion: 2, handle: handleDescribeQuorum},
 	{key: 80, minVersion: 0, maxVersion: 1, handle: handleAddRaftVoter},
 	{key: 81, minVersion: 0, maxVersion: 0, handle: handleRemoveRaftVoter},

@@ -35,6 +35,8 @@ var wantAdminVersions = map[int16][2]int16{
 	46: {0, 0}, // ListPartitionReassignments
 	48: {0, 1}, // DescribeClientQuotas (KIP-546)
 	49: {0, 1}, // AlterClientQuotas (KIP-546)
+	50: {0, 0}, // DescribeUserScramCredentials (KIP-554)
+	51: {0, 0}, // AlterUserScramCredentials (KIP-554)
 	55: {0, 2}, // DescribeQuorum (v2 is KIP-853's)
 	60: {0, 2}, // DescribeCluster (v2 is KIP-1073's)
 	61: {0, 0}, // DescribeProducers (KIP-664)

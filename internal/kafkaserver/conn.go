@@ -102,9 +102,12 @@ type conn struct {
 	// connections; never modified).
 	listener *ListenerConfig
 	// principal is who the connection is: Anonymous until it
-	// authenticates. Set by the reader goroutine before it reads the
-	// first request (handshake), read by handlers after.
-	principal Principal
+	// authenticates (a TLS client certificate, or SASL). Set by the
+	// reader goroutine, read by handlers (Principal).
+	principal atomic.Pointer[Principal]
+	// sasl is the authentication of a SASL listener's connection (nil on
+	// other listeners); the reader goroutine owns it (sasl.go).
+	sasl *saslConn
 	// sendfile: fetch answers may carry file ranges (fetch_ranges.go).
 	sendfile bool
 
@@ -167,20 +170,28 @@ type slot struct {
 
 func newConn(s *Server, nc net.Conn, lc *ListenerConfig) *conn {
 	c := &conn{
-		s:         s,
-		nc:        nc,
-		listener:  lc,
-		principal: Anonymous,
-		sendfile:  s.cfg.SendfileMinBytes > 0 && canSendfile(nc),
-		remote:    nc.RemoteAddr().String(),
-		sem:       make(chan struct{}, s.cfg.MaxInFlight),
-		queue:     make(chan *slot, s.cfg.MaxInFlight),
-		closed:    make(chan struct{}),
+		s:        s,
+		nc:       nc,
+		listener: lc,
+		sendfile: s.cfg.SendfileMinBytes > 0 && canSendfile(nc),
+		remote:   nc.RemoteAddr().String(),
+		sem:      make(chan struct{}, s.cfg.MaxInFlight),
+		queue:    make(chan *slot, s.cfg.MaxInFlight),
+		closed:   make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.setPrincipal(Anonymous)
+	if lc.SASL != nil {
+		c.sasl = &saslConn{server: lc.SASL}
+	}
 	c.touch()
 	return c
 }
+
+// Principal is who the connection is.
+func (c *conn) Principal() Principal { return *c.principal.Load() }
+
+func (c *conn) setPrincipal(p Principal) { c.principal.Store(&p) }
 
 // close closes the socket and ends the connection's context; the reader
 // and writer notice and stop. Safe from any goroutine, more than once.
@@ -202,6 +213,7 @@ func (c *conn) serve() {
 		c.close()
 		return
 	}
+	defer c.startAuthTimer()()
 	abandoned := make(chan []*slot, 1)
 	go func() { abandoned <- c.writeLoop() }()
 	if err := c.readLoop(); err != nil {
@@ -293,6 +305,9 @@ func (c *conn) readLoop() error {
 		if size < minFrameBytes || size > c.s.cfg.MaxRequestBytes {
 			return fmt.Errorf("%w: %d bytes (allowed %d..%d)", errFrameSize, size, minFrameBytes, c.s.cfg.MaxRequestBytes)
 		}
+		if c.sasl != nil && !c.sasl.done && size > maxUnauthenticatedFrameBytes {
+			return fmt.Errorf("%w: %d bytes (allowed %d)", errUnauthorizedSize, size, maxUnauthenticatedFrameBytes)
+		}
 		frame, err := c.readFrame(br, int(size))
 		if err != nil {
 			return err
@@ -306,6 +321,11 @@ func (c *conn) readLoop() error {
 		if err := c.dispatch(frame); err != nil {
 			putBuffer(frame)
 			return err
+		}
+		if c.sasl != nil && c.sasl.closing {
+			// Refused: its answer is queued; the writer sends it and
+			// then the connection closes.
+			return errSASLFailed
 		}
 	}
 }
@@ -393,6 +413,9 @@ func (c *conn) dispatch(frame []byte) error {
 	if !ok {
 		return fmt.Errorf("%w %d (version %d)", errUnknownAPI, key, version)
 	}
+	if err := c.saslAllows(key); err != nil {
+		return fmt.Errorf("%w: %s", err, fjordmsg.NameForKey(key))
+	}
 	sl := &slot{
 		done:          make(chan struct{}),
 		key:           key,
@@ -442,6 +465,12 @@ func (c *conn) dispatch(frame []byte) error {
 	}
 	c.queue <- sl
 	c.handlers.Add(1)
+	if key == saslHandshakeKey || key == saslAuthenticateKey {
+		// On the reader goroutine: the exchange's state is the
+		// reader's, and the next frame is read against it (sasl.go).
+		c.handle(a, req, sl)
+		return nil
+	}
 	go c.handle(a, req, sl)
 	return nil
 }

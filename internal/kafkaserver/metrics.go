@@ -26,6 +26,9 @@ type serverMetrics struct {
 	// tlsHandshakeFailures counts TLS handshakes that failed or timed
 	// out, by listener (a fixed set).
 	tlsHandshakeFailures *prometheus.CounterVec
+	// saslSuccesses and saslFailures count SASL authentications (and
+	// re-authentications), by listener.
+	saslSuccesses, saslFailures *prometheus.CounterVec
 	// connectionsRefused counts connections closed at accept past a
 	// connection limit, by refusal (index admitted is unused).
 	connectionsRefused [numRefusals]prometheus.Counter
@@ -72,6 +75,12 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		tlsHandshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_kafka_tls_handshake_failures_total", Help: "TLS handshakes of new Kafka protocol connections that failed or timed out, by listener.",
 		}, []string{"listener"}),
+		saslSuccesses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_kafka_sasl_authentications_total", Help: "SASL authentications and re-authentications that succeeded, by listener.",
+		}, []string{"listener"}),
+		saslFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fjord_kafka_sasl_authentication_failures_total", Help: "SASL authentications that failed (wrong credentials, expired tokens, broken exchanges), by listener.",
+		}, []string{"listener"}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_topic_bytes_in_total", Help: "Record batch bytes appended by producers (the HTTP API's included; not idempotent retries, which append nothing), by topic.",
 		}, []string{"topic"}),
@@ -111,7 +120,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		m.consumerRecords[role] = consumerRecords.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.tlsHandshakeFailures, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
+		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.tlsHandshakeFailures, m.saslSuccesses, m.saslFailures, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
 			consumerBytes, consumerRecords, m.addedToKeyed, refused, throttles)
 	}
 	return m

@@ -50,7 +50,7 @@ func (s *Server) quotaClient(req *request) (quota.Client, bool) {
 	if req.conn != nil {
 		// Kafka's user entity is the principal's name: a client
 		// certificate's subject, or (later) the SASL user.
-		c.User = req.conn.principal.Name
+		c.User = req.conn.Principal().Name
 	}
 	if req.clientID != nil {
 		c.ClientID = *req.clientID

@@ -30,6 +30,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/listener"
 	"github.com/fjordmq/fjord/internal/metadata"
+	"github.com/fjordmq/fjord/internal/sasl"
 )
 
 // defaultTLSHandshakeTimeout bounds a new connection's TLS handshake
@@ -67,6 +68,11 @@ type ListenerConfig struct {
 	// Anonymous without one. An error (a subject no rule maps) fails the
 	// connection, as in Kafka. nil: every connection is Anonymous.
 	SSLPrincipal func(tls.ConnectionState) (Principal, error)
+	// SASL authenticates the connections of a SASL_PLAINTEXT or
+	// SASL_SSL listener (sasl.go): the enabled mechanisms and where
+	// credentials come from. Required for those protocols, ignored
+	// otherwise.
+	SASL *sasl.Server
 }
 
 func (lc *ListenerConfig) check() error {
@@ -76,8 +82,8 @@ func (lc *ListenerConfig) check() error {
 	if lc.Protocol.TLS() && lc.TLS == nil {
 		return fmt.Errorf("kafkaserver: listener %s is %s but has no TLS configuration", lc.Name, lc.Protocol)
 	}
-	if lc.Protocol.SASL() {
-		return fmt.Errorf("kafkaserver: listener %s: %s is not served yet", lc.Name, lc.Protocol)
+	if lc.Protocol.SASL() != (lc.SASL != nil) {
+		return fmt.Errorf("kafkaserver: listener %s is %s: a SASL configuration is needed exactly for SASL_PLAINTEXT and SASL_SSL", lc.Name, lc.Protocol)
 	}
 	return nil
 }
@@ -115,7 +121,7 @@ func (c *conn) handshake() error {
 			c.s.metrics.tlsHandshakeFailures.WithLabelValues(c.listener.Name).Inc()
 			return fmt.Errorf("%w: client certificate: %v", errTLSHandshake, err)
 		}
-		c.principal = p
+		c.setPrincipal(p)
 	}
 	return nil
 }

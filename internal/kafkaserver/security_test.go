@@ -142,7 +142,7 @@ func TestSSLListenerServesAndNamesPrincipal(t *testing.T) {
 	}
 	h.srv.mu.Lock()
 	for c := range h.srv.mu.conns {
-		seen = c.principal
+		seen = c.Principal()
 	}
 	h.srv.mu.Unlock()
 	if seen != (Principal{Type: "User", Name: "alice"}) {

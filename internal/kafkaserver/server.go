@@ -91,6 +91,11 @@ type Config struct {
 	// IdleTimeout is connections.max.idle.ms: a connection with no
 	// request for this long is closed (default 10 minutes).
 	IdleTimeout time.Duration
+	// MaxReauth is connections.max.reauth.ms (KIP-368): how long a SASL
+	// session lasts before the client must re-authenticate on its
+	// connection. 0: until the connection closes (or an OAUTHBEARER
+	// token expires).
+	MaxReauth time.Duration
 	// AutoCreateTopics is auto.create.topics.enable: Metadata (when the
 	// client allows it) and Produce create unknown topics with the
 	// defaults.
@@ -180,8 +185,10 @@ type Server struct {
 	// quotas keeps the client quotas' rates (quota.go).
 	quotas *quota.Manager
 	// tlsHandshakeTimeout bounds a TLS connection's handshake
-	// (security.go); fixed before Serve.
-	tlsHandshakeTimeout time.Duration
+	// (security.go), saslAuthTimeout a SASL connection's time to
+	// authenticate, failedAuthDelay the answer to a failed one
+	// (sasl.go); fixed before Serve.
+	tlsHandshakeTimeout, saslAuthTimeout, failedAuthDelay time.Duration
 
 	// wg counts accept loops and connections (each connection's reader,
 	// writer and handlers are waited for by the connection itself).
@@ -317,6 +324,8 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		connLimits:  newConnLimiter(cfg.NodeID),
 
 		tlsHandshakeTimeout: defaultTLSHandshakeTimeout,
+		saslAuthTimeout:     defaultSASLAuthTimeout,
+		failedAuthDelay:     defaultFailedAuthDelay,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})

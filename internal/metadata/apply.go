@@ -61,6 +61,10 @@ import (
 //     or a registered one; a dynamic broker config
 //     (ValidateBrokerConfig).
 //   - ProducerIDsRecord: node id >= 0; NextProducerID grows.
+//   - ScramCredentialRecord: from ScramMetadataVersion; a valid user
+//     and credential (ValidateScramUser, ValidateScramCredential); a
+//     new user only below MaxScramUsers. RemoveScramCredentialRecord:
+//     from ScramMetadataVersion; a credential the user has.
 //
 // Records may be values or non-nil pointers to them.
 func (img *Image) Apply(offset uint64, recs ...Record) (*Image, error) {
@@ -114,6 +118,9 @@ type draft struct {
 	// quotasCopied: the draft has its own ClientQuotas map (the
 	// per-entity maps in it are replaced whole, never edited).
 	quotasCopied bool
+	// scramCopied: the draft has its own ScramCredentials map (the
+	// per-user maps in it are replaced whole, never edited).
+	scramCopied bool
 }
 
 func (d *draft) apply(r Record) error {
@@ -207,6 +214,18 @@ func (d *draft) apply(r Record) error {
 	case *ClientQuotaRecord:
 		if v != nil {
 			return d.clientQuota(*v)
+		}
+	case ScramCredentialRecord:
+		return d.scramCredential(v)
+	case *ScramCredentialRecord:
+		if v != nil {
+			return d.scramCredential(*v)
+		}
+	case RemoveScramCredentialRecord:
+		return d.removeScramCredential(v)
+	case *RemoveScramCredentialRecord:
+		if v != nil {
+			return d.removeScramCredential(*v)
 		}
 	case BrokerConfigRecord:
 		return d.brokerConfig(v)

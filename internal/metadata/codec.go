@@ -88,6 +88,10 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[OfflineReplicaRecord](env.Data)
 	case ClientQuotaRecord{}.Type():
 		r, err = decodeData[ClientQuotaRecord](env.Data)
+	case ScramCredentialRecord{}.Type():
+		r, err = decodeData[ScramCredentialRecord](env.Data)
+	case RemoveScramCredentialRecord{}.Type():
+		r, err = decodeData[RemoveScramCredentialRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -183,6 +187,9 @@ type imageSnapshot struct {
 	// ClientQuotas are the client quotas, one record's worth each,
 	// sorted; omitted when there is none.
 	ClientQuotas []ClientQuotaRecord `json:"client_quotas,omitempty"`
+	// ScramCredentials are the SCRAM credentials, one record's worth
+	// each, sorted by user and mechanism; omitted when there is none.
+	ScramCredentials []ScramCredentialRecord `json:"scram_credentials,omitempty"`
 }
 
 type topicSnapshot struct {
@@ -218,6 +225,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 		BrokerConfigs:   img.BrokerConfigs,
 		ClientQuotas:    clientQuotaRecords(img.ClientQuotas),
 	}
+	s.ScramCredentials = scramCredentialRecords(img.ScramCredentials)
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
 		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Listeners: b.Listeners, Rack: b.Rack,
@@ -328,6 +336,9 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 	}
 	for _, q := range s.ClientQuotas {
 		recs = append(recs, q)
+	}
+	for _, c := range s.ScramCredentials {
+		recs = append(recs, c)
 	}
 	img, err := applyRecords(Empty(configs), s.Offset, recs)
 	if err != nil {

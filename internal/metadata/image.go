@@ -36,6 +36,10 @@ type Image struct {
 	// ClientQuotas are the client quotas (ClientQuotaRecord) by entity,
 	// each entity's keys and values (quota.go). nil when there are none.
 	ClientQuotas map[QuotaEntity]map[string]float64
+	// ScramCredentials are the SCRAM credentials (ScramCredentialRecord)
+	// by user, then mechanism (scram.go); nil when there are none. Read
+	// them with ScramCredential.
+	ScramCredentials map[string]map[string]ScramCredential
 	// OfflineReplicas are, by broker id, the partitions whose replica on
 	// that broker is offline in its current registration
 	// (OfflineReplicaRecord): the broker is never elected their leader

@@ -59,8 +59,9 @@ type MetadataVersionRecord struct {
 // keyed records (TopicKeyedRecord). Version 7 adds offline replicas
 // (OfflineReplicaRecord). Version 8 adds client quotas
 // (ClientQuotaRecord). Version 9 adds a broker's named listeners
-// (BrokerRecord.Listeners).
-const KnownMetadataVersion int32 = 9
+// (BrokerRecord.Listeners). Version 10 adds SCRAM credentials
+// (ScramCredentialRecord, RemoveScramCredentialRecord).
+const KnownMetadataVersion int32 = 10
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.

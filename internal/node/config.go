@@ -69,6 +69,9 @@ type Config struct {
 	// TLS is the node's certificate, key and trust store for its SSL
 	// and SASL_SSL listeners, HTTPS, and its clients of other nodes.
 	TLS TLSConfig
+	// SASL is the SASL of its SASL_PLAINTEXT and SASL_SSL listeners and
+	// of its own clients of a SASL inter-broker listener (sasl.go).
+	SASL SASLConfig
 	// ControllerAddr is the Raft transport's bind address.
 	ControllerAddr string
 	// Voters is controller.quorum.voters: the quorum a new metadata log
@@ -246,6 +249,9 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.checkListeners(); err != nil {
+		return err
+	}
+	if err := c.checkSASL(); err != nil {
 		return err
 	}
 	if err := checkBindAddr("controller-addr", c.ControllerAddr); err != nil {

@@ -112,9 +112,6 @@ func (c Config) checkListeners() error {
 	needTLS := c.TLS.HTTP
 	for _, l := range ls {
 		needTLS = needTLS || l.Protocol.TLS()
-		if l.Protocol.SASL() {
-			return fmt.Errorf("%w: listener %s: %s is not supported yet", ErrInvalidConfig, l.Name, l.Protocol)
-		}
 	}
 	auth, err := tlsconf.ParseClientAuth(c.TLS.ClientAuth)
 	if err != nil {
@@ -248,6 +245,9 @@ func (n *Node) openTLS() error {
 // listenerConfig is how kafkaserver serves b.
 func (n *Node) listenerConfig(b boundListener) kafkaserver.ListenerConfig {
 	lc := kafkaserver.ListenerConfig{Name: b.Name, Protocol: b.Protocol}
+	if b.Protocol.SASL() {
+		lc.SASL = n.sasl
+	}
 	if !b.Protocol.TLS() {
 		return lc
 	}
@@ -276,13 +276,17 @@ func (n *Node) sslPrincipal(cs tls.ConnectionState) (kafkaserver.Principal, erro
 
 // interBrokerOpts are the options of this node's own clients of the
 // inter-broker listener (peers, the HTTP gateway): TLS when it is SSL or
-// SASL_SSL.
+// SASL_SSL, SASL when it is SASL_PLAINTEXT or SASL_SSL.
 func (n *Node) interBrokerOpts() []kgo.Opt {
 	inter := n.interBroker()
-	if !inter.Protocol.TLS() {
-		return nil
+	var opts []kgo.Opt
+	if inter.Protocol.TLS() {
+		opts = append(opts, kgo.Dialer(n.tls.DialContext))
 	}
-	return []kgo.Opt{kgo.Dialer(n.tls.DialContext)}
+	if inter.Protocol.SASL() {
+		opts = append(opts, n.interBrokerSASL())
+	}
+	return opts
 }
 
 // interBrokerAddr is where this node's own clients dial it.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,11 +174,12 @@ func TestListenersAnswerTheirOwnEndpoints(t *testing.T) {
 	}
 }
 
-// Bad listener and TLS settings are refused before anything is bound,
+// Bad listener, TLS and SASL settings are refused before anything is bound,
 // each naming the setting.
 func TestListenerConfigRefused(t *testing.T) {
 	pki := newNodePKI(t)
 	ssl := []listener.Listener{{Name: "SSL", Bind: "127.0.0.1:0", Protocol: listener.SSL}}
+	saslOnly := []listener.Listener{{Name: "SASL_PLAINTEXT", Bind: "127.0.0.1:0", Protocol: listener.SASLPlaintext}}
 	files := TLSConfig{CertFile: pki.node.CertFile, KeyFile: pki.node.KeyFile}
 	for _, tc := range []struct {
 		name string
@@ -199,10 +201,28 @@ func TestListenerConfigRefused(t *testing.T) {
 			c.Listeners = []listener.Listener{{Name: "A", Bind: "0.0.0.0:0"}}
 		}, "give it an advertised listener"},
 		{"inter-broker unknown", func(c *Config) { c.InterBrokerListener = "SSL" }, "without listeners the node has one, PLAINTEXT"},
-		{"SASL", func(c *Config) {
+		{"SASL inter-broker without credentials", func(c *Config) {
 			c.KafkaAddr = ""
-			c.Listeners = []listener.Listener{{Name: "SASL_PLAINTEXT", Bind: "127.0.0.1:0", Protocol: listener.SASLPlaintext}}
-		}, "not supported yet"},
+			c.Listeners = saslOnly
+		}, "give inter-broker-sasl-username and inter-broker-sasl-password-file"},
+		{"inter-broker credentials without SASL", func(c *Config) { c.SASL.InterBrokerUser, c.SASL.InterBrokerPassword = "b", "p" }, "is not SASL"},
+		{"unknown mechanism", func(c *Config) {
+			c.KafkaAddr, c.Listeners = "", saslOnly
+			c.SASL = SASLConfig{EnabledMechanisms: []string{"GSSAPI"}, InterBrokerUser: "b", InterBrokerPassword: "p"}
+		}, `"GSSAPI" is not one of`},
+		{"inter-broker mechanism not enabled", func(c *Config) {
+			c.KafkaAddr, c.Listeners = "", saslOnly
+			c.SASL = SASLConfig{EnabledMechanisms: []string{"SCRAM-SHA-256"}, InterBrokerUser: "b", InterBrokerPassword: "p"}
+		}, "SCRAM-SHA-512 is not among sasl-enabled-mechanisms"},
+		{"OAUTHBEARER without a JWKS", func(c *Config) {
+			c.KafkaAddr, c.Listeners = "", saslOnly
+			c.SASL = SASLConfig{EnabledMechanisms: []string{"OAUTHBEARER", "SCRAM-SHA-512"}, InterBrokerUser: "b", InterBrokerPassword: "p"}
+		}, "give sasl-oauthbearer-jwks-file"},
+		{"mechanisms without a SASL listener", func(c *Config) { c.SASL.EnabledMechanisms = []string{"PLAIN"} }, "no listener is SASL_PLAINTEXT or SASL_SSL"},
+		{"negative reauth", func(c *Config) { c.SASL.MaxReauth = -time.Second }, "connections-max-reauth-ms"},
+		{"bootstrap user without a password", func(c *Config) {
+			c.SASL.BootstrapUsers = []ScramUser{{Mechanism: "SCRAM-SHA-512", Name: "b"}}
+		}, "bootstrap-scram-users"},
 		{"bad mapping rule", func(c *Config) { c.TLS.PrincipalMappingRules = "RULE:x" }, "ssl-principal-mapping-rules"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,5 +241,35 @@ func TestListenerConfigRefused(t *testing.T) {
 	cfg.TLS = TLSConfig{CertFile: pki.node.CertFile, KeyFile: pki.client.KeyFile}
 	if _, err := Start(context.Background(), cfg); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "TLS files") {
 		t.Fatalf("a key that is not the certificate's: %v, want ErrInvalidConfig about the TLS files", err)
+	}
+}
+
+// Kafka's --add-scram syntax, and what it refuses without showing the
+// password.
+func TestParseBootstrapUsers(t *testing.T) {
+	got, err := ParseBootstrapUsers(" SCRAM-SHA-512=[name=broker,password=s3cr=t]\tSCRAM-SHA-256=[name=alice,password=a] ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ScramUser{{Mechanism: "SCRAM-SHA-512", Name: "broker", Password: "s3cr=t"}, {Mechanism: "SCRAM-SHA-256", Name: "alice", Password: "a"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if users, err := ParseBootstrapUsers(""); err != nil || users != nil {
+		t.Fatalf("empty: %v, %v", users, err)
+	}
+	for _, bad := range []string{
+		"SCRAM-SHA-1=[name=a,password=b]",
+		"SCRAM-SHA-512=[name=,password=b]",
+		"SCRAM-SHA-512=[password=hunter2,name=a]",
+		"SCRAM-SHA-512=[name=a,password=hunter2",
+		"SCRAM-SHA-512=name=a,password=hunter2",
+	} {
+		_, err := ParseBootstrapUsers(bad)
+		if err == nil {
+			t.Errorf("%q accepted", bad)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: the error shows the password: %v", bad, err)
+		}
 	}
 }

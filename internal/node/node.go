@@ -57,6 +57,7 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/peers"
 	"github.com/fjordmq/fjord/internal/replica"
+	"github.com/fjordmq/fjord/internal/sasl"
 	"github.com/fjordmq/fjord/internal/storage"
 	"github.com/fjordmq/fjord/internal/tlsconf"
 	"github.com/fjordmq/fjord/internal/txn"
@@ -102,10 +103,13 @@ type Node struct {
 	// client certificates' subjects to principals.
 	tls        *tlsconf.Store
 	principals *tlsconf.PrincipalMapper
-	httpLn     net.Listener
-	pprofLn    net.Listener
-	storage    *storage.Manager
-	ctrl       *controller.Controller
+	// sasl authenticates the SASL listeners' connections (nil without
+	// one).
+	sasl    *sasl.Server
+	httpLn  net.Listener
+	pprofLn net.Listener
+	storage *storage.Manager
+	ctrl    *controller.Controller
 	// control is the broker side's control-plane client: changes go
 	// through ctrl while this node is the active controller and are
 	// forwarded to the one that is otherwise.
@@ -273,8 +277,13 @@ func (n *Node) start(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, startTimeout)
 		defer cancel()
 	}
+	bootstrap, err := cfg.bootstrapRecords()
+	if err != nil {
+		return err
+	}
 	n.ctrl, err = controller.Open(ctx, controller.Config{
 		NodeID:                             cfg.NodeID,
+		BootstrapRecords:                   bootstrap,
 		Dir:                                filepath.Join(cfg.DataDir, metadataDir),
 		Addr:                               cfg.ControllerAddr,
 		Voters:                             controllerVoters(cfg.Voters),
@@ -305,6 +314,9 @@ func (n *Node) start(ctx context.Context) error {
 	}()
 	if _, err := rand.Read(n.incarnation[:]); err != nil {
 		return fmt.Errorf("drawing an incarnation id: %w", err)
+	}
+	if err := n.openSASL(); err != nil {
+		return err
 	}
 	n.internalClientID = controlplane.InternalClientID(cfg.NodeID, n.incarnation)
 	n.peers = peers.New(n.ctrl, n.internalClientID, n.interBrokerOpts()...)
@@ -422,6 +434,7 @@ func (n *Node) start(ctx context.Context) error {
 		NodeID:                            cfg.NodeID,
 		TopicConfigs:                      topicConfigs,
 		MaxRequestBytes:                   cfg.MaxRequestBytes,
+		MaxReauth:                         cfg.SASL.MaxReauth,
 		AutoCreateTopics:                  cfg.AutoCreateTopics,
 		OffsetsTopicPartitions:            offsetstopic.DefaultPartitions,
 		Transactions:                      n.txns,

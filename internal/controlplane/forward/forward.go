@@ -183,6 +183,12 @@ func (c *Client) send(ctx context.Context, req kmsg.Request) (kmsg.Response, uin
 	}
 	resp, err := b.Request(ctx, req)
 	if err != nil {
+		if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.UnsupportedSaslMechanism) || errors.Is(err, kerr.IllegalSaslState) {
+			// This node's inter-broker credentials are refused: asking
+			// again changes nothing, and an operator must hear it.
+			return nil, 0, fmt.Errorf("forwarding %s to controller %d: authenticating to its inter-broker listener: %w (check inter-broker-sasl-username and its password)",
+				fjordmsg.NameForKey(req.Key()), id, err)
+		}
 		if ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("%w: forwarding %s to controller %d: %w", controlplane.ErrTimedOut, fjordmsg.NameForKey(req.Key()), id, context.Cause(ctx))
 		}
@@ -225,6 +231,8 @@ func responseTags(resp kmsg.Response) *kmsg.Tags {
 		return &r.UnknownTags
 	case *kmsg.AlterClientQuotasResponse:
 		return &r.UnknownTags // flexible from v1, which forwarding sends
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		return &r.UnknownTags // flexible from v0
 	}
 	return nil
 }
