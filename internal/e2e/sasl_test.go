@@ -374,15 +374,22 @@ func TestSASLInterBroker(t *testing.T) {
 			alive = append(alive, n.ListenerAddr("SASL_SSL"))
 		}
 	}
-	cli := func(args ...string) string {
-		t.Helper()
+	try := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, testcluster.Binary(t), append(args, "--brokers", alive[0], "--security-protocol", "SASL_SSL",
 			"--ssl-ca-file", pki.caFile, "--sasl-username", "broker", "--sasl-password-file", secret)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("fjord %s: %v\n%s", strings.Join(args, " "), err, out)
+			return string(out), fmt.Errorf("fjord %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return string(out), nil
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := try(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
 	cli("user", "create", "carol", "--password-file", carolPassword)
 	if out := cli("user", "list"); !strings.Contains(out, "carol") {
@@ -399,7 +406,19 @@ func TestSASLInterBroker(t *testing.T) {
 		return err
 	}
 	eventually(t, 5*time.Second, carolOn)
-	cli("user", "delete", "carol")
+	// Once in CI the delete's describe (sent wherever kgo sends admin
+	// requests) answered that carol had no credentials right after she
+	// had authenticated on the other node; not reproduced since. Retried
+	// and logged, so it shows if it comes back.
+	tries := 0
+	eventually(t, 10*time.Second, func() error {
+		tries++
+		_, err := try("user", "delete", "carol")
+		return err
+	})
+	if tries > 1 {
+		t.Logf("fjord user delete carol took %d tries", tries)
+	}
 	eventually(t, 5*time.Second, func() error {
 		if err := carolOn(); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			return fmt.Errorf("carol after her deletion: %v, want SASL_AUTHENTICATION_FAILED", err)

@@ -86,7 +86,20 @@ const (
 	maxKeptResponseBytes = 64 << 10
 	apiVersionsKey       = 18
 	produceKey           = 0
+	// connBufferBytes is the size of a connection's read and write
+	// buffers; smallConnBufferBytes theirs before a SASL connection has
+	// authenticated.
+	connBufferBytes      = 32 << 10
+	smallConnBufferBytes = 2 << 10
 )
+
+// bufferBytes is the size of a new read or write buffer.
+func (c *conn) bufferBytes(small bool) int {
+	if small {
+		return smallConnBufferBytes
+	}
+	return connBufferBytes
+}
 
 // errCloseConnection, returned by a handler, closes the connection once
 // the responses ahead of it are written (acks=0 produce errors: Kafka's
@@ -263,7 +276,11 @@ var (
 // fails or closes. It returns nil when the client closed cleanly between
 // frames.
 func (c *conn) readLoop() error {
-	br := bufio.NewReaderSize(c.nc, 32<<10)
+	// A SASL connection starts with small buffers, so a flood of
+	// connections that never authenticate pins little memory; they grow
+	// once it has.
+	small := c.sasl != nil && !c.sasl.done
+	br := bufio.NewReaderSize(c.nc, c.bufferBytes(small))
 	var sizeBuf [4]byte
 	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout)); err != nil {
 		return err
@@ -326,6 +343,9 @@ func (c *conn) readLoop() error {
 			// Refused: its answer is queued; the writer sends it and
 			// then the connection closes.
 			return errSASLFailed
+		}
+		if small && c.sasl.done {
+			br, small = bufio.NewReaderSize(br, connBufferBytes), false
 		}
 	}
 }
@@ -559,7 +579,8 @@ func (sl *slot) finish() {
 // release once the handlers are done.
 func (c *conn) writeLoop() (abandoned []*slot) {
 	defer c.close()
-	bw := bufio.NewWriterSize(c.nc, 32<<10)
+	small := c.sasl != nil && !c.sasl.authenticated.Load()
+	bw := bufio.NewWriterSize(c.nc, c.bufferBytes(small))
 	var buf []byte
 	var next *slot
 	for {
@@ -628,6 +649,13 @@ func (c *conn) writeLoop() (abandoned []*slot) {
 		if err != nil {
 			c.logClose(err)
 			return nil
+		}
+		if small && c.sasl.authenticated.Load() {
+			if err := c.flush(bw); err != nil {
+				c.logClose(err)
+				return nil
+			}
+			bw, small = bufio.NewWriterSize(c.nc, connBufferBytes), false
 		}
 		// Coalesce: flush only when the next answer is not ready yet.
 		select {
