@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -89,7 +90,12 @@ func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
 		return nil, errors.New("--ssl-cert-file and --ssl-key-file go together")
 	}
 	var opts []kgo.Opt
-	if useTLS {
+	switch {
+	case useTLS && !tlsFiles:
+		// No files: the brokers' certificates are checked against the
+		// system's roots (kgo names the dialed host for verification).
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
+	case useTLS:
 		store, err := tlsconf.Load(tlsconf.Files{CertFile: o.sslCert, KeyFile: o.sslKey, CAFile: o.sslCAFile}, tlsconf.Options{})
 		if err != nil {
 			return nil, err
