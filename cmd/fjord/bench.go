@@ -100,6 +100,11 @@ franz-go's. Consumers are franz-go's either way; keyed workloads need franz-go.
 which assigns them the partitions (cooperative-sticky), as OMB's Kafka driver
 does; by default each consumer reads its own share of the partitions directly.
 
+--security-protocol (SSL, SASL_SSL, SASL_PLAINTEXT) and its TLS and SASL flags,
+as the other client commands take them, are for --brokers: every client the
+run makes (admin, producers, consumers) connects with them. The raw producer
+speaks PLAINTEXT only.
+
 The result is written to <out>/<workload>-fjord.json and .png. The run checks
 its own numbers (every record acknowledged is consumed exactly once, intact;
 no send failed) and exits non-zero when a check fails.`,
@@ -126,6 +131,9 @@ no send failed) and exits non-zero when a check fails.`,
 			}
 			if o.cpuProfile == "" && o.cpuProfileSeconds != 0 {
 				return errors.New("--cpu-profile-seconds is the length of --cpu-profile's profile; give --cpu-profile too")
+			}
+			if o.local && o.client.securityProtocol != "PLAINTEXT" {
+				return fmt.Errorf("--security-protocol %s is for --brokers: the nodes --local starts listen on PLAINTEXT", o.client.securityProtocol)
 			}
 			return runBench(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -194,6 +202,12 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 	if err != nil {
 		return err
 	}
+	// The connection's security, read (files, password) before a node
+	// starts, so a mistake in it costs nothing.
+	security, err := o.client.securityOpts()
+	if err != nil {
+		return err
+	}
 	// Made now, as --out is: a profile is written mid-run, and a
 	// missing directory found then would waste the whole run.
 	for flag, path := range map[string]string{"--cpu-profile": o.cpuProfile, "--client-cpu-profile": o.clientProfile} {
@@ -251,7 +265,10 @@ func runBench(ctx context.Context, o benchRunOptions, workload string, stdout, s
 		cluster.watch(runCtx, cancel)
 	}
 
-	d, err := bench.NewKafkaDriver(runCtx, w, bench.KafkaConfig{Brokers: seeds, FlushPolicy: o.flushPolicy, ReplicationFactor: int16(rf), Producer: o.producer})
+	d, err := bench.NewKafkaDriver(runCtx, w, bench.KafkaConfig{
+		Brokers: seeds, FlushPolicy: o.flushPolicy, ReplicationFactor: int16(rf), Producer: o.producer,
+		SecurityProtocol: o.client.securityProtocol, ClientOpts: security,
+	})
 	if err != nil {
 		return err
 	}

@@ -293,7 +293,13 @@ testDurationSeconds: 1
 }
 
 func TestBenchRunRejects(t *testing.T) {
-	rf3 := writeWorkload(t, t.TempDir(), "rf3", "topics: 1\npartitionsPerTopic: 1\nmessageSize: 100\nproducersPerTopic: 1\nconsumerPerSubscription: 1\ntestDurationSeconds: 1\nreplicationFactor: 3\n")
+	dir := t.TempDir()
+	rf3 := writeWorkload(t, dir, "rf3", "topics: 1\npartitionsPerTopic: 1\nmessageSize: 100\nproducersPerTopic: 1\nconsumerPerSubscription: 1\ntestDurationSeconds: 1\nreplicationFactor: 3\n")
+	password := filepath.Join(dir, "bench.pw")
+	if err := os.WriteFile(password, []byte("bench-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sasl := []string{"--security-protocol", "SASL_PLAINTEXT", "--sasl-username", "bench", "--sasl-password-file", password}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -321,6 +327,13 @@ func TestBenchRunRejects(t *testing.T) {
 		{[]string{"run", "max-rate-1p-1kb", "--producer", "sarama"}, `invalid argument "sarama" for "--producer" flag: allowed: franz-go, raw`},
 		{[]string{"run", rf3, "--local"}, "rf3 has replicationFactor 3, more than the 1 node(s) --local starts: give --nodes 3 or more"},
 		{[]string{"run", rf3, "--local", "--nodes", "2"}, "rf3 has replicationFactor 3, more than the 2 node(s) --local starts: give --nodes 3 or more"},
+		// The connection's security: for --brokers, and read before
+		// anything connects or starts.
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--security-protocol", "SASL_SSL"}, "--security-protocol SASL_SSL is for --brokers: the nodes --local starts listen on PLAINTEXT"},
+		{[]string{"run", "max-rate-1p-1kb", "--local", "--sasl-username", "bench"}, "--sasl-username and --sasl-password-file need --security-protocol SASL_SSL or SASL_PLAINTEXT"},
+		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:1", "--security-protocol", "SASL_PLAINTEXT"}, "--security-protocol SASL_PLAINTEXT: give --sasl-username"},
+		{[]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:1", "--security-protocol", "SSL", "--ssl-ca-file", "/nonexistent/ca.pem"}, "CA file /nonexistent/ca.pem: file does not exist"},
+		{append([]string{"run", "max-rate-1p-1kb", "--brokers", "127.0.0.1:1", "--producer", "raw"}, sasl...), "the raw producer speaks PLAINTEXT only (no TLS, no SASL); over SASL_PLAINTEXT use franz-go's"},
 	} {
 		r := benchCLI(t, tc.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {

@@ -45,6 +45,9 @@ import (
 //     the start (no group), fetching up to 50 MiB per request and 1 MiB
 //     per partition, and waiting up to 500 ms for data (Kafka's
 //     fetch.max.wait.ms) when none is there.
+//   - the connection's security (TLS, SASL) is the caller's
+//     (KafkaConfig.ClientOpts), the same for every client, and named in
+//     the settings as security.protocol.
 
 // KafkaConfig configures the franz-go driver.
 type KafkaConfig struct {
@@ -64,6 +67,14 @@ type KafkaConfig struct {
 	// ProducerRaw, pre-encoded requests (rawproducer.go). Consumers are
 	// franz-go's either way.
 	Producer string
+	// SecurityProtocol is the brokers' listener protocol, Kafka's
+	// security.protocol (PLAINTEXT when empty), and ClientOpts the
+	// franz-go options that speak it (a TLS dialer, a SASL mechanism):
+	// every client the driver makes, the admin, each producer and each
+	// consumer, gets them. The raw producer dials plain TCP, so it runs
+	// on PLAINTEXT only.
+	SecurityProtocol string
+	ClientOpts       []kgo.Opt
 }
 
 // The producers KafkaConfig.Producer names.
@@ -130,6 +141,9 @@ func NewKafkaDriver(ctx context.Context, w *Workload, cfg KafkaConfig) (*KafkaDr
 	if cfg.MaxRateBufferBytes <= 0 {
 		cfg.MaxRateBufferBytes = kafkaMaxRateBufferBytes
 	}
+	if cfg.SecurityProtocol == "" {
+		cfg.SecurityProtocol = "PLAINTEXT"
+	}
 	switch cfg.Producer {
 	case "":
 		cfg.Producer = ProducerFranzGo
@@ -137,6 +151,9 @@ func NewKafkaDriver(ctx context.Context, w *Workload, cfg KafkaConfig) (*KafkaDr
 	case ProducerRaw:
 		if w.KeyDistributor != NoKey {
 			return nil, fmt.Errorf("kafka driver: the raw producer sends records without keys; %s has keyDistributor %s", w.Name, w.KeyDistributor)
+		}
+		if cfg.SecurityProtocol != "PLAINTEXT" {
+			return nil, fmt.Errorf("kafka driver: the raw producer speaks PLAINTEXT only (no TLS, no SASL); over %s use franz-go's", cfg.SecurityProtocol)
 		}
 	default:
 		return nil, fmt.Errorf("kafka driver: producer %q: allowed: %s, %s", cfg.Producer, ProducerFranzGo, ProducerRaw)
@@ -149,7 +166,7 @@ func NewKafkaDriver(ctx context.Context, w *Workload, cfg KafkaConfig) (*KafkaDr
 	}
 	d.bufferedRecords = max(d.bufferedRecords, kafkaMinBufferedRecords)
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("fjord-bench-admin"), kgo.DialTimeout(kafkaDialTimeout))
+	admin, err := kgo.NewClient(d.clientOpts(kgo.ClientID("fjord-bench-admin"), kgo.DialTimeout(kafkaDialTimeout))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka driver: %w", err)
 	}
@@ -182,6 +199,7 @@ func NewKafkaDriver(ctx context.Context, w *Workload, cfg KafkaConfig) (*KafkaDr
 		"fetch.max.wait":            kafkaFetchMaxWait.String(),
 		"consumer":                  "assigned partitions, from the start, no group",
 		"client":                    "franz-go",
+		"security.protocol":         cfg.SecurityProtocol,
 		"topic flush.policy":        fp,
 	}
 	if cfg.Producer == ProducerRaw {
@@ -190,6 +208,15 @@ func NewKafkaDriver(ctx context.Context, w *Workload, cfg KafkaConfig) (*KafkaDr
 		}
 	}
 	return d, nil
+}
+
+// clientOpts are a client's options: the seed brokers, opts, then the
+// connection's security (KafkaConfig.ClientOpts), in a slice of its own.
+func (d *KafkaDriver) clientOpts(opts ...kgo.Opt) []kgo.Opt {
+	all := make([]kgo.Opt, 0, 1+len(opts)+len(d.cfg.ClientOpts))
+	all = append(all, kgo.SeedBrokers(d.cfg.Brokers...))
+	all = append(all, opts...)
+	return append(all, d.cfg.ClientOpts...)
 }
 
 // Name is the system's name in results.
@@ -310,8 +337,7 @@ func (d *KafkaDriver) NewProducer(ctx context.Context, topic string) (Producer, 
 	if d.cfg.Producer == ProducerRaw {
 		return d.newRawProducer(ctx, topic)
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(d.cfg.Brokers...),
+	cl, err := kgo.NewClient(d.clientOpts(
 		kgo.ClientID("fjord-bench-producer"),
 		kgo.DialTimeout(kafkaDialTimeout),
 		kgo.DefaultProduceTopic(topic),
@@ -323,7 +349,7 @@ func (d *KafkaDriver) NewProducer(ctx context.Context, topic string) (Producer, 
 		kgo.RecordDeliveryTimeout(kafkaDeliveryTimeout),
 		kgo.ProduceRequestTimeout(kafkaProduceTimeout),
 		kgo.RecordPartitioner(kgo.UniformBytesPartitioner(kafkaStickyBytes, true, true, nil)),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
@@ -407,8 +433,7 @@ func (d *KafkaDriver) NewConsumer(ctx context.Context, topic string, partitions 
 	for _, p := range partitions {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(d.cfg.Brokers...),
+	cl, err := kgo.NewClient(d.clientOpts(
 		kgo.ClientID("fjord-bench-consumer"),
 		kgo.DialTimeout(kafkaDialTimeout),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
@@ -416,7 +441,7 @@ func (d *KafkaDriver) NewConsumer(ctx context.Context, topic string, partitions 
 		kgo.FetchMaxPartitionBytes(kafkaFetchMaxPartBytes),
 		kgo.FetchMaxWait(kafkaFetchMaxWait),
 		kgo.FetchMinBytes(1),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
@@ -434,8 +459,7 @@ func (d *KafkaDriver) NewGroupConsumer(ctx context.Context, topic, group string)
 	d.mu.Lock()
 	d.mu.settings["consumer"] = "consumer group per subscription, cooperative-sticky, from the start, commits every 5s and on revoke"
 	d.mu.Unlock()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(d.cfg.Brokers...),
+	cl, err := kgo.NewClient(d.clientOpts(
 		kgo.ClientID("fjord-bench-consumer"),
 		kgo.DialTimeout(kafkaDialTimeout),
 		kgo.ConsumerGroup(group),
@@ -452,7 +476,7 @@ func (d *KafkaDriver) NewGroupConsumer(ctx context.Context, topic, group string)
 		kgo.FetchMaxPartitionBytes(kafkaFetchMaxPartBytes),
 		kgo.FetchMaxWait(kafkaFetchMaxWait),
 		kgo.FetchMinBytes(1),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

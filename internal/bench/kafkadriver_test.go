@@ -3,11 +3,18 @@ package bench
 import (
 	"context"
 	"math"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/fjordmq/fjord/internal/testcluster"
+	"github.com/fjordmq/fjord/internal/tlsconf"
 )
 
 // End to end: the runner and the franz-go driver against a real node
@@ -158,5 +165,73 @@ func TestKafkaDriverUnreachable(t *testing.T) {
 	keyed.KeyDistributor = KeyRoundRobin
 	if _, err := NewKafkaDriver(ctx, &keyed, KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Producer: ProducerRaw}); err == nil || !strings.Contains(err.Error(), "the raw producer sends records without keys") {
 		t.Errorf("raw producer with keys: %v", err)
+	}
+}
+
+// Over SASL_SSL (SCRAM-SHA-512) every client the driver makes, the
+// admin, the producers and the consumers, direct and in groups, speaks
+// the listener's protocol with KafkaConfig.ClientOpts: the node answers
+// each with the SASL_SSL listener's endpoints, so a client without them
+// would fail at its first connection, and the run's checks with it.
+func TestKafkaSASLSSL(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlsconf.NewCA("bench test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue(tlsconf.IssueOptions{CommonName: "fjord-node", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true, ValidFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := tlsconf.WriteFiles(dir, "node", certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node := testcluster.Start(t, testcluster.Options{
+		LogLevel:  "warn",
+		Listeners: []testcluster.Listener{{Name: "SASL_SSL", Protocol: "SASL_SSL"}},
+		Args: []string{"--ssl-cert-file", files.CertFile, "--ssl-key-file", files.KeyFile, "--ssl-ca-file", caFile,
+			"--bootstrap-scram-users", "SCRAM-SHA-512=[name=bench,password=bench-secret]"},
+	})
+	store, err := tlsconf.Load(tlsconf.Files{CAFile: caFile}, tlsconf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	security := []kgo.Opt{kgo.Dialer(store.DialContext), kgo.SASL(kscram.Auth{User: "bench", Pass: "bench-secret"}.AsSha512Mechanism())}
+
+	w := &Workload{
+		Name: "sasl-ssl", Topics: 1, PartitionsPerTopic: 2, MessageSize: 512, PayloadRandomness: 1,
+		SubscriptionsPerTopic: 1, ConsumerPerSubscription: 2, ProducersPerTopic: 1,
+		ProducerRate: 1000, TestDurationSeconds: 1, KeyDistributor: NoKey,
+	}
+	for _, groups := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		d, err := NewKafkaDriver(ctx, w, KafkaConfig{Brokers: []string{node.ListenerAddr("SASL_SSL")}, SecurityProtocol: "SASL_SSL", ClientOpts: security})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		res, err := Run(ctx, w, d, RunOptions{Groups: groups})
+		d.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("groups %v: %v", groups, err)
+		}
+		if !res.Passed || res.Produce.Records == 0 || res.Consume.TotalRecords != res.Produce.TotalRecords {
+			t.Errorf("groups %v: passed %v, produced %d, consumed %d", groups, res.Passed, res.Produce.TotalRecords, res.Consume.TotalRecords)
+		}
+		if s := res.DriverSettings["security.protocol"]; s != "SASL_SSL" {
+			t.Errorf("groups %v: security.protocol setting %q", groups, s)
+		}
+	}
+
+	// The raw producer dials plain TCP: refused before it connects.
+	_, err = NewKafkaDriver(context.Background(), w, KafkaConfig{Brokers: []string{node.ListenerAddr("SASL_SSL")}, SecurityProtocol: "SASL_SSL", ClientOpts: security, Producer: ProducerRaw})
+	if err == nil || !strings.Contains(err.Error(), "the raw producer speaks PLAINTEXT only") {
+		t.Errorf("raw producer over SASL_SSL: %v", err)
 	}
 }
