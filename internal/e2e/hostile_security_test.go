@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -133,7 +134,9 @@ func TestSecurityHostileInput(t *testing.T) {
 	// buffers and goroutines) and a SASL exchange that stops after the
 	// first message, then nothing.
 	rssBefore := residentBytes(t, n.Pid())
+	floodStart := time.Now()
 	conns := make([]net.Conn, 0, hostileConns)
+	answers := make(map[net.Conn]int, hostileConns) // responses each is owed
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	dialErrs := make(chan error, hostileConns)
@@ -153,7 +156,9 @@ func TestSecurityHostileInput(t *testing.T) {
 				frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("flood")).AppendRequest(nil, req, 1)
 				if i%10 == 0 {
 					// Every tenth also starts a SCRAM exchange and stalls.
-					frame = kmsg.NewRequestFormatter().AppendRequest(frame, saslHandshake(sasl512), 2)
+					// Its own frame: AppendRequest writes the size at the
+					// start of the slice it is given.
+					frame = append(frame, kmsg.NewRequestFormatter().AppendRequest(nil, saslHandshake(sasl512), 2)...)
 				}
 				c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 				if _, err := c.Write(frame); err != nil {
@@ -163,11 +168,16 @@ func TestSecurityHostileInput(t *testing.T) {
 				}
 				mu.Lock()
 				conns = append(conns, c)
+				answers[c] = 1
+				if i%10 == 0 {
+					answers[c] = 2 // and the handshake's
+				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	t.Logf("opened %d connections in %v", hostileConns, time.Since(floodStart))
 	close(dialErrs)
 	for err := range dialErrs {
 		t.Fatalf("opening the flood: %v", err)
@@ -177,7 +187,14 @@ func TestSecurityHostileInput(t *testing.T) {
 			c.Close()
 		}
 	}()
-	time.Sleep(time.Second) // let the node read every ApiVersions
+	// The node has read every ApiVersions once each connection has its
+	// answer (and every tenth its handshake's): only then is its memory
+	// that of the whole flood.
+	for i, c := range conns {
+		if err := readFrames(c, answers[c], 30*time.Second); err != nil {
+			t.Fatalf("flood connection %d: %v", i, err)
+		}
+	}
 	rssFlood := residentBytes(t, n.Pid())
 	grown := rssFlood - rssBefore
 	t.Logf("node RSS %d MiB before the flood, %d MiB with %d unauthenticated connections open (%d KiB each)",
@@ -236,6 +253,21 @@ func writeRequest(t *testing.T, c net.Conn, corr int32, req kmsg.Request) {
 	if _, err := c.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("e2e")).AppendRequest(nil, req, corr)); err != nil {
 		t.Fatalf("writing %s: %v", kmsg.NameForKey(req.Key()), err)
 	}
+}
+
+// readFrames reads n response frames from c, each size-prefixed.
+func readFrames(c net.Conn, n int, within time.Duration) error {
+	c.SetReadDeadline(time.Now().Add(within))
+	var size [4]byte
+	for range n {
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			return err
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(size[:]))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // residentBytes is a process's resident set size.

@@ -323,44 +323,8 @@ func TestSASLInterBroker(t *testing.T) {
 		seeds = append(seeds, n.ListenerAddr("SASL_SSL"))
 	}
 	b := addr(strings.Join(seeds, ","))
-	const topic = "sasl-interbroker"
+	failoverOver(ctx, t, c, b, opts, "sasl-interbroker", "SASL_SSL")
 	adm := newAdmin(t, c)
-	createTopic(ctx, t, adm, topic, 1, "min.insync.replicas=2")
-	eventually(t, 30*time.Second, func() error {
-		md, err := adm.Metadata(ctx, topic)
-		if err != nil {
-			return err
-		}
-		if isr := md.Topics[topic].Partitions[0].ISR; len(isr) != 3 {
-			return fmt.Errorf("ISR %v, want all three (followers replicate over SASL_SSL)", isr)
-		}
-		return nil
-	})
-	checker := history.NewChecker()
-	producer := newClient(t, b, append(opts, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(30*time.Second))...)
-	produce := func(from, to int) {
-		t.Helper()
-		var recs []*kgo.Record
-		for i := from; i < to; i++ {
-			v := fmt.Appendf(nil, "sasl interbroker %05d", i)
-			checker.Sent(topic, nil, v)
-			recs = append(recs, &kgo.Record{Value: v})
-		}
-		for _, r := range producer.ProduceSync(ctx, recs...) {
-			if r.Err != nil {
-				t.Fatalf("produce over SASL_SSL: %v", r.Err)
-			}
-			checker.Acked(history.Record{Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset, Value: r.Record.Value})
-		}
-	}
-	produce(0, 500)
-	leader := c.Leader(t, topic, 0)
-	c.Kill(leader)
-	produce(500, 1000)
-	got := readAll(ctx, t, c, topic)
-	if sum, err := checker.Verify(got); err != nil || sum.Acked != 1000 || sum.Read != 1000 {
-		t.Fatalf("%v, %v; want all 1000 acknowledged and read back once", sum, err)
-	}
 
 	// Users are made and removed with the CLI over SASL_SSL, on one
 	// node; every node authenticates them from its own image.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -338,7 +339,16 @@ func TestTLSInterBroker(t *testing.T) {
 		ssl = append(ssl, n.ListenerAddr("SSL"))
 	}
 	seeds := addr(strings.Join(ssl, ","))
-	const topic = "tls-interbroker"
+	failoverOver(ctx, t, c, seeds, []kgo.Opt{kgo.DialTLSConfig(good)}, "tls-interbroker", "SSL")
+}
+
+// failoverOver is the inter-broker tests' check, the listener's clients
+// (b, opts) doing all the work: a topic of three replicas with all three
+// in the ISR (so the followers replicate over the inter-broker listener),
+// 500 acks=all records, a SIGKILL of the leader, 500 more through the new
+// one, and every acknowledged record read back once over the listener.
+func failoverOver(ctx context.Context, t *testing.T, c *testcluster.Cluster, b brokers, opts []kgo.Opt, topic, listener string) {
+	t.Helper()
 	adm := newAdmin(t, c)
 	createTopic(ctx, t, adm, topic, 1, "min.insync.replicas=2")
 	eventually(t, 30*time.Second, func() error {
@@ -347,25 +357,24 @@ func TestTLSInterBroker(t *testing.T) {
 			return err
 		}
 		if isr := md.Topics[topic].Partitions[0].ISR; len(isr) != 3 {
-			return fmt.Errorf("ISR %v, want all three (followers replicate over the SSL listener)", isr)
+			return fmt.Errorf("ISR %v, want all three (followers replicate over %s)", isr, listener)
 		}
 		return nil
 	})
-
 	checker := history.NewChecker()
-	producer := newClient(t, seeds, kgo.DialTLSConfig(good), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(30*time.Second))
+	producer := newClient(t, b, append(slices.Clone(opts), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(30*time.Second))...)
 	produce := func(from, to int) {
 		t.Helper()
 		var recs []*kgo.Record
 		for i := from; i < to; i++ {
-			v := fmt.Appendf(nil, "tls interbroker %05d", i)
+			v := fmt.Appendf(nil, "%s %05d", topic, i)
 			checker.Sent(topic, nil, v)
 			recs = append(recs, &kgo.Record{Value: v})
 		}
 		for _, r := range producer.ProduceSync(ctx, recs...) {
 			if r.Err != nil {
-				t.Fatalf("produce over SSL: %v", r.Err)
+				t.Fatalf("produce over %s: %v", listener, r.Err)
 			}
 			checker.Acked(history.Record{Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset, Value: r.Record.Value})
 		}
@@ -378,12 +387,12 @@ func TestTLSInterBroker(t *testing.T) {
 		t.Fatalf("leader still %d after it was killed", now)
 	}
 
-	reader := newClient(t, seeds, kgo.DialTLSConfig(good), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	reader := newClient(t, b, append(slices.Clone(opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
 	got := make(map[history.TopicPartition][]history.Record)
 	for n := 0; n < 1000; {
 		fs := reader.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
-			t.Fatalf("reading over SSL: %v", err)
+			t.Fatalf("reading over %s: %v", listener, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			tp := history.TopicPartition{Topic: r.Topic, Partition: r.Partition}
