@@ -50,7 +50,10 @@ func sharedNode(t *testing.T) *node.Node {
 			ControllerAddr:   "127.0.0.1:0",
 			HTTPAddr:         "127.0.0.1:0",
 			AutoCreateTopics: true,
-			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+			// Authorization on (fjord acl needs it), every client a
+			// super user: the node authenticates nobody.
+			Authz:  node.AuthzConfig{SuperUsers: []string{"User:ANONYMOUS"}},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if shared.err != nil {
 			return

@@ -52,6 +52,7 @@ func newRootCommand() *cobra.Command {
 		newClusterCommand(),
 		newQuotaCommand(),
 		newUserCommand(),
+		newACLCommand(),
 		newVerifyCommand(),
 		newVersionCommand(),
 		newBenchCommand(newBenchLimitsCommand(), newBenchPeerCommand(), newBenchReportCommand()),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/listener"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -93,6 +94,10 @@ type serveOptions struct {
 	saslMechanisms, oauthAudience           string
 	interBrokerPasswordFile, bootstrapScram string
 	connectionsMaxReauthMs                  int32
+	// authz is the authorizer's settings (node.AuthzConfig), from
+	// superUsers and allowEveryone before run.
+	authz                     node.AuthzConfig
+	superUsers, allowEveryone string
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -151,6 +156,9 @@ closes; a second signal exits at once.`,
 			if err := o.parseSASL(); err != nil {
 				return err
 			}
+			if err := o.parseAuthz(); err != nil {
+				return err
+			}
 			if len(o.voters) > 0 && !cmd.Flags().Changed("controller-addr") {
 				o.controllerAddr = ownVoterAddr(o.voters, o.nodeID, o.controllerAddr)
 			}
@@ -194,6 +202,10 @@ closes; a second signal exits at once.`,
 	f.StringVar(&o.interBrokerPasswordFile, "inter-broker-sasl-password-file", "", "file holding that user's password (its first line)")
 	f.StringVar(&o.bootstrapScram, "bootstrap-scram-users", "",
 		"SCRAM users put into a new metadata log with its cluster id, Kafka's --add-scram syntax separated by spaces: SCRAM-SHA-512=[name=broker,password=secret] (ignored once the log exists)")
+	f.StringVar(&o.superUsers, "super-users", "",
+		"principals allowed everything whatever the ACLs say, separated by ';': User:admin;User:broker (super.users; the nodes' own principal belongs here once ACLs are enforced)")
+	f.StringVar(&o.allowEveryone, "allow-everyone-if-no-acl-found", "",
+		"true or false: allow a request on a resource no ACL names (allow.everyone.if.no.acl.found; default: false when a listener authenticates clients, true when none does)")
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller bind address (host:port; with --controller-quorum-voters the default is this node's entry)")
 	f.Var(&votersFlag{&o.voters}, "controller-quorum-voters",
 		"the controller quorum, id@host:port,... (Kafka's controller.quorum.voters), each the address the other voters dial (default: this node alone, a cluster of one)")
@@ -313,6 +325,26 @@ func (o *serveOptions) parseSASL() error {
 	return nil
 }
 
+// parseAuthz turns the authorizer's flags into node.AuthzConfig.
+func (o *serveOptions) parseAuthz() error {
+	users, err := acl.ParseSuperUsers(o.superUsers)
+	if err != nil {
+		return fmt.Errorf("--super-users: %w", err)
+	}
+	o.authz.SuperUsers = users
+	switch strings.ToLower(strings.TrimSpace(o.allowEveryone)) {
+	case "":
+		o.authz.AllowEveryoneIfNoACLFound = nil
+	case "true":
+		o.authz.AllowEveryoneIfNoACLFound = new(true)
+	case "false":
+		o.authz.AllowEveryoneIfNoACLFound = new(false)
+	default:
+		return fmt.Errorf("--allow-everyone-if-no-acl-found %q: want true or false", o.allowEveryone)
+	}
+	return nil
+}
+
 func parseLogLevel(s string) slog.Level {
 	var l slog.Level
 	// The flag only admits names UnmarshalText knows.
@@ -362,6 +394,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		InterBrokerListener:                o.listenerFlags.InterBroker,
 		TLS:                                o.tls,
 		SASL:                               o.sasl,
+		Authz:                              o.authz,
 		ControllerAddr:                     o.controllerAddr,
 		Voters:                             o.voters,
 		BrokerOnly:                         o.brokerOnly,

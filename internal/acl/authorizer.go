@@ -169,6 +169,12 @@ func (a *Authorizer) Decide(principal string, host netip.Addr, op Operation, res
 	return d
 }
 
+// IsSuperUser reports whether principal is one of Config.SuperUsers.
+func (a *Authorizer) IsSuperUser(principal string) bool {
+	_, ok := a.superUsers[principal]
+	return ok
+}
+
 // decide returns the rule and, for RuleAllow and RuleDeny, the bucket and
 // index of the deciding entry.
 func (a *Authorizer) decide(principal string, host netip.Addr, op Operation, rt ResourceType, name string) (Rule, *bucket, int) {

@@ -395,7 +395,10 @@ func (b *Builder) Set() *Set {
 			b.set.types[rt] = nil
 			continue
 		}
-		if b.resort[rt] {
+		if b.resort[rt] && len(t.prefixed) == 0 {
+			// nil, as NewSet leaves it: equal sets compare equal.
+			t.prefixes = nil
+		} else if b.resort[rt] {
 			t.prefixes = make([]*bucket, 0, len(t.prefixed))
 			for _, bk := range t.prefixed {
 				t.prefixes = append(t.prefixes, bk)

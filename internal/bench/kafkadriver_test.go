@@ -194,7 +194,12 @@ func TestKafkaSASLSSL(t *testing.T) {
 	node := testcluster.Start(t, testcluster.Options{
 		LogLevel:  "warn",
 		Listeners: []testcluster.Listener{{Name: "SASL_SSL", Protocol: "SASL_SSL"}},
+		// A SASL listener turns allow.everyone.if.no.acl.found off: the
+		// PLAINTEXT inter-broker listener's principal (the node's own
+		// clients) and the benchmark's user are super users, the
+		// benchmark being about the driver's clients, not ACLs.
 		Args: []string{"--ssl-cert-file", files.CertFile, "--ssl-key-file", files.KeyFile, "--ssl-ca-file", caFile,
+			"--super-users", "User:ANONYMOUS;User:bench",
 			"--bootstrap-scram-users", "SCRAM-SHA-512=[name=bench,password=bench-secret]"},
 	})
 	store, err := tlsconf.Load(tlsconf.Files{CAFile: caFile}, tlsconf.Options{})

@@ -142,6 +142,8 @@ type Client interface {
 	AlterClientQuotas(ctx context.Context, alts []QuotaAlteration, validateOnly bool) (errs []error, err error)
 	// ScramCredentials alters SCRAM credentials (KIP-554; scram.go).
 	ScramCredentials
+	// ACLs creates and deletes ACL bindings (acls.go).
+	ACLs
 	// AllocateProducerIDs commits a new block of producer ids for nodeID
 	// and returns it as [first, first+count).
 	AllocateProducerIDs(ctx context.Context, nodeID int32) (first, count int64, err error)

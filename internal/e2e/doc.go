@@ -42,6 +42,14 @@
 //	                            fenced with its transaction open; read back read_committed and
 //	                            read_uncommitted up to an end record per partition (1 and 3 nodes)
 //	TestTransactionsLibrdkafka  the same with librdkafka's transactional producer (1 and 3 nodes)
+//	TestTLSClients, TestSASLClients  franz-go, Sarama, librdkafka and kcat over mTLS and
+//	                            SASL_SSL, and each client's refusals (tls_test.go, sasl_test.go)
+//	TestTLSInterBroker, TestSASLInterBroker  3 nodes replicating and failing over on a
+//	                            secured inter-broker listener
+//	TestSecurityHostileInput    10,000 unauthenticated connections, broken handshakes
+//	TestACLs                    3 nodes: a principal with prefixed WRITE on a- and READ on g1
+//	                            does exactly that on every API (franz-go, librdkafka), deny
+//	                            beats allow, super users pass, changes reach every node
 //
 // The SIGKILLed group member is this test binary run again with
 // FJORD_E2E_COOP_MEMBER set (groups_coopmember_test.go's init).

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
@@ -42,18 +43,43 @@ func TestSecurityHostileInput(t *testing.T) {
 	pki := newE2EPKI(t)
 	n := testcluster.Start(t, testcluster.Options{
 		Listeners: []testcluster.Listener{{Name: "SASL_SSL", Protocol: "SASL_SSL"}, {Name: "SASL_PLAINTEXT", Protocol: "SASL_PLAINTEXT"}},
-		Args: append(pki.serveArgs("none"), "--sasl-enabled-mechanisms", "SCRAM-SHA-512",
+		// SASL listeners turn allow.everyone.if.no.acl.found off: the
+		// PLAINTEXT inter-broker listener's principal, User:ANONYMOUS
+		// (the node's own clients and the test's setup), is a super
+		// user, as the nodes' principal is in a Kafka cluster, and alice
+		// is granted what her producer needs below.
+		Args: append(pki.serveArgs("none"), "--sasl-enabled-mechanisms", "SCRAM-SHA-512", "--super-users", "User:ANONYMOUS",
 			"--bootstrap-scram-users", "SCRAM-SHA-512=[name=alice,password=alice-secret]"),
 	})
 	ctx := testContext(t, 3*time.Minute)
 	sslAddr, plainAddr := n.ListenerAddr("SASL_SSL"), n.ListenerAddr("SASL_PLAINTEXT")
-	createTopic(ctx, t, newAdmin(t, n), "hostile-security", 1)
+	adm := newAdmin(t, n)
+	createTopic(ctx, t, adm, "hostile-security", 1)
+	// WRITE on the topic is all an idempotent producer needs (it implies
+	// DESCRIBE for Metadata, and KIP-679 lets WRITE on a topic stand in
+	// for IDEMPOTENT_WRITE).
+	if _, err := createACLsAll(ctx, adm, kadm.NewACLs().Allow("User:alice").Topics("hostile-security").Operations(kadm.OpWrite)); err != nil {
+		t.Fatalf("granting alice WRITE on hostile-security: %v", err)
+	}
 
 	// The authenticated producer, acks=all over SASL_SSL, one record
 	// every 20 ms until the flood is over.
 	producer := newClient(t, addr(sslAddr), kgo.DialTLSConfig(pki.clientTLS(t, nil, pki.caFile)),
 		kgo.SASL(kscram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()),
 		kgo.DefaultProduceTopic("hostile-security"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	// The grant is in the node's image before the producer starts, so a
+	// refusal below would be a real one.
+	eventually(t, 5*time.Second, func() error {
+		md, err := kadm.NewClient(producer).Metadata(ctx, "hostile-security")
+		if err != nil {
+			return err
+		}
+		d, ok := md.Topics["hostile-security"]
+		if !ok {
+			return errors.New("no hostile-security in alice's metadata")
+		}
+		return d.Err
+	})
 	stop := make(chan struct{})
 	type produced struct {
 		n     int

@@ -95,11 +95,19 @@ func (j jwtIssuer) token(t *testing.T, subject string, expiry time.Time) string 
 // one, for the test's own setup) and a SASL_SSL one with SCRAM, PLAIN
 // and OAUTHBEARER, whose user alice (password alice-secret) is created
 // with the metadata log (--bootstrap-scram-users).
+//
+// A SASL listener turns allow.everyone.if.no.acl.found off, so the
+// node is given super users as an operator would: User:ANONYMOUS, the
+// principal of the PLAINTEXT inter-broker listener (the node's own
+// clients and the test's setup), and alice, because these tests are
+// about authentication only (what ACLs allow is acl_test.go's). carol,
+// the OAUTHBEARER user, gets nothing: she only asks for the brokers,
+// which no ACL guards.
 func saslNode(t *testing.T, pki e2ePKI, jwks string) (*testcluster.Node, addr) {
 	t.Helper()
 	n := testcluster.Start(t, testcluster.Options{
 		Listeners: []testcluster.Listener{{Name: "SASL_SSL", Protocol: "SASL_SSL"}},
-		Args: append(pki.serveArgs("none"),
+		Args: append(pki.serveArgs("none"), "--super-users", "User:ANONYMOUS;User:alice",
 			"--sasl-enabled-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN,OAUTHBEARER",
 			"--sasl-oauthbearer-jwks-file", jwks, "--sasl-oauthbearer-expected-audience", "fjord", "--sasl-oauthbearer-expected-issuer", "fjord-e2e",
 			"--bootstrap-scram-users", "SCRAM-SHA-512=[name=alice,password=alice-secret] SCRAM-SHA-256=[name=alice,password=alice-secret]"),
@@ -304,8 +312,14 @@ func TestSASLInterBroker(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("broker-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// super.users as in a Kafka cluster once ACLs are enforced (a SASL
+	// listener turns allow.everyone.if.no.acl.found off): the nodes' own
+	// principal, broker, which the test's clients also use, and
+	// User:ANONYMOUS for the harness's PLAINTEXT listener (the test's
+	// setup and the harness's leader checks). carol only asks for the
+	// brokers, which no ACL guards.
 	saslArgs := func(passwordFile string) []string {
-		return append(pki.serveArgs("none"),
+		return append(pki.serveArgs("none"), "--super-users", "User:broker;User:ANONYMOUS",
 			"--inter-broker-sasl-username", "broker", "--inter-broker-sasl-password-file", passwordFile,
 			"--bootstrap-scram-users", "SCRAM-SHA-512=[name=broker,password=broker-secret]")
 	}

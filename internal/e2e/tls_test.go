@@ -79,11 +79,20 @@ func (p e2ePKI) serveArgs(auth string) []string {
 
 // startNode starts a node with a PLAINTEXT listener and an SSL one
 // whose ssl-client-auth is auth, and returns it and the SSL address.
+//
+// With client certificates required, allow.everyone.if.no.acl.found is
+// off, so the node has super users as an operator would set them:
+// User:ANONYMOUS, the principal of the PLAINTEXT inter-broker listener
+// (the node's own clients and the test's setup), and alice's
+// certificate (User:CN=alice), because the TLS tests are about
+// authentication only (what ACLs allow is acl_test.go's). Without
+// required certificates nobody is authenticated, everyone is allowed,
+// and the setting changes nothing.
 func (p e2ePKI) startNode(t *testing.T, auth string) (*testcluster.Node, addr) {
 	t.Helper()
 	n := testcluster.Start(t, testcluster.Options{
 		Listeners: []testcluster.Listener{{Name: "SSL", Protocol: "SSL"}},
-		Args:      p.serveArgs(auth),
+		Args:      append(p.serveArgs(auth), "--super-users", "User:ANONYMOUS;User:CN=alice"),
 	})
 	return n, addr(n.ListenerAddr("SSL"))
 }
@@ -326,10 +335,16 @@ func TestTLSClients(t *testing.T) {
 func TestTLSInterBroker(t *testing.T) {
 	t.Parallel()
 	pki := newE2EPKI(t)
+	// super.users as in a Kafka cluster whose SSL listener requires
+	// certificates (allow.everyone.if.no.acl.found is then off): the
+	// nodes' own certificate, User:CN=fjord-node, the principal of
+	// replication and forwarding; alice's, the test's client (the test
+	// is about TLS, not ACLs); and User:ANONYMOUS for the harness's
+	// PLAINTEXT listener (setup, and its leader checks).
 	c := testcluster.StartCluster(t, testcluster.ClusterOptions{Nodes: 3, Node: testcluster.Options{
 		Listeners:           []testcluster.Listener{{Name: "SSL", Protocol: "SSL"}},
 		InterBrokerListener: "SSL",
-		Args:                pki.serveArgs("required"),
+		Args:                append(pki.serveArgs("required"), "--super-users", "User:CN=fjord-node;User:CN=alice;User:ANONYMOUS"),
 	}})
 	c.LogTailsOnFailure(t)
 	ctx := testContext(t, 2*time.Minute)

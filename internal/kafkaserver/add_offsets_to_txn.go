@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/txn"
 )
 
@@ -32,6 +33,12 @@ func handleAddOffsetsToTxn(ctx context.Context, s *Server, req *request) (kmsg.R
 		err = invalidRequest("empty transactional id")
 	case r.Group == "":
 		err = kerr.InvalidGroupID
+	case !s.allowedTxnID(req, acl.OperationWrite, r.TransactionalID):
+		// WRITE on the transactional id, then READ on the group, in
+		// Kafka's order.
+		err = kerr.TransactionalIDAuthorizationFailed
+	case !s.allowedGroup(req, acl.OperationRead, r.Group):
+		err = kerr.GroupAuthorizationFailed
 	default:
 		err = s.cfg.Transactions.AddOffsetsToTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Group)
 		err = txn.ErrorForVersion(err, kmsg.AddOffsetsToTxn, req.version)

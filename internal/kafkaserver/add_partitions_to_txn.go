@@ -23,8 +23,12 @@ package kafkaserver
 // __consumer_offsets partition; v5 only adds TRANSACTION_ABORTABLE to
 // what may be answered). Fjord's leaders send them (produce_verify.go);
 // clients send v0-3 (franz-go pins them, and Java's and librdkafka's stop
-// there), so serving v4-5 to anyone is what Kafka does too, short of the
-// CLUSTER_ACTION ACL it checks.
+// there). v4-5 need CLUSTER_ACTION on the cluster (a node's principal;
+// CLUSTER_AUTHORIZATION_FAILED for the whole request otherwise); v0-3
+// need WRITE on the transactional id (every partition
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise) and on each topic
+// (its partitions TOPIC_AUTHORIZATION_FAILED, before existence; the
+// others OPERATION_NOT_ATTEMPTED), as Kafka asks.
 
 import (
 	"context"
@@ -32,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/txn"
 )
@@ -45,7 +50,18 @@ func handleAddPartitionsToTxn(ctx context.Context, s *Server, req *request) (kms
 		for i, t := range r.Topics {
 			topics[i] = txnAddTopic{t.Topic, t.Partitions}
 		}
-		codes := s.addPartitionsToTxn(ctx, req.version, r.TransactionalID, r.ProducerID, r.ProducerEpoch, false, topics)
+		var codes [][]int16
+		if s.allowedTxnID(req, acl.OperationWrite, r.TransactionalID) {
+			codes = s.addPartitionsToTxn(ctx, req.version, r.TransactionalID, r.ProducerID, r.ProducerEpoch, false, topics, s.authzByName(req, acl.OperationWrite, acl.ResourceTopic))
+		} else {
+			codes = make([][]int16, len(topics))
+			for i, t := range topics {
+				codes[i] = make([]int16, len(t.partitions))
+				for j := range codes[i] {
+					codes[i][j] = kerr.TransactionalIDAuthorizationFailed.Code
+				}
+			}
+		}
 		for i, t := range r.Topics {
 			ot := kmsg.NewAddPartitionsToTxnResponseTopic()
 			ot.Topic = t.Topic
@@ -58,12 +74,17 @@ func handleAddPartitionsToTxn(ctx context.Context, s *Server, req *request) (kms
 		}
 		return resp, nil, nil
 	}
+	// v4+ is the partition leaders' (KIP-890): a node's principal.
+	if !s.allowedCluster(req, acl.OperationClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil, nil
+	}
 	for _, rt := range r.Transactions {
 		topics := make([]txnAddTopic, len(rt.Topics))
 		for i, t := range rt.Topics {
 			topics[i] = txnAddTopic{t.Topic, t.Partitions}
 		}
-		codes := s.addPartitionsToTxn(ctx, req.version, rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly, topics)
+		codes := s.addPartitionsToTxn(ctx, req.version, rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly, topics, nil)
 		ot := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		ot.TransactionalID = rt.TransactionalID
 		for i, t := range rt.Topics {
@@ -91,8 +112,10 @@ type txnAddTopic struct {
 // addPartitionsToTxn adds topics' partitions to the transaction of
 // (producerID, producerEpoch) under id, or with verifyOnly asks whether
 // they are in it, and answers a code per partition, codes[i][j] for
-// topics[i].partitions[j].
-func (s *Server) addPartitionsToTxn(ctx context.Context, version int16, id string, producerID int64, producerEpoch int16, verifyOnly bool, topics []txnAddTopic) [][]int16 {
+// topics[i].partitions[j]. The topics writable does not allow (nil: all
+// are) are answered TOPIC_AUTHORIZATION_FAILED, before their existence
+// is looked at, and fail the add as a partition's own error does.
+func (s *Server) addPartitionsToTxn(ctx context.Context, version int16, id string, producerID int64, producerEpoch int16, verifyOnly bool, topics []txnAddTopic, writable *nameAuthz) [][]int16 {
 	// Each named partition's own checks; a partition named twice is
 	// added once and answered under each name.
 	img := s.image()
@@ -107,6 +130,8 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, version int16, id strin
 		for j, p := range rt.partitions {
 			var perr error
 			switch {
+			case writable != nil && !writable.allowed(rt.topic):
+				perr = kerr.TopicAuthorizationFailed
 			case !known:
 				perr = kerr.UnknownTopicOrPartition
 			case metadata.IsInternalTopic(rt.topic) && !(version >= 4 && rt.topic == metadata.ConsumerOffsetsTopic):

@@ -14,6 +14,15 @@ package kafkaserver
 // value is null (INVALID_REQUEST), and every name and value is a valid
 // topic config (INVALID_CONFIG naming the value). Then the controller
 // commits the change, or with ValidateOnly checks it and changes nothing.
+//
+// Authorization (ControllerApis.authorizeAlterResource), for this API and
+// IncrementalAlterConfigs: after the duplicate check and before any other,
+// ALTER_CONFIGS on the cluster for a broker, broker logger or client
+// metrics resource (CLUSTER_AUTHORIZATION_FAILED), on the topic for a
+// topic (TOPIC_AUTHORIZATION_FAILED, whether or not it exists), on the
+// group for a group (GROUP_AUTHORIZATION_FAILED); ValidateOnly alike. A
+// denied resource's configs are not looked at and the controller is not
+// asked. A type Kafka does not know is INVALID_REQUEST unchecked.
 
 import (
 	"context"
@@ -23,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -51,7 +61,7 @@ func handleAlterConfigs(ctx context.Context, s *Server, req *request) (kmsg.Resp
 		}
 		resources[i] = res
 	}
-	for i, err := range s.alterConfigResources(ctx, resources, true, r.ValidateOnly) {
+	for i, err := range s.alterConfigResources(ctx, req, resources, true, r.ValidateOnly) {
 		rr := &r.Resources[i]
 		out := kmsg.NewAlterConfigsResponseResource()
 		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
@@ -71,21 +81,29 @@ type configAlteration struct {
 }
 
 // alterConfigResources applies what both alter APIs do per resource, in
-// request order: the resource checks (checkAlterResource), no config named
-// twice, each config's own check, then the controller commits (or, with
-// validateOnly, only checks). errs[i] answers resources[i].
-func (s *Server) alterConfigResources(ctx context.Context, resources []configAlteration, replaceAll, validateOnly bool) (errs []error) {
+// request order: the resource is named once in the request, req may
+// ALTER_CONFIGS it, the resource checks (checkAlterResource), no config
+// named twice, each config's own check, then the controller commits (or,
+// with validateOnly, only checks). errs[i] answers resources[i].
+func (s *Server) alterConfigResources(ctx context.Context, req *request, resources []configAlteration, replaceAll, validateOnly bool) (errs []error) {
 	keys := make([]configResourceKey, len(resources))
 	for i := range resources {
 		keys[i] = resources[i].key
 	}
 	counts := countResources(keys)
 	img := s.image()
+	alterable := s.configAuthz(req, acl.OperationAlterConfigs)
 	errs = make([]error, len(resources))
 	for i := range resources {
 		res := &resources[i]
 		errs[i] = func() error {
-			broker, err := checkAlterResource(img, res.key, counts[res.key], !replaceAll)
+			if n := counts[res.key]; n > 1 {
+				return invalidRequest("resource %s %q appears %d times in the request", res.key.typ, res.key.name, n)
+			}
+			if err := alterable.check(res.key.typ, res.key.name); err != nil {
+				return err
+			}
+			broker, err := checkAlterResource(img, res.key, !replaceAll)
 			if err != nil {
 				return err
 			}
@@ -126,14 +144,10 @@ func countResources(keys []configResourceKey) map[configResourceKey]int {
 }
 
 // checkAlterResource checks what both alter APIs check before the
-// configs themselves: the resource is named once in the request, and is
-// a topic that exists or, for IncrementalAlterConfigs (brokerOK), a
-// broker: "" (the cluster default, broker -1) or a registered broker's
-// id, which it returns.
-func checkAlterResource(img *metadata.Image, k configResourceKey, count int, brokerOK bool) (broker int32, err error) {
-	if count > 1 {
-		return 0, invalidRequest("resource %s %q appears %d times in the request", k.typ, k.name, count)
-	}
+// configs themselves: the resource is a topic that exists or, for
+// IncrementalAlterConfigs (brokerOK), a broker: "" (the cluster default,
+// broker -1) or a registered broker's id, which it returns.
+func checkAlterResource(img *metadata.Image, k configResourceKey, brokerOK bool) (broker int32, err error) {
 	switch k.typ {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeBroker:

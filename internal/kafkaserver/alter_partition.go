@@ -44,6 +44,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -63,6 +64,9 @@ func handleAlterPartition(ctx context.Context, s *Server, req *request) (kmsg.Re
 	if !ok || node != r.BrokerID {
 		return fail(fmt.Errorf("%w: AlterPartition is for Fjord nodes leading partitions, each as itself (broker %d)",
 			kerr.ClusterAuthorizationFailed, r.BrokerID))
+	}
+	if !s.allowedCluster(req, acl.OperationClusterAction) {
+		return fail(errNodeNotAuthorized("AlterPartition", req))
 	}
 	// Checked here too, before any partition, as Kafka does: the
 	// controller checks again, but a request from a replaced process

@@ -30,6 +30,11 @@ package kafkaserver
 // bounds the wait for the commit. The answer mirrors the request: one
 // topic entry per request topic entry, its partitions in request order.
 //
+// Authorization: ALTER on the cluster, before anything else. Denied, the
+// whole request is refused as above (the top-level ErrorCode and every
+// partition's, in request order, CLUSTER_AUTHORIZATION_FAILED), nothing
+// is checked and the controller is not asked.
+//
 // v1 (KIP-860, Kafka 4.1: AllowReplicationFactorChange) is not served:
 // Kafka 4.0 serves v0 alone; kadm and Sarama send v0 to a v0 broker,
 // and Kafka's admin client refuses to send a request that forbids a
@@ -43,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -56,6 +62,10 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, req *requ
 	// where the k-th partition asked of the controller sits.
 	type position struct{ topic, partition int }
 	img := s.image()
+	denied := s.clusterDenied(req, acl.OperationAlter)
+	if denied != nil {
+		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(denied, "AlterPartitionReassignments")
+	}
 	errs := make([][]error, len(r.Topics))
 	var asked []controlplane.Reassignment
 	var sent []position
@@ -71,6 +81,8 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, req *requ
 			tp := controlplane.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			var err error
 			switch {
+			case denied != nil:
+				err = denied
 			case topicRepeated:
 				err = invalidRequest("topic %q is named more than once in the request; give each of its partitions in one entry", t.Topic)
 			case partitionsSeen[tp]:

@@ -46,8 +46,9 @@ type api struct {
 // apis is every API served, by key. It is built from the tables in
 // apis_data.go (bootstrap, produce, fetch), apis_admin.go (admin and
 // offsets), apis_group.go (consumer groups), apis_txn.go (transactions)
-// apis_controller.go (the requests nodes send the active controller)
-// and describe_positions.go (Fjord's own requests, internal/fjordmsg),
+// apis_controller.go (the requests nodes send the active controller),
+// apis_acl.go (ACLs), sasl.go (authentication) and
+// describe_positions.go (Fjord's own requests, internal/fjordmsg),
 // so each part can change without touching the others.
 // Built in init, not a var initializer: ApiVersions' handler reads the
 // table, which would make the initializer refer to itself.
@@ -55,7 +56,7 @@ var apis map[int16]api
 
 func init() {
 	apis = make(map[int16]api)
-	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, txnAPIs, controllerAPIs, fjordAPIs, saslAPIs} {
+	for _, tab := range [][]api{dataAPIs, adminAPIs, groupAPIs, txnAPIs, controllerAPIs, fjordAPIs, saslAPIs, aclAPIs} {
 		for _, a := range tab {
 			if _, dup := apis[a.key]; dup {
 				panic("kafkaserver: API registered twice: " + fjordmsg.NameForKey(a.key))

@@ -17,6 +17,10 @@ package kafkaserver
 // controller quorum (INVALID_REGISTRATION). The features
 // and log directories later versions carry are not used yet.
 //
+// Every request here needs CLUSTER_ACTION on the cluster (authz.go), as
+// Kafka's controller asks: the sending node's principal must be a super
+// user, or hold that binding. Without it, CLUSTER_AUTHORIZATION_FAILED.
+//
 // BrokerHeartbeat: v0-1
 //
 // Renews a node's session with the active controller (in its memory:
@@ -49,6 +53,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -66,7 +71,11 @@ func handleBrokerRegistration(ctx context.Context, s *Server, req *request) (kms
 	resp.SetVersion(req.version)
 	resp.BrokerEpoch = -1
 
-	rec, err := registrationFromRequest(s.image(), r)
+	var rec metadata.BrokerRecord
+	err := errNodeNotAuthorized("BrokerRegistration", req)
+	if s.allowedCluster(req, acl.OperationClusterAction) {
+		rec, err = registrationFromRequest(s.image(), r)
+	}
 	if err == nil && !quorumMember(s.controller, r.BrokerID) {
 		// Every node is a voter of the quorum or an observer of its
 		// log (a broker-only node, which asked to be one first): a
@@ -167,6 +176,8 @@ func handleAllocateProducerIDs(ctx context.Context, s *Server, req *request) (km
 	case !ok || node != r.BrokerID:
 		return fail(fmt.Errorf("%w: AllocateProducerIds is for Fjord nodes asking for their own ids (broker %d)",
 			kerr.ClusterAuthorizationFailed, r.BrokerID))
+	case !s.allowedCluster(req, acl.OperationClusterAction):
+		return fail(errNodeNotAuthorized("AllocateProducerIds", req))
 	case !registered || b.Epoch != r.BrokerEpoch:
 		return fail(fmt.Errorf("%w: broker %d epoch %d is not its current one", kerr.StaleBrokerEpoch, r.BrokerID, r.BrokerEpoch))
 	}
@@ -198,6 +209,8 @@ func handleBrokerHeartbeat(ctx context.Context, s *Server, req *request) (kmsg.R
 	case !ok || node != r.BrokerID:
 		err = fmt.Errorf("%w: BrokerHeartbeat is for Fjord nodes renewing their own sessions (broker %d)",
 			kerr.ClusterAuthorizationFailed, r.BrokerID)
+	case !s.allowedCluster(req, acl.OperationClusterAction):
+		err = errNodeNotAuthorized("BrokerHeartbeat", req)
 	case r.CurrentMetadataOffset < 0:
 		err = fmt.Errorf("%w: BrokerHeartbeat with metadata offset %d", kerr.InvalidRequest, r.CurrentMetadataOffset)
 	default:

@@ -8,6 +8,12 @@ package kafkaserver
 // name being the type's <default>; the allowed types are user,
 // client-id (alone or together) and ip (alone). A bad entity, key or
 // value is INVALID_REQUEST for that entry alone, as Kafka answers.
+//
+// Authorization, before anything else: DESCRIBE_CONFIGS on the cluster for
+// Describe (denied: the top-level CLUSTER_AUTHORIZATION_FAILED, no
+// entries), ALTER_CONFIGS on the cluster for Alter (denied: every entry
+// answered CLUSTER_AUTHORIZATION_FAILED, as Kafka's error response, and
+// the controller not asked, ValidateOnly alike).
 
 import (
 	"cmp"
@@ -21,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -110,6 +117,12 @@ func handleAlterClientQuotas(ctx context.Context, s *Server, req *request) (kmsg
 		re.ErrorCode, re.ErrorMessage = s.errorAndMessage(err, "AlterClientQuotas")
 		resp.Entries = append(resp.Entries, re)
 	}
+	if err := s.clusterDenied(req, acl.OperationAlterConfigs); err != nil {
+		for i := range r.Entries {
+			answer(i, err)
+		}
+		return resp, nil, nil
+	}
 	if len(r.Entries) > maxQuotaEntries {
 		for i := range r.Entries {
 			answer(i, fmt.Errorf("%w: %d entries in one request (at most %d)", kerr.InvalidRequest, len(r.Entries), maxQuotaEntries))
@@ -184,7 +197,11 @@ func handleDescribeClientQuotas(_ context.Context, s *Server, req *request) (kms
 	r := req.body.(*kmsg.DescribeClientQuotasRequest)
 	resp := kmsg.NewPtrDescribeClientQuotasResponse()
 	resp.SetVersion(req.version)
-	match, err := quotaFilter(r)
+	err := s.clusterDenied(req, acl.OperationDescribeConfigs)
+	var match func(metadata.QuotaEntity) bool
+	if err == nil {
+		match, err = quotaFilter(r)
+	}
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(err, "DescribeClientQuotas")
 		return resp, nil, nil

@@ -57,6 +57,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -111,6 +112,8 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
+	// host is the peer's address, what ACL host filters match.
+	host netip.Addr
 	// listener is the listener the connection came in on (shared by its
 	// connections; never modified).
 	listener *ListenerConfig
@@ -188,6 +191,7 @@ func newConn(s *Server, nc net.Conn, lc *ListenerConfig) *conn {
 		listener: lc,
 		sendfile: s.cfg.SendfileMinBytes > 0 && canSendfile(nc),
 		remote:   nc.RemoteAddr().String(),
+		host:     remoteHost(nc),
 		sem:      make(chan struct{}, s.cfg.MaxInFlight),
 		queue:    make(chan *slot, s.cfg.MaxInFlight),
 		closed:   make(chan struct{}),
@@ -551,6 +555,9 @@ func (c *conn) runHandler(a api, req *request, sl *slot) {
 		if node, ok := c.s.internalPeer(req); ok && node != c.s.cfg.NodeID {
 			ctx, peer = controlplane.LocalOnly(ctx), true // a forward: never forwarded again
 		}
+	}
+	if sl.err = c.s.waitReady(ctx, req); sl.err != nil {
+		return
 	}
 	sl.resp, sl.release, sl.err = a.handle(ctx, c.s, req)
 	if sl.err == nil && !peer {

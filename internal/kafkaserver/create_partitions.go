@@ -28,6 +28,13 @@ package kafkaserver
 // is this node's: a topic whose first keyed record is not yet marked
 // there (the mark is a metadata commit after that append) grows
 // unrefused.
+//
+// Authorization (ControllerApis.createPartitions): ALTER on the topic,
+// each distinct name once, after the duplicate check and before any
+// other: a denied topic is TOPIC_AUTHORIZATION_FAILED whether or not it
+// exists (internal and keyed topics included, so neither is revealed),
+// costs no mutation quota and is not sent to the controller;
+// ValidateOnly alike.
 
 import (
 	"context"
@@ -37,6 +44,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -54,6 +62,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 	defer cancel()
 	img := s.image()
 	mq := s.mutationQuotaFor(req, 3, r.ValidateOnly)
+	alterable := s.authzByName(req, acl.OperationAlter, acl.ResourceTopic)
 	for i := range r.Topics {
 		t := &r.Topics[i]
 		refusedKeyed := false
@@ -64,6 +73,9 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 			}
 			if counts[t.Topic] > 1 {
 				return invalidRequest("topic %q appears %d times in the request", t.Topic, counts[t.Topic])
+			}
+			if !alterable.allowed(t.Topic) {
+				return authzError(acl.ResourceTopic)
 			}
 			assignments, err := checkCreatePartitions(img, t)
 			if err != nil {

@@ -28,6 +28,16 @@ package kafkaserver
 // its source, as DescribeConfigs would); v7 adds the topic id.
 // TimeoutMillis bounds the wait for the commit (REQUEST_TIMED_OUT after;
 // the topic may still be created, as in Kafka).
+//
+// Authorization (ControllerApis.createTopics): CREATE on the cluster
+// allows every topic; without it, each distinct name needs CREATE on the
+// topic, checked after the duplicate check and before any other, so a
+// denied topic is TOPIC_AUTHORIZATION_FAILED whether or not it exists or
+// is valid, is never sent to the controller and costs no mutation quota.
+// ValidateOnly is authorized alike. A created (or validated) topic whose
+// configs the principal may not DESCRIBE_CONFIGS is answered with its id
+// only: no partitions, replication factor or configs, and v5+'s
+// ConfigErrorCode TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"context"
@@ -37,6 +47,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -58,12 +69,17 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	var toCreate []controlplane.CreateTopic
 	var toCreateIdx []int
 	mq := s.mutationQuotaFor(req, 6, req.version >= 1 && r.ValidateOnly)
+	creatable := s.authzByName(req, acl.OperationCreate, acl.ResourceTopic).orCluster(acl.OperationCreate)
 	for i := range r.Topics {
 		t := &r.Topics[i]
 		results[i] = kmsg.NewCreateTopicsResponseTopic()
 		results[i].Topic = t.Topic
 		if counts[t.Topic] > 1 {
 			errs[i] = invalidRequest("topic %q appears %d times in the request", t.Topic, counts[t.Topic])
+			continue
+		}
+		if !creatable.allowed(t.Topic) {
+			errs[i] = authzError(acl.ResourceTopic)
 			continue
 		}
 		ct, err := createTopicFromRequest(s.image(), req.version, t, s.internalClient(req))
@@ -91,7 +107,15 @@ func handleCreateTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 				errs[i] = res.Err
 				continue
 			}
-			fillCreatedTopic(s.image(), &results[i], res.Topic)
+			// Kafka decides this without logging a denial
+			// (logIfDenied=false): the topic was created; only its
+			// description is withheld.
+			if s.allowedQuiet(req, acl.OperationDescribeConfigs, acl.ResourceTopic, results[i].Topic) {
+				fillCreatedTopic(s.image(), &results[i], res.Topic)
+			} else if res.Topic != nil {
+				results[i].TopicID = res.Topic.ID
+				results[i].ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
 		}
 	}
 

@@ -13,6 +13,11 @@ package kafkaserver
 // watermark to hold on the partition's replicas. An internal topic is
 // INVALID_TOPIC_EXCEPTION, as in Kafka. The answer is the new
 // low watermark, -1 on error. All partitions share one deadline.
+//
+// Authorization: DELETE on the topic, each distinct name once, before
+// anything else is checked: a denied topic's partitions are
+// TOPIC_AUTHORIZATION_FAILED whether or not it exists (internal topics
+// included), and its records are not touched.
 
 import (
 	"context"
@@ -22,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -33,6 +39,7 @@ func handleDeleteRecords(ctx context.Context, s *Server, req *request) (kmsg.Res
 	dctx, cancel := withRequestTimeout(ctx, r.TimeoutMillis)
 	defer cancel()
 	img := s.image()
+	deletable := s.authzByName(req, acl.OperationDelete, acl.ResourceTopic)
 	for _, t := range r.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
@@ -41,6 +48,9 @@ func handleDeleteRecords(ctx context.Context, s *Server, req *request) (kmsg.Res
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
 			err := func() error {
+				if !deletable.allowed(t.Topic) {
+					return authzError(acl.ResourceTopic)
+				}
 				if metadata.IsInternalTopic(t.Topic) {
 					// As Kafka: moving the log start of
 					// __consumer_offsets would drop groups' offsets.

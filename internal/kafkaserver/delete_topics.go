@@ -17,13 +17,31 @@ package kafkaserver
 // v5+ answers carry a message; v6 answers carry both the name and the id
 // of each topic it could resolve. TimeoutMillis bounds the wait for the
 // commit (REQUEST_TIMED_OUT after).
+//
+// Authorization (ControllerApis.deleteTopics): DELETE on the cluster
+// allows every topic; without it a topic needs DESCRIBE and DELETE. The
+// checks come after the request's own duplicates (a name, or an id,
+// given twice: saying so tells nothing the request did not) and before
+// existence, so a denied name is TOPIC_AUTHORIZATION_FAILED whether or
+// not the topic exists, with no id in the answer. An id is resolved
+// first (ids are not secret: an id this node's image does not know is
+// UNKNOWN_TOPIC_ID here, without asking the controller, since there is
+// no name to authorize), then authorized by its topic's name; the answer
+// to a denied id names the topic only to a principal that may DESCRIBE
+// it. A name and an id of the same topic are refused as duplicates only
+// once both are authorized: before, that would tell the caller which
+// name an id has. A denied topic never reaches the controller and costs
+// no mutation quota. With authorization off, an id this node does not
+// know goes to the controller, which knows the latest topics.
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -36,11 +54,16 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	type entry struct {
 		name *string
 		id   metadata.UUID
-		// key identifies the topic for duplicate detection: its name
-		// when known (given, or resolved from the id), else its id.
-		key   string
-		label string // for messages: the name, or the id when unknown
-		err   error
+		byID bool
+		// topic is the topic's name in this node's image: the name
+		// given, or the id's topic ("" when the id is unknown).
+		topic string
+		// literal is the entry as given, for the request's own
+		// duplicates; repeated records that it is one.
+		literal  string
+		repeated bool
+		label    string // for messages: the name, or the id when unknown
+		err      error
 	}
 	var entries []entry
 	if req.version < 6 {
@@ -49,7 +72,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 		}
 	} else {
 		for _, t := range r.Topics {
-			e := entry{name: t.Topic, id: t.TopicID}
+			e := entry{name: t.Topic, id: t.TopicID, byID: t.Topic == nil}
 			if t.Topic != nil && !e.id.IsZero() {
 				e.err = invalidRequest("topic %q and id %s given in one entry; give one or the other", *t.Topic, e.id)
 			}
@@ -58,26 +81,83 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	}
 
 	img := s.image()
-	counts := make(map[string]int, len(entries))
+	literals := make(map[string]int, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		if e.byID {
+			e.literal, e.label = "id:"+e.id.String(), "id "+e.id.String()
+			if t, ok := lookupTopicID(img, e.id); ok {
+				e.topic = t.Name
+			}
+		} else {
+			e.literal, e.label = "name:"+*e.name, fmt.Sprintf("%q", *e.name)
+			e.topic = *e.name
+		}
+		literals[e.literal]++
+	}
+	for i := range entries {
+		if e := &entries[i]; e.err == nil && literals[e.literal] > 1 {
+			e.repeated = true
+			e.err = invalidRequest("topic %s appears %d times in the request", e.label, literals[e.literal])
+		}
+	}
+
+	// Kafka's hasClusterAuth gives both rights on every topic.
+	deletable := s.authzByName(req, acl.OperationDelete, acl.ResourceTopic).orCluster(acl.OperationDelete)
+	describable := s.authzFilterByName(req, acl.OperationDescribe, acl.ResourceTopic)
+	describable.all = deletable.all
 	for i := range entries {
 		e := &entries[i]
 		switch {
-		case e.name != nil:
-			e.key, e.label = "name:"+*e.name, fmt.Sprintf("%q", *e.name)
-			if t, ok := lookupTopic(img, *e.name); ok && req.version >= 6 {
-				e.id = t.ID
+		case e.err != nil:
+		case e.byID && e.topic == "":
+			if s.authorizer() != nil {
+				e.err = fmt.Errorf("%w: no topic has id %s", kerr.UnknownTopicID, e.id)
 			}
-		default:
-			e.key, e.label = "id:"+e.id.String(), "id "+e.id.String()
-			if t, ok := lookupTopicID(img, e.id); ok {
-				e.key, e.label = "name:"+t.Name, fmt.Sprintf("%q (id %s)", t.Name, e.id)
+		case !deletable.allowed(e.topic) || !describable.allowed(e.topic):
+			e.err = authzError(acl.ResourceTopic)
+			switch {
+			case e.byID && describable.allowed(e.topic):
+				e.name = strp(e.topic)
+			case !e.byID && describable.allowed(e.topic):
+				// Kafka tells one who may describe the name that it
+				// does not exist.
+				if _, ok := lookupTopic(img, e.topic); !ok {
+					e.err = fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, e.topic)
+				}
 			}
 		}
-		counts[e.key]++
+	}
+
+	// A topic named in two ways (or in two ways and more), once both
+	// are authorized: every such entry is refused, the repeated ones
+	// counted in.
+	counts := make(map[string]int, len(entries))
+	for _, e := range entries {
+		if e.topic != "" && (e.err == nil || e.repeated) {
+			counts[e.topic]++
+		}
 	}
 	for i := range entries {
-		if e := &entries[i]; e.err == nil && counts[e.key] > 1 {
-			e.err = invalidRequest("topic %s appears %d times in the request", e.label, counts[e.key])
+		e := &entries[i]
+		if e.err != nil || e.topic == "" || counts[e.topic] < 2 {
+			continue
+		}
+		label := e.label
+		if e.byID {
+			label = fmt.Sprintf("%q (id %s)", e.topic, e.id)
+		}
+		e.err = invalidRequest("topic %s appears %d times in the request", label, counts[e.topic])
+	}
+
+	// v6 answers a name with its id, when the caller may describe it.
+	for i := range entries {
+		e := &entries[i]
+		if req.version < 6 || e.byID || !describable.allowed(e.topic) {
+			continue
+		}
+		if t, ok := lookupTopic(img, e.topic); ok {
+			e.id = t.ID
 		}
 	}
 
@@ -90,11 +170,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 		// The partitions a deletion removes, from the image (none for a
 		// topic it does not know, which the controller refuses anyway).
 		n := 0
-		if e.name != nil {
-			if t, ok := lookupTopic(img, *e.name); ok {
-				n = len(t.Partitions)
-			}
-		} else if t, ok := lookupTopicID(img, e.id); ok {
+		if t, ok := lookupTopic(img, e.topic); ok {
 			n = len(t.Partitions)
 		}
 		e.err = mq.admit(s, req, n)
@@ -107,7 +183,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	for i, e := range entries {
 		switch {
 		case e.err != nil:
-		case e.name != nil:
+		case !e.byID:
 			names = append(names, *e.name)
 			nameIdx = append(nameIdx, i)
 		default:

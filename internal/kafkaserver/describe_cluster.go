@@ -6,14 +6,13 @@ package kafkaserver
 // id), from one metadata image: what Metadata returns, for admin clients
 // (KIP-700). The controller id is Metadata's (advertisedControllerID: the
 // active controller when it is a registered broker, else this node), so
-// an admin client sees one answer whichever API it asks. Fjord has no authorizer, so
-// ClusterAuthorizedOperations is always Kafka's "not provided"
-// (math.MinInt32) even when asked for. v1 (KIP-919) asks for an endpoint
-// type: brokers (1) are served; controllers (2) are not reachable over
-// the Kafka protocol in Fjord (they speak Raft), so that is
-// MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers it; any other type
-// is UNSUPPORTED_ENDPOINT_TYPE. The endpoint type is checked first, so a
-// refused type lists no brokers whatever else the request asks.
+// an admin client sees one answer whichever API it asks. v1 (KIP-919)
+// asks for an endpoint type: brokers (1) are served; controllers (2) are
+// not reachable over the Kafka protocol in Fjord (they speak Raft), so
+// that is MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers it; any
+// other type is UNSUPPORTED_ENDPOINT_TYPE. The endpoint type is checked
+// first, so a refused type lists no brokers whatever else the request
+// asks.
 //
 // Which brokers (KIP-1073, v2): as Kafka's broker does (KafkaApis
 // handleDescribeCluster over the KRaft metadata cache's getBrokerNodes,
@@ -32,6 +31,15 @@ package kafkaserver
 // cannot change a v0-1 answer either. (Kafka's client refuses to build a
 // v0-1 request with the field set; a broker has nothing to refuse, the
 // field is simply absent.)
+//
+// Authorization (AuthHelper.computeDescribeClusterResponse, a broker's):
+// nothing is refused. ClusterAuthorizedOperations is Kafka's "not
+// provided" (math.MinInt32) unless the request asks for it
+// (IncludeClusterAuthorizedOperations); then it is the KIP-430 bit field
+// of what the principal may do on the cluster if it may DESCRIBE it, else
+// 0 (not an error). With authorization off that is every operation the
+// cluster supports, as Kafka without an authorizer answers. A refused
+// endpoint type answers before, leaving the field "not provided".
 
 import (
 	"cmp"
@@ -42,6 +50,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 const (
@@ -78,6 +88,13 @@ func handleDescribeCluster(_ context.Context, s *Server, req *request) (kmsg.Res
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(err, "DescribeCluster")
 		return resp, nil, nil
+	}
+	if r.IncludeClusterAuthorizedOperations {
+		// Quiet: a denial withholds a field, it refuses nothing.
+		resp.ClusterAuthorizedOperations = 0
+		if s.allowedQuiet(req, acl.OperationDescribe, acl.ResourceCluster, acl.ClusterName) {
+			resp.ClusterAuthorizedOperations = s.authorizedOperations(req, acl.ResourceCluster, acl.ClusterName)
+		}
 	}
 	includeFenced := req.version >= 2 && r.IncludeFencedBrokers
 

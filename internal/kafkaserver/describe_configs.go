@@ -27,6 +27,16 @@ package kafkaserver
 //
 // Every other resource type (broker loggers, client metrics, groups) is
 // INVALID_REQUEST naming the type.
+//
+// Authorization (Kafka's ConfigHelper), per resource and before anything
+// else about it is checked: DESCRIBE_CONFIGS on the cluster for broker,
+// broker logger and client metrics resources
+// (CLUSTER_AUTHORIZATION_FAILED), on the topic for a topic
+// (TOPIC_AUTHORIZATION_FAILED, whether or not it exists), on the group
+// for a group (GROUP_AUTHORIZATION_FAILED). ALTER_CONFIGS implies
+// DESCRIBE_CONFIGS (the authorizer's rule). A denied resource is
+// answered with no configs, and a broker's log.dirs is not read. A type
+// Kafka does not know is INVALID_REQUEST unchecked.
 
 import (
 	"context"
@@ -38,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -50,6 +61,7 @@ func handleDescribeConfigs(_ context.Context, s *Server, req *request) (kmsg.Res
 		docs:     req.version >= 3 && r.IncludeDocumentation,
 	}
 	img := s.image()
+	describable := s.configAuthz(req, acl.OperationDescribeConfigs)
 	for i := range r.Resources {
 		rr := &r.Resources[i]
 		out := kmsg.NewDescribeConfigsResponseResource()
@@ -57,11 +69,12 @@ func handleDescribeConfigs(_ context.Context, s *Server, req *request) (kmsg.Res
 		out.ResourceName = rr.ResourceName
 
 		var entries []configEntry
-		var err error
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		err := describable.check(rr.ResourceType, rr.ResourceName)
+		switch {
+		case err != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			entries, err = describeTopicConfigs(img, rr.ResourceName, rr.ConfigNames)
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			entries, err = s.describeBrokerConfigs(rr.ResourceName, rr.ConfigNames)
 		default:
 			err = unsupportedResourceType(rr.ResourceType)

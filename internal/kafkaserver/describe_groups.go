@@ -2,26 +2,44 @@ package kafkaserver
 
 import (
 	"context"
-	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 // DescribeGroups: v0-5
 //
 // Each group's state, protocol and members, with each member's metadata
 // and assignment as the client encoded them (tools decode the consumer
-// protocol's). Authorized operations (v3+) are not computed: there is no
-// authorization yet, so the answer is Kafka's "not requested" value,
-// math.MinInt32, whether asked for or not. v4+ answer group.instance.id.
+// protocol's). v4+ answer group.instance.id.
+//
+// Authorization (APIS.md): DESCRIBE on each group, each distinct group
+// decided once, before the coordinator is asked about it. A denied
+// group is answered GROUP_AUTHORIZATION_FAILED with an empty state,
+// protocol and member list (Kafka's DescribeGroupsResponse.groupError),
+// whether or not it exists.
+//
+// Authorized operations (v3+, KIP-430): when the request includes them,
+// a group answered without error carries the bit field of what the
+// caller may do on it (every group operation when authorization is off,
+// as Kafka without an authorizer); otherwise, and for a group answered
+// with an error, Kafka's "not provided" (notAskedOperations).
 func handleDescribeGroups(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.DescribeGroupsRequest)
 	resp := body.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	describe := s.authzByName(req, acl.OperationDescribe, acl.ResourceGroup)
+	includeOperations := req.version >= 3 && body.IncludeAuthorizedOperations
 	for _, g := range body.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = g
-		rg.AuthorizedOperations = math.MinInt32
+		rg.AuthorizedOperations = notAskedOperations
+		if !describe.allowed(g) {
+			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
 		if s.groups == nil {
 			rg.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, rg)
@@ -36,6 +54,9 @@ func handleDescribeGroups(_ context.Context, s *Server, req *request) (kmsg.Resp
 			rm.ProtocolMetadata, rm.MemberAssignment = nonNil(m.Metadata), nonNil(m.Assignment)
 
 			rg.Members = append(rg.Members, rm)
+		}
+		if includeOperations && err == nil {
+			rg.AuthorizedOperations = s.authorizedOperations(req, acl.ResourceGroup, g)
 		}
 		resp.Groups = append(resp.Groups, rg)
 	}

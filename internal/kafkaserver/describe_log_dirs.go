@@ -11,6 +11,11 @@ package kafkaserver
 // in Kafka). Topics and partitions come sorted. v3+ carry a top-level
 // error code (always 0: the directory is this node's and always online
 // while it serves); v4+ the volume's total and usable bytes.
+//
+// Authorization: DESCRIBE on the cluster. Denied, the answer lists no
+// directory and, from v3, carries CLUSTER_AUTHORIZATION_FAILED at the top
+// (v0-2 have no field for it: an empty answer is all Kafka gives them);
+// the replicas are not asked.
 
 import (
 	"cmp"
@@ -19,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/replica"
 )
 
@@ -26,6 +32,10 @@ func handleDescribeLogDirs(_ context.Context, s *Server, req *request) (kmsg.Res
 	r := req.body.(*kmsg.DescribeLogDirsRequest)
 	resp := kmsg.NewPtrDescribeLogDirsResponse()
 	resp.SetVersion(req.version)
+	if err := s.clusterDenied(req, acl.OperationDescribe); err != nil {
+		resp.ErrorCode, _ = s.errorAndMessage(err, "DescribeLogDirs") // v3+; not encoded below
+		return resp, nil, nil
+	}
 
 	dir, total, usable, parts := s.replicas.LogDirs()
 	var want map[string]map[int32]bool // nil: every partition

@@ -10,8 +10,9 @@ package kafkaserver
 // it for their groups' committed offsets (consumer lag in bytes and
 // seconds, retention gaps); `fjord group describe` and the HTTP group
 // view for one group's. Advertised only to clients that name themselves
-// Fjord's (api_versions.go); served to anyone who sends it, as it tells
-// no more than ListOffsets and Fetch do.
+// Fjord's (api_versions.go); served to anyone who may DESCRIBE the
+// topics (TOPIC_AUTHORIZATION_FAILED otherwise), as ListOffsets is, since
+// it tells no more than ListOffsets and Fetch do.
 //
 // Per partition, the admin handlers' order: the topic and partition
 // exist, this node leads it; a partition listed twice is INVALID_REQUEST
@@ -22,8 +23,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
@@ -50,11 +53,17 @@ func handleDescribePositions(_ context.Context, s *Server, req *request) (kmsg.R
 		}
 	}
 	img := s.image()
+	// DESCRIBE on each topic, as ListOffsets asks: the answer tells
+	// no more than ListOffsets and Fetch would.
+	describable := s.authzByName(req, acl.OperationDescribe, acl.ResourceTopic)
 	for _, t := range r.Topics {
 		rt := fjordmsg.DescribePositionsResponseTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			rp := fjordmsg.DescribePositionsResponsePartition{Partition: p.Partition}
 			err := func() error {
+				if !describable.allowed(t.Topic) {
+					return kerr.TopicAuthorizationFailed
+				}
 				if n := seen[tp{t.Topic, p.Partition}]; n > 1 {
 					return invalidRequest("%s-%d listed %d times", t.Topic, p.Partition, n)
 				}

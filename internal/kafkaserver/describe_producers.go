@@ -13,12 +13,17 @@ package kafkaserver
 // (UNKNOWN_TOPIC_OR_PARTITION), and this node leads it
 // (NOT_LEADER_OR_FOLLOWER), each with an error message. Internal topics
 // are described like any other.
+//
+// Authorization: READ on the topic, each distinct name once, before any
+// other check: a denied topic's partitions are TOPIC_AUTHORIZATION_FAILED
+// whether or not it exists, and its producers are not read.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/replica"
 )
 
@@ -27,6 +32,7 @@ func handleDescribeProducers(_ context.Context, s *Server, req *request) (kmsg.R
 	resp := kmsg.NewPtrDescribeProducersResponse()
 	resp.SetVersion(req.version)
 	img := s.image()
+	readable := s.authzByName(req, acl.OperationRead, acl.ResourceTopic)
 	resp.Topics = make([]kmsg.DescribeProducersResponseTopic, len(r.Topics))
 	for i := range r.Topics {
 		t := &r.Topics[i]
@@ -38,7 +44,12 @@ func handleDescribeProducers(_ context.Context, s *Server, req *request) (kmsg.R
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = p
-			_, err := s.leaderPartition(img, t.Topic, p, -1)
+			var err error
+			if !readable.allowed(t.Topic) {
+				err = authzError(acl.ResourceTopic)
+			} else {
+				_, err = s.leaderPartition(img, t.Topic, p, -1)
+			}
 			if err == nil {
 				var producers []replica.ActiveProducer
 				producers, err = s.replicas.ActiveProducers(t.Topic, p)

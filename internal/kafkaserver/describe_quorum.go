@@ -15,6 +15,10 @@ package kafkaserver
 // (-1 for both when not known: on other nodes, or before a heartbeat).
 // LastCaughtUpTimestamp is -1. A topic or partition other than
 // __cluster_metadata-0 is UNKNOWN_TOPIC_OR_PARTITION.
+//
+// Authorization: DESCRIBE on the cluster, first. Denied, the answer is
+// the top-level CLUSTER_AUTHORIZATION_FAILED and no topics (Kafka's
+// error response), and the quorum is not read.
 
 import (
 	"context"
@@ -22,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 )
 
@@ -32,6 +37,10 @@ func handleDescribeQuorum(_ context.Context, s *Server, req *request) (kmsg.Resp
 	r := req.body.(*kmsg.DescribeQuorumRequest)
 	resp := kmsg.NewPtrDescribeQuorumResponse()
 	resp.SetVersion(req.version)
+	if err := s.clusterDenied(req, acl.OperationDescribe); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(err, "DescribeQuorum") // the message is v2+
+		return resp, nil, nil
+	}
 	q := s.controller.QuorumState()
 	for _, t := range r.Topics {
 		rt := kmsg.NewDescribeQuorumResponseTopic()

@@ -11,12 +11,18 @@ package kafkaserver
 // empty id, INVALID_REQUEST. Admin clients send each id to its
 // coordinator (FindCoordinator key type 1), as `fjord txn` and Kafka's
 // kafka-transactions.sh do.
+//
+// Authorization: DESCRIBE on each transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and the transaction's topics
+// the principal may not DESCRIBE are left out of its answer.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 func handleDescribeTransactions(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
@@ -35,17 +41,26 @@ func handleDescribeTransactions(ctx context.Context, s *Server, req *request) (k
 		}
 		return resp, nil, nil
 	}
+	// DESCRIBE on each id, before the coordinator is asked about it.
+	idDescribe := s.authzByName(req, acl.OperationDescribe, acl.ResourceTransactionalID)
 	var ids []string
 	for _, id := range r.TransactionalIDs {
-		if id != "" {
+		if id != "" && idDescribe.allowed(id) {
 			ids = append(ids, id)
 		}
 	}
 	described := s.cfg.Transactions.DescribeTransactions(ids)
 	next := 0
+	// The transaction's topics the principal may not describe are left
+	// out of its answer, as Kafka's are.
+	topicDescribe := s.authzFilterByName(req, acl.OperationDescribe, acl.ResourceTopic)
 	for _, id := range r.TransactionalIDs {
 		if id == "" {
 			answer(id, invalidRequest("empty transactional id"))
+			continue
+		}
+		if !idDescribe.allowed(id) {
+			answer(id, kerr.TransactionalIDAuthorizationFailed)
 			continue
 		}
 		d := described[next]
@@ -59,6 +74,9 @@ func handleDescribeTransactions(ctx context.Context, s *Server, req *request) (k
 		st.TimeoutMillis, st.StartTimestamp = d.TimeoutMs, d.StartTimeMs
 		st.ProducerID, st.ProducerEpoch = d.ProducerID, d.ProducerEpoch
 		for _, tp := range d.Partitions { // sorted by topic, then partition
+			if !topicDescribe.allowed(tp.Topic) {
+				continue
+			}
 			if n := len(st.Topics); n == 0 || st.Topics[n-1].Topic != tp.Topic {
 				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
 				t.Topic = tp.Topic

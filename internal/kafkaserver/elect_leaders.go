@@ -17,6 +17,11 @@ package kafkaserver
 // retries, REQUEST_TIMED_OUT) is the top-level ErrorCode in v1+ and
 // every named partition's error. TimeoutMillis bounds the wait for the
 // commit.
+//
+// Authorization: ALTER on the cluster, before anything else. Denied, the
+// whole request is refused as above with CLUSTER_AUTHORIZATION_FAILED
+// (Kafka's error response: the top-level code in v1+ and every named
+// partition's), and nothing is elected.
 
 import (
 	"context"
@@ -25,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 )
 
@@ -47,10 +53,12 @@ func handleElectLeaders(ctx context.Context, s *Server, req *request) (kmsg.Resp
 		}
 	}
 	var results []controlplane.ElectionResult
-	var err error
-	if typ != controlplane.ElectPreferred && typ != controlplane.ElectUnclean {
+	err := s.clusterDenied(req, acl.OperationAlter)
+	switch {
+	case err != nil:
+	case typ != controlplane.ElectPreferred && typ != controlplane.ElectUnclean:
 		err = fmt.Errorf("%w: unknown election type %d (0 is preferred, 1 unclean)", kerr.InvalidRequest, r.ElectionType)
-	} else if r.Topics == nil || len(named) > 0 {
+	case r.Topics == nil || len(named) > 0:
 		cctx, cancel := withRequestTimeout(ctx, r.TimeoutMillis)
 		results, err = s.controller.ElectLeaders(cctx, controlplane.ElectLeaders{Type: typ, Partitions: named})
 		cancel()

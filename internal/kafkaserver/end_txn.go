@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/txn"
 )
 
@@ -36,6 +37,8 @@ func handleEndTxn(ctx context.Context, s *Server, req *request) (kmsg.Response, 
 		err = kerr.CoordinatorNotAvailable
 	case r.TransactionalID == "":
 		err = invalidRequest("empty transactional id")
+	case !s.allowedTxnID(req, acl.OperationWrite, r.TransactionalID):
+		err = kerr.TransactionalIDAuthorizationFailed
 	default:
 		var pid int64
 		var epoch int16

@@ -39,6 +39,12 @@ package kafkaserver
 // the follower's history against its own and answers DivergingEpoch,
 // with no records, where they part (KIP-595).
 //
+// Authorization (authz.go): a follower's fetch needs CLUSTER_ACTION on
+// the cluster (CLUSTER_AUTHORIZATION_FAILED for the whole response), a
+// consumer's READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
+// partitions; by name before the topic's existence is looked at, by id
+// after an unknown id is answered UNKNOWN_TOPIC_ID, ids being no secret).
+//
 // Byte limits: MaxBytes bounds the answer and PartitionMaxBytes each
 // partition, except that the first non-empty partition gets at least one
 // whole batch, so a batch larger than the limits still makes progress
@@ -67,6 +73,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
@@ -137,6 +144,11 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 			return resp, nil, nil
 		}
+		// And the node's principal may act for the cluster.
+		if !s.allowedCluster(req, acl.OperationClusterAction) {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp, nil, nil
+		}
 		if b, ok := s.image().Brokers[replicaID]; ok && replicaEpoch >= 0 && replicaEpoch < b.Epoch {
 			// A process since replaced by a new registration.
 			resp.ErrorCode = kerr.StaleBrokerEpoch.Code
@@ -181,6 +193,20 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	edgeErr := make([]error, len(fc.parts))
 	reads := make([]replica.FetchPartition, 0, len(fc.parts))
 	readIdx := make([]int, 0, len(fc.parts)) // reads[k] answers fc.parts[readIdx[k]]
+	// A consumer needs READ on each topic (a follower was authorized
+	// for the cluster above). Parts come grouped by topic, so the last
+	// answer is kept rather than a map per fetch.
+	consumer := replicaID < 0 && s.authzBase != nil
+	lastName, lastAllowed := "", false
+	mayRead := func(name string) bool {
+		if !consumer {
+			return true
+		}
+		if name != lastName || lastName == "" {
+			lastName, lastAllowed = name, s.allowedTopic(req, acl.OperationRead, name)
+		}
+		return lastAllowed
+	}
 	for i, p := range fc.parts {
 		var t *metadata.Topic
 		var ok bool
@@ -192,10 +218,21 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 			}
 		} else {
 			names[i] = p.key.topic
+			// Authorization before existence: by name, a topic the
+			// principal may not read is refused whether or not it
+			// exists.
+			if !mayRead(p.key.topic) {
+				edgeErr[i] = kerr.TopicAuthorizationFailed
+				continue
+			}
 			if t, ok = lookupTopic(img, p.key.topic); !ok {
 				edgeErr[i] = replica.ErrUnknownTopicOrPartition
 				continue
 			}
+		}
+		if usesIDs && !mayRead(t.Name) {
+			edgeErr[i] = kerr.TopicAuthorizationFailed
+			continue
 		}
 		names[i], ids[i] = t.Name, t.ID
 		if !partitionExists(t, p.key.partition) {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
@@ -41,25 +42,56 @@ import (
 // v4 (KIP-699) answers a list of keys; v0-3 one key. Key types other
 // than group (0) and transaction (1) are INVALID_REQUEST. v6 (share
 // groups, KIP-932) adds nothing a classic group uses.
+//
+// Authorization (APIS.md): DESCRIBE on the key's group or transactional
+// id, per key, before anything else: a denied key is answered
+// GROUP_AUTHORIZATION_FAILED or TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// and creates no internal topic, so a caller cannot learn where a group
+// it may not see lives, nor make the node create __consumer_offsets.
 func handleFindCoordinator(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.FindCoordinatorRequest)
 	resp := body.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	// One check for every key: a request has one key type.
+	var check *nameAuthz
+	if rt, ok := coordinatorKeyResource(body.CoordinatorType); ok {
+		check = s.authzByName(req, acl.OperationDescribe, rt)
+	}
+	find := func(key string) coordinatorAnswer {
+		if check != nil && !check.allowed(key) {
+			e := authzError(check.rt)
+			return coordinatorError(e.Code, e.Description)
+		}
+		return s.onListener(req, s.findCoordinator(ctx, body.CoordinatorType, key))
+	}
 	if req.version >= 4 {
 		for _, key := range body.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
-			a := s.onListener(req, s.findCoordinator(ctx, body.CoordinatorType, key))
+			a := find(key)
 			c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = a.nodeID, a.host, a.port, a.code, a.msg
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return resp, nil, nil
 	}
-	a := s.onListener(req, s.findCoordinator(ctx, body.CoordinatorType, body.CoordinatorKey))
+	a := find(body.CoordinatorKey)
 	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = a.nodeID, a.host, a.port, a.code
 	if req.version >= 1 {
 		resp.ErrorMessage = a.msg
 	}
 	return resp, nil, nil
+}
+
+// coordinatorKeyResource is the resource a FindCoordinator key names:
+// a group (key type 0) or a transactional id (1). Other key types are
+// refused as invalid before any lookup, so they have none.
+func coordinatorKeyResource(keyType int8) (acl.ResourceType, bool) {
+	switch keyType {
+	case 0:
+		return acl.ResourceGroup, true
+	case 1:
+		return acl.ResourceTransactionalID, true
+	}
+	return acl.ResourceUnknown, false
 }
 
 // coordinatorAnswer is one key's answer.

@@ -19,6 +19,10 @@ package kafkaserver
 // cluster default, Kafka's <default> entity) takes only the dynamic
 // broker configs (metadata.DynamicBrokerConfigs), SET or DELETE: any
 // other broker config is static and INVALID_CONFIG says so.
+//
+// Authorization is AlterConfigs' (alter_configs.go): ALTER_CONFIGS on the
+// resource, the cluster's for a broker, after the duplicate check and
+// before any other.
 
 import (
 	"context"
@@ -57,7 +61,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, req *request)
 		}
 		resources[i] = res
 	}
-	for i, err := range s.alterConfigResources(ctx, resources, false, r.ValidateOnly) {
+	for i, err := range s.alterConfigResources(ctx, req, resources, false, r.ValidateOnly) {
 		rr := &r.Resources[i]
 		out := kmsg.NewIncrementalAlterConfigsResponseResource()
 		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName

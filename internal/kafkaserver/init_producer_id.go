@@ -39,6 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/txn"
 )
 
@@ -58,6 +59,10 @@ func handleInitProducerID(ctx context.Context, s *Server, req *request) (kmsg.Re
 	switch {
 	case r.TransactionalID != nil && *r.TransactionalID == "":
 		return fail(invalidRequest("empty transactional id"))
+	case r.TransactionalID != nil && !s.allowedTxnID(req, acl.OperationWrite, *r.TransactionalID):
+		return fail(kerr.TransactionalIDAuthorizationFailed)
+	case r.TransactionalID == nil && !s.mayWriteIdempotently(req):
+		return fail(kerr.ClusterAuthorizationFailed)
 	case r.TransactionalID != nil && s.cfg.Transactions == nil:
 		s.log.Info("kafkaserver: refused InitProducerId with a transactional id: this node runs no transaction coordinator",
 			"transactional_id", *r.TransactionalID)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/group"
 )
 
@@ -29,13 +30,21 @@ import (
 //
 // The member's client host is its address as Kafka shows it ("/" and the
 // IP), for DescribeGroups and `fjord group describe`.
+//
+// Authorization (APIS.md): READ on the group, for the whole request,
+// before the coordinator sees it, so a denied join neither creates the
+// group nor adds a member (GROUP_AUTHORIZATION_FAILED).
 func handleJoinGroup(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.JoinGroupRequest)
 	resp := body.ResponseKind().(*kmsg.JoinGroupResponse)
 	empty := ""
 	resp.Protocol, resp.Generation = &empty, -1 // non-null before v7
+	if !s.allowedGroup(req, acl.OperationRead, body.Group) {
+		joinGroupError(resp, req.version, kerr.GroupAuthorizationFailed)
+		return resp, nil, nil
+	}
 	if s.groups == nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		joinGroupError(resp, req.version, kerr.CoordinatorNotAvailable)
 		return resp, nil, nil
 	}
 	jr := group.JoinRequest{
@@ -81,6 +90,17 @@ func handleJoinGroup(ctx context.Context, s *Server, req *request) (kmsg.Respons
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp, nil, nil
+}
+
+// joinGroupError makes resp the answer of a JoinGroup refused before
+// the coordinator: the error, generation -1, no member, and from v7 a
+// null protocol, as Kafka answers any error (JoinGroupRequest's error
+// response); before v7 the protocol is not nullable and stays "".
+func joinGroupError(resp *kmsg.JoinGroupResponse, version int16, err *kerr.Error) {
+	resp.ErrorCode, resp.Generation = err.Code, -1
+	if version >= 7 {
+		resp.Protocol = nil
+	}
 }
 
 // clientIDOf is the request header's client id ("" when null).

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/group"
 )
 
@@ -15,9 +16,18 @@ import (
 // a batch, by member id or group.instance.id, each answered on its own,
 // with the answer's error for the group as a whole (an unknown group,
 // not this coordinator's). v5 adds a reason per member.
+//
+// Authorization (APIS.md): READ on the group, for the whole request,
+// before the coordinator sees it: a denied caller removes no member,
+// and is answered GROUP_AUTHORIZATION_FAILED for the group with no
+// members listed (Kafka's error response).
 func handleLeaveGroup(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.LeaveGroupRequest)
 	resp := body.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !s.allowedGroup(req, acl.OperationRead, body.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, nil
+	}
 	if s.groups == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil, nil

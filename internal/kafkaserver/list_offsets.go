@@ -32,8 +32,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/replica"
 )
 
@@ -72,6 +74,9 @@ func handleListOffsets(_ context.Context, s *Server, req *request) (kmsg.Respons
 	}
 
 	img := s.image()
+	// DESCRIBE on each topic, before anything else about its
+	// partitions.
+	describable := s.authzByName(req, acl.OperationDescribe, acl.ResourceTopic)
 	for _, t := range r.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -83,6 +88,9 @@ func handleListOffsets(_ context.Context, s *Server, req *request) (kmsg.Respons
 				currentEpoch = p.CurrentLeaderEpoch
 			}
 			err := func() error {
+				if !describable.allowed(t.Topic) {
+					return kerr.TopicAuthorizationFailed
+				}
 				if n := seen[tp{t.Topic, p.Partition}]; n > 1 {
 					return invalidRequest("%s-%d listed %d times", t.Topic, p.Partition, n)
 				}

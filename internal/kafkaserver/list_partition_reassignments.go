@@ -14,12 +14,16 @@ package kafkaserver
 // target's in order, then the ones being removed, Kafka's order), and
 // the replicas being added and removed. TimeoutMillis is not needed: the
 // answer waits for nothing.
+//
+// Authorization: DESCRIBE on the cluster. Denied, the answer is the
+// top-level CLUSTER_AUTHORIZATION_FAILED and lists nothing.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -27,6 +31,10 @@ func handleListPartitionReassignments(_ context.Context, s *Server, req *request
 	r := req.body.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := kmsg.NewPtrListPartitionReassignmentsResponse()
 	resp.SetVersion(req.version)
+	if err := s.clusterDenied(req, acl.OperationDescribe); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(err, "ListPartitionReassignments")
+		return resp, nil, nil
+	}
 	img := s.image()
 
 	if r.Topics == nil {

@@ -10,6 +10,7 @@ package kafkaserver
 // INVALID_REGULAR_EXPRESSION). Admin clients send it to every node and
 // merge the answers. While a partition of __transaction_state this node
 // leads is still loading, the answer is COORDINATOR_LOAD_IN_PROGRESS.
+// Only the ids the principal may DESCRIBE are listed.
 
 import (
 	"context"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/txn"
 )
 
@@ -41,7 +43,13 @@ func handleListTransactions(ctx context.Context, s *Server, req *request) (kmsg.
 		return resp, nil, nil
 	}
 	resp.UnknownStateFilters = unknown
+	// Only the ids the principal may DESCRIBE, the others left out
+	// unmentioned.
+	describe := s.authzFilterByName(req, acl.OperationDescribe, acl.ResourceTransactionalID)
 	for _, l := range listed {
+		if !describe.allowed(l.TransactionalID) {
+			continue
+		}
 		st := kmsg.NewListTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.TransactionState = l.TransactionalID, l.ProducerID, l.State.String()
 		resp.TransactionStates = append(resp.TransactionStates, st)

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -37,6 +38,9 @@ func handleMarkTopicKeyed(ctx context.Context, s *Server, req *request) (kmsg.Re
 	err := func() error {
 		if _, ok := s.internalPeer(req); !ok {
 			return fmt.Errorf("%w: MarkTopicKeyed is for Fjord nodes leading a topic's partitions", kerr.ClusterAuthorizationFailed)
+		}
+		if !s.allowedCluster(req, acl.OperationClusterAction) {
+			return errNodeNotAuthorized("MarkTopicKeyed", req)
 		}
 		return s.controller.MarkTopicKeyed(controlplane.LocalOnly(ctx), id)
 	}()

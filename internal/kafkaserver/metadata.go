@@ -22,6 +22,13 @@ package kafkaserver
 // the client to retry. Internal topics (metadata.IsInternalTopic) are
 // never auto-created: their owners create them with their own settings.
 //
+// Authorization (authz.go): a topic named is answered only to a
+// principal that may DESCRIBE it, else TOPIC_AUTHORIZATION_FAILED, before
+// its existence is looked at (a topic named by a known id is refused
+// without its name); auto-creating one needs CREATE on the cluster or
+// the topic too. Every-topic requests list only the topics the principal
+// may describe. KIP-430's authorized operations are filled when asked.
+//
 // Per partition: leader and leader epoch, replicas, ISR, and offline
 // replicas (replicas on brokers not registered or fenced, and replicas
 // whose log failed: metadata.Image.ReplicaOffline). A partition with no
@@ -41,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -73,11 +81,36 @@ func handleMetadata(ctx context.Context, s *Server, req *request) (kmsg.Response
 	}
 	resp.ControllerID = s.advertisedControllerID(img)
 
+	// KIP-430: the cluster's operations only when asked (v8-10) and
+	// the principal may describe the cluster; Kafka's "not asked" is
+	// math.MinInt32.
+	resp.AuthorizedOperations = notAskedOperations
+	if body.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if s.allowedCluster(req, acl.OperationDescribe) {
+			resp.AuthorizedOperations = s.authorizedOperations(req, acl.ResourceCluster, acl.ClusterName)
+		}
+	}
+	// describe finishes a topic's answer with its authorized operations
+	// when asked.
+	describe := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		mt.AuthorizedOperations = notAskedOperations
+		if body.IncludeTopicAuthorizedOperations && mt.Topic != nil {
+			mt.AuthorizedOperations = s.authorizedOperations(req, acl.ResourceTopic, *mt.Topic)
+		}
+		return mt
+	}
+
 	all := body.Topics == nil || (req.version == 0 && len(body.Topics) == 0)
 	if all {
+		// Every topic the principal may describe; the others are left
+		// out unmentioned (Kafka logs no denial for them either).
 		for _, name := range img.TopicNames() {
+			if !s.allowedQuiet(req, acl.OperationDescribe, acl.ResourceTopic, name) {
+				continue
+			}
 			t, _ := img.Topic(name)
-			resp.Topics = append(resp.Topics, metadataTopic(img, t))
+			resp.Topics = append(resp.Topics, describe(metadataTopic(img, t)))
 		}
 		return resp, nil, nil
 	}
@@ -86,40 +119,63 @@ func handleMetadata(ctx context.Context, s *Server, req *request) (kmsg.Response
 	var toCreate []string
 	// pending: the answer indexes of each topic to auto-create.
 	pending := make(map[string][]int)
+	describable := s.authzByName(req, acl.OperationDescribe, acl.ResourceTopic)
+	mayDescribe := describable.allowed
 	for _, rt := range body.Topics {
 		if rt.Topic == nil {
+			// Ids are not secret: an unknown one is UNKNOWN_TOPIC_ID
+			// for anyone; a known one the principal may not describe
+			// is refused without its name.
 			id := metadata.UUID(rt.TopicID)
 			t, ok := lookupTopicID(img, id)
-			if !ok {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.TopicID = rt.TopicID
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = rt.TopicID
+			switch {
+			case !ok:
 				mt.ErrorCode = kerr.UnknownTopicID.Code
-				resp.Topics = append(resp.Topics, mt)
-				continue
+			case !mayDescribe(t.Name):
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			default:
+				mt = describe(metadataTopic(img, t))
 			}
-			resp.Topics = append(resp.Topics, metadataTopic(img, t))
+			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
 		name := *rt.Topic
-		if t, ok := lookupTopic(img, name); ok {
-			resp.Topics = append(resp.Topics, metadataTopic(img, t))
-			continue
-		}
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic = &name
 		mt.IsInternal = metadata.IsInternalTopic(name)
+		// Authorization before existence: a topic the principal may not
+		// describe is refused whether or not it exists.
+		if !mayDescribe(name) {
+			mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		if t, ok := lookupTopic(img, name); ok {
+			resp.Topics = append(resp.Topics, describe(metadataTopic(img, t)))
+			continue
+		}
 		switch {
 		case metadata.ValidateTopicName(name) != nil:
 			mt.ErrorCode = kerr.InvalidTopicException.Code
 		case allowCreate && !metadata.IsInternalTopic(name):
-			if _, dup := pending[name]; !dup {
-				toCreate = append(toCreate, name)
+			if _, dup := pending[name]; dup {
+				pending[name] = append(pending[name], len(resp.Topics))
+				break
 			}
+			// Auto-creation is a create: CLUSTER CREATE allows every
+			// topic, else TOPIC CREATE on this one.
+			if !s.mayCreateTopic(req, name) {
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				break
+			}
+			toCreate = append(toCreate, name)
 			pending[name] = append(pending[name], len(resp.Topics))
 		default:
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		}
-		resp.Topics = append(resp.Topics, mt)
+		resp.Topics = append(resp.Topics, describe(mt))
 	}
 	if len(toCreate) > 0 {
 		created := s.autoCreateTopics(ctx, toCreate, "Metadata")
@@ -130,7 +186,7 @@ func handleMetadata(ctx context.Context, s *Server, req *request) (kmsg.Response
 			for _, i := range idx {
 				r := created[name]
 				if r.topic != nil {
-					resp.Topics[i] = metadataTopic(img, r.topic)
+					resp.Topics[i] = describe(metadataTopic(img, r.topic))
 				} else {
 					resp.Topics[i].ErrorCode = r.code
 				}

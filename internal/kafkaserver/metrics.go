@@ -29,6 +29,8 @@ type serverMetrics struct {
 	// saslSuccesses and saslFailures count SASL authentications (and
 	// re-authentications), by listener.
 	saslSuccesses, saslFailures *prometheus.CounterVec
+	// authzDenied counts authorization denials (authz.go).
+	authzDenied prometheus.Counter
 	// connectionsRefused counts connections closed at accept past a
 	// connection limit, by refusal (index admitted is unused).
 	connectionsRefused [numRefusals]prometheus.Counter
@@ -81,6 +83,9 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		saslFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_kafka_sasl_authentication_failures_total", Help: "SASL authentications that failed (wrong credentials, expired tokens, broken exchanges), by listener.",
 		}, []string{"listener"}),
+		authzDenied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fjord_kafka_authorization_denials_total", Help: "Authorization checks that denied a request's principal an operation on a resource it asked for (not the resources an answer leaves out unasked, such as the topics of a Metadata of every topic).",
+		}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fjord_topic_bytes_in_total", Help: "Record batch bytes appended by producers (the HTTP API's included; not idempotent retries, which append nothing), by topic.",
 		}, []string{"topic"}),
@@ -120,7 +125,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		m.consumerRecords[role] = consumerRecords.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.tlsHandshakeFailures, m.saslSuccesses, m.saslFailures, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
+		reg.MustRegister(m.requests, m.failures, m.errors, m.duration, m.connections, m.tlsHandshakeFailures, m.saslSuccesses, m.saslFailures, m.authzDenied, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut,
 			consumerBytes, consumerRecords, m.addedToKeyed, refused, throttles)
 	}
 	return m

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -25,9 +26,29 @@ import (
 // offsets.retention.minutes, and from v5 offsets expire only by the
 // group's rules (KIP-211). v6 adds a leader epoch; v7 group.instance.id.
 // v10 (topic ids) is not served.
+//
+// Authorization (APIS.md), before anything reaches the coordinator:
+// READ on the group for the whole request (every partition answered
+// GROUP_AUTHORIZATION_FAILED, nothing committed), then READ on each
+// topic, decided once per distinct topic and before its existence: a
+// denied topic's partitions are TOPIC_AUTHORIZATION_FAILED whether or
+// not it exists, and the other topics' offsets are committed.
 func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.OffsetCommitRequest)
 	resp := body.ResponseKind().(*kmsg.OffsetCommitResponse)
+	if !s.allowedGroup(req, acl.OperationRead, body.Group) {
+		for _, t := range body.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.GroupAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, nil
+	}
 	cr := group.CommitRequest{
 		Group:      body.Group,
 		MemberID:   body.MemberID,
@@ -58,7 +79,7 @@ func handleOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.Resp
 			topics[i] = append(topics[i], oc)
 		}
 	}
-	plan := planCommit(s.image(), topics, true)
+	plan := planAuthorizedCommit(s.image(), topics, true, s.authzByName(req, acl.OperationRead, acl.ResourceTopic))
 	cr.Offsets = plan.offsets
 	if len(cr.Offsets) > 0 {
 		var err error
@@ -108,10 +129,26 @@ type commitPlan struct {
 // whole, and its error, not UNKNOWN_TOPIC_OR_PARTITION, is every
 // partition's answer.
 func planCommit(img *metadata.Image, topics [][]group.OffsetCommit, checkPartitions bool) commitPlan {
+	return planAuthorizedCommit(img, topics, checkPartitions, nil)
+}
+
+// planAuthorizedCommit is planCommit with each topic's authorization
+// (READ, for OffsetCommit and TxnOffsetCommit): a topic topicRead denies
+// is TOPIC_AUTHORIZATION_FAILED on every partition and never reaches the
+// coordinator, decided before the topic's existence, so a caller cannot
+// tell a topic it may not read from one that does not exist. The denial
+// holds with checkPartitions false too: a partition the caller may not
+// commit is refused for that, not for the request's error. nil:
+// every topic is allowed.
+func planAuthorizedCommit(img *metadata.Image, topics [][]group.OffsetCommit, checkPartitions bool, topicRead *nameAuthz) commitPlan {
 	p := commitPlan{codes: make([][]int16, len(topics))}
 	for i, offsets := range topics {
 		p.codes[i] = make([]int16, len(offsets))
 		for j, oc := range offsets {
+			if topicRead != nil && !topicRead.allowed(oc.Topic) {
+				p.codes[i][j] = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if checkPartitions {
 				if mt, ok := lookupTopic(img, oc.Topic); !ok || !partitionExists(mt, oc.Partition) {
 					p.codes[i][j] = kerr.UnknownTopicOrPartition.Code

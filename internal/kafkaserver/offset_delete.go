@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/group"
 )
 
@@ -15,19 +16,40 @@ import (
 // coordinator refuses a topic a current member is subscribed to
 // (GROUP_SUBSCRIBED_TO_TOPIC, per partition). A topic or partition that
 // does not exist is UNKNOWN_TOPIC_OR_PARTITION here, as for commits.
+//
+// Authorization (APIS.md), before the coordinator is asked: DELETE on
+// the group for the whole request (GROUP_AUTHORIZATION_FAILED, no
+// partitions listed, nothing deleted), then READ on each topic, each
+// distinct topic decided once and before its existence: a denied
+// topic's partitions are TOPIC_AUTHORIZATION_FAILED and keep their
+// offsets; the others' are deleted.
 func handleOffsetDelete(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.OffsetDeleteRequest)
 	resp := body.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !s.allowedGroup(req, acl.OperationDelete, body.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, nil
+	}
 	if s.groups == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil, nil
 	}
 	img := s.image()
+	read := s.authzByName(req, acl.OperationRead, acl.ResourceTopic)
 	codes := make([][]int16, len(body.Topics))
 	var parts []group.TopicPartition
 	var where [][2]int
 	for i, t := range body.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
+		// A topic listed with no partitions asks nothing and is
+		// answered with none, so nothing is decided for it (as for a
+		// commit's).
+		if len(t.Partitions) > 0 && !read.allowed(t.Topic) {
+			for j := range codes[i] {
+				codes[i][j] = kerr.TopicAuthorizationFailed.Code
+			}
+			continue
+		}
 		mt, ok := lookupTopic(img, t.Topic)
 		for j, p := range t.Partitions {
 			if !ok || !partitionExists(mt, p.Partition) {

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/group"
 )
 
@@ -21,9 +22,25 @@ import (
 // RequireStable (KIP-447): a partition with offsets committed in a
 // transaction not yet decided answers UNSTABLE_OFFSET_COMMIT, which
 // clients retry, instead of the offset before them.
+//
+// Authorization (APIS.md), per group and before the coordinator is
+// asked: DESCRIBE on the group, a denied group answered
+// GROUP_AUTHORIZATION_FAILED where a coordinator error would be (each
+// group its own from v8, every partition in v0-1); then DESCRIBE on each
+// topic. A listed topic the caller may not describe is answered
+// TOPIC_AUTHORIZATION_FAILED (offset -1) on its partitions, after the
+// others, as Kafka places them, whether or not it exists; with every
+// topic asked (null) such topics are left out without a word, as
+// Metadata leaves them out of a listing. Each distinct group and topic
+// is decided once per request.
 func handleOffsetFetch(_ context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.OffsetFetchRequest)
 	resp := body.ResponseKind().(*kmsg.OffsetFetchResponse)
+	checks := offsetFetchChecks{
+		group:  s.authzByName(req, acl.OperationDescribe, acl.ResourceGroup),
+		topics: s.authzByName(req, acl.OperationDescribe, acl.ResourceTopic),
+		listed: s.authzFilterByName(req, acl.OperationDescribe, acl.ResourceTopic),
+	}
 	if req.version >= 8 {
 		for _, g := range body.Groups {
 			rg := kmsg.NewOffsetFetchResponseGroup()
@@ -37,7 +54,7 @@ func handleOffsetFetch(_ context.Context, s *Server, req *request) (kmsg.Respons
 					}
 				}
 			}
-			offsets, err := s.fetchOffsets(g.Group, parts, body.RequireStable)
+			offsets, err := s.groupOffsets(checks, g.Group, parts, body.RequireStable)
 			rg.ErrorCode = s.errorCodeLogged(err, "OffsetFetch", "group", g.Group)
 			if err == nil {
 				for _, ts := range groupByTopic(offsets) {
@@ -66,7 +83,7 @@ func handleOffsetFetch(_ context.Context, s *Server, req *request) (kmsg.Respons
 			}
 		}
 	}
-	offsets, err := s.fetchOffsets(body.Group, parts, body.RequireStable)
+	offsets, err := s.groupOffsets(checks, body.Group, parts, body.RequireStable)
 	code := s.errorCodeLogged(err, "OffsetFetch", "group", body.Group)
 	if err != nil {
 		if req.version >= 2 {
@@ -91,6 +108,56 @@ func handleOffsetFetch(_ context.Context, s *Server, req *request) (kmsg.Respons
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil, nil
+}
+
+// offsetFetchChecks are an OffsetFetch's authorization checks, shared
+// by its groups so that each distinct name is decided once.
+type offsetFetchChecks struct {
+	group  *nameAuthz // DESCRIBE on each group
+	topics *nameAuthz // DESCRIBE on each topic listed
+	listed *nameAuthz // DESCRIBE on each topic of an all-topics answer, quietly
+}
+
+// groupOffsets is one group's answer: the committed offsets of parts
+// (nil: every partition the group has committed), authorized as
+// handleOffsetFetch says. A denied group is kerr.GroupAuthorizationFailed
+// with no offsets, and the coordinator is not asked.
+func (s *Server) groupOffsets(checks offsetFetchChecks, groupID string, parts []group.TopicPartition, requireStable bool) ([]group.CommittedOffset, error) {
+	if !checks.group.allowed(groupID) {
+		return nil, kerr.GroupAuthorizationFailed
+	}
+	if parts == nil {
+		offsets, err := s.fetchOffsets(groupID, nil, requireStable)
+		if err != nil {
+			return offsets, err
+		}
+		visible := make([]group.CommittedOffset, 0, len(offsets))
+		for _, o := range offsets {
+			if checks.listed.allowed(o.Topic) {
+				visible = append(visible, o)
+			}
+		}
+		return visible, nil
+	}
+	// Non-nil even when every topic is denied: nil would ask the
+	// coordinator for every partition of the group.
+	allowed := make([]group.TopicPartition, 0, len(parts))
+	var denied []group.CommittedOffset
+	for _, tp := range parts {
+		if checks.topics.allowed(tp.Topic) {
+			allowed = append(allowed, tp)
+			continue
+		}
+		denied = append(denied, group.CommittedOffset{TopicPartition: tp, Offset: -1, LeaderEpoch: -1, Err: kerr.TopicAuthorizationFailed})
+	}
+	offsets, err := s.fetchOffsets(groupID, allowed, requireStable)
+	if err != nil {
+		// The group's error alone, as Kafka answers it: the denied
+		// topics are not listed beside it (v0-1 put it on every
+		// partition asked, denied ones too).
+		return offsets, err
+	}
+	return append(offsets, denied...), nil
 }
 
 func (s *Server) fetchOffsets(groupID string, parts []group.TopicPartition, requireStable bool) ([]group.CommittedOffset, error) {

@@ -33,7 +33,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 // replicaLogEndQuery is the replica id of the controller's question (see
@@ -46,11 +49,15 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, req *request) (kms
 	resp.SetVersion(req.version)
 
 	img := s.image()
+	// CLUSTER_ACTION (a node's) allows every topic; anyone else needs
+	// DESCRIBE on each.
+	describable := s.authzByName(req, acl.OperationDescribe, acl.ResourceTopic).orCluster(acl.OperationClusterAction)
 	_, fromPeer := s.internalPeer(req)
-	ownLog := fromPeer && req.version >= 3 && r.ReplicaID == replicaLogEndQuery
+	ownLog := fromPeer && describable.all && req.version >= 3 && r.ReplicaID == replicaLogEndQuery
 	for _, t := range r.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
+		allowed := describable.allowed(t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
@@ -59,6 +66,9 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, req *request) (kms
 				currentEpoch = p.CurrentLeaderEpoch
 			}
 			err := func() error {
+				if !allowed {
+					return kerr.TopicAuthorizationFailed
+				}
 				if ownLog {
 					epoch, end, err := s.replicas.LogEnd(t.Topic, p.Partition)
 					rp.LeaderEpoch, rp.EndOffset = epoch, end

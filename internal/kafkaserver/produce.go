@@ -52,6 +52,14 @@ package kafkaserver
 // transaction that no coordinator ever ends, holding the partition's last
 // stable offset (and read_committed consumers) back for good.
 //
+// Authorization (authz.go): WRITE on the transactional id, when there is
+// one, for the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
+// every partition), then WRITE on each topic (TOPIC_AUTHORIZATION_FAILED
+// on its partitions), before the topic's existence is looked at; an
+// unknown topic is auto-created only with CREATE on the cluster or on
+// it. As in Kafka since KIP-679, an idempotent producer's batches need
+// no more than WRITE here (InitProducerId checked the rest).
+//
 // A batch of an idempotent producer pipelined on a connection behind
 // one of its batches that was refused before it was written, for a
 // reason that may pass (not the leader yet, the lease, too few in-sync
@@ -72,6 +80,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/record"
 	"github.com/fjordmq/fjord/internal/replica"
@@ -113,6 +122,20 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 		refuseAll = replica.ErrInvalidRequiredAcks
 	case req.version < 3:
 		refuseAll = errOldMessageFormat
+	case body.TransactionID != nil && !s.allowedTxnID(req, acl.OperationWrite, *body.TransactionID):
+		refuseAll = errTxnIDNotAuthorized
+	}
+
+	// WRITE on each topic, once per distinct name, before anything
+	// about the topic is looked at; a denied topic is neither created
+	// nor appended to.
+	denied := make(map[string]bool)
+	if refuseAll == nil {
+		for _, rt := range body.Topics {
+			if _, seen := denied[rt.Topic]; !seen {
+				denied[rt.Topic] = !s.allowedTopic(req, acl.OperationWrite, rt.Topic)
+			}
+		}
 	}
 
 	// Unknown topics to auto-create before any append.
@@ -120,8 +143,14 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	if refuseAll == nil && s.cfg.AutoCreateTopics {
 		seen := make(map[string]bool)
 		for _, rt := range body.Topics {
-			if _, ok := lookupTopic(img, rt.Topic); !ok && !seen[rt.Topic] && !metadata.IsInternalTopic(rt.Topic) {
+			if _, ok := lookupTopic(img, rt.Topic); !ok && !seen[rt.Topic] && !denied[rt.Topic] && !metadata.IsInternalTopic(rt.Topic) {
 				seen[rt.Topic] = true
+				if !s.mayCreateTopic(req, rt.Topic) {
+					// Kafka answers a topic it may not auto-create
+					// TOPIC_AUTHORIZATION_FAILED.
+					denied[rt.Topic] = true
+					continue
+				}
 				toCreate = append(toCreate, rt.Topic)
 			}
 		}
@@ -132,7 +161,7 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 		img = s.image()
 	}
 	if refuseAll == nil {
-		img = s.awaitMigrationCutover(ctx, img, body)
+		img = s.awaitMigrationCutover(ctx, img, body, denied)
 	}
 
 	type key struct {
@@ -159,6 +188,8 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 			switch {
 			case refuseAll != nil:
 				job.err = refuseAll
+			case denied[rt.Topic]:
+				job.err = errTopicNotAuthorized
 			case metadata.IsInternalTopic(rt.Topic) && !internal:
 				// Kafka refuses client appends to its internal
 				// topics, whether or not they exist yet; only their
@@ -316,6 +347,10 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 var (
 	errTransactionsUnsupported = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "this node runs no transaction coordinator")
 	errEmptyTransactionalID    = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "empty transactional id")
+	// The ACLs refuse the principal WRITE on the transactional id, or
+	// on the topic (or CREATE on a topic it would auto-create).
+	errTxnIDNotAuthorized = kerr.TransactionalIDAuthorizationFailed
+	errTopicNotAuthorized = kerr.TopicAuthorizationFailed
 	// Kafka answers it so too: no transactional id is authorized.
 	errTransactionalBatchWithoutID = fmtKerr(kerr.TransactionalIDAuthorizationFailed, "a transactional batch in a request without a transactional id")
 	errOldMessageFormat            = fmtKerr(kerr.UnsupportedForMessageFormat, "only record batch v2 (magic 2, produce v3+) is accepted")
@@ -366,9 +401,14 @@ const migrationPoll = 10 * time.Millisecond
 // produce for its followers, makes a producer that moves from the sealed
 // source wait out the drain (under a second) rather than a retry's
 // backoff and metadata refresh.
-func (s *Server) awaitMigrationCutover(ctx context.Context, img *metadata.Image, body *kmsg.ProduceRequest) *metadata.Image {
+func (s *Server) awaitMigrationCutover(ctx context.Context, img *metadata.Image, body *kmsg.ProduceRequest, denied map[string]bool) *metadata.Image {
 	closed := func(img *metadata.Image) bool {
 		for _, rt := range body.Topics {
+			if denied[rt.Topic] {
+				// Refused whatever its state: a wait would tell the
+				// client the topic exists and is migrating.
+				continue
+			}
 			if t, ok := lookupTopic(img, rt.Topic); ok && !migrationAccepts(t, body.TransactionID) {
 				return true
 			}

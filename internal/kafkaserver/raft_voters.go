@@ -15,6 +15,10 @@ package kafkaserver
 // observer, INVALID_REQUEST. VoterDirectoryID is not checked: Fjord has
 // one metadata directory per node, named by the node id. TimeoutMillis
 // (AddRaftVoter) bounds the wait for the commit.
+//
+// Authorization: ALTER on the cluster, before anything else (the cluster
+// id included). Denied: CLUSTER_AUTHORIZATION_FAILED, and the quorum is
+// not touched.
 
 import (
 	"context"
@@ -24,13 +28,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 func handleAddRaftVoter(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	r := req.body.(*kmsg.AddRaftVoterRequest)
 	resp := kmsg.NewPtrAddRaftVoterResponse()
 	resp.SetVersion(req.version)
-	err := s.checkQuorumCluster(r.ClusterID)
+	err := s.clusterDenied(req, acl.OperationAlter)
+	if err == nil {
+		err = s.checkQuorumCluster(r.ClusterID)
+	}
 	if err == nil {
 		addr := ""
 		if len(r.Listeners) > 0 {
@@ -48,7 +57,10 @@ func handleRemoveRaftVoter(ctx context.Context, s *Server, req *request) (kmsg.R
 	r := req.body.(*kmsg.RemoveRaftVoterRequest)
 	resp := kmsg.NewPtrRemoveRaftVoterResponse()
 	resp.SetVersion(req.version)
-	err := s.checkQuorumCluster(r.ClusterID)
+	err := s.clusterDenied(req, acl.OperationAlter)
+	if err == nil {
+		err = s.checkQuorumCluster(r.ClusterID)
+	}
 	if err == nil {
 		err = s.controller.RemoveVoter(ctx, r.VoterID)
 	}

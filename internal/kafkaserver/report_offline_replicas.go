@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -44,6 +45,9 @@ func handleReportOfflineReplicas(ctx context.Context, s *Server, req *request) (
 		if node, ok := s.internalPeer(req); !ok || node != r.BrokerID {
 			return fmt.Errorf("%w: ReportOfflineReplicas is for Fjord nodes reporting their own replicas (broker %d)",
 				kerr.ClusterAuthorizationFailed, r.BrokerID)
+		}
+		if !s.allowedCluster(req, acl.OperationClusterAction) {
+			return errNodeNotAuthorized("ReportOfflineReplicas", req)
 		}
 		if n > controlplane.MaxReportedOfflineReplicas {
 			return fmt.Errorf("%w: %d offline replicas in one report (at most %d)",

@@ -23,6 +23,12 @@ package kafkaserver
 // A response is never much larger than its request: each user is
 // answered once, its name echoed only in the result's user field, never
 // in a message.
+//
+// Authorization, before anything else: DESCRIBE on the cluster for
+// Describe (denied: the top-level CLUSTER_AUTHORIZATION_FAILED and, as
+// Kafka's error response, one result per user named carrying it), ALTER
+// on the cluster for Alter (denied: each user named answered
+// CLUSTER_AUTHORIZATION_FAILED once, nothing sent to the controller).
 
 import (
 	"context"
@@ -33,6 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
@@ -62,8 +69,6 @@ func handleAlterUserSCRAMCredentials(ctx context.Context, s *Server, req *reques
 	r := req.body.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := kmsg.NewPtrAlterUserSCRAMCredentialsResponse()
 	resp.SetVersion(req.version)
-	// Authorization (ALTER on CLUSTER) goes here with the ACL slice.
-
 	var order []*scramAlteration
 	users := map[string]*scramAlteration{}
 	// note records one entry of user and its refusal here, if any, with
@@ -98,15 +103,22 @@ func handleAlterUserSCRAMCredentials(ctx context.Context, s *Server, req *reques
 		return resp, nil, nil
 	}
 
-	if n := len(r.Deletions) + len(r.Upsertions); n > maxScramAlterations {
-		tooMany := fmt.Errorf("%w: %d alterations in one request (at most %d)", kerr.InvalidRequest, n, maxScramAlterations)
+	// refuseAll answers every user named with err, each once.
+	refuseAll := func(err error) (kmsg.Response, func(), error) {
 		for _, d := range r.Deletions {
-			note(d.Name, tooMany)
+			note(d.Name, err)
 		}
 		for _, u := range r.Upsertions {
-			note(u.Name, tooMany)
+			note(u.Name, err)
 		}
 		return answer()
+	}
+
+	if err := s.clusterDenied(req, acl.OperationAlter); err != nil {
+		return refuseAll(err)
+	}
+	if n := len(r.Deletions) + len(r.Upsertions); n > maxScramAlterations {
+		return refuseAll(fmt.Errorf("%w: %d alterations in one request (at most %d)", kerr.InvalidRequest, n, maxScramAlterations))
 	}
 	dels := make([]controlplane.ScramDeletion, len(r.Deletions))
 	for i, d := range r.Deletions {
@@ -158,7 +170,17 @@ func handleDescribeUserSCRAMCredentials(_ context.Context, s *Server, req *reque
 	r := req.body.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
 	resp.SetVersion(req.version)
-	// Authorization (DESCRIBE on CLUSTER) goes here with the ACL slice.
+	if err := s.clusterDenied(req, acl.OperationDescribe); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(err, "DescribeUserScramCredentials")
+		resp.Results = make([]kmsg.DescribeUserSCRAMCredentialsResponseResult, 0, len(r.Users))
+		for _, u := range r.Users {
+			res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			res.User = u.Name
+			res.ErrorCode, res.ErrorMessage = resp.ErrorCode, resp.ErrorMessage
+			resp.Results = append(resp.Results, res)
+		}
+		return resp, nil, nil
+	}
 	if len(r.Users) > maxScramDescribeUsers {
 		resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(fmt.Errorf("%w: %d users in one request (at most %d; name none to describe every user)",
 			kerr.InvalidRequest, len(r.Users), maxScramDescribeUsers), "DescribeUserScramCredentials")

@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/listener"
@@ -140,6 +141,11 @@ type Config struct {
 	// transaction.state.log.replication.factor (default 3, capped at the
 	// brokers there are).
 	TransactionTopicReplicationFactor int16
+	// ACL, when set, turns authorization on (authz.go): every API
+	// checks the ACLs in the metadata image. Nil: every principal may do
+	// everything, and DescribeAcls, CreateAcls and DeleteAcls answer
+	// SECURITY_DISABLED, as Kafka without an authorizer.
+	ACL *ACLConfig
 	// InternalClientID, when set, is the client id of Fjord's own Kafka
 	// clients that own an internal topic and write it over the wire (the
 	// HTTP gateway's idempotency index): requests with exactly this
@@ -171,6 +177,13 @@ type Server struct {
 	metrics     *serverMetrics
 	// emptyImage stands in before the first image is published.
 	emptyImage *metadata.Image
+
+	// authzBase is the Authorizer of Config.ACL with no bindings (nil:
+	// authorization is off); authz caches the latest image's, and
+	// authzReady records that ACLConfig.Ready once said yes (authz.go).
+	authzBase  *acl.Authorizer
+	authz      atomic.Pointer[authzState]
+	authzReady atomic.Bool
 
 	// ctx is canceled by Close: it ends every handler's wait (long-poll
 	// fetches, acks=all produces) so Close does not wait for them.
@@ -326,6 +339,9 @@ func New(cfg Config, ctrl Controller, replicas Replicas, pids ProducerIDs, group
 		tlsHandshakeTimeout: defaultTLSHandshakeTimeout,
 		saslAuthTimeout:     defaultSASLAuthTimeout,
 		failedAuthDelay:     defaultFailedAuthDelay,
+	}
+	if cfg.ACL != nil {
+		s.authzBase = acl.NewAuthorizer(nil, cfg.ACL.Config)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/group"
 )
 
@@ -18,9 +19,24 @@ import (
 // Kafka. v3+ carries group.instance.id; v5+ the protocol type and name,
 // which must be given and match the group's (INCONSISTENT_GROUP_PROTOCOL
 // otherwise, as Kafka answers), and answers them.
+//
+// Authorization (APIS.md): READ on the group, for the whole request
+// (GROUP_AUTHORIZATION_FAILED), after the v5 fields are checked, as
+// Kafka orders them (a request missing them says nothing of the group),
+// and before the coordinator sees it: a denied leader's assignments are
+// not stored.
 func handleSyncGroup(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	body := req.body.(*kmsg.SyncGroupRequest)
 	resp := body.ResponseKind().(*kmsg.SyncGroupResponse)
+	resp.MemberAssignment = []byte{}
+	if req.version >= 5 && (body.ProtocolType == nil || body.Protocol == nil) {
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		return resp, nil, nil
+	}
+	if !s.allowedGroup(req, acl.OperationRead, body.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, nil
+	}
 	if s.groups == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil, nil
@@ -32,10 +48,6 @@ func handleSyncGroup(ctx context.Context, s *Server, req *request) (kmsg.Respons
 		Generation: body.Generation,
 	}
 	if req.version >= 5 {
-		if body.ProtocolType == nil || body.Protocol == nil {
-			resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
-			return resp, nil, nil
-		}
 		sr.ProtocolType, sr.Protocol = body.ProtocolType, body.Protocol
 	}
 	if len(body.GroupAssignment) > 0 {

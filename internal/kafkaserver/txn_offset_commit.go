@@ -21,6 +21,11 @@ package kafkaserver
 // from v4) and writes nothing, so a late or stray commit cannot leave a
 // transaction open on __consumer_offsets.
 //
+// Authorization, in Kafka's order: WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), READ on
+// the group (GROUP_AUTHORIZATION_FAILED), then READ on each topic
+// (TOPIC_AUTHORIZATION_FAILED on its partitions, before existence).
+//
 // As OffsetCommit: a topic or partition that does not exist is
 // UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator. v2 adds
 // the leader epoch; v3 is flexible and adds the member fields; v4 only
@@ -38,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/group"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/txn"
@@ -64,6 +70,10 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 		requestErr = kerr.InvalidGroupID
 	case body.ProducerID < 0 || body.ProducerEpoch < 0:
 		requestErr = invalidRequest("producer %d at epoch %d", body.ProducerID, body.ProducerEpoch)
+	case !s.allowedTxnID(req, acl.OperationWrite, body.TransactionalID):
+		requestErr = kerr.TransactionalIDAuthorizationFailed
+	case !s.allowedGroup(req, acl.OperationRead, body.Group):
+		requestErr = kerr.GroupAuthorizationFailed
 	case s.groups == nil:
 		requestErr = kerr.CoordinatorNotAvailable
 	}
@@ -82,7 +92,11 @@ func handleTxnOffsetCommit(ctx context.Context, s *Server, req *request) (kmsg.R
 			topics[i] = append(topics[i], oc)
 		}
 	}
-	plan := planCommit(s.image(), topics, requestErr == nil)
+	var topicRead *nameAuthz
+	if requestErr == nil {
+		topicRead = s.authzByName(req, acl.OperationRead, acl.ResourceTopic)
+	}
+	plan := planAuthorizedCommit(s.image(), topics, requestErr == nil, topicRead)
 	cr.Offsets = plan.offsets
 	if len(cr.Offsets) > 0 && requestErr == nil {
 		cr.Guard, requestErr = s.verifyTxnOffsets(ctx, req.version, body.TransactionalID, body.Group, body.ProducerID, body.ProducerEpoch)

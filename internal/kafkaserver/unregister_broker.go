@@ -11,18 +11,26 @@ package kafkaserver
 // says NOT_CONTROLLER and the client asks the controller Metadata names.
 // (Kafka forwards it from any broker; Fjord's CLI goes to the
 // controller, as for AddRaftVoter.)
+//
+// Authorization: ALTER on the cluster, first. Denied:
+// CLUSTER_AUTHORIZATION_FAILED, and the controller is not asked.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 func handleUnregisterBroker(ctx context.Context, s *Server, req *request) (kmsg.Response, func(), error) {
 	r := req.body.(*kmsg.UnregisterBrokerRequest)
 	resp := kmsg.NewPtrUnregisterBrokerResponse()
 	resp.SetVersion(req.version)
-	err := s.controller.UnregisterBroker(ctx, r.BrokerID)
+	err := s.clusterDenied(req, acl.OperationAlter)
+	if err == nil {
+		err = s.controller.UnregisterBroker(ctx, r.BrokerID)
+	}
 	resp.ErrorCode, resp.ErrorMessage = s.errorAndMessage(err, "UnregisterBroker", "broker", r.BrokerID)
 	return resp, nil, nil
 }

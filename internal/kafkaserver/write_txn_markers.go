@@ -35,16 +35,20 @@ package kafkaserver
 // first, so a coordinator that loads the partition later finds it
 // there.
 //
-// Kafka lets only principals with ClusterAction send it. Fjord has no
-// authorization yet, so any client may, as any may DeleteRecords.
+// Only a principal with ALTER or CLUSTER_ACTION on the cluster may send
+// it (a node's; authz.go): anyone else's is answered
+// CLUSTER_AUTHORIZATION_FAILED on every partition, and nothing is
+// written.
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/replica"
 	"github.com/fjordmq/fjord/internal/storage"
@@ -72,13 +76,21 @@ func handleWriteTxnMarkers(ctx context.Context, s *Server, req *request) (kmsg.R
 		commit     bool
 	}
 	var jobs []*job
+	var denied error
+	if !s.allowedQuiet(req, acl.OperationAlter, acl.ResourceCluster, acl.ClusterName) &&
+		!s.allowedCluster(req, acl.OperationClusterAction) {
+		denied = kerr.ClusterAuthorizationFailed
+	}
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(r.Markers))
 	for i := range r.Markers {
 		m := &r.Markers[i]
 		rm := &resp.Markers[i]
 		*rm = kmsg.NewWriteTxnMarkersResponseMarker()
 		rm.ProducerID = m.ProducerID
-		markerErr := checkTxnMarker(m)
+		markerErr := denied
+		if markerErr == nil {
+			markerErr = checkTxnMarker(m)
+		}
 		marker := storage.TxnMarker{
 			ProducerID:       m.ProducerID,
 			ProducerEpoch:    m.ProducerEpoch,

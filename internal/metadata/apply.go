@@ -5,6 +5,8 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 // Apply returns the image after recs, committed together at Raft index
@@ -65,6 +67,9 @@ import (
 //     and credential (ValidateScramUser, ValidateScramCredential); a
 //     new user only below MaxScramUsers. RemoveScramCredentialRecord:
 //     from ScramMetadataVersion; a credential the user has.
+//   - ACLRecord: from ACLMetadataVersion; a binding acl.Validate
+//     accepts, not in the image yet, and only below MaxACLs bindings.
+//     RemoveACLRecord: from ACLMetadataVersion; a binding in the image.
 //
 // Records may be values or non-nil pointers to them.
 func (img *Image) Apply(offset uint64, recs ...Record) (*Image, error) {
@@ -92,6 +97,7 @@ func applyRecords(img *Image, offset uint64, recs []Record) (*Image, error) {
 			return nil, fmt.Errorf("%w: topic %q created without partitions", ErrBadRecord, t.Name)
 		}
 	}
+	d.finishACLs()
 	return &d.next, nil
 }
 
@@ -121,6 +127,10 @@ type draft struct {
 	// scramCopied: the draft has its own ScramCredentials map (the
 	// per-user maps in it are replaced whole, never edited).
 	scramCopied bool
+	// acls: the batch's changes to the image's ACL bindings, nil until
+	// its first ACL record; aclCount: the bindings it holds (acl.go).
+	acls     *acl.Builder
+	aclCount int
 }
 
 func (d *draft) apply(r Record) error {
@@ -226,6 +236,18 @@ func (d *draft) apply(r Record) error {
 	case *RemoveScramCredentialRecord:
 		if v != nil {
 			return d.removeScramCredential(*v)
+		}
+	case ACLRecord:
+		return d.addACL(v)
+	case *ACLRecord:
+		if v != nil {
+			return d.addACL(*v)
+		}
+	case RemoveACLRecord:
+		return d.removeACL(v)
+	case *RemoveACLRecord:
+		if v != nil {
+			return d.removeACL(*v)
 		}
 	case BrokerConfigRecord:
 		return d.brokerConfig(v)

@@ -92,6 +92,10 @@ func decodeEnvelope(env envelope) (Record, error) {
 		r, err = decodeData[ScramCredentialRecord](env.Data)
 	case RemoveScramCredentialRecord{}.Type():
 		r, err = decodeData[RemoveScramCredentialRecord](env.Data)
+	case ACLRecord{}.Type():
+		r, err = decodeData[ACLRecord](env.Data)
+	case RemoveACLRecord{}.Type():
+		r, err = decodeData[RemoveACLRecord](env.Data)
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %q", ErrDecode, env.Type)
 	}
@@ -190,6 +194,9 @@ type imageSnapshot struct {
 	// ScramCredentials are the SCRAM credentials, one record's worth
 	// each, sorted by user and mechanism; omitted when there is none.
 	ScramCredentials []ScramCredentialRecord `json:"scram_credentials,omitempty"`
+	// ACLs are the ACL bindings, one record's worth each, in
+	// acl.Set.Bindings order; omitted when there is none.
+	ACLs []ACLRecord `json:"acls,omitempty"`
 }
 
 type topicSnapshot struct {
@@ -226,6 +233,7 @@ func EncodeImage(img *Image) ([]byte, error) {
 		ClientQuotas:    clientQuotaRecords(img.ClientQuotas),
 	}
 	s.ScramCredentials = scramCredentialRecords(img.ScramCredentials)
+	s.ACLs = aclRecords(img.ACLs)
 	for _, id := range img.BrokerIDs() {
 		b := img.Brokers[id]
 		s.Brokers = append(s.Brokers, BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Listeners: b.Listeners, Rack: b.Rack,
@@ -339,6 +347,9 @@ func DecodeImage(b []byte, configs *topicconfig.Table) (*Image, error) {
 	}
 	for _, c := range s.ScramCredentials {
 		recs = append(recs, c)
+	}
+	for _, a := range s.ACLs {
+		recs = append(recs, a)
 	}
 	img, err := applyRecords(Empty(configs), s.Offset, recs)
 	if err != nil {

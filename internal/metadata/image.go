@@ -3,6 +3,7 @@ package metadata
 import (
 	"slices"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/topicconfig"
 )
 
@@ -40,6 +41,9 @@ type Image struct {
 	// by user, then mechanism (scram.go); nil when there are none. Read
 	// them with ScramCredential.
 	ScramCredentials map[string]map[string]ScramCredential
+	// ACLs are the ACL bindings (ACLRecord; acl.go), nil when there are
+	// none (a nil *acl.Set holds no binding).
+	ACLs *acl.Set
 	// OfflineReplicas are, by broker id, the partitions whose replica on
 	// that broker is offline in its current registration
 	// (OfflineReplicaRecord): the broker is never elected their leader

@@ -60,8 +60,9 @@ type MetadataVersionRecord struct {
 // (OfflineReplicaRecord). Version 8 adds client quotas
 // (ClientQuotaRecord). Version 9 adds a broker's named listeners
 // (BrokerRecord.Listeners). Version 10 adds SCRAM credentials
-// (ScramCredentialRecord, RemoveScramCredentialRecord).
-const KnownMetadataVersion int32 = 10
+// (ScramCredentialRecord, RemoveScramCredentialRecord). Version 11 adds
+// ACL bindings (ACLRecord, RemoveACLRecord).
+const KnownMetadataVersion int32 = 11
 
 // FencingMetadataVersion is the first metadata version with broker
 // fencing.

@@ -72,6 +72,9 @@ type Config struct {
 	// SASL is the SASL of its SASL_PLAINTEXT and SASL_SSL listeners and
 	// of its own clients of a SASL inter-broker listener (sasl.go).
 	SASL SASLConfig
+	// Authz is the authorizer's static settings: super users and
+	// allow.everyone.if.no.acl.found (authz.go).
+	Authz AuthzConfig
 	// ControllerAddr is the Raft transport's bind address.
 	ControllerAddr string
 	// Voters is controller.quorum.voters: the quorum a new metadata log
@@ -252,6 +255,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.checkSASL(); err != nil {
+		return err
+	}
+	if err := c.checkAuthz(); err != nil {
 		return err
 	}
 	if err := checkBindAddr("controller-addr", c.ControllerAddr); err != nil {

@@ -82,6 +82,10 @@ func TestSSLOnlyNodeAndHTTPS(t *testing.T) {
 	cfg.KafkaAddr = ""
 	cfg.Listeners = []listener.Listener{{Name: "SSL", Bind: "127.0.0.1:0", Protocol: listener.SSL}}
 	cfg.TLS = TLSConfig{CertFile: pki.node.CertFile, KeyFile: pki.node.KeyFile, CAFile: pki.caFile, ClientAuth: "required", HTTP: true}
+	// Required client certificates turn allow.everyone.if.no.acl.found
+	// off: the node's own principal (its certificate's, which the HTTP
+	// gateway acts as) and the test's client must be super users.
+	cfg.Authz.SuperUsers = []string{"User:CN=node", "User:CN=client"}
 	n := startNode(t, cfg)
 
 	img := n.ctrl.Image()

@@ -443,6 +443,7 @@ func (n *Node) start(ctx context.Context) error {
 		TransactionTopicPartitions:        txnstatetopic.DefaultPartitions,
 		TransactionTopicReplicationFactor: txnstatetopic.DefaultReplicationFactor,
 		InternalClientID:                  n.internalClientID,
+		ACL:                               n.aclConfig(),
 		Metrics:                           n.metrics,
 		Logger:                            n.log,
 	}, brokerControlPlane{n.ctrl, n.ctrl, n.control, n.control}, n.replicas, pids, n.groups)

@@ -4,7 +4,9 @@
 // sends it to the node that is, over the Kafka protocol, as the request
 // a client would send (CreateTopics, DeleteTopics, CreatePartitions,
 // AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
-// AlterPartitionReassignments, AllocateProducerIds, BrokerRegistration),
+// AlterPartitionReassignments, AlterClientQuotas,
+// AlterUserScramCredentials, CreateAcls, DeleteAcls, AllocateProducerIds,
+// BrokerRegistration),
 // or a broker's leader sends (AlterPartition, and Fjord's own
 // MarkTopicKeyed, internal/fjordmsg). The
 // rules that keep forwarding safe are in controlplane/forwarding.go.
@@ -233,6 +235,10 @@ func responseTags(resp kmsg.Response) *kmsg.Tags {
 		return &r.UnknownTags // flexible from v1, which forwarding sends
 	case *kmsg.AlterUserSCRAMCredentialsResponse:
 		return &r.UnknownTags // flexible from v0
+	case *kmsg.CreateACLsResponse:
+		return &r.UnknownTags // flexible from v2; forwarding sends v3
+	case *kmsg.DeleteACLsResponse:
+		return &r.UnknownTags // likewise
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func (f *fakeController) serve(nc net.Conn) error {
 	return testutil.ServeKafka(nc, func(req kmsg.Request) (kmsg.Response, error) {
 		if v, ok := req.(*kmsg.ApiVersionsRequest); ok {
 			a := v.ResponseKind().(*kmsg.ApiVersionsResponse)
-			for _, k := range []struct{ key, max int16 }{{18, 3}, {43, 2}, {44, 1}, {45, 0}, {49, 1}, {51, 0}, {fjordmsg.MarkTopicKeyedKey, 0}, {fjordmsg.ReportOfflineReplicasKey, 0}} {
+			for _, k := range []struct{ key, max int16 }{{18, 3}, {30, 3}, {31, 3}, {43, 2}, {44, 1}, {45, 0}, {49, 1}, {51, 0}, {fjordmsg.MarkTopicKeyedKey, 0}, {fjordmsg.ReportOfflineReplicasKey, 0}} {
 				a.ApiKeys = append(a.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k.key, MaxVersion: k.max})
 			}
 			return a, nil
