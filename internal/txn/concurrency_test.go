@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Producers run transactions (V1 and V2, commits and aborts, takeovers)
@@ -24,6 +25,11 @@ func TestConcurrentRequestsLoadsAndUnloads(t *testing.T) {
 		stop    atomic.Bool
 		wg      sync.WaitGroup
 		commits atomic.Int64
+		// ended counts each producer's ended transactions: the loads
+		// and unloads go on until every producer has ended one, so a
+		// main goroutine that runs ahead of the producers (two busy
+		// cores) cannot stop them before they did anything.
+		ended [producers]atomic.Int64
 	)
 	for i := range producers {
 		id := fmt.Sprintf("producer-%d", i)
@@ -48,6 +54,7 @@ func TestConcurrentRequestsLoadsAndUnloads(t *testing.T) {
 						break
 					}
 					commits.Add(1)
+					ended[i].Add(1)
 					if tv2 {
 						pid, epoch = p, e
 					}
@@ -69,7 +76,21 @@ func TestConcurrentRequestsLoadsAndUnloads(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(7, 7))
 	epoch := int32(testCoordinatorEpoch)
-	for range 150 {
+	allEnded := func() bool {
+		for i := range ended {
+			if ended[i].Load() == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	// A bound on liveness only: a producer that never ends a
+	// transaction in a minute is stuck.
+	deadline := time.Now().Add(time.Minute)
+	for n := 0; n < 150 || !allEnded(); n++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d loads, some producer has ended no transaction", n)
+		}
 		p := rng.Int32N(testPartitions)
 		epoch++
 		if rng.IntN(2) == 0 {
