@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fjordmq/fjord/internal/acl"
+	"github.com/fjordmq/fjord/internal/audit"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/listener"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -75,6 +76,7 @@ type serveOptions struct {
 	httpMaxLongPolls             int32
 	httpMaxConsumers             int32
 	httpMaxBodyBytes             int64
+	httpProtectMetricsAndHealth  bool
 
 	// defaultReplicationFactor is default.replication.factor.
 	defaultReplicationFactor int16
@@ -98,6 +100,8 @@ type serveOptions struct {
 	// superUsers and allowEveryone before run.
 	authz                     node.AuthzConfig
 	superUsers, allowEveryone string
+	// auditLog is the audit log (node.AuditConfig).
+	auditLog node.AuditConfig
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -159,6 +163,9 @@ closes; a second signal exits at once.`,
 			if err := o.parseAuthz(); err != nil {
 				return err
 			}
+			if err := o.parseAudit(cmd); err != nil {
+				return err
+			}
 			if len(o.voters) > 0 && !cmd.Flags().Changed("controller-addr") {
 				o.controllerAddr = ownVoterAddr(o.voters, o.nodeID, o.controllerAddr)
 			}
@@ -206,6 +213,10 @@ closes; a second signal exits at once.`,
 		"principals allowed everything whatever the ACLs say, separated by ';': User:admin;User:broker (super.users; the nodes' own principal belongs here once ACLs are enforced)")
 	f.StringVar(&o.allowEveryone, "allow-everyone-if-no-acl-found", "",
 		"true or false: allow a request on a resource no ACL names (allow.everyone.if.no.acl.found; default: false when a listener authenticates clients, true when none does)")
+	f.StringVar(&o.auditLog.Path, "audit-log", "",
+		"file of the audit log: a JSON line per authentication and per authorization denial, rate-limited (default: none; the directory must exist)")
+	f.Var(newIntFlag[int64](&o.auditLog.MaxBytes, audit.DefaultMaxBytes, audit.MinMaxBytes, maxAuditLogBytes, ""), "audit-log-max-bytes",
+		"size at which the audit log is renamed to <audit-log>.1 (replacing the last) and begun again, so the two hold at most twice it")
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller bind address (host:port; with --controller-quorum-voters the default is this node's entry)")
 	f.Var(&votersFlag{&o.voters}, "controller-quorum-voters",
 		"the controller quorum, id@host:port,... (Kafka's controller.quorum.voters), each the address the other voters dial (default: this node alone, a cluster of one)")
@@ -266,6 +277,8 @@ closes; a second signal exits at once.`,
 		"http-max-consumers", "HTTP consumer instances on this node; a new one past this is answered 429")
 	f.Var(newIntFlag[int64](&o.httpMaxBodyBytes, httpapi.DefaultMaxBodyBytes, httpapi.MinMaxBodyBytes, httpapi.MaxMaxBodyBytes, ""),
 		"http-max-body-bytes", "largest HTTP API request body; larger is answered 413 (values are base64: a record is at most three quarters of it)")
+	addBoolFlag(f, &o.httpProtectMetricsAndHealth, "http-protect-metrics-and-health", false,
+		"make /metrics, /healthz and /readyz need credentials (Basic or Bearer, as the HTTP API) and DESCRIBE on the cluster; they are open by default")
 	return cmd
 }
 
@@ -322,6 +335,22 @@ func (o *serveOptions) parseSASL() error {
 		return fmt.Errorf("--bootstrap-scram-users: %w", err)
 	}
 	o.sasl.BootstrapUsers = users
+	return nil
+}
+
+// maxAuditLogBytes bounds --audit-log-max-bytes (1 TiB): a bigger value
+// is a typo, not a plan.
+const maxAuditLogBytes = 1 << 40
+
+// parseAudit refuses --audit-log-max-bytes without --audit-log, which
+// would otherwise be ignored.
+func (o *serveOptions) parseAudit(cmd *cobra.Command) error {
+	if o.auditLog.Path == "" {
+		if cmd.Flags().Changed("audit-log-max-bytes") {
+			return errors.New("--audit-log-max-bytes: give --audit-log too (without it there is no audit log)")
+		}
+		o.auditLog.MaxBytes = 0
+	}
 	return nil
 }
 
@@ -395,6 +424,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		TLS:                                o.tls,
 		SASL:                               o.sasl,
 		Authz:                              o.authz,
+		AuditLog:                           o.auditLog,
 		ControllerAddr:                     o.controllerAddr,
 		Voters:                             o.voters,
 		BrokerOnly:                         o.brokerOnly,
@@ -420,13 +450,14 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		LeaderImbalanceCheckInterval:       time.Duration(o.leaderImbalanceCheckIntervalSeconds) * time.Second,
 		LeaderImbalancePerBrokerPercentage: int(o.leaderImbalancePerBrokerPercentage),
 		HTTP: node.HTTPConfig{
-			IdempotencyWindow:      time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
-			ConsumerIdleTimeout:    time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,
-			ConsumerSessionTimeout: time.Duration(o.httpConsumerSessionTimeoutMs) * time.Millisecond,
-			MaxConcurrent:          int(o.httpMaxConcurrent),
-			MaxLongPolls:           int(o.httpMaxLongPolls),
-			MaxConsumers:           int(o.httpMaxConsumers),
-			MaxBodyBytes:           o.httpMaxBodyBytes,
+			IdempotencyWindow:       time.Duration(o.httpIdempotencyWindowMs) * time.Millisecond,
+			ConsumerIdleTimeout:     time.Duration(o.httpConsumerIdleTimeoutMs) * time.Millisecond,
+			ConsumerSessionTimeout:  time.Duration(o.httpConsumerSessionTimeoutMs) * time.Millisecond,
+			MaxConcurrent:           int(o.httpMaxConcurrent),
+			MaxLongPolls:            int(o.httpMaxLongPolls),
+			MaxConsumers:            int(o.httpMaxConsumers),
+			MaxBodyBytes:            o.httpMaxBodyBytes,
+			ProtectMetricsAndHealth: o.httpProtectMetricsAndHealth,
 		},
 	})
 	if err != nil {

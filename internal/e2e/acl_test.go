@@ -48,7 +48,9 @@ const aclPropagationLimit = 5 * time.Second
 // the prefixed allow, and deleting it (`fjord acl delete`) lets her
 // write again. A binding made and one deleted through node 1 are
 // enforced by nodes 2 and 3 within aclPropagationLimit (measured and
-// logged). admin, a super user, passes every check alice fails.
+// logged). admin, a super user, passes every check alice fails. Over
+// the HTTP API, with Basic credentials, alice can and cannot the same
+// (aclOverHTTP).
 func TestACLs(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
@@ -414,6 +416,9 @@ func TestACLs(t *testing.T) {
 			return nil
 		})
 	})
+
+	// The same over the HTTP API, with Basic credentials (acl_http_test.go).
+	t.Run("over HTTP", func(t *testing.T) { aclOverHTTP(t, c.Node(1), admin) })
 
 	// Last: admin's checks delete a-1 and g1.
 	t.Run("super user can", func(t *testing.T) {

@@ -266,6 +266,10 @@ func (a *API) handleAck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// An ack moves the group's commit: an OffsetCommit's needs.
+	if !a.allowed(w, r, consumerNeeds(req.Group, topic)...) {
+		return
+	}
 	switch {
 	case len(req.Offsets) == 0:
 		writeError(w, badRequest("bad_offsets", `offsets is empty: give {"<partition>": [offset, ...]}`))

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/fjordmsg"
 	"github.com/fjordmq/fjord/internal/groupview"
 	"github.com/fjordmq/fjord/internal/metadata"
@@ -48,6 +49,10 @@ type topicSummary struct {
 }
 
 func (a *API) handleListTopics(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	if !a.ready(w, c) {
+		return
+	}
 	topics, err := a.metadata(r.Context(), nil)
 	if err != nil {
 		writeError(w, unavailable(err))
@@ -62,6 +67,11 @@ func (a *API) handleListTopics(w http.ResponseWriter, r *http.Request) {
 			continue // a topic the client asked about before, not one that exists
 		}
 		if !withInternal && (td.IsInternal || strings.HasPrefix(td.Topic, "__")) {
+			continue
+		}
+		// Only the topics the caller may describe, as Kafka's Metadata
+		// of every topic lists them.
+		if ok, _ := c.mayQuietly(onTopic(acl.OperationDescribe, td.Topic)); !ok {
 			continue
 		}
 		out = append(out, topicSummary{Name: td.Topic, Partitions: len(td.Partitions), ReplicationFactor: td.Partitions.NumReplicas(), Internal: td.IsInternal})
@@ -97,6 +107,10 @@ func (a *API) handleCreateTopic(w http.ResponseWriter, r *http.Request) {
 		}
 		rf = *req.ReplicationFactor
 	}
+	// CREATE on the cluster allows every topic, else CREATE on this one.
+	if !a.allowedEither(w, r, onCluster(acl.OperationCreate), onTopic(acl.OperationCreate, req.Name)) {
+		return
+	}
 	configs := make(map[string]*string, len(req.Configs))
 	for k, v := range req.Configs {
 		configs[k] = &v
@@ -127,6 +141,9 @@ type partitionDetail struct {
 
 func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
+	if !a.allowed(w, r, onTopic(acl.OperationDescribe, topic)) {
+		return
+	}
 	td, err := a.topicPartitions(r.Context(), topic)
 	if err != nil {
 		writeError(w, err)
@@ -154,8 +171,13 @@ func (a *API) handleDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		}
 		parts = append(parts, d)
 	}
+	// Configs only for a caller who may describe them (DescribeConfigs'
+	// DESCRIBE_CONFIGS); for another, null, as CreateTopics leaves them
+	// out.
 	configs := map[string]string{}
-	if rcs, err := a.adm.DescribeTopicConfigs(r.Context(), topic); err == nil {
+	if ok, _ := callerOf(r).mayQuietly(onTopic(acl.OperationDescribeConfigs, topic)); !ok {
+		configs = nil
+	} else if rcs, err := a.adm.DescribeTopicConfigs(r.Context(), topic); err == nil {
 		for _, rc := range rcs {
 			for _, c := range rc.Configs {
 				if c.Value != nil {
@@ -200,6 +222,18 @@ func (a *API) handleAlterTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Partitions != nil && *req.Partitions < 1 {
 		writeError(w, badRequest("bad_partitions", "partitions %d: want the new total, 1 or more", *req.Partitions))
+		return
+	}
+	// Each part as its Kafka request: CreatePartitions needs ALTER,
+	// IncrementalAlterConfigs ALTER_CONFIGS.
+	var needs []need
+	if req.Partitions != nil {
+		needs = append(needs, onTopic(acl.OperationAlter, topic))
+	}
+	if len(req.Configs) > 0 {
+		needs = append(needs, onTopic(acl.OperationAlterConfigs, topic))
+	}
+	if !a.allowed(w, r, needs...) {
 		return
 	}
 	ctx := r.Context()
@@ -281,6 +315,11 @@ const growTimeout = 15 * time.Second
 
 func (a *API) handleDeleteTopic(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
+	// DELETE on the cluster allows every topic, else DELETE on this one
+	// (which implies the DESCRIBE Kafka also asks for).
+	if !a.allowedEither(w, r, onCluster(acl.OperationDelete), onTopic(acl.OperationDelete, topic)) {
+		return
+	}
 	defer a.forgetTopic(topic)
 	resp, err := a.adm.DeleteTopic(r.Context(), topic)
 	if err == nil {
@@ -314,6 +353,13 @@ func (a *API) handleCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) handleListGroups(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	if !a.ready(w, c) {
+		return
+	}
+	// As Kafka's ListGroups: DESCRIBE on the cluster lists every group,
+	// else only those the caller may describe.
+	all, _ := c.mayQuietly(onCluster(acl.OperationDescribe))
 	listed, err := a.adm.ListGroups(r.Context())
 	if err != nil {
 		writeError(w, unavailable(err))
@@ -326,6 +372,11 @@ func (a *API) handleListGroups(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []groupJSON{}
 	for _, g := range listed.Sorted() {
+		if !all {
+			if ok, _ := c.mayQuietly(onGroup(acl.OperationDescribe, g.Group)); !ok {
+				continue
+			}
+		}
 		out = append(out, groupJSON{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
@@ -333,6 +384,16 @@ func (a *API) handleListGroups(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
+	if !a.allowed(w, r, onGroup(acl.OperationDescribe, group)) {
+		return
+	}
+	// The topics in the answer (assignments, offsets) are only those the
+	// caller may describe, as OffsetFetch of every topic filters them.
+	c := callerOf(r)
+	visible := func(topic string) bool {
+		ok, _ := c.mayQuietly(onTopic(acl.OperationDescribe, topic))
+		return ok
+	}
 	described, err := a.adm.DescribeGroups(r.Context(), group)
 	if err != nil {
 		writeError(w, unavailable(err))
@@ -367,7 +428,9 @@ func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		mj := memberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignments: map[string][]int32{}}
 		if ca, ok := m.Assigned.AsConsumer(); ok {
 			for _, t := range ca.Topics {
-				mj.Assignments[t.Topic] = slices.Clone(t.Partitions)
+				if visible(t.Topic) {
+					mj.Assignments[t.Topic] = slices.Clone(t.Partitions)
+				}
 			}
 		}
 		members = append(members, mj)
@@ -394,6 +457,9 @@ func (a *API) handleDescribeGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := []offsetJSON{}
 	for _, v := range viewRows {
+		if !visible(v.Topic) {
+			continue
+		}
 		rows = append(rows, offsetJSON{Topic: v.Topic, Partition: v.Partition, Committed: v.Committed, LogStart: v.LogStart, LogEnd: v.LogEnd,
 			Lag: v.Lag, LagBytes: v.LagBytes, LagSeconds: v.LagSeconds, RecordsLost: v.Lost, Member: v.Member})
 	}

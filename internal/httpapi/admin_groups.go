@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 // Group administration beyond listing and describing, with the
@@ -59,6 +61,9 @@ func groupNotEmpty(group string, d kadm.DescribedGroup, what string) *apiError {
 
 func (a *API) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
+	if !a.allowed(w, r, onGroup(acl.OperationDelete, group)) {
+		return
+	}
 	_, err := a.adm.DeleteGroup(r.Context(), group)
 	switch {
 	case errors.Is(err, kerr.GroupIDNotFound):
@@ -173,6 +178,16 @@ func (a *API) handleResetOffsets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	// A reset is an OffsetCommit from outside the group: READ on the
+	// group and on each topic (dry_run included: it shows the plan of a
+	// commit the caller must be allowed to make).
+	needs := []need{onGroup(acl.OperationRead, group)}
+	for _, name := range names {
+		needs = append(needs, onTopic(acl.OperationRead, name))
+	}
+	if !a.allowed(w, r, needs...) {
+		return
+	}
 	ctx := r.Context()
 	d, exists, err := a.describedGroup(ctx, group)
 	if err != nil {

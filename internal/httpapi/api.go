@@ -23,6 +23,10 @@
 //	/v1/groups, /v1/groups/{group}                  administration (admin.go,
 //	/v1/groups/{group}/reset-offsets                 admin_groups.go)
 //
+// Callers log in as the Kafka listeners' clients do, with the same
+// principals, and each route checks the ACLs of its Kafka equivalent
+// (auth.go, authz.go, AUTHZ.md).
+//
 // Bytes travel as base64 (values, header values, key_b64), keys as
 // strings when they are text, and times as Unix milliseconds. Every error is JSON, {"error": "<stable
 // code>", "message": "<text>"}, with the status that fits (errors.go).
@@ -45,6 +49,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/audit"
 	"github.com/fjordmq/fjord/internal/fjordmsg"
 )
 
@@ -108,6 +113,12 @@ type Config struct {
 	// Now is the clock idempotency keys age by (default time.Now;
 	// tests move it past the window).
 	Now func() time.Time
+	// Security authenticates and authorizes requests (auth.go, authz.go);
+	// nil: every request is served, unauthenticated.
+	Security *Security
+	// Audit, when set, receives the authentications (successes and
+	// failures) and authorization denials of the API's requests.
+	Audit audit.Recorder
 	// Metrics, when set, receives the API's Prometheus metrics.
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
@@ -148,6 +159,8 @@ const (
 type API struct {
 	cfg Config
 	log *slog.Logger
+	// guard authenticates (auth.go); nil without Config.Security.
+	guard *guard
 	// producers[acks] is the client for acks=all ("all"), 1 and 0: acks
 	// is a client-wide setting in franz-go, and only acks=all may be
 	// idempotent.
@@ -237,6 +250,13 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, log: cfg.Logger, producers: map[string]*kgo.Client{}, inFlight: make(chan struct{}, cfg.MaxConcurrent),
 		polls:   make(chan struct{}, cfg.MaxLongPolls),
 		metrics: newAPIMetrics(cfg.Metrics)}
+	if cfg.Security != nil {
+		g, err := newGuard(*cfg.Security, cfg.Audit, cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		a.guard = g
+	}
 	common := append(cfg.seed(),
 		kgo.ClientID("fjord-http"),
 		// franz-go answers metadata from a cache younger than this; a
@@ -311,8 +331,12 @@ var longPollRoutes = map[string]bool{
 	"GET /v1/topics/{topic}/partitions/{partition}/records": true,
 }
 
-// Register mounts the API's routes on mux, each behind its concurrency
-// limit and counted in the metrics (429s included).
+// Register mounts the API's routes on mux, each behind authentication
+// (auth.go; every route then authorizes what it does itself, authz.go)
+// and its concurrency limit, and counted in the metrics (401s and 429s
+// included). Authentication comes before the limit: a client that
+// cannot log in never holds a request's place, and the password checks
+// have a bound of their own.
 func (a *API) Register(mux *http.ServeMux) {
 	routes := http.NewServeMux()
 	for _, rt := range apiRoutes {
@@ -322,8 +346,9 @@ func (a *API) Register(mux *http.ServeMux) {
 			pool, what = a.polls, "reads"
 		}
 		h := func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) }
-		routes.HandleFunc(pattern, a.metrics.instrument(pattern, limit(pool, what, h)))
+		routes.HandleFunc(pattern, a.metrics.instrument(pattern, a.authenticated(pattern, false, limit(pool, what, h))))
 	}
+	// The document is open: a client learns from it how to log in.
 	routes.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, openAPIDocument())
 	})
@@ -337,7 +362,9 @@ func (a *API) Register(mux *http.ServeMux) {
 		}
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}
-	routes.HandleFunc("/v1/", limit(a.inFlight, "requests", func(w http.ResponseWriter, r *http.Request) {
+	// Even a path that is not the API's needs credentials where the
+	// node requires them: the routes it has are no one else's business.
+	routes.HandleFunc("/v1/", a.authenticated("/v1/", false, limit(a.inFlight, "requests", func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := paths.Handler(r); pattern != "" {
 			w.Header().Set("Allow", strings.Join(allowed[pattern], ", "))
 			writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
@@ -346,7 +373,7 @@ func (a *API) Register(mux *http.ServeMux) {
 		}
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
 			msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
-	}))
+	})))
 	mux.Handle("/v1/", routes)
 }
 
@@ -466,11 +493,12 @@ func (a *API) describeTopic(ctx context.Context, topic string, autoCreate bool) 
 	return td, nil
 }
 
-// producedTopic is describeTopic for a produce (creating the topic
-// where the node auto-creates topics), with the topic's
-// max.message.bytes, from producedTopics when it knows the topic and has
-// at least minPartitions of it (asking a broker when it does not).
-func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int) (cachedTopic, error) {
+// producedTopic is describeTopic for a produce (with autoCreate,
+// creating the topic where the node auto-creates topics), with the
+// topic's max.message.bytes, from producedTopics when it knows the topic
+// and has at least minPartitions of it (asking a broker when it does
+// not).
+func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int, autoCreate bool) (cachedTopic, error) {
 	now := time.Now()
 	a.producedTopics.Lock()
 	c, ok := a.producedTopics.m[topic]
@@ -480,7 +508,7 @@ func (a *API) producedTopic(ctx context.Context, topic string, minPartitions int
 	}
 	// A produce to a missing topic creates it where the node
 	// auto-creates topics, as a Kafka producer's does.
-	td, err := a.describeTopic(ctx, topic, true)
+	td, err := a.describeTopic(ctx, topic, autoCreate)
 	if err != nil {
 		a.forgetTopic(topic)
 		return cachedTopic{}, err

@@ -412,6 +412,9 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_group", "group is required: the consumer group to consume as"))
 		return
 	}
+	if !a.allowed(w, r, consumerNeeds(group, topic)...) {
+		return
+	}
 	maxBytes, err := queryInt(q.Get("max_bytes"), int64(a.cfg.MaxReadBytes), 1, int64(a.cfg.MaxReadBytes))
 	if err != nil {
 		writeError(w, badRequest("bad_max_bytes", "max_bytes %q: want 1 to %d", q.Get("max_bytes"), a.cfg.MaxReadBytes))
@@ -562,6 +565,10 @@ func (a *API) handleCloseConsumer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_group", "group is required: the group of the consumer instance to close"))
 		return
 	}
+	// Closing is the member's LeaveGroup: what the member needs.
+	if !a.allowed(w, r, consumerNeeds(key.group, key.topic)...) {
+		return
+	}
 	if !a.consumers.remove(key) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: "unknown_consumer",
 			msg: fmt.Sprintf("no consumer instance of group %q on topic %q with consumer %q runs on this node (it expired, was closed, or runs on another node)",
@@ -605,6 +612,9 @@ func (a *API) handleCommit(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Group == "" {
 		writeError(w, badRequest("bad_group", "group is required"))
+		return
+	}
+	if !a.allowed(w, r, consumerNeeds(req.Group, topic)...) {
 		return
 	}
 	if len(req.Offsets) == 0 {
@@ -803,6 +813,10 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		// Kafka's ListOffsets reads -1 and -2 as "latest" and
 		// "earliest": a negative time would seek there unasked.
 		writeError(w, badRequest("bad_timestamp", "timestamp %d: want Unix milliseconds, 0 or more", *req.Timestamp))
+		return
+	}
+	// A seek is an OffsetCommit (or the member's own position).
+	if !a.allowed(w, r, consumerNeeds(req.Group, topic)...) {
 		return
 	}
 	td, err := a.topicPartitions(r.Context(), topic)

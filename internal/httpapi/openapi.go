@@ -17,7 +17,7 @@ type routeDoc struct {
 	query   []param // query parameters
 	body    string  // the request body's JSON, described; "" for none
 	answer  string  // the 2xx answer's JSON, described
-	errors  []int   // the error statuses it can answer (besides 429)
+	errors  []int   // the error statuses it can answer (besides 401, 403 and 429)
 }
 
 type param struct {
@@ -161,7 +161,9 @@ var apiRoutes = []route{
 // opsRoutes are the listener's other GET endpoints, documented here so
 // the document covers everything on --http-addr: the node mounts
 // /healthz, /readyz and /metrics beside the API, and Register mounts
-// the document itself. None is behind the API's concurrency limits.
+// the document itself. None is behind the API's concurrency limits, and
+// the node's three are open unless it protects them (Protect: 401 and
+// 403 as the API's routes).
 var opsRoutes = []struct {
 	path, summary, contentType, answer string
 	errors                             []int
@@ -169,7 +171,9 @@ var opsRoutes = []struct {
 	{"/v1/openapi.json", "This document", "application/json", "OpenAPI 3.0", nil},
 	{"/healthz", "Liveness: 200 while the process serves HTTP at all", "text/plain", `"ok"`, nil},
 	{"/readyz", "Readiness: 200 once the node serves its partitions, else 503 with the reason", "text/plain", `"ready"`, []int{503}},
-	{"/metrics", "Prometheus metrics: Kafka and HTTP requests, per-topic bytes and records, partitions, fsync latency, group lag, the Go runtime", "text/plain", "Prometheus text exposition format", nil},
+	{"/metrics", "Prometheus metrics: Kafka and HTTP requests, per-topic bytes and records, partitions, fsync latency, group lag, the Go runtime. " +
+		"Like /healthz and /readyz, open unless the node runs with --http-protect-metrics-and-health (then credentials and DESCRIBE on the cluster)",
+		"text/plain", "Prometheus text exposition format", nil},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
@@ -200,7 +204,8 @@ func openAPIDocument() map[string]any {
 		}
 		responses := map[string]any{ok: map[string]any{"description": rt.doc.answer,
 			"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}}}
-		for _, st := range append(append([]int(nil), rt.doc.errors...), http.StatusTooManyRequests) {
+		// Every route can be refused its caller (auth.go, authz.go).
+		for _, st := range append(append([]int(nil), rt.doc.errors...), http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests) {
 			responses[strconv.Itoa(st)] = map[string]any{"description": http.StatusText(st),
 				"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
 		}
@@ -230,8 +235,19 @@ func openAPIDocument() map[string]any {
 		"openapi": "3.0.3",
 		"info": map[string]any{"title": "Fjord HTTP API", "version": "1",
 			"description": "Produce, read, consume as a group, commit and seek over JSON; topic, cluster and group administration. Bytes are base64, times Unix milliseconds. " +
-				"A request body is at most the node's --http-max-body-bytes (413 body_too_large), a record at most its topic's max.message.bytes (413 record_too_large)."},
-		"paths":      paths,
-		"components": map[string]any{"schemas": map[string]any{"Error": errorSchema}},
+				"A request body is at most the node's --http-max-body-bytes (413 body_too_large), a record at most its topic's max.message.bytes (413 record_too_large). " +
+				"Where the node authenticates its Kafka clients every route needs Basic or Bearer credentials (401 unauthenticated); each route checks the ACLs its Kafka equivalent does (403 forbidden)."},
+		"paths": paths,
+		// Either scheme, or none where the node does not authenticate
+		// its clients (then the caller is User:ANONYMOUS); each route
+		// checks the ACLs of its Kafka equivalent.
+		"security": []map[string][]string{{"basic": {}}, {"bearer": {}}, {}},
+		"components": map[string]any{
+			"schemas": map[string]any{"Error": errorSchema},
+			"securitySchemes": map[string]any{
+				"basic":  map[string]any{"type": "http", "scheme": "basic", "description": "a SCRAM user of the cluster (fjord user create) and its password"},
+				"bearer": map[string]any{"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "a token the node's OAUTHBEARER validator accepts"},
+			},
+		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/failpoint"
 	"github.com/fjordmq/fjord/internal/poison"
 )
@@ -88,6 +89,12 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := req.check(); err != nil {
 		writeError(w, err)
+		return
+	}
+	// A member's request. A dead-letter it causes is written under the
+	// group's policy, whose setter was checked for WRITE on the
+	// dead-letter topic (AUTHZ.md).
+	if !a.allowed(w, r, consumerNeeds(req.Group, topic)...) {
 		return
 	}
 	switch {
@@ -316,11 +323,25 @@ func (a *API) handleSetPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_policy", "%v", err))
 		return
 	}
+	// A policy is the group's configuration (ALTER_CONFIGS on the
+	// group); setting one looks the topic up (DESCRIBE), and a dlq
+	// policy sends the group's failed records to its dead-letter topic,
+	// which only a principal who may write there may ask for.
+	needs := []need{onGroup(acl.OperationAlterConfigs, group), onTopic(acl.OperationDescribe, topic)}
+	if pol.Action == poison.ActionDLQ {
+		needs = append(needs, onTopic(acl.OperationWrite, pol.DeadLetterTopic()))
+	}
+	if !a.allowed(w, r, needs...) {
+		return
+	}
 	if _, err := a.topicPartitions(r.Context(), topic); err != nil {
 		writeError(w, err)
 		return
 	}
 	if pol.Action == poison.ActionDLQ {
+		if !a.allowedToEnsure(w, r, pol.DeadLetterTopic()) {
+			return
+		}
 		if err := poison.EnsureDLQTopic(r.Context(), a.adm, pol.DeadLetterTopic()); err != nil {
 			writeError(w, unavailable(err))
 			return
@@ -354,18 +375,32 @@ func policyJSON(p poison.Policy) map[string]any {
 // partitions.
 func (a *API) handleGetPolicies(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
+	if !a.allowed(w, r, onGroup(acl.OperationDescribe, group)) {
+		return
+	}
 	store, err := a.policies(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	// Topics the caller may not describe are left out, as from a
+	// group's description.
+	c := callerOf(r)
+	visible := func(topic string) bool {
+		ok, _ := c.mayQuietly(onTopic(acl.OperationDescribe, topic))
+		return ok
+	}
 	policies := []map[string]any{}
 	for _, p := range store.Policies(group) {
-		policies = append(policies, policyJSON(p))
+		if visible(p.Topic) {
+			policies = append(policies, policyJSON(p))
+		}
 	}
 	paused := []pausedJSON{}
 	for _, pz := range store.Pauses(group, "") {
-		paused = append(paused, pausedOf(pz, true))
+		if visible(pz.Topic) {
+			paused = append(paused, pausedOf(pz, true))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"group": group, "policies": policies, "paused": paused})
 }
@@ -374,6 +409,9 @@ func (a *API) handleGetPolicies(w http.ResponseWriter, r *http.Request) {
 // the topic (nacks only redeliver again); pauses stay until resumed.
 func (a *API) handleClearPolicy(w http.ResponseWriter, r *http.Request) {
 	group, topic := r.PathValue("group"), r.PathValue("topic")
+	if !a.allowed(w, r, onGroup(acl.OperationAlterConfigs, group)) {
+		return
+	}
 	store, err := a.policies(r.Context())
 	if err != nil {
 		writeError(w, err)
@@ -411,10 +449,31 @@ func (a *API) handleResume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("bad_partition", "partition is required"))
 		return
 	}
+	// A resume commits past the pause (an OffsetCommit's needs); with
+	// skip it also writes the record to the dead-letter topic, creating
+	// it if missing, which the caller must be allowed to do.
+	if !a.allowed(w, r, consumerNeeds(group, req.Topic)...) {
+		return
+	}
 	store, err := a.policies(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if req.Skip {
+		// The policy as Resume will read it: one set on another node a
+		// moment ago names the topic written to.
+		if err := store.Sync(r.Context()); err != nil {
+			writeError(w, unavailable(err))
+			return
+		}
+		dlq := poison.DefaultDLQTopic(req.Topic)
+		if pol, ok := store.Policy(group, req.Topic); ok {
+			dlq = pol.DeadLetterTopic()
+		}
+		if !a.allowed(w, r, onTopic(acl.OperationWrite, dlq)) || !a.allowedToEnsure(w, r, dlq) {
+			return
+		}
 	}
 	res, err := poison.Resume(r.Context(), store, a.reader, a.producers["all"], group, req.Topic, *req.Partition, req.Skip)
 	switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
@@ -121,6 +122,9 @@ type produceResult struct {
 
 func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
+	if !a.allowed(w, r, onTopic(acl.OperationWrite, topic)) {
+		return
+	}
 	// The broker refuses it too, but franz-go passes on only the error
 	// code, which names no topic; and an internal topic not created yet
 	// would be 404, as if a produce could create it.
@@ -170,7 +174,15 @@ func (a *API) handleProduce(w http.ResponseWriter, r *http.Request) {
 			minPartitions = max(minPartitions, int(*pr.Partition)+1)
 		}
 	}
-	ct, err := a.producedTopic(r.Context(), topic, minPartitions)
+	// A missing topic is created only for a caller who may create it
+	// (Kafka's Metadata with auto-creation: CREATE on the cluster or the
+	// topic, asked quietly); for another it stays missing, 404.
+	c := callerOf(r)
+	mayCreate, _ := c.mayQuietly(onCluster(acl.OperationCreate))
+	if !mayCreate {
+		mayCreate, _ = c.mayQuietly(onTopic(acl.OperationCreate, topic))
+	}
+	ct, err := a.producedTopic(r.Context(), topic, minPartitions, mayCreate)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fjordmq/fjord/internal/acl"
 )
 
 // GET /v1/topics/{topic}/partitions/{p}/records?offset=N&max_bytes=M&timeout_ms=T&isolation=I
@@ -77,6 +79,9 @@ type readResponse struct {
 
 func (a *API) handleRead(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")
+	if !a.allowed(w, r, onTopic(acl.OperationRead, topic)) {
+		return
+	}
 	partition, err := strconv.ParseInt(r.PathValue("partition"), 10, 32)
 	if err != nil || partition < 0 {
 		writeError(w, badRequest("bad_partition", "partition %q: want 0 or more", r.PathValue("partition")))

@@ -85,6 +85,24 @@ func (s *Server) authorizer() *acl.Authorizer {
 	return st.a
 }
 
+// Authorizer returns the Authorizer of the latest metadata image (nil
+// when authorization is off), and whether it is ready (ACLConfig.Ready:
+// the image has replayed the bindings committed before this process
+// started). The HTTP API authorizes its routes with it, so they answer
+// to the same bindings as the Kafka listeners; until ready, only super
+// users may be allowed.
+func (s *Server) Authorizer() (a *acl.Authorizer, ready bool) {
+	a = s.authorizer()
+	if a == nil || s.authzReady.Load() || s.cfg.ACL.Ready == nil {
+		return a, true
+	}
+	if s.cfg.ACL.Ready(s.image()) {
+		s.authzReady.Store(true)
+		return a, true
+	}
+	return a, false
+}
+
 // principal is the request's principal as "Type:Name" (User:ANONYMOUS
 // for a request that did not come on a connection, which only tests
 // make).
@@ -210,10 +228,11 @@ func errNodeNotAuthorized(api string, req *request) error {
 // allowAll answers authorizedOperations when authorization is off.
 var allowAll = acl.NewAuthorizer(nil, acl.Config{AllowEveryoneIfNoACLFound: true})
 
-// denied counts a denial and logs it at debug (the audit log, a later
-// slice, will take it from here).
+// denied counts a denial, records it in the audit log (audit.go) and
+// logs it at debug.
 func (s *Server) denied(req *request, op acl.Operation, rt acl.ResourceType, name string, d acl.Decision) {
 	s.metrics.authzDenied.Inc()
+	s.auditDenied(req, op, rt, name, d)
 	if s.log.Enabled(context.Background(), -4) {
 		remote := ""
 		if req.conn != nil {

@@ -51,6 +51,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/audit"
 	"github.com/fjordmq/fjord/internal/sasl"
 )
 
@@ -189,11 +190,14 @@ func handleSaslAuthenticate(_ context.Context, s *Server, req *request) (kmsg.Re
 		return resp, nil, nil
 	}
 	sc := c.sasl
-	fail := func(code int16, msg string) (kmsg.Response, func(), error) {
+	// fail answers msg to the client; the audit log gets reason and the
+	// principal if the exchange established one.
+	fail := func(code int16, msg, reason, principal string) (kmsg.Response, func(), error) {
 		resp.ErrorCode, resp.ErrorMessage = code, &msg
 		sc.exchange, sc.closing = nil, true
 		req.sl.delay = s.failedAuthDelay
 		s.metrics.saslFailures.WithLabelValues(c.listener.Name).Inc()
+		c.auditAuthentication(audit.ResultFailure, sc.mechanism, principal, reason)
 		return resp, nil, nil
 	}
 	reply, done, err := sc.exchange.Step(r.SASLAuthBytes)
@@ -207,7 +211,7 @@ func handleSaslAuthenticate(_ context.Context, s *Server, req *request) (kmsg.Re
 			s.log.Debug("kafkaserver: SASL authentication failed", "listener", c.listener.Name, "remote", c.remote,
 				"mechanism", sc.mechanism, "reason", se.Reason)
 		}
-		return fail(code, err.Error()) // the client-safe message (sasl.Error)
+		return fail(code, err.Error(), saslAuditReason(sc.mechanism, err), "") // the client-safe message (sasl.Error)
 	}
 	resp.SASLAuthBytes = reply
 	if !done {
@@ -216,7 +220,8 @@ func handleSaslAuthenticate(_ context.Context, s *Server, req *request) (kmsg.Re
 	ex := sc.exchange
 	sc.exchange = nil
 	if sc.done && ex.User() != sc.user {
-		return fail(kerr.SaslAuthenticationFailed.Code, "Cannot change principals during re-authentication")
+		return fail(kerr.SaslAuthenticationFailed.Code, "Cannot change principals during re-authentication",
+			"re-authentication as another principal than the connection's "+sasl.UserPrincipal(sc.user), ex.Principal())
 	}
 	now := time.Now()
 	lifetime := s.cfg.MaxReauth
@@ -227,7 +232,8 @@ func handleSaslAuthenticate(_ context.Context, s *Server, req *request) (kmsg.Re
 		if lifetime == 0 {
 			// A token accepted within the clock skew past its expiry:
 			// 0 would tell the client "no re-authentication".
-			return fail(kerr.SaslAuthenticationFailed.Code, "Authentication failed: the token has expired")
+			return fail(kerr.SaslAuthenticationFailed.Code, "Authentication failed: the token has expired",
+				"token expired (accepted within the clock skew)", ex.Principal())
 		}
 	}
 	sc.expires = time.Time{}
@@ -242,6 +248,7 @@ func handleSaslAuthenticate(_ context.Context, s *Server, req *request) (kmsg.Re
 		sc.authenticated.Store(true)
 	}
 	s.metrics.saslSuccesses.WithLabelValues(c.listener.Name).Inc()
+	c.auditAuthentication(audit.ResultSuccess, sc.mechanism, ex.Principal(), "")
 	return resp, nil, nil
 }
 

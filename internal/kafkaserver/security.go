@@ -28,6 +28,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/fjordmq/fjord/internal/audit"
 	"github.com/fjordmq/fjord/internal/listener"
 	"github.com/fjordmq/fjord/internal/metadata"
 	"github.com/fjordmq/fjord/internal/sasl"
@@ -113,15 +114,21 @@ func (c *conn) handshake() error {
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.s.metrics.tlsHandshakeFailures.WithLabelValues(c.listener.Name).Inc()
+		c.auditTLS(audit.ResultFailure, "", err)
 		return fmt.Errorf("%w: %v", errTLSHandshake, err)
 	}
 	if f := c.listener.SSLPrincipal; f != nil {
-		p, err := f(tc.ConnectionState())
+		cs := tc.ConnectionState()
+		p, err := f(cs)
 		if err != nil {
 			c.s.metrics.tlsHandshakeFailures.WithLabelValues(c.listener.Name).Inc()
+			c.auditTLS(audit.ResultFailure, "", fmt.Errorf("client certificate: %w", err))
 			return fmt.Errorf("%w: client certificate: %v", errTLSHandshake, err)
 		}
 		c.setPrincipal(p)
+		if len(cs.PeerCertificates) > 0 {
+			c.auditTLS(audit.ResultSuccess, p.String(), nil)
+		}
 	}
 	return nil
 }

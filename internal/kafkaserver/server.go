@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fjordmq/fjord/internal/acl"
+	"github.com/fjordmq/fjord/internal/audit"
 	"github.com/fjordmq/fjord/internal/controlplane"
 	"github.com/fjordmq/fjord/internal/group/offsetstopic"
 	"github.com/fjordmq/fjord/internal/listener"
@@ -146,6 +147,9 @@ type Config struct {
 	// everything, and DescribeAcls, CreateAcls and DeleteAcls answer
 	// SECURITY_DISABLED, as Kafka without an authorizer.
 	ACL *ACLConfig
+	// Audit, when set, receives the listener's authentication results
+	// and authorization denials (audit.go). Nil: none are recorded.
+	Audit audit.Recorder
 	// InternalClientID, when set, is the client id of Fjord's own Kafka
 	// clients that own an internal topic and write it over the wire (the
 	// HTTP gateway's idempotency index): requests with exactly this

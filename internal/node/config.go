@@ -75,6 +75,9 @@ type Config struct {
 	// Authz is the authorizer's static settings: super users and
 	// allow.everyone.if.no.acl.found (authz.go).
 	Authz AuthzConfig
+	// AuditLog is the audit log of authentications and denials
+	// (audit.go); its zero value: none.
+	AuditLog AuditConfig
 	// ControllerAddr is the Raft transport's bind address.
 	ControllerAddr string
 	// Voters is controller.quorum.voters: the quorum a new metadata log
@@ -209,6 +212,10 @@ type HTTPConfig struct {
 	MaxConsumers int
 	// MaxBodyBytes bounds a request body (http-max-body-bytes).
 	MaxBodyBytes int64
+	// ProtectMetricsAndHealth makes /metrics, /healthz and /readyz need
+	// credentials and DESCRIBE on the cluster
+	// (http-protect-metrics-and-health); they are open by default.
+	ProtectMetricsAndHealth bool
 }
 
 // withDefaults fills the zero fields that have defaults.
@@ -258,6 +265,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.checkAuthz(); err != nil {
+		return err
+	}
+	if err := c.AuditLog.check(); err != nil {
 		return err
 	}
 	if err := checkBindAddr("controller-addr", c.ControllerAddr); err != nil {

@@ -13,20 +13,26 @@ import (
 //	              (Node.Ready), else 503 with the reason.
 //	GET /metrics  Prometheus metrics (metrics.go).
 //
-// The HTTP/JSON API (internal/httpapi) is mounted beside them.
+// The HTTP/JSON API (internal/httpapi) is mounted beside them. The three
+// are open unless HTTPConfig.ProtectMetricsAndHealth, which has the API
+// guard them (credentials and DESCRIBE on the cluster).
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	handle := mux.Handle
 	if n.api != nil {
 		n.api.Register(mux)
+		if n.cfg.HTTP.ProtectMetricsAndHealth {
+			handle = func(pattern string, h http.Handler) { mux.Handle(pattern, n.api.Protect(pattern, h)) }
+		}
 	}
 	if n.metrics != nil {
-		mux.Handle("GET /metrics", metricsHandler(n.metrics, &n.metricsText))
+		handle("GET /metrics", metricsHandler(n.metrics, &n.metricsText))
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	handle("GET /readyz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := n.Ready(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -34,7 +40,7 @@ func (n *Node) httpHandler() http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ready")
-	})
+	}))
 	return mux
 }
 

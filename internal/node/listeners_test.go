@@ -85,7 +85,10 @@ func TestSSLOnlyNodeAndHTTPS(t *testing.T) {
 	// Required client certificates turn allow.everyone.if.no.acl.found
 	// off: the node's own principal (its certificate's, which the HTTP
 	// gateway acts as) and the test's client must be super users.
-	cfg.Authz.SuperUsers = []string{"User:CN=node", "User:CN=client"}
+	cfg.Authz.SuperUsers = []string{"User:CN=node", "User:CN=client", "User:web"}
+	// A node that authenticates its Kafka clients has its HTTP API
+	// require credentials too: a SCRAM user, there from the start.
+	cfg.SASL.BootstrapUsers = []ScramUser{{Mechanism: "SCRAM-SHA-512", Name: "web", Password: "web-secret"}}
 	n := startNode(t, cfg)
 
 	img := n.ctrl.Image()
@@ -96,8 +99,13 @@ func TestSSLOnlyNodeAndHTTPS(t *testing.T) {
 	}
 
 	httpc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}}}
-	resp, err := httpc.Post("https://"+n.HTTPAddr().String()+"/v1/topics/tls-http/produce", "application/json",
+	req, err := http.NewRequest("POST", "https://"+n.HTTPAddr().String()+"/v1/topics/tls-http/produce",
 		strings.NewReader(`{"key": "k", "value": "aGVsbG8gb3ZlciB0bHM="}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("web", "web-secret")
+	resp, err := httpc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

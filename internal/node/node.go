@@ -43,6 +43,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fjordmq/fjord/internal/audit"
 	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/controller"
 	"github.com/fjordmq/fjord/internal/controlplane"
@@ -183,6 +184,10 @@ type Node struct {
 	failOnce sync.Once
 	failed   chan struct{}
 	failErr  error
+
+	// audit is the audit log (audit.go), nil without one: opened first,
+	// closed last.
+	audit *audit.Log
 }
 
 // Start builds and starts a node. On error everything it opened is
@@ -208,6 +213,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 func (n *Node) start(ctx context.Context) error {
 	cfg := n.cfg
+	if err := n.openAudit(); err != nil {
+		return err
+	}
 	var fs vfs.FS = vfs.OS()
 	if cfg.UnsyncedWritesInMemory {
 		fs = vfs.NewWriteBack(fs)
@@ -427,6 +435,9 @@ func (n *Node) start(ctx context.Context) error {
 	n.lag, n.stopLag = n.startLag()
 	n.metrics, n.metricsText = newRegistry(n.storage, fsyncs, n.lag, txnCollector{n.txns, n.txnLoader}, replicationCollector{n})
 	n.metrics.MustRegister(diskCollector{n}, replayCollector{n})
+	if n.audit != nil {
+		n.metrics.MustRegister(n.audit)
+	}
 	n.kafka = kafkaserver.New(kafkaserver.Config{
 		Addr:                              n.KafkaAddr().String(),
 		LogDirFreeSpaceWarn:               cmp.Or(cfg.LogDirFreeSpaceWarn, metadata.DefaultFreeSpaceWarn),
@@ -444,6 +455,7 @@ func (n *Node) start(ctx context.Context) error {
 		TransactionTopicReplicationFactor: txnstatetopic.DefaultReplicationFactor,
 		InternalClientID:                  n.internalClientID,
 		ACL:                               n.aclConfig(),
+		Audit:                             n.auditRecorder(),
 		Metrics:                           n.metrics,
 		Logger:                            n.log,
 	}, brokerControlPlane{n.ctrl, n.ctrl, n.control, n.control}, n.replicas, pids, n.groups)
@@ -472,6 +484,8 @@ func (n *Node) start(ctx context.Context) error {
 			MaxLongPolls:           cfg.HTTP.MaxLongPolls,
 			MaxConsumers:           cfg.HTTP.MaxConsumers,
 			MaxBodyBytes:           cfg.HTTP.MaxBodyBytes,
+			Security:               n.httpSecurity(),
+			Audit:                  n.auditRecorder(),
 			Metrics:                n.metrics,
 			Logger:                 n.log,
 		})
@@ -942,6 +956,8 @@ func (n *Node) Close() error {
 			add("closing logs", n.storage.Close())
 		}
 		add("unlocking data directory", n.lock.unlock())
+		// Last: every listener that records to it has stopped.
+		add("closing audit log", n.closeAudit())
 		if len(errs) > 0 {
 			n.closeErr = errs[0]
 			for _, err := range errs[1:] {

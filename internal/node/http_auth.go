@@ -1,0 +1,83 @@
+package node
+
+// The HTTP API's security (issue 20, slice 4): the same principals and
+// the same ACLs as the Kafka listeners, from the same sources.
+//
+//   - Basic: the SCRAM credentials of the node's latest metadata image
+//     (imageCredentials, which SCRAM and PLAIN on the listeners read).
+//   - Bearer: the listeners' OAUTHBEARER, when a SASL listener enables
+//     it (bearerOverSASL below).
+//   - ACLs: the Kafka listener's authorizer of the latest image
+//     (kafkaserver.Server.Authorizer), with its readiness, so a binding
+//     applies to HTTP when it applies to Kafka.
+//   - Credentials are required of every HTTP request exactly when some
+//     listener authenticates its clients (Config.authenticates): an API
+//     that let anonymous callers through would be a way around it.
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/fjordmq/fjord/internal/httpapi"
+	"github.com/fjordmq/fjord/internal/sasl"
+)
+
+// httpSecurity is the HTTP API's Security. REQUIRES: n.kafka built.
+func (n *Node) httpSecurity() *httpapi.Security {
+	sec := &httpapi.Security{
+		Required:    n.cfg.authenticates(),
+		Credentials: imageCredentials{n.ctrl},
+		Authorizer:  n.kafka.Authorizer,
+	}
+	if n.sasl != nil && slices.Contains(n.sasl.Mechanisms(), sasl.OAuthBearer) {
+		sec.Bearer = bearerOverSASL{n.sasl}
+	}
+	return sec
+}
+
+// bearerOverSASL checks a bearer token with an OAUTHBEARER exchange on
+// the listeners' SASL server: the one validator (and so the one copy of
+// the identity provider's keys, refreshed once) that the listeners use,
+// and the principal exactly as they name it. sasl.Server does not hand
+// its Validator out; a second Validator from the same settings would
+// fetch a JWKS URL twice and could, between refreshes, accept a token
+// the listeners refuse.
+type bearerOverSASL struct{ srv *sasl.Server }
+
+// errNotBearerToken refuses a token that cannot be framed in an
+// OAUTHBEARER message (the HTTP API checks the characters first; this
+// keeps the framing safe whoever calls).
+var errNotBearerToken = errors.New("node: not a bearer token")
+
+func (b bearerOverSASL) Validate(token string) (string, time.Time, error) {
+	for i := 0; i < len(token); i++ {
+		switch c := token[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '.', c == '_':
+		default:
+			return "", time.Time{}, errNotBearerToken
+		}
+	}
+	if token == "" {
+		return "", time.Time{}, errNotBearerToken
+	}
+	x, err := b.srv.Start(sasl.OAuthBearer)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	// RFC 7628's client initial response, as a Kafka client sends it.
+	_, done, err := x.Step([]byte("n,,\x01auth=Bearer " + token + "\x01\x01"))
+	if err == nil && !done {
+		// The token did not validate: OAUTHBEARER answers with an
+		// error challenge, and the failure (with its reason) comes
+		// with the client's answer to it.
+		_, _, err = x.Step([]byte{0x01})
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if x.Principal() == "" {
+		return "", time.Time{}, errNotBearerToken
+	}
+	return x.Principal(), x.Expiry(), nil
+}
