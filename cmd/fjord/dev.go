@@ -103,10 +103,13 @@ type devOptions struct {
 	// started again this long after (0: it stops the others, as a node
 	// that fails does).
 	restartKilled time.Duration
-	// nodesGiven and hostGiven say the flag was on the command line, so
-	// a directory made for another cluster is refused rather than
-	// silently reused.
-	nodesGiven, hostGiven bool
+	// tls: clients connect over SASL_SSL as tlsUser (dev_tls.go).
+	tls     bool
+	tlsUser string
+	// nodesGiven, hostGiven and tlsUserGiven say the flag was on the
+	// command line, so a directory made for another cluster is refused
+	// rather than silently reused.
+	nodesGiven, hostGiven, tlsUserGiven bool
 }
 
 func newDevCommand() *cobra.Command {
@@ -146,6 +149,20 @@ ports (a quorum's voter list is fixed when its metadata log is made) and the
 same data. --nodes, --host and --base-port can then be left out; given, they
 must match what the directory holds. Remove the directory to start over.
 
+With --tls, each node's Kafka listener is SASL_SSL (SCRAM-SHA-512) and its HTTP
+API HTTPS. The first start writes under --data-dir/tls a CA (ca.crt), a
+certificate for --host and localhost that every node serves (node.crt), and
+random passwords for two SCRAM users made with the cluster: --tls-user
+(default dev; <user>.password) and broker, the nodes' own; both are super
+users. Key and password files are 0600. A later start reuses them, and says so;
+it replaces only a certificate that is missing or expires within 7 days (a
+new CA must then be given to the clients). The banner prints the client
+settings: librdkafka properties (also written, password included, to
+tls/client.properties for kcat -F), the fjord client flags and a curl line.
+A cluster made with --tls must be run with --tls, and one made without it
+without: a running cluster cannot change its users. The controller ports stay
+plaintext.
+
 Each node runs with serve's defaults, except that topics get min(N, 3)
 replicas unless told otherwise (--default-replication-factor) and a new
 consumer group starts at once (--group-initial-rebalance-delay-ms 0).
@@ -157,6 +174,13 @@ FJORD_* variables that set serve's flags are not passed to the nodes.`,
 			}
 			o.nodesGiven = cmd.Flags().Changed("nodes")
 			o.hostGiven = cmd.Flags().Changed("host")
+			o.tlsUserGiven = cmd.Flags().Changed("tls-user")
+			if o.tlsUserGiven && !o.tls {
+				return fmt.Errorf("--tls-user %s: needs --tls", quoteValue(o.tlsUser))
+			}
+			if err := checkDevTLSUser(o.tlsUser); err != nil {
+				return err
+			}
 			return runDev(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -168,6 +192,9 @@ FJORD_* variables that set serve's flags are not passed to the nodes.`,
 		"first port of the fixed layout: node i's Kafka port is base+i-1, its controller's base+10+i-1, its HTTP API's base+20+i-1 (default: free ports)")
 	f.DurationVar(&o.restartKilled, "restart-killed-after", 0,
 		"start a node killed by a signal again this long after, rather than stopping the others (0: stop them)")
+	addBoolFlag(f, &o.tls, "tls", false,
+		"clients connect over SASL_SSL with SCRAM-SHA-512 and the HTTP API is HTTPS; the CA, certificate and passwords are made in --data-dir/tls")
+	f.StringVar(&o.tlsUser, "tls-user", defaultDevTLSUser, "with --tls, the SCRAM user (a super user) made for the developer")
 	return cmd
 }
 
@@ -176,6 +203,9 @@ FJORD_* variables that set serve's flags are not passed to the nodes.`,
 type devLayout struct {
 	Host  string         `json:"host"`
 	Nodes []devNodePorts `json:"nodes"` // Nodes[i] has ID i+1
+	// TLS is set for a --tls cluster; omitted for a plaintext one, so
+	// its file reads as it did before --tls existed.
+	TLS *devLayoutTLS `json:"tls,omitempty"`
 }
 
 // devNodePorts are one node's listeners' ports on the layout's host.
@@ -203,7 +233,7 @@ func (l devLayout) needsPorts() bool { return len(l.Nodes) > 0 && l.Nodes[0].Kaf
 
 // withPorts gives the nodes ports, three each in node order.
 func (l devLayout) withPorts(ports []int) devLayout {
-	out := devLayout{Host: l.Host}
+	out := devLayout{Host: l.Host, TLS: l.TLS}
 	for i := range l.Nodes {
 		out.Nodes = append(out.Nodes, devNodePorts{ID: i + 1, Kafka: ports[3*i], Controller: ports[3*i+1], HTTP: ports[3*i+2]})
 	}
@@ -264,8 +294,25 @@ func planDevLayout(saved *devLayout, o devOptions, dir string) (devLayout, error
 		case o.basePort != 0 && !sameLayout(*saved, baseLayout(saved.Host, len(saved.Nodes), int(o.basePort))):
 			return devLayout{}, fmt.Errorf("--base-port %d: --data-dir %s holds a cluster on other ports (%s): leave --base-port out to run it, %s",
 				o.basePort, dir, where, instead)
+		// Refused, not followed: the users of a --tls cluster exist
+		// only in metadata logs made with them, so neither direction
+		// can be changed in place, and a silent switch would start a
+		// cluster other than the one the user's clients are set for.
+		case o.tls && saved.TLS == nil:
+			return devLayout{}, fmt.Errorf("--tls: --data-dir %s holds a cluster made without --tls (%s), which cannot take it on: leave --tls out to run it, %s",
+				dir, where, instead)
+		case !o.tls && saved.TLS != nil:
+			return devLayout{}, fmt.Errorf("--data-dir %s holds a cluster made with --tls (%s): run it with --tls, %s",
+				dir, where, instead)
+		case o.tlsUserGiven && saved.TLS != nil && o.tlsUser != saved.TLS.User:
+			return devLayout{}, fmt.Errorf("--tls-user %s: --data-dir %s holds a cluster made for user %s (%s): leave --tls-user out to run it, %s",
+				o.tlsUser, dir, saved.TLS.User, where, instead)
 		}
 		return *saved, nil
+	}
+	var secured *devLayoutTLS
+	if o.tls {
+		secured = &devLayoutTLS{User: o.tlsUser}
 	}
 	if o.basePort != 0 {
 		top := int(o.basePort) + 2*devPortStride + int(o.nodes) - 1
@@ -273,11 +320,15 @@ func planDevLayout(saved *devLayout, o devOptions, dir string) (devLayout, error
 			return devLayout{}, fmt.Errorf("--base-port %d: node %d's HTTP port would be %d; allowed: at most %d for %d nodes",
 				o.basePort, o.nodes, top, 65535-(top-int(o.basePort)), o.nodes)
 		}
-		return baseLayout(o.host, int(o.nodes), int(o.basePort)), nil
+		l := baseLayout(o.host, int(o.nodes), int(o.basePort))
+		l.TLS = secured
+		return l, nil
 	}
-	return devLayout{Host: o.host, Nodes: make([]devNodePorts, o.nodes)}, nil
+	return devLayout{Host: o.host, Nodes: make([]devNodePorts, o.nodes), TLS: secured}, nil
 }
 
+// sameLayout compares hosts and ports: the cluster's place, not its
+// security.
 func sameLayout(a, b devLayout) bool {
 	if a.Host != b.Host || len(a.Nodes) != len(b.Nodes) {
 		return false
@@ -312,6 +363,11 @@ func checkLayout(l devLayout) error {
 	}
 	if err := checkDevHost(l.Host); err != nil {
 		return err
+	}
+	if l.TLS != nil {
+		if err := checkDevTLSUser(l.TLS.User); err != nil {
+			return fmt.Errorf("its tls user %s is not one fjord dev makes", quoteValue(l.TLS.User))
+		}
 	}
 	seen := map[int]bool{}
 	for i, n := range l.Nodes {
@@ -439,10 +495,20 @@ func devNodeEnv() []string {
 	return env
 }
 
+// nodeEnv is devNodeEnv and, for a --tls cluster, its users.
+func (c *devCluster) nodeEnv() []string {
+	env := devNodeEnv()
+	if c.tls != nil {
+		env = append(env, c.tls.bootstrapEnv())
+	}
+	return env
+}
+
 // devCluster is the running nodes of one dev run.
 type devCluster struct {
 	layout devLayout
-	dir    string // --data-dir as given, for what dev prints
+	dir    string  // --data-dir as given, for what dev prints
+	tls    *devTLS // nil: a plaintext cluster
 	nodes  []*devNode
 	// exited receives each node as its process exits; room for all, so
 	// a wait goroutine never blocks on it.
@@ -464,8 +530,8 @@ type devNode struct {
 	waitErr  error
 }
 
-func newDevCluster(l devLayout, dir, absDir string) *devCluster {
-	c := &devCluster{layout: l, dir: dir, exited: make(chan *devNode, len(l.Nodes))}
+func newDevCluster(l devLayout, dir, absDir string, secured *devTLS) *devCluster {
+	c := &devCluster{layout: l, dir: dir, tls: secured, exited: make(chan *devNode, len(l.Nodes))}
 	for _, p := range l.Nodes {
 		name := "node-" + strconv.Itoa(p.ID)
 		c.nodes = append(c.nodes, &devNode{
@@ -507,7 +573,6 @@ func (c *devCluster) spawn(n *devNode, exe string, env []string) error {
 	args := []string{"serve",
 		"--node-id", strconv.Itoa(n.ports.ID),
 		"--data-dir", n.dataDir,
-		"--kafka-addr", l.addr(n.ports.Kafka),
 		"--controller-addr", l.addr(n.ports.Controller),
 		"--http-addr", l.addr(n.ports.HTTP),
 		"--default-replication-factor", strconv.Itoa(l.replicationFactor()),
@@ -518,6 +583,11 @@ func (c *devCluster) spawn(n *devNode, exe string, env []string) error {
 	}
 	if v := l.voters(); v != "" {
 		args = append(args, "--controller-quorum-voters", v)
+	}
+	if c.tls != nil {
+		args = append(args, c.tls.serveArgs(l.addr(n.ports.Kafka))...)
+	} else {
+		args = append(args, "--kafka-addr", l.addr(n.ports.Kafka))
 	}
 	fmt.Fprintf(log, "=== fjord dev %s: fjord %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
 	st, err := log.Stat()
@@ -584,7 +654,16 @@ var errDevInterrupted = errors.New("interrupted while starting")
 // bound its HTTP listener but is still starting can hold a request for
 // a second or more, and a poll of all nodes in turn would sit in it.
 func (c *devCluster) start(ctx context.Context, exe string, sigs <-chan os.Signal) error {
-	env := devNodeEnv()
+	var kafkaOpts []kgo.Opt
+	transport := &http.Transport{DisableKeepAlives: true}
+	if c.tls != nil {
+		var err error
+		if kafkaOpts, err = c.tls.kafkaOpts(); err != nil {
+			return err
+		}
+		transport.TLSClientConfig = c.tls.httpTLSConfig()
+	}
+	env := c.nodeEnv()
 	for _, n := range c.nodes {
 		if err := c.spawn(n, exe, env); err != nil {
 			return err
@@ -600,7 +679,7 @@ func (c *devCluster) start(ctx context.Context, exe string, sigs <-chan os.Signa
 		errs map[int]error // by node id: why its latest poll was not a 200
 	}
 	last.errs = map[int]error{}
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: transport}
 	for _, n := range c.nodes {
 		wg.Add(1)
 		go func() {
@@ -608,7 +687,7 @@ func (c *devCluster) start(ctx context.Context, exe string, sigs <-chan os.Signa
 			tick := time.NewTicker(devReadyPoll)
 			defer tick.Stop()
 			for {
-				err := c.checkReady(pollCtx, client, n)
+				err := c.checkReady(pollCtx, client, kafkaOpts, n)
 				if err == nil {
 					ready <- n
 					return
@@ -652,8 +731,10 @@ func (c *devCluster) start(ctx context.Context, exe string, sigs <-chan os.Signa
 	return nil
 }
 
-func (c *devCluster) checkReady(ctx context.Context, client *http.Client, n *devNode) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.layout.addr(n.ports.HTTP)+"/readyz", nil)
+// checkReady asks n whether it is ready, over HTTP(S) with client and
+// over Kafka with kafkaOpts (the cluster's security).
+func (c *devCluster) checkReady(ctx context.Context, client *http.Client, kafkaOpts []kgo.Opt, n *devNode) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.httpScheme()+c.layout.addr(n.ports.HTTP)+"/readyz", nil)
 	if err != nil {
 		return err
 	}
@@ -671,7 +752,7 @@ func (c *devCluster) checkReady(ctx context.Context, client *http.Client, n *dev
 	// that asks for the brokers then (fjord verify's --fault-cmd picks
 	// the nodes to fault that way) would not see it. Asked of the node's
 	// own Kafka listener: /v1/cluster answers from a client's cache.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.layout.addr(n.ports.Kafka)))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.layout.addr(n.ports.Kafka))}, kafkaOpts...)...)
 	if err != nil {
 		return err
 	}
@@ -686,6 +767,15 @@ func (c *devCluster) checkReady(ctx context.Context, client *http.Client, n *dev
 		return fmt.Errorf("its metadata lists %d of the %d nodes as live brokers", got, len(c.nodes))
 	}
 	return nil
+}
+
+// httpScheme is how the nodes' HTTP API is reached: "http://", or
+// "https://" for a --tls cluster.
+func (c *devCluster) httpScheme() string {
+	if c.tls != nil {
+		return "https://"
+	}
+	return "http://"
 }
 
 // why says how an exited node ended, in one line: "exit status 1:
@@ -876,12 +966,28 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
+		// After the layout, as every file dev makes (openDevDir), and
+		// again at each try: client.properties names the ports.
+		var secured *devTLS
+		if l.TLS != nil {
+			if secured, err = prepareDevTLS(absDir, l, time.Now()); err != nil {
+				return err
+			}
+			if try == 1 { // a retry finds what the first try made
+				for _, note := range secured.notes() {
+					fmt.Fprintf(stderr, "fjord dev: --tls: %s\n", note)
+				}
+			}
+		}
 		what := "a new cluster"
 		if saved != nil {
 			what = "the cluster saved in " + devLayoutFile
 		}
+		if l.TLS != nil {
+			what += ", --tls"
+		}
 		fmt.Fprintf(stderr, "fjord dev: starting %s under %s (%s) ...\n", plural(int64(len(l.Nodes)), "node"), dir, what)
-		c = newDevCluster(l, dir, absDir)
+		c = newDevCluster(l, dir, absDir, secured)
 		err := c.start(ctx, exe, sigs)
 		if err == nil {
 			break
@@ -905,7 +1011,7 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 	// due receives each killed node once its restart delay has passed;
 	// room for all, so a timer never blocks on it after dev returns.
 	due := make(chan *devNode, len(c.nodes))
-	env := devNodeEnv()
+	env := c.nodeEnv()
 	for {
 		select {
 		case s := <-sigs: // Ctrl-C: the ordinary end
@@ -957,8 +1063,8 @@ func (c *devCluster) removeNodeDirs() error {
 }
 
 // printDevBanner prints what a user needs to reach the cluster: the
-// bootstrap servers, a table of the nodes, commands to try, and how to
-// stop.
+// bootstrap servers, a table of the nodes, for a --tls cluster the
+// client settings, commands to try, and how to stop.
 func printDevBanner(w io.Writer, c *devCluster) {
 	l := c.layout
 	var kafka []string
@@ -970,30 +1076,53 @@ func printDevBanner(w io.Writer, c *devCluster) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tPID\tKAFKA\tCONTROLLER\tHTTP\tLOG")
 	for _, n := range c.nodes {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\thttp://%s\t%s\n", n.ports.ID, n.cmd.Process.Pid,
-			l.addr(n.ports.Kafka), l.addr(n.ports.Controller), l.addr(n.ports.HTTP), n.logName)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s%s\t%s\n", n.ports.ID, n.cmd.Process.Pid,
+			l.addr(n.ports.Kafka), l.addr(n.ports.Controller), c.httpScheme(), l.addr(n.ports.HTTP), n.logName)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nBootstrap servers: %s\n\nTry, in another terminal:\n\n", brokers)
-	for _, cmd := range devTryCommands(shellWord(os.Args[0]), brokers, l.addr(l.Nodes[0].HTTP), l.replicationFactor()) {
+	fmt.Fprintf(w, "\nBootstrap servers: %s\n", brokers)
+	httpAddr := l.addr(l.Nodes[0].HTTP)
+	var clientFlags string
+	curl := fmt.Sprintf("curl -sS http://%s/v1/cluster", httpAddr)
+	exports := []string{"FJORD_BROKERS=" + brokers}
+	settings := "these brokers"
+	if t := c.tls; t != nil {
+		clientFlags, curl = t.cliFlags(), t.curl(httpAddr)
+		exports = append(exports, t.cliEnv()...)
+		settings = "these settings"
+		fmt.Fprintf(w, "Security: SASL_SSL, %s as user %s (a super user), certificates of the CA %s (SHA-256 %s)\n",
+			devSASLMechanism, t.user, t.caFile, t.caFingerprint)
+		fmt.Fprintf(w, "\nClient settings, as librdkafka properties (with the password: kcat -F %s -L):\n\n", shellWord(t.propertiesFile))
+		for _, line := range strings.Split(strings.TrimSuffix(t.properties(false), "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+		fmt.Fprintf(w, "\nas fjord client flags:\n\n  %s\n", strings.TrimSpace(clientFlags))
+	}
+	fmt.Fprintf(w, "\nTry, in another terminal:\n\n")
+	for _, cmd := range devTryCommands(shellWord(os.Args[0]), brokers, clientFlags, curl, l.replicationFactor()) {
 		fmt.Fprintf(w, "  %s\n", cmd)
 	}
-	fmt.Fprintf(w, "\nor give every fjord command these brokers at once:\n\n  export FJORD_BROKERS=%s\n\nCtrl-C stops every node.\n", brokers)
+	fmt.Fprintf(w, "\nor give every fjord command %s at once:\n\n", settings)
+	for _, e := range exports {
+		fmt.Fprintf(w, "  export %s\n", e)
+	}
+	fmt.Fprintf(w, "\nCtrl-C stops every node.\n")
 }
 
 // devTryCommands are the banner's commands to try, run as bin against
-// brokers. README's local-cluster block is the same lines without
+// brokers with clientFlags (the security flags, or ""), ending with the
+// curl line. README's local-cluster block is the same lines without
 // --brokers (FJORD_BROKERS set instead), and TestDevCluster runs that
 // block and checks that each of its lines is one of these.
-func devTryCommands(bin, brokers, httpAddr string, replicas int) []string {
-	b := " --brokers " + brokers
+func devTryCommands(bin, brokers, clientFlags, curl string, replicas int) []string {
+	b := " --brokers " + brokers + clientFlags
 	return []string{
 		fmt.Sprintf("%s topic create greetings --partitions 3 --replication-factor %d%s", bin, replicas, b),
 		fmt.Sprintf(`printf 'alice:hello\nbob:hi\nalice:bye\n' | %s produce greetings --key-separator :%s`, bin, b),
 		fmt.Sprintf(`%s consume greetings --from-beginning --max-messages 3 --format '%%p/%%o %%k=%%v\n'%s`, bin, b),
 		fmt.Sprintf("%s topic describe greetings%s", bin, b),
 		fmt.Sprintf("%s cluster describe%s", bin, b),
-		fmt.Sprintf("curl -sS http://%s/v1/cluster", httpAddr),
+		curl,
 	}
 }
 

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/testutil"
+	"github.com/fjordmq/fjord/internal/tlsconf"
 )
 
 // `fjord dev` as a user runs it: a real process (this test binary run as
@@ -91,7 +103,7 @@ func startDev(t *testing.T, dir string, args ...string) *devRun {
 
 var (
 	devBrokersLine = regexp.MustCompile(`(?m)^Bootstrap servers: (\S+)$`)
-	devNodeRow     = regexp.MustCompile(`(?m)^(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+http://(\S+)\s+(\S+)$`)
+	devNodeRow     = regexp.MustCompile(`(?m)^(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+https?://(\S+)\s+(\S+)$`)
 )
 
 // waitBanner waits for the banner's last line and parses the banner.
@@ -566,6 +578,52 @@ func TestDevBadInput(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		{name: "tls user without tls", args: []string{"--tls-user", "alice"},
+			want: `--tls-user "alice": needs --tls`},
+		{name: "tls user with a separator", args: []string{"--tls", "--tls-user", "a;b"},
+			want: `--tls-user "a;b": allowed: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit`},
+		{name: "empty tls user", args: []string{"--tls", "--tls-user", ""},
+			want: `--tls-user "": allowed: 1 to 64 letters`},
+		{name: "tls user is the nodes'", args: []string{"--tls", "--tls-user", "broker"},
+			want: "--tls-user broker: that is the nodes' own user; choose another name"},
+		{name: "tls not a bool", args: []string{"--tls=maybe"},
+			want: `invalid argument "maybe" for "--tls" flag: allowed: true or false`},
+		{name: "tls on a plaintext cluster", args: []string{"--tls"},
+			want: "holds a cluster made without --tls (",
+			setup: func(t *testing.T, dataDir string) {
+				// A cluster of one as dev wrote it before --tls.
+				writeRawLayout(t, dataDir, fmt.Sprintf(`{"host": "127.0.0.1", "nodes": [{"id": 1, "kafka_port": %d, "controller_port": %d, "http_port": %d}]}`,
+					heldPort, heldPort+devPortStride, heldPort+2*devPortStride))
+			}},
+		{name: "no tls on a tls cluster",
+			want: "holds a cluster made with --tls (",
+			setup: func(t *testing.T, dataDir string) {
+				l := baseLayout("127.0.0.1", 1, heldPort)
+				l.TLS = &devLayoutTLS{User: "dev"}
+				if err := os.MkdirAll(dataDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := writeDevLayout(dataDir, l); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "another tls user", args: []string{"--tls", "--tls-user", "alice"},
+			want: "--tls-user alice: --data-dir ",
+			setup: func(t *testing.T, dataDir string) {
+				l := baseLayout("127.0.0.1", 1, heldPort)
+				l.TLS = &devLayoutTLS{User: "dev"}
+				if err := os.MkdirAll(dataDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := writeDevLayout(dataDir, l); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "layout with a bad tls user", args: []string{"--tls"}, want: `its tls user "a,b" is not one fjord dev makes`,
+			setup: func(t *testing.T, dataDir string) {
+				writeRawLayout(t, dataDir, fmt.Sprintf(`{"host": "127.0.0.1", "nodes": [{"id": 1, "kafka_port": %d, "controller_port": %d, "http_port": %d}], "tls": {"user": "a,b"}}`,
+					heldPort, heldPort+devPortStride, heldPort+2*devPortStride))
+			}},
 		{name: "damaged layout file", want: "is not a dev cluster's layout",
 			setup: func(t *testing.T, dataDir string) {
 				if err := os.MkdirAll(dataDir, 0o755); err != nil {
@@ -594,10 +652,24 @@ func TestDevBadInput(t *testing.T) {
 	}
 }
 
+// writeRawLayout writes dev-cluster.json as given, as an older dev or a
+// hand edit left it.
+func writeRawLayout(t *testing.T, dataDir, layout string) {
+	t.Helper()
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, devLayoutFile), []byte(layout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // planDevLayout's decisions, without processes: what a new directory,
 // --base-port and a saved layout give, and what a saved layout refuses.
 func TestDevLayoutPlan(t *testing.T) {
 	saved := baseLayout("127.0.0.1", 3, 19092)
+	secured := baseLayout("127.0.0.1", 3, 19092)
+	secured.TLS = &devLayoutTLS{User: "dev"}
 	for _, tc := range []struct {
 		name  string
 		saved *devLayout
@@ -606,7 +678,24 @@ func TestDevLayoutPlan(t *testing.T) {
 		// fresh: the plan leaves the ports to be picked.
 		fresh   bool
 		wantErr string
+		// wantTLSUser is the plan's --tls user, "" for a plaintext
+		// cluster.
+		wantTLSUser string
 	}{
+		{name: "new, tls", o: devOptions{nodes: 3, host: "127.0.0.1", tls: true, tlsUser: "dev"}, fresh: true, wantTLSUser: "dev"},
+		{name: "new, tls, base port, own user", o: devOptions{nodes: 3, host: "127.0.0.1", basePort: 19092, tls: true, tlsUser: "alice", tlsUserGiven: true},
+			want: saved, wantTLSUser: "alice"},
+		{name: "saved tls, tls", saved: &secured, o: devOptions{nodes: 3, host: "127.0.0.1", tls: true, tlsUser: "dev"}, want: saved, wantTLSUser: "dev"},
+		{name: "saved tls, default user not given", saved: &secured, o: devOptions{nodes: 3, host: "127.0.0.1", tls: true, tlsUser: "other"},
+			want: saved, wantTLSUser: "dev"},
+		{name: "saved tls, same user given", saved: &secured, o: devOptions{nodes: 3, host: "127.0.0.1", tls: true, tlsUser: "dev", tlsUserGiven: true},
+			want: saved, wantTLSUser: "dev"},
+		{name: "saved tls, other user", saved: &secured, o: devOptions{nodes: 3, host: "127.0.0.1", tls: true, tlsUser: "alice", tlsUserGiven: true},
+			wantErr: "--tls-user alice: --data-dir d holds a cluster made for user dev (d/dev-cluster.json): leave --tls-user out to run it"},
+		{name: "saved tls, no tls", saved: &secured, o: devOptions{nodes: 3, host: "127.0.0.1"},
+			wantErr: "--data-dir d holds a cluster made with --tls (d/dev-cluster.json): run it with --tls, give another --data-dir, or remove d to start over"},
+		{name: "saved plaintext, tls", saved: &saved, o: devOptions{nodes: 3, host: "127.0.0.1", tls: true, tlsUser: "dev"},
+			wantErr: "--tls: --data-dir d holds a cluster made without --tls (d/dev-cluster.json), which cannot take it on: leave --tls out to run it"},
 		{name: "new, free ports", o: devOptions{nodes: 3, host: "127.0.0.1"}, fresh: true},
 		{name: "new, base port", o: devOptions{nodes: 3, host: "127.0.0.1", basePort: 19092}, want: saved},
 		{name: "saved, no flags", saved: &saved, o: devOptions{nodes: 3, host: "127.0.0.1"}, want: saved},
@@ -642,6 +731,17 @@ func TestDevLayoutPlan(t *testing.T) {
 			case !sameLayout(got, tc.want):
 				t.Fatalf("plan %+v, want %+v", got, tc.want)
 			}
+			if tc.wantErr != "" {
+				return
+			}
+			switch {
+			case tc.wantTLSUser == "" && got.TLS != nil:
+				t.Errorf("plan is --tls for user %s, want a plaintext cluster", got.TLS.User)
+			case tc.wantTLSUser != "" && (got.TLS == nil || got.TLS.User != tc.wantTLSUser):
+				t.Errorf("plan's tls %+v, want --tls for user %s", got.TLS, tc.wantTLSUser)
+			case tc.fresh && tc.wantTLSUser != "" && got.withPorts([]int{1, 2, 3, 4, 5, 6, 7, 8, 9}).TLS != got.TLS:
+				t.Errorf("picking ports dropped the tls setting")
+			}
 		})
 	}
 	if got := saved.voters(); got != "1@127.0.0.1:19102,2@127.0.0.1:19103,3@127.0.0.1:19104" {
@@ -650,4 +750,538 @@ func TestDevLayoutPlan(t *testing.T) {
 	if got := baseLayout("127.0.0.1", 1, 19092).voters(); got != "" {
 		t.Errorf("a cluster of one has voters %q, want none (serve's lone voter)", got)
 	}
+}
+
+// dev-cluster.json as dev wrote it before --tls existed still opens, as
+// a plaintext cluster; a plaintext layout is still written without a
+// tls key (an older dev reads it), and a --tls one keeps its user.
+func TestDevLayoutFileCompat(t *testing.T) {
+	dir := t.TempDir()
+	old := `{
+  "host": "127.0.0.1",
+  "nodes": [
+    {
+      "id": 1,
+      "kafka_port": 19092,
+      "controller_port": 19102,
+      "http_port": 19112
+    }
+  ]
+}
+`
+	writeRawLayout(t, dir, old)
+	l, err := openDevDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.TLS != nil || !sameLayout(*l, baseLayout("127.0.0.1", 1, 19092)) {
+		t.Fatalf("the old layout read as %+v (tls %+v), want the plaintext cluster of one on 19092", l, l.TLS)
+	}
+	if err := writeDevLayout(dir, *l); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, devLayoutFile)); err != nil || string(b) != old {
+		t.Errorf("a plaintext layout is written as\n%s\nwant the old format\n%s(%v)", b, old, err)
+	}
+
+	l.TLS = &devLayoutTLS{User: "alice"}
+	if err := writeDevLayout(dir, *l); err != nil {
+		t.Fatal(err)
+	}
+	back, err := openDevDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.TLS == nil || back.TLS.User != "alice" {
+		t.Errorf("a --tls layout read back with tls %+v, want user alice", back.TLS)
+	}
+}
+
+// fileMode is path's permission bits.
+func fileMode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}
+
+// prepareDevTLS without processes: what a first start makes and with
+// which modes, what a restart reuses, and what it remakes (a missing,
+// expired, foreign or wrong-host node certificate; a CA without its key
+// or about to expire) or refuses (a damaged CA, a password lost after
+// the users were made), each saying why.
+func TestDevTLSFiles(t *testing.T) {
+	absDir := t.TempDir()
+	l := baseLayout("127.0.0.1", 1, 19092)
+	l.TLS = &devLayoutTLS{User: "dev"}
+	now := time.Now()
+	first, err := prepareDevTLS(absDir, l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.newCA || !first.newCert || !first.newUser || !first.newBroker {
+		t.Fatalf("a first start made CA %v, certificate %v, users %v/%v; want all", first.newCA, first.newCert, first.newUser, first.newBroker)
+	}
+	if notes := strings.Join(first.notes(), "\n"); !strings.Contains(notes, "made a CA, "+first.caFile+" (SHA-256 "+first.caFingerprint+")") ||
+		!strings.Contains(notes, "issued the node certificate "+first.certFile) || !strings.Contains(notes, "made the SCRAM users dev") {
+		t.Errorf("first start's notes:\n%s", notes)
+	}
+	tlsDir := filepath.Join(absDir, devTLSDir)
+	for name, want := range map[string]os.FileMode{
+		".": 0o700, "ca.key": 0o600, "node.key": 0o600, "dev.password": 0o600, "broker.password": 0o600, "client.properties": 0o600,
+		"ca.crt": 0o644, "node.crt": 0o644,
+	} {
+		if got := fileMode(t, filepath.Join(tlsDir, name)); got != want {
+			t.Errorf("%s has mode %v, want %v", name, got, want)
+		}
+	}
+	if first.userPassword == first.brokerPassword || len(first.userPassword) != 32 {
+		t.Errorf("passwords %q and %q: want two different 32-character ones", first.userPassword, first.brokerPassword)
+	}
+	props, err := os.ReadFile(first.propertiesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bootstrap.servers=127.0.0.1:19092\n", "security.protocol=SASL_SSL\n", "sasl.mechanism=SCRAM-SHA-512\n",
+		"sasl.username=dev\n", "sasl.password=" + first.userPassword + "\n", "ssl.ca.location=" + first.caFile + "\n"} {
+		if !strings.Contains(string(props), want) {
+			t.Errorf("client.properties lacks %q:\n%s", want, props)
+		}
+	}
+	if env := first.bootstrapEnv(); env != "FJORD_BOOTSTRAP_SCRAM_USERS=SCRAM-SHA-512=[name=broker,password="+first.brokerPassword+"] "+
+		"SCRAM-SHA-512=[name=dev,password="+first.userPassword+"] SCRAM-SHA-256=[name=dev,password="+first.userPassword+"]" {
+		t.Errorf("bootstrap users %q", env)
+	} else if users, err := node.ParseBootstrapUsers(strings.TrimPrefix(env, "FJORD_BOOTSTRAP_SCRAM_USERS=")); err != nil || len(users) != 3 {
+		t.Errorf("serve would not read the bootstrap users: %v", err)
+	}
+
+	// A node has run: from now on the users exist in its log.
+	if err := os.MkdirAll(filepath.Join(absDir, "node-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	caBytes := func() string {
+		b, err := os.ReadFile(first.caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	firstCA := caBytes()
+	again, err := prepareDevTLS(absDir, l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.newCA || again.newCert || again.newUser || again.newBroker || again.caFingerprint != first.caFingerprint ||
+		again.userPassword != first.userPassword || again.brokerPassword != first.brokerPassword {
+		t.Fatalf("a restart remade files: CA %v, certificate %v, users %v/%v", again.newCA, again.newCert, again.newUser, again.newBroker)
+	}
+	if notes := strings.Join(again.notes(), "\n"); notes != "using the CA "+first.caFile+" (SHA-256 "+first.caFingerprint+"), valid until "+
+		first.caNotAfter.UTC().Format(time.DateOnly) {
+		t.Errorf("restart's notes:\n%s", notes)
+	}
+
+	ca, err := tlsconf.LoadCA(first.caFile, first.caKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA, err := tlsconf.NewCA("another CA", time.Hour*24*365)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ca *tlsconf.CA, o tlsconf.IssueOptions) func(t *testing.T) {
+		return func(t *testing.T) {
+			cert, key, err := ca.Issue(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tlsconf.WriteFiles(tlsDir, "node", cert, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		damage   func(t *testing.T)
+		wantNote string
+	}{
+		{"node key missing", func(t *testing.T) { os.Remove(filepath.Join(tlsDir, "node.key")) }, "issued the node certificate "},
+		{"node certificate expired", issue(ca, tlsconf.IssueOptions{Server: true, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+			NotBefore: now.Add(-48 * time.Hour), ValidFor: 24 * time.Hour}), " expires " + now.Add(-24*time.Hour).UTC().Format("2006-01-02T15")},
+		{"node certificate expiring within the renewal window", issue(ca, tlsconf.IssueOptions{Server: true, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+			DNSNames: []string{"localhost"}, ValidFor: devCertRenewBefore / 2}), " expires "},
+		{"node certificate for another host", issue(ca, tlsconf.IssueOptions{Server: true, IPs: []net.IP{net.IPv4(10, 1, 2, 3)}, DNSNames: []string{"localhost"}}),
+			" does not serve 127.0.0.1 "},
+		{"node certificate without localhost", issue(ca, tlsconf.IssueOptions{Server: true, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}),
+			" does not serve localhost "},
+		{"node certificate of another CA", issue(otherCA, tlsconf.IssueOptions{Server: true, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}}),
+			" is not signed by the CA fjord dev CA: issued a new one"},
+		{"node key of another certificate", func(t *testing.T) {
+			_, key, err := ca.Issue(tlsconf.IssueOptions{Server: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tlsDir, "node.key"), key, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, " cannot be used (tls: private key does not match public key): issued a new one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.damage(t)
+			got, err := prepareDevTLS(absDir, l, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.newCA || !got.newCert || got.caFingerprint != first.caFingerprint || caBytes() != firstCA {
+				t.Errorf("new CA %v, new certificate %v: want only the certificate reissued", got.newCA, got.newCert)
+			}
+			if notes := strings.Join(got.notes(), "\n"); !strings.Contains(notes, tc.wantNote) {
+				t.Errorf("notes do not say %q:\n%s", tc.wantNote, notes)
+			}
+			leaf, why := loadDevNodeCert(got.certFile, got.keyFile)
+			if leaf == nil || devNodeCertProblem(leaf, ca.Certificate(), "127.0.0.1", now) != "" {
+				t.Errorf("the reissued certificate does not serve: %s", why)
+			}
+		})
+	}
+
+	// Refusals change nothing.
+	refuse := func(want string) {
+		t.Helper()
+		certBefore, _ := os.ReadFile(first.certFile)
+		caBefore := caBytes()
+		if _, err := prepareDevTLS(absDir, l, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v, want one saying %q", err, want)
+		}
+		if certAfter, _ := os.ReadFile(first.certFile); string(certAfter) != string(certBefore) || caBytes() != caBefore {
+			t.Errorf("a refused start rewrote the CA or the node certificate")
+		}
+	}
+	pw := filepath.Join(tlsDir, "dev.password")
+	if err := os.Rename(pw, pw+".saved"); err != nil {
+		t.Fatal(err)
+	}
+	refuse(pw + " is missing, and the cluster's user dev was made with the password it held: put the file back, or remove " + absDir + " to start over")
+	if err := os.WriteFile(pw, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refuse("--tls: user dev's password file: " + pw + ": empty password")
+	if err := os.Rename(pw+".saved", pw); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(first.caFile, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refuse("no PEM data: remove " + first.caFile + " and " + first.caKeyFile + " for a new CA (clients must then be given the new ca.crt)")
+
+	// A CA that lost its key, or is about to expire, is replaced, and
+	// the node certificate with it.
+	if err := os.WriteFile(first.caFile, []byte(firstCA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(first.caKeyFile); err != nil {
+		t.Fatal(err)
+	}
+	keyless, err := prepareDevTLS(absDir, l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := strings.Join(keyless.notes(), "\n"); !keyless.newCA || !keyless.newCert || keyless.caFingerprint == first.caFingerprint ||
+		!strings.Contains(notes, "the CA "+first.caFile+" has no key "+first.caKeyFile+": made a new one (SHA-256 "+keyless.caFingerprint+
+			"); give clients that trusted the old one the new file") || !strings.Contains(notes, "is not signed by the CA") {
+		t.Errorf("a CA without its key: new CA %v, new certificate %v, notes:\n%s", keyless.newCA, keyless.newCert, notes)
+	}
+	if keyless.userPassword != first.userPassword {
+		t.Errorf("a new CA changed the password")
+	}
+	short, err := tlsconf.NewCA("short", devCertRenewBefore/2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsconf.WriteFiles(tlsDir, "ca", short.CertPEM(), short.KeyPEM()); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := prepareDevTLS(absDir, l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := strings.Join(renewed.notes(), "\n"); !renewed.newCA || !renewed.newCert ||
+		!strings.Contains(notes, "the CA "+first.caFile+" expires "+short.Certificate().NotAfter.UTC().Format(time.RFC3339)+": made a new one") {
+		t.Errorf("a CA about to expire: new CA %v, new certificate %v, notes:\n%s", renewed.newCA, renewed.newCert, notes)
+	}
+}
+
+// The node certificate's names for each kind of --host: the host, and
+// localhost by name and loopback address.
+func TestDevNodeCertNames(t *testing.T) {
+	ca, err := tlsconf.NewCA("test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"127.0.0.1", "localhost", "::1", "10.0.0.7", "dev.example"} {
+		certPEM, _, err := ca.Issue(devNodeCertOptions(host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(certPEM)
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{host, "localhost", "127.0.0.1", "::1"} {
+			if err := leaf.VerifyHostname(name); err != nil {
+				t.Errorf("--host %s: the certificate does not serve %s: %v", host, name, err)
+			}
+		}
+		if err := leaf.VerifyHostname("10.9.9.9"); err == nil {
+			t.Errorf("--host %s: the certificate serves 10.9.9.9", host)
+		}
+	}
+}
+
+// devTLSBanner is what a --tls banner tells a client.
+type devTLSBanner struct {
+	props        map[string]string // the librdkafka lines
+	passwordFile string
+	fingerprint  string
+	cliFlags     string
+	curl         string
+}
+
+var (
+	devPropertyLine    = regexp.MustCompile(`(?m)^  ([a-z.]+)=(\S+)$`)
+	devPasswordLine    = regexp.MustCompile(`(?m)^  # sasl\.password=<the first line of (\S+)>$`)
+	devFingerprintLine = regexp.MustCompile(`(?m)^Security: SASL_SSL, SCRAM-SHA-512 as user (\S+) \(a super user\), certificates of the CA (\S+) \(SHA-256 ([0-9A-F:]{95})\)$`)
+	devFlagsLine       = regexp.MustCompile(`(?m)^  (--security-protocol SASL_SSL .*)$`)
+	devCurlLine        = regexp.MustCompile(`(?m)^  (curl .*)$`)
+)
+
+// tlsBanner parses the banner's client settings.
+func (d *devRun) tlsBanner() devTLSBanner {
+	d.t.Helper()
+	out := d.stdout.String()
+	b := devTLSBanner{props: map[string]string{}}
+	for _, m := range devPropertyLine.FindAllStringSubmatch(out, -1) {
+		b.props[m[1]] = m[2]
+	}
+	pw, fp, flags, curl := devPasswordLine.FindStringSubmatch(out), devFingerprintLine.FindStringSubmatch(out),
+		devFlagsLine.FindStringSubmatch(out), devCurlLine.FindStringSubmatch(out)
+	if pw == nil || fp == nil || flags == nil || curl == nil {
+		d.t.Fatalf("the banner lacks the password file, the CA's fingerprint, the client flags or the curl line:\n%s", out)
+	}
+	b.passwordFile, b.fingerprint, b.cliFlags, b.curl = pw[1], fp[3], flags[1], curl[1]
+	if fp[1] != b.props["sasl.username"] || fp[2] != b.props["ssl.ca.location"] {
+		d.t.Errorf("the Security line names %s and %s, the properties %s and %s", fp[1], fp[2], b.props["sasl.username"], b.props["ssl.ca.location"])
+	}
+	return b
+}
+
+// client is a franz-go client of the cluster made only from what the
+// banner printed: its CA file in a plain crypto/tls configuration (as
+// any program would, not through Fjord's tlsconf), its user, and the
+// password read from its file.
+func (b devTLSBanner) client(t *testing.T, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	pem, err := os.ReadFile(b.props["ssl.ca.location"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no certificate", b.props["ssl.ca.location"])
+	}
+	pw, err := node.ReadPasswordFile(b.passwordFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(b.props["bootstrap.servers"], ",")...),
+		kgo.DialTLSConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}),
+		kgo.SASL(kscram.Auth{User: b.props["sasl.username"], Pass: pw}.AsSha512Mechanism())}, extra...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// consumeOne reads the first record of topic with cl.
+func consumeOne(t *testing.T, ctx context.Context, cl *kgo.Client) *kgo.Record {
+	t.Helper()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("no record within the deadline: %v", err)
+		}
+		for _, e := range fs.Errors() {
+			t.Logf("fetch: topic %s partition %d: %v", e.Topic, e.Partition, e.Err)
+		}
+		if recs := fs.Records(); len(recs) > 0 {
+			return recs[0]
+		}
+	}
+}
+
+// The issue's point: `fjord dev --tls` (one node, to keep it short)
+// starts SASL_SSL and HTTPS, and the settings it prints are enough for
+// a client: franz-go, with the CA file and the user and password file
+// printed, makes a topic, produces and consumes; kcat reads the
+// client.properties it names; the printed fjord flags and curl line
+// work. A plaintext client and a wrong password are refused on that
+// port; key and password files are 0600. Run again, a dev without --tls
+// or for another user is refused, and a dev with --tls reuses the CA
+// (same fingerprint) while reissuing an expired node certificate, and
+// serves the same data to the same user.
+func TestDevTLS(t *testing.T) {
+	kcat := testutil.KcatPath(t) // installs Debian's kcat if it must
+	dir := t.TempDir()
+	writeFjordWrapper(t, dir)
+	dataDir := filepath.Join(dir, "cluster")
+	tlsDir := filepath.Join(dataDir, devTLSDir)
+	d := startDev(t, dir, "--nodes", "1", "--tls", "--data-dir", dataDir)
+	if len(d.nodes) != 1 {
+		t.Fatalf("banner lists %d nodes, want 1:\n%s", len(d.nodes), d.stdout)
+	}
+	b := d.tlsBanner()
+	for k, want := range map[string]string{
+		"bootstrap.servers": d.brokers, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+		"sasl.username": "dev", "ssl.ca.location": filepath.Join(tlsDir, "ca.crt"),
+	} {
+		if got := b.props[k]; got != want {
+			t.Errorf("banner's %s=%s, want %s", k, got, want)
+		}
+	}
+	if want := filepath.Join(tlsDir, "dev.password"); b.passwordFile != want {
+		t.Errorf("banner's password file %s, want %s", b.passwordFile, want)
+	}
+	if want := fmt.Sprintf("--security-protocol SASL_SSL --ssl-ca-file %s --sasl-username dev --sasl-password-file %s", b.props["ssl.ca.location"], b.passwordFile); b.cliFlags != want {
+		t.Errorf("banner's fjord flags\n%s\nwant\n%s", b.cliFlags, want)
+	}
+	for _, want := range []string{"made a CA, " + b.props["ssl.ca.location"] + " (SHA-256 " + b.fingerprint + ")", "issued the node certificate", "made the SCRAM users dev"} {
+		if !strings.Contains(d.stderr.String(), want) {
+			t.Errorf("stderr does not say %q:\n%s", want, d.stderr)
+		}
+	}
+	for name, want := range map[string]os.FileMode{".": 0o700, "ca.key": 0o600, "node.key": 0o600, "dev.password": 0o600, "broker.password": 0o600, "client.properties": 0o600} {
+		if got := fileMode(t, filepath.Join(tlsDir, name)); got != want {
+			t.Errorf("%s has mode %v, want %v", name, got, want)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic = "secured"
+	cl := b.client(t)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatalf("creating a topic as dev over SASL_SSL: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("over SASL_SSL")}).FirstErr(); err != nil {
+		t.Fatalf("producing over SASL_SSL: %v", err)
+	}
+	consumer := b.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if r := consumeOne(t, ctx, consumer); string(r.Value) != "over SASL_SSL" {
+		t.Errorf("consumed %q, want the record produced", r.Value)
+	}
+
+	// Refused on the same port: a plaintext Kafka client (its first
+	// bytes are no TLS handshake), and the right CA with a wrong
+	// password.
+	plain, err := kgo.NewClient(kgo.SeedBrokers(d.brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = plain.SeedBrokers()[0].Request(pctx, kmsg.NewPtrApiVersionsRequest())
+	pcancel()
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a plaintext client's ApiVersions got %v, want the connection closed at once", err)
+	}
+	wrong := b
+	wrong.passwordFile = filepath.Join(dir, "wrong-password")
+	if err := os.WriteFile(wrong.passwordFile, []byte("guess\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(wrong.client(t, kgo.RequestRetries(0))).BrokerMetadata(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("a wrong password got %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	// The printed lines, as a user pastes them: a fjord command with the
+	// flags, kcat with client.properties, curl over HTTPS.
+	run := func(line string) string {
+		t.Helper()
+		c := exec.Command("sh", "-c", line)
+		c.Dir = dir
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+		return string(out)
+	}
+	if out := run("./fjord cluster describe --brokers " + d.brokers + " " + b.cliFlags); !strings.Contains(out, "Brokers: 1\n") {
+		t.Errorf("fjord cluster describe with the printed flags:\n%s", out)
+	}
+	kcatLine := fmt.Sprintf("%s -F %s -C -t %s -o beginning -c 1 -e -f '%%s\\n'", kcat, filepath.Join(tlsDir, "client.properties"), topic)
+	if !strings.Contains(d.stdout.String(), "kcat -F "+filepath.Join(tlsDir, "client.properties")) {
+		t.Errorf("the banner does not name kcat -F with client.properties:\n%s", d.stdout)
+	}
+	if out := run(kcatLine); !strings.Contains(out, "over SASL_SSL") {
+		t.Errorf("kcat with client.properties read:\n%s", out)
+	}
+	if !strings.Contains(b.curl, "https://"+d.nodes[0].httpAddr+"/v1/cluster") || !strings.Contains(b.curl, "--cacert "+b.props["ssl.ca.location"]) ||
+		!strings.Contains(b.curl, `-u "dev:$(cat `+b.passwordFile+`)"`) {
+		t.Errorf("curl line %q: want HTTPS with --cacert and -u", b.curl)
+	}
+	if out := run(b.curl); !strings.Contains(out, `"cluster_id"`) {
+		t.Errorf("%s:\n%s", b.curl, out)
+	}
+	d.interrupt()
+
+	// The directory is a --tls cluster's: dev without --tls, or for
+	// another user, is refused before any node starts.
+	requireDevError(t, runDevOnce(t, dir, "--data-dir", dataDir),
+		"--data-dir "+dataDir+" holds a cluster made with --tls ("+filepath.Join(dataDir, devLayoutFile)+"): run it with --tls")
+	requireDevError(t, runDevOnce(t, dir, "--data-dir", dataDir, "--tls", "--tls-user", "alice"),
+		"--tls-user alice: --data-dir "+dataDir+" holds a cluster made for user dev")
+
+	// The node certificate expired while dev was stopped (a year on):
+	// the next start reissues it from the same CA, so the clients' CA
+	// file stays good.
+	ca, err := tlsconf.LoadCA(filepath.Join(tlsDir, "ca.crt"), filepath.Join(tlsDir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caBefore, err := os.ReadFile(filepath.Join(tlsDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, key, err := ca.Issue(tlsconf.IssueOptions{Server: true, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-48 * time.Hour), ValidFor: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsconf.WriteFiles(tlsDir, "node", expired, key); err != nil {
+		t.Fatal(err)
+	}
+	again := startDev(t, dir, "--tls", "--data-dir", dataDir)
+	b2 := again.tlsBanner()
+	if b2.fingerprint != b.fingerprint {
+		t.Errorf("the CA's fingerprint changed from %s to %s", b.fingerprint, b2.fingerprint)
+	}
+	if caAfter, err := os.ReadFile(filepath.Join(tlsDir, "ca.crt")); err != nil || string(caAfter) != string(caBefore) {
+		t.Errorf("ca.crt was rewritten (%v)", err)
+	}
+	for _, want := range []string{"using the CA " + b.props["ssl.ca.location"] + " (SHA-256 " + b.fingerprint + ")",
+		"the node certificate " + filepath.Join(tlsDir, "node.crt") + " expires "} {
+		if !strings.Contains(again.stderr.String(), want) {
+			t.Errorf("restart's stderr does not say %q:\n%s", want, again.stderr)
+		}
+	}
+	if strings.Contains(again.stderr.String(), "made the SCRAM users") {
+		t.Errorf("the restart made the users again:\n%s", again.stderr)
+	}
+	if r := consumeOne(t, ctx, b2.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))); string(r.Value) != "over SASL_SSL" {
+		t.Errorf("after the restart consumed %q, want the record produced before", r.Value)
+	}
+	again.interrupt()
 }
