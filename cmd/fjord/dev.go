@@ -978,6 +978,10 @@ func runDev(ctx context.Context, o devOptions, stdout, stderr io.Writer) error {
 					fmt.Fprintf(stderr, "fjord dev: --tls: %s\n", note)
 				}
 			}
+			// At each try: a retry may have new controller ports.
+			if w := devTLSHostWarning(l); w != "" {
+				fmt.Fprintf(stderr, "fjord dev: --tls: %s\n", w)
+			}
 		}
 		what := "a new cluster"
 		if saved != nil {

@@ -1012,6 +1012,99 @@ func TestDevTLSFiles(t *testing.T) {
 	}
 }
 
+// The node certificate never outlives its CA: issued by a CA with less
+// than devNodeCertValidity left, it ends when the CA does; by a young CA
+// it gets its full validity. A certificate that outlives its CA (as one
+// issued before the cap could) is reissued.
+func TestDevNodeCertCappedByCA(t *testing.T) {
+	now := time.Now()
+	leafOf := func(t *testing.T, ca *tlsconf.CA) *x509.Certificate {
+		t.Helper()
+		certPEM, _, err := ca.Issue(devNodeCertOptions("127.0.0.1", ca.Certificate(), now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(certPEM)
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf
+	}
+	old, err := tlsconf.NewCA("old", 30*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := leafOf(t, old)
+	if !leaf.NotAfter.Equal(old.Certificate().NotAfter) {
+		t.Errorf("from a CA valid until %v: certificate valid until %v, want the CA's end", old.Certificate().NotAfter, leaf.NotAfter)
+	}
+	if why := devNodeCertProblem(leaf, old.Certificate(), "127.0.0.1", now); why != "" {
+		t.Errorf("the capped certificate is refused: %s", why)
+	}
+	young, err := tlsconf.NewCA("young", devCAValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf = leafOf(t, young)
+	if got := leaf.NotAfter.Sub(leaf.NotBefore); got != devNodeCertValidity || leaf.NotBefore.After(now) {
+		t.Errorf("from a young CA: valid %v from %v, want %v from before %v", got, leaf.NotBefore, devNodeCertValidity, now)
+	}
+
+	// prepareDevTLS with a CA of 30 days: the node certificate it
+	// issues ends with the CA; one that outlives the CA is reissued.
+	absDir := t.TempDir()
+	tlsDir := filepath.Join(absDir, devTLSDir)
+	if _, err := tlsconf.WriteFiles(tlsDir, "ca", old.CertPEM(), old.KeyPEM()); err != nil {
+		t.Fatal(err)
+	}
+	l := baseLayout("127.0.0.1", 1, 19092)
+	l.TLS = &devLayoutTLS{User: "dev"}
+	got, err := prepareDevTLS(absDir, l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.newCA || !got.certNotAfter.Equal(old.Certificate().NotAfter) {
+		t.Errorf("new CA %v, node certificate until %v; want the CA kept and the certificate ending with it (%v)",
+			got.newCA, got.certNotAfter, old.Certificate().NotAfter)
+	}
+	outliving, key, err := old.Issue(tlsconf.IssueOptions{Server: true, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		ValidFor: devNodeCertValidity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsconf.WriteFiles(tlsDir, "node", outliving, key); err != nil {
+		t.Fatal(err)
+	}
+	got, err = prepareDevTLS(absDir, l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := strings.Join(got.notes(), "\n"); !got.newCert || !got.certNotAfter.Equal(old.Certificate().NotAfter) || !strings.Contains(notes, ", after its CA (") {
+		t.Errorf("a certificate outliving its CA: reissued %v, until %v; notes:\n%s", got.newCert, got.certNotAfter, notes)
+	}
+}
+
+// --tls on a host other than a loopback address warns that the
+// controller ports are plaintext, naming them; on loopback it says
+// nothing.
+func TestDevTLSHostWarning(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "127.0.0.2", "::1", "localhost"} {
+		if w := devTLSHostWarning(baseLayout(host, 3, 19092)); w != "" {
+			t.Errorf("--host %s: warned %q", host, w)
+		}
+	}
+	for _, host := range []string{"10.0.0.7", "192.168.1.20", "2001:db8::7", "dev.example"} {
+		l := baseLayout(host, 2, 19092)
+		w := devTLSHostWarning(l)
+		want := "warning: --host " + host + " is not a loopback address: --tls secures the Kafka and HTTP listeners, but the controller (Raft) ports " +
+			l.addr(l.Nodes[0].Controller) + "," + l.addr(l.Nodes[1].Controller) + " are plaintext and unauthenticated"
+		if !strings.HasPrefix(w, want) {
+			t.Errorf("--host %s: warning\n%s\nwant it to start\n%s", host, w, want)
+		}
+	}
+}
+
 // The node certificate's names for each kind of --host: the host, and
 // localhost by name and loopback address.
 func TestDevNodeCertNames(t *testing.T) {
@@ -1020,7 +1113,7 @@ func TestDevNodeCertNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, host := range []string{"127.0.0.1", "localhost", "::1", "10.0.0.7", "dev.example"} {
-		certPEM, _, err := ca.Issue(devNodeCertOptions(host))
+		certPEM, _, err := ca.Issue(devNodeCertOptions(host, ca.Certificate(), time.Now()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1054,7 +1147,7 @@ var (
 	devPasswordLine    = regexp.MustCompile(`(?m)^  # sasl\.password=<the first line of (\S+)>$`)
 	devFingerprintLine = regexp.MustCompile(`(?m)^Security: SASL_SSL, SCRAM-SHA-512 as user (\S+) \(a super user\), certificates of the CA (\S+) \(SHA-256 ([0-9A-F:]{95})\)$`)
 	devFlagsLine       = regexp.MustCompile(`(?m)^  (--security-protocol SASL_SSL .*)$`)
-	devCurlLine        = regexp.MustCompile(`(?m)^  (curl .*)$`)
+	devCurlLine        = regexp.MustCompile(`(?m)^  (printf .* \| curl .*)$`)
 )
 
 // tlsBanner parses the banner's client settings.
@@ -1229,9 +1322,11 @@ func TestDevTLS(t *testing.T) {
 	if out := run(kcatLine); !strings.Contains(out, "over SASL_SSL") {
 		t.Errorf("kcat with client.properties read:\n%s", out)
 	}
+	// The password reaches curl on stdin (-K -), never its argv.
 	if !strings.Contains(b.curl, "https://"+d.nodes[0].httpAddr+"/v1/cluster") || !strings.Contains(b.curl, "--cacert "+b.props["ssl.ca.location"]) ||
-		!strings.Contains(b.curl, `-u "dev:$(cat `+b.passwordFile+`)"`) {
-		t.Errorf("curl line %q: want HTTPS with --cacert and -u", b.curl)
+		!strings.HasPrefix(b.curl, `printf 'user = "dev:%s"\n' "$(cat `+b.passwordFile+`)" | curl `) || !strings.Contains(b.curl, " -K - ") ||
+		strings.Contains(b.curl, " -u ") {
+		t.Errorf("curl line %q: want HTTPS with --cacert, and the user from stdin (-K -)", b.curl)
 	}
 	if out := run(b.curl); !strings.Contains(out, `"cluster_id"`) {
 		t.Errorf("%s:\n%s", b.curl, out)

@@ -27,7 +27,9 @@ package main
 // another user (fjord user create) and binds that. The controller ports
 // stay plaintext (DESIGN.md section 26: the Raft transport has no TLS
 // yet); they are on --host, which for the default 127.0.0.1 only this
-// machine reaches.
+// machine reaches. Any other --host is warned about (devTLSHostWarning),
+// not refused: a dev cluster on a LAN address is a legitimate test of
+// clients on other machines, whose user should know what it exposes.
 //
 // What a restart keeps and what it remakes. The CA is what clients
 // trust, so it is remade only when missing or within devCertRenewBefore
@@ -87,6 +89,10 @@ const (
 	// default, and a restart after it reissues the certificate unseen.
 	devCAValidity       = 10 * 365 * 24 * time.Hour
 	devNodeCertValidity = 365 * 24 * time.Hour
+	// devClockSkew backdates the node certificate's NotBefore, as
+	// tlsconf does by default, for a peer whose clock is a little
+	// behind.
+	devClockSkew = 5 * time.Minute
 	// devCertRenewBefore: a certificate that expires within this is
 	// replaced at start, so that a dev cluster left running for days
 	// does not start refusing every new connection halfway.
@@ -230,7 +236,7 @@ func prepareDevTLS(absDir string, l devLayout, now time.Time) (*devTLS, error) {
 		if why != "missing" {
 			t.certWhy = why
 		}
-		certPEM, keyPEM, err := ca.Issue(devNodeCertOptions(l.Host))
+		certPEM, keyPEM, err := ca.Issue(devNodeCertOptions(l.Host, ca.Certificate(), now))
 		if err != nil {
 			return nil, err
 		}
@@ -308,10 +314,15 @@ func loadDevNodeCert(certFile, keyFile string) (*x509.Certificate, string) {
 
 // devNodeCertProblem says why leaf cannot serve a cluster on host whose
 // clients trust ca, or "" if it can: it must chain to ca, be valid now
-// and for devCertRenewBefore more, and name host and localhost.
+// and for devCertRenewBefore more, not outlive ca, and name host and
+// localhost.
 func devNodeCertProblem(leaf, ca *x509.Certificate, host string, now time.Time) string {
 	if leaf.NotAfter.Before(now.Add(devCertRenewBefore)) {
 		return "expires " + leaf.NotAfter.UTC().Format(time.RFC3339)
+	}
+	if leaf.NotAfter.After(ca.NotAfter) {
+		// Issued before devNodeCertOptions capped it, or by hand.
+		return "expires " + leaf.NotAfter.UTC().Format(time.RFC3339) + ", after its CA (" + ca.NotAfter.UTC().Format(time.RFC3339) + ")"
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
@@ -329,11 +340,20 @@ func devNodeCertProblem(leaf, ca *x509.Certificate, host string, now time.Time) 
 	return ""
 }
 
-// devNodeCertOptions is the nodes' certificate: a server for host and
-// localhost (by name and loopback address, so a client may dial either),
-// and a client too, for a listener that asks the nodes for one.
-func devNodeCertOptions(host string) tlsconf.IssueOptions {
-	o := tlsconf.IssueOptions{CommonName: "fjord dev node", Server: true, Client: true, ValidFor: devNodeCertValidity,
+// devNodeCertOptions is the nodes' certificate, issued at now by ca: a
+// server for host and localhost (by name and loopback address, so a
+// client may dial either), and a client too, for a listener that asks
+// the nodes for one. It is valid from devClockSkew before now (not
+// before ca) for devNodeCertValidity, but never past ca's NotAfter: a
+// certificate cannot be trusted longer than its CA, and one that claims
+// to be only misleads whoever reads its dates (the notes print them).
+func devNodeCertOptions(host string, ca *x509.Certificate, now time.Time) tlsconf.IssueOptions {
+	notBefore := now.Add(-devClockSkew)
+	if notBefore.Before(ca.NotBefore) {
+		notBefore = ca.NotBefore
+	}
+	o := tlsconf.IssueOptions{CommonName: "fjord dev node", Server: true, Client: true,
+		NotBefore: notBefore, ValidFor: min(devNodeCertValidity, ca.NotAfter.Sub(notBefore)),
 		DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
 	switch ip := net.ParseIP(host); {
 	case ip == nil && host != "localhost":
@@ -497,8 +517,39 @@ func (t *devTLS) cliEnv() []string {
 
 // curl is a line asking node httpAddr's HTTP API for the cluster, over
 // HTTPS with the CA and as the developer's user.
+//
+// The password is read by the shell when the line runs: it is not
+// printed, and the file stays the one place it is. It reaches curl as a
+// config line on stdin (-K -), not in curl's argv: `-u "dev:$(cat f)"`
+// was the first form, and put the password on curl's command line, where
+// every user of the machine sees it (ps, /proc/<pid>/cmdline). printf is
+// a builtin of sh, bash and zsh, so no process has it in its argv
+// either; bash's `<<<` was rejected as not POSIX (dash is /bin/sh on
+// Debian). The user name and a base64url password need no escaping in
+// curl's double quotes.
 func (t *devTLS) curl(httpAddr string) string {
-	// The password is read by the shell when the line runs: it is not
-	// printed, and the file stays the one place it is.
-	return fmt.Sprintf(`curl -sS --cacert %s -u "%s:$(cat %s)" https://%s/v1/cluster`, shellWord(t.caFile), t.user, shellWord(t.userPasswordFile), httpAddr)
+	return fmt.Sprintf(`printf 'user = "%s:%%s"\n' "$(cat %s)" | curl -sS --cacert %s -K - https://%s/v1/cluster`,
+		t.user, shellWord(t.userPasswordFile), shellWord(t.caFile), httpAddr)
+}
+
+// devTLSHostWarning is what to tell the user of a --tls cluster on
+// host, or "" when host is a loopback address (or localhost), which only
+// this machine reaches. SASL_SSL and HTTPS guard the Kafka and HTTP
+// listeners; the controller ports still serve Raft in plaintext, with
+// no authentication (DESIGN.md section 26), and on any other host
+// whoever reaches them can vote, or append to the metadata log: users,
+// ACLs, topics. A name other than localhost is warned about too:
+// resolving it here would not say what the nodes' peers resolve it to.
+func devTLSHostWarning(l devLayout) string {
+	if ip := net.ParseIP(l.Host); l.Host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return ""
+	}
+	var ports []string
+	for _, n := range l.Nodes {
+		ports = append(ports, l.addr(n.Controller))
+	}
+	return fmt.Sprintf("warning: --host %s is not a loopback address: --tls secures the Kafka and HTTP listeners, "+
+		"but the controller (Raft) ports %s are plaintext and unauthenticated, and anyone who reaches them can change "+
+		"the cluster's metadata (users, ACLs, topics); firewall them, or use --host 127.0.0.1",
+		l.Host, strings.Join(ports, ","))
 }

@@ -278,7 +278,7 @@ closes; a second signal exits at once.`,
 	f.Var(newIntFlag[int64](&o.httpMaxBodyBytes, httpapi.DefaultMaxBodyBytes, httpapi.MinMaxBodyBytes, httpapi.MaxMaxBodyBytes, ""),
 		"http-max-body-bytes", "largest HTTP API request body; larger is answered 413 (values are base64: a record is at most three quarters of it)")
 	addBoolFlag(f, &o.httpProtectMetricsAndHealth, "http-protect-metrics-and-health", false,
-		"make /metrics, /healthz and /readyz need credentials (Basic or Bearer, as the HTTP API) and DESCRIBE on the cluster; they are open by default")
+		"make /metrics and /readyz need credentials (Basic or Bearer, as the HTTP API) and DESCRIBE on the cluster, and /healthz credentials alone; they are open by default")
 	return cmd
 }
 

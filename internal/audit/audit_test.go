@@ -186,7 +186,8 @@ func TestLogFailedAuthenticationLimitedByHost(t *testing.T) {
 }
 
 // The log's own limit bounds the total when every event has its own
-// key.
+// key: denials alone get three quarters of it (the failures' reserve
+// kept), burst 15 then 7.5 a second.
 func TestLogGlobalLimit(t *testing.T) {
 	l, fc, path := open(t, Config{Rate: 10, Burst: 20})
 	record := func(n int) {
@@ -206,11 +207,150 @@ func TestLogGlobalLimit(t *testing.T) {
 	for _, n := range by {
 		total += n
 	}
-	if total != 40 || dropped != 160 {
-		t.Errorf("%d written and %d dropped, want 20+20 written (burst 20, then 2 s at 10/s) and 160 dropped", total, dropped)
+	if total != 30 || dropped != 170 {
+		t.Errorf("%d written and %d dropped, want 15+15 written (3/4 of burst 20, then 2 s at 3/4 of 10/s) and 170 dropped", total, dropped)
 	}
-	if n := counter(t, l.dropped[dropRateLimit]); n != 160 {
-		t.Errorf("rate_limit counter %v, want 160", n)
+	if n := counter(t, l.dropped[dropRateLimit]); n != 170 {
+		t.Errorf("rate_limit counter %v, want 170", n)
+	}
+}
+
+// droppedLines returns the dropped lines of path.
+func droppedLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, m := range readLines(t, path) {
+		if m["event"] == kindDropped {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A flood of failed logins from many IPv6 addresses of one /64 is one
+// client's: held to one bucket, while another /64 and an IPv4 host
+// still get through, and the dropped line names the /64.
+func TestLogIPv6Slash64IsOneClient(t *testing.T) {
+	l, _, path := open(t, Config{ClientRate: 1, ClientBurst: 100})
+	for i := range 1000 {
+		l.Record(Event{Kind: KindAuthentication, Result: ResultFailure, Principal: fmt.Sprintf("User:guess%d", i),
+			Client: fmt.Sprintf("[2001:db8:1:2:%x:%x::1]:%d", i/7, i, 40000+i)})
+	}
+	l.Record(Event{Kind: KindAuthentication, Result: ResultFailure, Principal: "User:other64", Client: "[2001:db8:1:3::1]:5000"})
+	l.Record(Event{Kind: KindAuthentication, Result: ResultFailure, Principal: "User:v4", Client: "10.0.0.1:5000"})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	by, dropped := count(readLines(t, path))
+	if len(by) != 102 || by["User:other64"] != 1 || by["User:v4"] != 1 || dropped != 900 {
+		t.Errorf("%d principals written (other /64: %d, IPv4: %d), %d dropped; want 100 guesses, the other two, 900 dropped",
+			len(by), by["User:other64"], by["User:v4"], dropped)
+	}
+	lines := droppedLines(t, path)
+	if len(lines) != 1 {
+		t.Fatalf("dropped lines %v, want one", lines)
+	}
+	want := `[map[count:900 host:2001:db8:1:2::/64]]`
+	if got := fmt.Sprint(lines[0]["top"]); got != want {
+		t.Errorf("dropped line's top %s, want %s", got, want)
+	}
+}
+
+// Successes have their own budget: a flood of them from many principals
+// does not stop the failures and denials after it from being written.
+func TestLogSuccessFloodKeepsDenials(t *testing.T) {
+	l, _, path := open(t, Config{Rate: 10, Burst: 10})
+	for i := range 1000 {
+		l.Record(Event{Kind: KindAuthentication, Result: ResultSuccess, Principal: fmt.Sprintf("User:busy%d", i), Client: "10.0.0.1:5000"})
+	}
+	l.Record(Event{Kind: KindAuthorization, Result: ResultDenied, Principal: "User:mallory", Client: "10.0.0.2:5000", Resource: "payroll"})
+	l.Record(Event{Kind: KindAuthentication, Result: ResultFailure, Principal: "User:root", Client: "10.0.0.3:5000"})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	by, dropped := count(readLines(t, path))
+	if by["User:mallory"] != 1 || by["User:root"] != 1 || len(by) != 12 || dropped != 990 {
+		t.Errorf("%d principals written (denial: %d, failure: %d), %d dropped; want 10 successes, the denial, the failure, 990 dropped",
+			len(by), by["User:mallory"], by["User:root"], dropped)
+	}
+}
+
+// Failed logins from more hosts than the per-host buckets can hold back
+// take the failures' reserve and the shared half, not the denials'
+// reserve: a denial is still written.
+func TestLogFailedLoginFloodKeepsDenialReserve(t *testing.T) {
+	l, _, path := open(t, Config{Rate: 100, Burst: 100, ClientRate: 1, ClientBurst: 50})
+	for h := range 40 { // 40 hosts at their full burst: 2,000 against a budget of 100
+		for range 50 {
+			l.Record(Event{Kind: KindAuthentication, Result: ResultFailure, Client: fmt.Sprintf("10.0.1.%d:5000", h)})
+		}
+	}
+	l.Record(Event{Kind: KindAuthorization, Result: ResultDenied, Principal: "User:mallory", Client: "10.0.0.2:5000"})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	by, dropped := count(readLines(t, path))
+	if by[""] != 75 || by["User:mallory"] != 1 || dropped != 2000-75 {
+		t.Errorf("written %v, %d dropped; want 75 failed logins (3/4 of 100), the denial, %d dropped", by, dropped, 2000-75)
+	}
+}
+
+// The dropped line names the keys that dropped the most, most first,
+// even when the flooder hides among more keys than droppers counts.
+func TestLogDroppedLineNamesFlooders(t *testing.T) {
+	l, _, path := open(t, Config{ClientRate: 1, ClientBurst: 1})
+	denial := func(principal, client string) {
+		l.Record(Event{Kind: KindAuthorization, Result: ResultDenied, Principal: principal, Client: client})
+	}
+	// Each key's first event is written (burst 1), the rest dropped: 40
+	// decoys drop one each before the flooder's 300, and a /64's failed
+	// logins 5 after it.
+	guess := func(i int) {
+		l.Record(Event{Kind: KindAuthentication, Result: ResultFailure, Principal: "User:guess", Client: fmt.Sprintf("[2001:db8::%d]:1", i)})
+	}
+	for i := range 40 {
+		denial(fmt.Sprintf("User:decoy%d", i), fmt.Sprintf("10.0.2.%d:1", i))
+	}
+	denial("User:mallory", "10.0.0.66:999")
+	guess(0)
+	for i := range 40 {
+		denial(fmt.Sprintf("User:decoy%d", i), fmt.Sprintf("10.0.2.%d:2", i))
+	}
+	for i := range 300 {
+		denial("User:mallory", fmt.Sprintf("10.0.0.66:%d", 1000+i))
+	}
+	for i := range 5 {
+		guess(i + 1)
+	}
+	denial("User:alice", "10.0.0.1:1") // written, after the dropped line
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := readLines(t, path)
+	var dl map[string]any
+	for i, m := range lines {
+		if m["event"] == kindDropped {
+			dl = m
+			if i+1 >= len(lines) || lines[i+1]["principal"] != "User:alice" {
+				t.Errorf("the dropped line is not followed by alice's denial")
+			}
+		}
+	}
+	if dl == nil {
+		t.Fatal("no dropped line")
+	}
+	if dl["count"] != float64(40+300+5) {
+		t.Errorf("dropped line counts %v, want %d", dl["count"], 40+300+5)
+	}
+	top, _ := dl["top"].([]any)
+	if len(top) != 3 {
+		t.Fatalf("top %v, want three keys", dl["top"])
+	}
+	want := []string{"map[count:300 host:10.0.0.66 principal:User:mallory]", "map[count:5 host:2001:db8::/64]"}
+	for i, w := range want {
+		if got := fmt.Sprint(top[i]); got != w {
+			t.Errorf("top[%d] = %s, want %s", i, got, w)
+		}
 	}
 }
 

@@ -11,12 +11,16 @@ import (
 //
 //	{"time":"2025-01-02T03:04:05.678Z","event":"authentication","result":"failure","client":"10.0.0.7:51234","listener":"SASL_SSL","mechanism":"SCRAM-SHA-512","reason":"..."}
 //	{"time":"2025-01-02T03:04:06.001Z","event":"authorization","result":"denied","principal":"User:alice","client":"10.0.0.8:40022","listener":"SASL_SSL","api":"Produce","operation":"WRITE","resource_type":"TOPIC","resource":"orders","rule":"..."}
-//	{"time":"2025-01-02T03:04:09.120Z","event":"dropped","count":4180,"since":"2025-01-02T03:04:06.002Z"}
+//	{"time":"2025-01-02T03:04:09.120Z","event":"dropped","count":4180,"since":"2025-01-02T03:04:06.002Z","top":[{"host":"2001:db8:1:2::/64","count":4100},{"principal":"User:bob","host":"10.0.0.9","count":75}]}
 //
 // Times are UTC, RFC 3339 with milliseconds. A dropped line says that
 // count events from since on were not written (rate limits, a full
 // queue, or a failed write) before the line after it; it is written when
-// writing resumes, or at Close.
+// writing resumes, or at Close. Its top names, most first, up to three
+// of the rate limits' keys that dropped the most of them: the principal
+// (none for a failed authentication) and the host, an IPv6 one as its
+// /64, with at least how many each dropped (exact unless more than 16
+// keys dropped; events lost to a failed write have no key).
 //
 // Every field but time, event and count may come from a client (a user
 // name, a topic, an address), so they are encoded by encoding/json: a
@@ -32,7 +36,9 @@ const MaxFieldBytes = 512
 // maxLineBytes bounds an encoded line: 12 string fields of MaxFieldBytes
 // plus "...", each byte escaped to at most 6 ("\u001f", or "\ufffd" for
 // an invalid byte), and the names and punctuation. MinMaxBytes is above
-// it, so a line always fits in one file.
+// it, so a line always fits in one file. A dropped line is shorter: its
+// top holds at most six such strings (a principal and a host, which is
+// cut from a client address, for each of three keys).
 const maxLineBytes = 12*(MaxFieldBytes+3)*6 + 1024
 
 // timeLayout is RFC 3339 with milliseconds; the times are UTC, so it
@@ -54,6 +60,15 @@ type droppedLine struct {
 	Kind  string `json:"event"` // kindDropped
 	Count int64  `json:"count"`
 	Since string `json:"since"`
+	// Top is droppers.top's: who dropped the most.
+	Top []droppedKey `json:"top,omitempty"`
+}
+
+// droppedKey is one key of a dropped line's top.
+type droppedKey struct {
+	Principal string `json:"principal,omitempty"`
+	Host      string `json:"host"`
+	Count     int64  `json:"count"`
 }
 
 // kindDropped is the event of a dropped line.

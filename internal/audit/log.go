@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -61,9 +60,10 @@ type Log struct {
 		// dropped counts the events dropped since the last one queued,
 		// the first of them at droppedSince; the next event queued
 		// carries them to the writer, which writes the dropped line
-		// before it.
+		// before it, naming the keys droppers counts.
 		dropped      int64
 		droppedSince time.Time
+		droppers     droppers
 	}
 
 	// Owned by the writer goroutine (and Open before it starts).
@@ -90,18 +90,20 @@ var (
 	_ prometheus.Collector = (*Log)(nil)
 )
 
-// item is a queued event with the drops before it.
+// item is a queued event with the drops before it, and the keys that
+// dropped the most of them.
 type item struct {
 	e       Event
 	dropped int64
 	since   time.Time
+	top     []droppedKey
 }
 
 // Why an event was not written (the reason label of
 // fjord_audit_events_dropped_total).
 const (
-	dropRateLimitClient = iota // its principal and host's bucket was empty
-	dropRateLimit              // the log's bucket was empty
+	dropRateLimitClient = iota // its key's bucket (principal and host) was empty
+	dropRateLimit              // its class's log-wide budget was empty
 	dropQueueFull              // the writer was behind by QueueLength events
 	dropWriteError             // writing the file failed
 	numDropReasons
@@ -129,17 +131,22 @@ type Config struct {
 	// MaxBytes is the size at which the file is rotated to path+".1"
 	// (default DefaultMaxBytes, at least MinMaxBytes).
 	MaxBytes int64
-	// Rate and Burst bound the whole log: events a second, and how many
-	// may come at once (defaults DefaultRate, DefaultBurst).
+	// Rate and Burst bound each of the log's two budgets: events a
+	// second, and how many may come at once (defaults DefaultRate,
+	// DefaultBurst). Successes have one; failures and denials share the
+	// other, a quarter of it reserved for failed authentications and a
+	// quarter for denials (limit.go), so the log writes at most twice
+	// Rate lines a second.
 	Rate  float64
 	Burst int
 	// ClientRate and ClientBurst bound each principal on each client
-	// host (for a failed authentication, each host): defaults
-	// DefaultClientRate, DefaultClientBurst.
+	// host (for a failed authentication, each host; an IPv6 host is its
+	// /64), successes apart from the rest: defaults DefaultClientRate,
+	// DefaultClientBurst.
 	ClientRate  float64
 	ClientBurst int
 	// MaxClients bounds the principals and hosts whose rates are kept;
-	// past it, new ones share one bucket of ClientRate (default
+	// past it, new ones share one bucket of ClientRate a class (default
 	// DefaultMaxClients).
 	MaxClients int
 	// QueueLength bounds the events waiting for the writer (default
@@ -214,7 +221,7 @@ func Open(path string, cfg Config) (*Log, error) {
 		Name: "fjord_audit_events_written_total", Help: "Audit events (authentication results, authorization denials) written to the audit log.",
 	})
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fjord_audit_events_dropped_total", Help: "Audit events not written, by reason: rate_limit_client (one principal and host over its rate), rate_limit (the whole log over its rate), queue_full (the writer behind), write_error.",
+		Name: "fjord_audit_events_dropped_total", Help: "Audit events not written, by reason: rate_limit_client (one principal and host over its rate), rate_limit (the whole log's successes, or its failures and denials, over their rate), queue_full (the writer behind), write_error.",
 	}, []string{"reason"})
 	for r := range l.dropped {
 		l.dropped[r] = dropped.WithLabelValues(dropReasons[r])
@@ -283,39 +290,32 @@ func (l *Log) Record(e Event) {
 		if clientOver {
 			reason = dropRateLimitClient
 		}
-		l.dropLocked(now, reason)
+		l.dropLocked(now, k, reason)
 		return
 	}
+	it := item{e: e, dropped: l.mu.dropped, since: l.mu.droppedSince}
+	if it.dropped > 0 {
+		it.top = l.mu.droppers.top()
+	}
 	select {
-	case l.queue <- item{e: e, dropped: l.mu.dropped, since: l.mu.droppedSince}:
+	case l.queue <- it:
 		l.mu.dropped, l.mu.droppedSince = 0, time.Time{}
+		l.mu.droppers.reset()
 	default:
-		l.dropLocked(now, dropQueueFull)
+		l.dropLocked(now, k, dropQueueFull)
 	}
 }
 
-// dropLocked counts an event dropped at now.
+// dropLocked counts an event of key k dropped at now.
 //
 // REQUIRES: l.mu held.
-func (l *Log) dropLocked(now time.Time, reason int) {
+func (l *Log) dropLocked(now time.Time, k limitKey, reason int) {
 	l.dropped[reason].Inc()
 	if l.mu.dropped == 0 {
 		l.mu.droppedSince = now
 	}
 	l.mu.dropped++
-}
-
-// keyFor is the rate limit key of e: its principal and client host, or
-// its host alone for a failed authentication (limitKey says why).
-func keyFor(e *Event) limitKey {
-	host := e.Client
-	if h, _, err := net.SplitHostPort(e.Client); err == nil {
-		host = h
-	}
-	if e.Kind == KindAuthentication && e.Result == ResultFailure {
-		return limitKey{host: host}
-	}
-	return limitKey{principal: e.Principal, host: host}
+	l.mu.droppers.add(k)
 }
 
 // Close writes the queued events and the count of any dropped after
@@ -325,7 +325,7 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	if !l.mu.closed {
 		l.mu.closed = true
-		l.tail = item{dropped: l.mu.dropped, since: l.mu.droppedSince}
+		l.tail = item{dropped: l.mu.dropped, since: l.mu.droppedSince, top: l.mu.droppers.top()}
 		close(l.queue) // the writer reads tail after the queue ends
 	}
 	l.mu.Unlock()
@@ -380,7 +380,7 @@ func (l *Log) run() {
 			return
 		}
 		l.lost, l.lostSince = 0, time.Time{}
-		add(droppedLine{Time: formatTime(at), Kind: kindDropped, Count: count, Since: formatTime(since)})
+		add(droppedLine{Time: formatTime(at), Kind: kindDropped, Count: count, Since: formatTime(since), Top: it.top})
 		if b.carried == 0 || since.Before(b.carriedSince) {
 			b.carriedSince = since
 		}

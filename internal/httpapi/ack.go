@@ -240,8 +240,9 @@ func (d deliveredBy) check() *apiError {
 	return nil
 }
 
-func (d deliveredBy) key(topic string) instanceKey {
-	return instanceKey{group: d.Group, topic: topic, consumer: d.Consumer}
+// key is the instance's key: the caller's own (consume.go).
+func (d deliveredBy) key(r *http.Request, topic string) instanceKey {
+	return instanceKey{principal: callerOf(r).principal, group: d.Group, topic: topic, consumer: d.Consumer}
 }
 
 type ackRequest struct {
@@ -290,7 +291,7 @@ func (a *API) handleAck(w http.ResponseWriter, r *http.Request) {
 		}
 		byPart[int32(p)] = offs
 	}
-	in, err := a.ackingInstance(req.key(topic), *req.Generation)
+	in, err := a.ackingInstance(req.key(r, topic), *req.Generation)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -339,19 +339,6 @@ var longPollRoutes = map[string]bool{
 // have a bound of their own.
 func (a *API) Register(mux *http.ServeMux) {
 	routes := http.NewServeMux()
-	for _, rt := range apiRoutes {
-		pattern := rt.method + " " + rt.path
-		pool, what := a.inFlight, "requests"
-		if longPollRoutes[pattern] {
-			pool, what = a.polls, "reads"
-		}
-		h := func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) }
-		routes.HandleFunc(pattern, a.metrics.instrument(pattern, a.authenticated(pattern, false, limit(pool, what, h))))
-	}
-	// The document is open: a client learns from it how to log in.
-	routes.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, openAPIDocument())
-	})
 	// The catch-all tells a known path asked with the wrong method (405,
 	// with Allow) from a path that is not the API's (404).
 	allowed := map[string][]string{}
@@ -362,13 +349,37 @@ func (a *API) Register(mux *http.ServeMux) {
 		}
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}
+	notAllowed := func(w http.ResponseWriter, r *http.Request, pattern string) {
+		w.Header().Set("Allow", strings.Join(allowed[pattern], ", "))
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+			msg: fmt.Sprintf("%s %s: allowed: %s", r.Method, r.URL.Path, strings.Join(allowed[pattern], ", "))})
+	}
+	for _, rt := range apiRoutes {
+		pattern := rt.method + " " + rt.path
+		pool, what := a.inFlight, "requests"
+		if longPollRoutes[pattern] {
+			pool, what = a.polls, "reads"
+		}
+		h := func(w http.ResponseWriter, r *http.Request) { rt.handler(a, w, r) }
+		routes.HandleFunc(pattern, a.metrics.instrument(pattern, a.authenticated(pattern, false, limit(pool, what, h))))
+		if longPollRoutes[pattern] {
+			// A GET pattern also serves HEAD, which would run the read
+			// and throw its body away: for a consume, records handed
+			// out to no one (and in ack_mode=records held as
+			// unacknowledged). These reads have no HEAD.
+			head := "HEAD " + rt.path
+			routes.HandleFunc(head, a.authenticated(head, false, func(w http.ResponseWriter, r *http.Request) { notAllowed(w, r, rt.path) }))
+		}
+	}
+	// The document is open: a client learns from it how to log in.
+	routes.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, openAPIDocument())
+	})
 	// Even a path that is not the API's needs credentials where the
 	// node requires them: the routes it has are no one else's business.
 	routes.HandleFunc("/v1/", a.authenticated("/v1/", false, limit(a.inFlight, "requests", func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := paths.Handler(r); pattern != "" {
-			w.Header().Set("Allow", strings.Join(allowed[pattern], ", "))
-			writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
-				msg: fmt.Sprintf("%s %s: allowed: %s", r.Method, r.URL.Path, strings.Join(allowed[pattern], ", "))})
+			notAllowed(w, r, pattern)
 			return
 		}
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",

@@ -30,9 +30,11 @@ package httpapi
 // much per request: a verified password is remembered (auth_cache.go)
 // until the user's credential changes. What cannot be remembered, wrong
 // passwords, is bounded instead: at most MaxVerifications checks run at
-// once, and a request past them is answered 429 at once rather than
-// queued, so a flood of guesses costs the node at most that many cores
-// and never the goroutines of every connection. A failed login is held
+// once (by default half the cores, at least one), and a request past
+// them is answered 429 at once rather than queued, so a flood of guesses
+// costs the node at most that many cores, leaves the rest to the Kafka
+// listeners (whose SCRAM exchanges cost the same PBKDF2), and never
+// holds the goroutines of every connection. A failed login is held
 // back FailureDelay (Kafka's connection.failed.authentication.delay.ms)
 // only while fewer than maxDelayedFailures are being held, so the delay
 // slows a guesser down without letting a flood park goroutines.
@@ -88,8 +90,9 @@ type Security struct {
 	// Kafka, and every check of one request decides by one image.
 	Authorizer func() (a *acl.Authorizer, ready bool)
 	// MaxVerifications bounds the password checks (PBKDF2) running at
-	// once (default: twice the cores, at least 2); past it a request
-	// that needs one is answered 429.
+	// once (default: half of GOMAXPROCS, at least 1, so that a flood of
+	// Basic logins leaves the other cores to the Kafka listeners); past
+	// it a request that needs one is answered 429.
 	MaxVerifications int
 	// FailureDelay holds back the answer to a failed login (default
 	// DefaultFailureDelay; negative: none).
@@ -125,10 +128,16 @@ const (
 	listenerName = "HTTP"
 )
 
+// defaultMaxVerifications is MaxVerifications' default: half the cores
+// Go may use, at least one.
+func defaultMaxVerifications() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
 // guard is the API's Security at work: the cache and the bounds.
 type guard struct {
 	sec   Security
 	cache *passwordCache
+	// tokens remembers the bearer tokens whose login was audited.
+	tokens *seenTokens
 	// verifying holds a token per password check running; delaying
 	// one per failed login being held back.
 	verifying, delaying chan struct{}
@@ -142,7 +151,7 @@ type guard struct {
 
 func newGuard(sec Security, rec audit.Recorder, log *slog.Logger) (*guard, error) {
 	if sec.MaxVerifications <= 0 {
-		sec.MaxVerifications = max(2, 2*runtime.GOMAXPROCS(0))
+		sec.MaxVerifications = defaultMaxVerifications()
 	}
 	if sec.FailureDelay == 0 {
 		sec.FailureDelay = DefaultFailureDelay
@@ -165,7 +174,11 @@ func newGuard(sec Security, rec audit.Recorder, log *slog.Logger) (*guard, error
 	if err != nil {
 		return nil, err
 	}
-	return &guard{sec: sec, cache: cache, verifying: make(chan struct{}, sec.MaxVerifications),
+	tokens, err := newSeenTokens(defaultMaxSeenTokens)
+	if err != nil {
+		return nil, err
+	}
+	return &guard{sec: sec, cache: cache, tokens: tokens, verifying: make(chan struct{}, sec.MaxVerifications),
 		delaying: make(chan struct{}, maxDelayedFailures), decoy: decoy, audit: rec, log: log}, nil
 }
 
@@ -198,6 +211,15 @@ func callerOf(r *http.Request) *caller {
 		return c
 	}
 	return &caller{principal: anonymous, client: r.RemoteAddr, ready: true}
+}
+
+// principalOf is the principal of the request whose context ctx is
+// (callerOf), for code that has the context and not the request.
+func principalOf(ctx context.Context) string {
+	if c, ok := ctx.Value(callerKey{}).(*caller); ok {
+		return c.principal
+	}
+	return anonymous
 }
 
 // authFailure is a request refused before it reached its route.
@@ -282,7 +304,7 @@ func (g *guard) authenticate(r *http.Request, required bool) (*caller, *authFail
 		principal, verified, fail = g.basic(rest)
 	case strings.EqualFold(scheme, "Bearer"):
 		mechanism = "Bearer"
-		principal, fail = g.bearer(rest)
+		principal, verified, fail = g.bearer(rest, time.Now())
 	default:
 		want := "Basic"
 		if g.sec.Bearer != nil {
@@ -298,7 +320,8 @@ func (g *guard) authenticate(r *http.Request, required bool) (*caller, *authFail
 	}
 	if verified {
 		// A password found in the cache is not a new login: only
-		// checks that ran are audited.
+		// checks that ran are audited. Nor is a bearer token already
+		// seen: a token is audited once until it expires (seenTokens).
 		g.record(audit.Event{Kind: audit.KindAuthentication, Result: audit.ResultSuccess, Principal: principal,
 			Client: r.RemoteAddr, Mechanism: mechanism})
 	}
@@ -394,29 +417,41 @@ func (g *guard) credential(user string) (sasl.ScramCredential, bool) {
 	return sasl.ScramCredential{}, false
 }
 
-// bearer checks a bearer token (RFC 6750's b64token).
-func (g *guard) bearer(token string) (string, *authFailure) {
+// bearer checks a bearer token (RFC 6750's b64token) at now. first is
+// whether this is the token's first login since it was last remembered
+// (seenTokens): only that one is audited.
+//
+// The validator accepts a token up to its clock skew (30 s) past its
+// expiry, as a JWT library does; the Kafka listener then refuses a
+// session whose lifetime would be zero or less (kafkaserver/sasl.go), so
+// a token is never used at or after its expiry. The same rule holds
+// here: a token with an expiry that now is not before is refused.
+func (g *guard) bearer(token string, now time.Time) (principal string, first bool, fail *authFailure) {
 	if g.sec.Bearer == nil {
-		return "", &authFailure{status: http.StatusUnauthorized, code: "unauthenticated",
+		return "", false, &authFailure{status: http.StatusUnauthorized, code: "unauthenticated",
 			msg:    "bearer tokens are not accepted: this node has no OAUTHBEARER validator (sasl-oauthbearer-jwks-file or -url); use Basic",
 			reason: "Bearer: no validator configured", presented: true}
 	}
 	if !isB64Token(token) {
 		f := malformedAuth("", "a bearer token is letters, digits and -._~+/ with = at the end")
 		f.badToken = true
-		return "", f
+		return "", false, f
 	}
-	principal, _, err := g.sec.Bearer.Validate(token)
+	principal, expiry, err := g.sec.Bearer.Validate(token)
 	if err != nil {
 		reason := err.Error()
 		var se *sasl.Error
 		if errors.As(err, &se) {
 			reason = se.Reason
 		}
-		return "", &authFailure{status: http.StatusUnauthorized, code: "unauthenticated", msg: "authentication failed: invalid bearer token",
+		return "", false, &authFailure{status: http.StatusUnauthorized, code: "unauthenticated", msg: "authentication failed: invalid bearer token",
 			reason: "Bearer: " + reason, badToken: true, presented: true}
 	}
-	return principal, nil
+	if !expiry.IsZero() && !now.Before(expiry) {
+		return "", false, &authFailure{status: http.StatusUnauthorized, code: "unauthenticated", msg: "authentication failed: the bearer token has expired",
+			reason: "Bearer: token expired (accepted within the clock skew)", claimed: principal, badToken: true, presented: true}
+	}
+	return principal, g.tokens.first(token, expiry, now), nil
 }
 
 // isB64Token reports whether s is RFC 6750's b64token:

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"sync"
+	"time"
 
 	"github.com/fjordmq/fjord/internal/sasl"
 )
@@ -98,4 +99,90 @@ func (c *passwordCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.mu.entries)
+}
+
+// defaultMaxSeenTokens bounds seenTokens: about 50 bytes an entry.
+const defaultMaxSeenTokens = 10_000
+
+// seenTokens remembers the bearer tokens that have logged in, until each
+// expires, so that a client sending its token on every request writes
+// one authentication-success audit event per token, not one per request
+// (Basic writes one per password check, which the password cache makes
+// one per credential; the Kafka listener one per SASL exchange). A
+// failure is audited every time and is never remembered here.
+//
+// An entry is keyed by an HMAC of the token under a key drawn when the
+// process starts, as the password cache is: no token, and nothing that
+// can be tested against one without that key, is kept. Bounded: a full
+// map first drops expired entries it meets (a few, so an insert stays
+// O(1)), else an arbitrary one; a token dropped early is merely audited
+// again.
+type seenTokens struct {
+	key [32]byte
+	max int
+	mu  struct {
+		sync.Mutex
+		// expiry of each token seen; the zero time: none (kept until
+		// dropped for room).
+		entries map[[sha256.Size]byte]time.Time
+	}
+}
+
+func newSeenTokens(max int) (*seenTokens, error) {
+	s := &seenTokens{max: max}
+	if _, err := rand.Read(s.key[:]); err != nil {
+		return nil, err
+	}
+	s.mu.entries = map[[sha256.Size]byte]time.Time{}
+	return s, nil
+}
+
+// first reports whether token, valid until expiry, is not remembered at
+// now, and remembers it.
+func (s *seenTokens) first(token string, expiry, now time.Time) bool {
+	m := hmac.New(sha256.New, s.key[:])
+	m.Write([]byte(token))
+	var d [sha256.Size]byte
+	m.Sum(d[:0])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if exp, ok := s.mu.entries[d]; ok && (exp.IsZero() || now.Before(exp)) {
+		return false
+	}
+	if _, ok := s.mu.entries[d]; !ok && len(s.mu.entries) >= s.max {
+		s.makeRoomLocked(now)
+	}
+	s.mu.entries[d] = expiry
+	return true
+}
+
+// makeRoomLocked drops the expired entries among the first few the map
+// yields, or, when none of them is, the first.
+// REQUIRES: s.mu held.
+func (s *seenTokens) makeRoomLocked(now time.Time) {
+	const look = 8
+	var victim [sha256.Size]byte
+	n, dropped := 0, false
+	for k, exp := range s.mu.entries {
+		if n == 0 {
+			victim = k
+		}
+		if !exp.IsZero() && !now.Before(exp) {
+			delete(s.mu.entries, k)
+			dropped = true
+		}
+		if n++; n == look {
+			break
+		}
+	}
+	if !dropped {
+		delete(s.mu.entries, victim)
+	}
+}
+
+// len is the number of entries (tests).
+func (s *seenTokens) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.entries)
 }

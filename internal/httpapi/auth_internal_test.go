@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,10 +61,26 @@ func (f *fakeUsers) set(t testing.TB, user, password string) {
 	f.creds[user] = c
 }
 
-// fakeTokens validates the tokens it holds; any other is expired.
+// fakeTokens validates the tokens it holds, valid for an hour; any
+// other is expired. skewedToken is User:alice's, 10 s past its expiry,
+// which a validator with a clock skew of 30 s accepts (sasl.Validator
+// does), and fixedToken expires at fixedExpiry.
 type fakeTokens map[string]string
 
+const (
+	skewedToken = "skewed-token"
+	fixedToken  = "fixed-token"
+)
+
+var fixedExpiry = time.Unix(1_900_000_000, 0)
+
 func (f fakeTokens) Validate(token string) (string, time.Time, error) {
+	switch token {
+	case skewedToken:
+		return "User:alice", time.Now().Add(-10 * time.Second), nil
+	case fixedToken:
+		return "User:alice", fixedExpiry, nil
+	}
 	if p, ok := f[token]; ok {
 		return p, time.Now().Add(time.Hour), nil
 	}
@@ -541,4 +559,93 @@ func FuzzAuthenticate(f *testing.F) {
 			t.Fatalf("%q logged in as %q", header, c.principal)
 		}
 	})
+}
+
+// A bearer token the validator accepts within its clock skew but whose
+// expiry has passed is refused (401 invalid_token), as the Kafka
+// listener refuses a session of no lifetime: at its expiry exactly, too.
+func TestBearerExpiredWithinSkew(t *testing.T) {
+	e := newAuthEnv(t, true)
+	a := e.serve("GET", "/v1/cluster", "", "Bearer "+skewedToken)
+	if a.status != http.StatusUnauthorized || a.body.Error != "unauthenticated" || !strings.Contains(a.body.Message, "expired") {
+		t.Fatalf("a token 10 s past its expiry: %d %s, want 401 naming the expiry", a.status, a.raw)
+	}
+	if got := strings.Join(a.header.Values("WWW-Authenticate"), " "); !strings.Contains(got, `error="invalid_token"`) {
+		t.Errorf("WWW-Authenticate %q, want invalid_token", got)
+	}
+	events := e.audit.all()
+	if last := events[len(events)-1]; last.Result != "failure" || last.Principal != "User:alice" || !strings.Contains(last.Reason, "expired") {
+		t.Errorf("last audit event %+v, want alice's failure, expired", last)
+	}
+	g := e.api.guard
+	for _, tc := range []struct {
+		now time.Time
+		ok  bool
+	}{
+		{fixedExpiry.Add(-time.Nanosecond), true},
+		{fixedExpiry, false},
+		{fixedExpiry.Add(time.Second), false},
+	} {
+		if _, _, fail := g.bearer(fixedToken, tc.now); (fail == nil) != tc.ok {
+			t.Errorf("a token expiring at %v, checked at %v: refused %v, want accepted %v", fixedExpiry, tc.now, fail, tc.ok)
+		}
+	}
+}
+
+// A bearer token's login is audited once until the token expires, not
+// on every request; each token on its own; failures every time.
+func TestBearerSuccessAuditedOncePerToken(t *testing.T) {
+	e := newAuthEnv(t, true, func(s *Security) {
+		s.Bearer = fakeTokens{"alice-token": "User:alice", "alice-token-2": "User:alice"}
+	})
+	for range 5 {
+		if a := e.serve("GET", "/v1/cluster", "", "Bearer alice-token"); a.status == http.StatusUnauthorized {
+			t.Fatalf("alice-token: %d %s", a.status, a.raw)
+		}
+	}
+	e.serve("GET", "/v1/cluster", "", "Bearer alice-token-2")
+	e.serve("GET", "/v1/cluster", "", "Bearer gone-token")
+	e.serve("GET", "/v1/cluster", "", "Bearer gone-token")
+	var got []string
+	for _, ev := range e.audit.all() {
+		got = append(got, ev.Kind+" "+ev.Result+" "+ev.Principal)
+	}
+	want := []string{"authentication success User:alice", "authentication success User:alice",
+		"authentication failure ", "authentication failure "}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit events %q, want %q", got, want)
+	}
+}
+
+// seenTokens forgets a token at its expiry and keeps no more than its
+// bound.
+func TestSeenTokens(t *testing.T) {
+	s, err := newSeenTokens(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	exp := now.Add(time.Minute)
+	if !s.first("a", exp, now) || s.first("a", exp, now) || s.first("a", exp, exp.Add(-time.Nanosecond)) {
+		t.Fatal("a token is first once until its expiry")
+	}
+	if !s.first("a", exp.Add(time.Hour), exp) {
+		t.Fatal("a token seen again at its expiry is first again")
+	}
+	s.first("b", exp, now)
+	s.first("c", exp, now)
+	s.first("d", time.Time{}, now)
+	if n := s.len(); n > 2 {
+		t.Fatalf("%d tokens remembered, bound 2", n)
+	}
+}
+
+// By default at most half the cores check passwords at once (at least
+// one), so that a flood of Basic logins leaves the Kafka listeners CPU.
+func TestDefaultMaxVerifications(t *testing.T) {
+	e := newAuthEnv(t, true)
+	want := max(1, runtime.GOMAXPROCS(0)/2)
+	if got := cap(e.api.guard.verifying); got != want {
+		t.Fatalf("%d password checks at once, want %d (GOMAXPROCS %d)", got, want, runtime.GOMAXPROCS(0))
+	}
 }

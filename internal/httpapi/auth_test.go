@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,11 +12,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/httpapi"
 	"github.com/fjordmq/fjord/internal/node"
 	"github.com/fjordmq/fjord/internal/sasl"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 // scramUsers is a fixed set of SCRAM-SHA-512 credentials.
@@ -27,7 +30,7 @@ func (u scramUsers) ScramCredential(user, mechanism string) (sasl.ScramCredentia
 }
 
 // securedGateway is an API with a Security of the test's own (users
-// alice and admin, admin a super user, the bindings of grant) in front
+// alice, bob and admin, admin a super user, the bindings of grant) in front
 // of a real node that authorizes nothing itself: what the answers leave
 // out, the API's checks left out.
 type securedGateway struct {
@@ -44,7 +47,7 @@ func newSecuredGateway(t *testing.T) *securedGateway {
 	g := &securedGateway{t: t, e: e}
 	g.grant()
 	users := scramUsers{}
-	for _, u := range []string{"alice", "admin"} {
+	for _, u := range []string{"alice", "bob", "admin"} {
 		c, err := sasl.NewCredential(sasl.ScramSHA512, u+"-pw", sasl.DefaultIterations)
 		if err != nil {
 			t.Fatal(err)
@@ -98,8 +101,44 @@ func (g *securedGateway) do(user, method, path, body string, out any) int {
 }
 
 func binding(pt acl.PatternType, rt acl.ResourceType, name string, op acl.Operation) acl.Binding {
+	return bindingFor("User:alice", pt, rt, name, op)
+}
+
+func bindingFor(principal string, pt acl.PatternType, rt acl.ResourceType, name string, op acl.Operation) acl.Binding {
 	return acl.Binding{Pattern: acl.ResourcePattern{Type: rt, Name: name, PatternType: pt},
-		Entry: acl.Entry{Principal: "User:alice", Host: acl.WildcardHost, Operation: op, Permission: acl.PermissionAllow}}
+		Entry: acl.Entry{Principal: principal, Host: acl.WildcardHost, Operation: op, Permission: acl.PermissionAllow}}
+}
+
+// readers are the bindings that let each of users consume topic in
+// group.
+func readers(group, topic string, users ...string) []acl.Binding {
+	var out []acl.Binding
+	for _, u := range users {
+		out = append(out, bindingFor("User:"+u, acl.PatternLiteral, acl.ResourceGroup, group, acl.OperationRead),
+			bindingFor("User:"+u, acl.PatternLiteral, acl.ResourceTopic, topic, acl.OperationRead))
+	}
+	return out
+}
+
+// consumeUntil consumes at path as user until n records came, and
+// returns the last answer's generation.
+func (g *securedGateway) consumeUntil(user, path string, n int) int32 {
+	g.t.Helper()
+	got := 0
+	var gen int32
+	testutil.Eventually(g.t, 30*time.Second, func() error {
+		var c ackAnswer
+		if st := g.do(user, "GET", path, "", &c); st != 200 {
+			return fmt.Errorf("%s consuming: %d %s", user, st, c.Error)
+		}
+		got += len(c.Records)
+		gen = c.Generation
+		if got < n {
+			return fmt.Errorf("%d of %d records", got, n)
+		}
+		return nil
+	})
+	return gen
 }
 
 // What an answer lists is what the caller may describe, as Kafka's
@@ -247,5 +286,133 @@ func TestAuthorizationFiltersAnswers(t *testing.T) {
 	}
 	if end := e.endOffset("b-1", 0); end != 0 {
 		t.Errorf("b-1 has %d records after a refused produce", end)
+	}
+}
+
+// A consumer instance is its principal's (consume.go): bob, with the
+// same rights on the group and topic as alice, neither acknowledges,
+// commits through, seeks nor closes alice's default instance (to him it
+// does not exist: 404 unknown_consumer, or the commit from outside the
+// group that the coordinator refuses while alice is a member), and his
+// own default instance is another member, not hers.
+func TestConsumerInstancesArePrincipals(t *testing.T) {
+	g := newSecuredGateway(t)
+	e := g.e
+	e.createTopic("ct", 1)
+	e.produceN("ct", 0, 3)
+	g.grant(readers("cg", "ct", "alice", "bob")...)
+	gen := g.consumeUntil("alice", "/v1/topics/ct/consume?group=cg&ack_mode=records&auto_offset_reset=earliest&timeout_ms=200", 3)
+
+	var res ackResult
+	ack := fmt.Sprintf(`{"group": "cg", "generation": %d, "offsets": {"0": [0, 1, 2]}}`, gen)
+	if st := g.do("bob", "POST", "/v1/topics/ct/ack", ack, &res); st != 404 || res.Error != "unknown_consumer" {
+		t.Errorf("bob acking alice's records: %d %+v, want 404 unknown_consumer", st, res)
+	}
+	if st := g.do("bob", "POST", "/v1/topics/ct/nack", fmt.Sprintf(`{"group": "cg", "generation": %d, "partition": 0, "offset": 0}`, gen), &res); st != 404 || res.Error != "unknown_consumer" {
+		t.Errorf("bob nacking alice's record: %d %+v, want 404 unknown_consumer", st, res)
+	}
+	if st := g.do("bob", "DELETE", "/v1/topics/ct/consume?group=cg", "", &res); st != 404 || res.Error != "unknown_consumer" {
+		t.Errorf("bob closing alice's default instance: %d %+v, want 404 unknown_consumer", st, res)
+	}
+	if st := g.do("bob", "POST", "/v1/topics/ct/commit", `{"group": "cg", "offsets": {"0": 3}}`, &res); st != 409 {
+		t.Errorf("bob committing in alice's group: %d %+v, want 409 (not through her instance)", st, res)
+	}
+	if st := g.do("bob", "POST", "/v1/topics/ct/seek", `{"group": "cg", "partition": 0, "to": "latest"}`, &res); st != 409 {
+		t.Errorf("bob seeking in alice's group: %d %+v, want 409 (not through her instance)", st, res)
+	}
+	if got := e.committedAt("cg", "ct", 0); got == 3 {
+		t.Fatalf("bob moved alice's group's commit to %d", got)
+	}
+	// Her instance is untouched: her acks of what it delivered count.
+	if st := g.do("alice", "POST", "/v1/topics/ct/ack", ack, &res); st != 200 || res.Committed["0"] != 3 {
+		t.Fatalf("alice acking: %d %+v", st, res)
+	}
+	// Bob's default instance is his own: it may commit offsets where
+	// hers acknowledges records (one instance would be 409
+	// ack_mode_mismatch).
+	var c ackAnswer
+	if st := g.do("bob", "GET", "/v1/topics/ct/consume?group=cg&ack_mode=offsets&timeout_ms=0", "", &c); st != 200 {
+		t.Fatalf("bob's own default instance: %d %s", st, c.Error)
+	}
+	for _, user := range []string{"bob", "alice"} {
+		if st := g.do(user, "DELETE", "/v1/topics/ct/consume?group=cg", "", &res); st != 200 {
+			t.Errorf("%s closing the own default instance: %d %+v", user, st, res)
+		}
+	}
+}
+
+// A nack that dead-letters a record needs, at that moment, WRITE on the
+// dead-letter topic for the nacking principal: a policy set by someone
+// who could is not enough once the right is gone (403, nothing written,
+// the attempt not counted).
+func TestNackDeadLetterNeedsWrite(t *testing.T) {
+	g := newSecuredGateway(t)
+	e := g.e
+	e.createTopic("nt", 1)
+	e.produceN("nt", 0, 1)
+	if st := g.do("admin", "PUT", "/v1/groups/ng/poison/nt", `{"policy": "dlq", "max_attempts": 1, "dlq_topic": "nt-dead"}`, nil); st != 200 {
+		t.Fatalf("admin setting the dlq policy: %d", st)
+	}
+	g.grant(readers("ng", "nt", "alice")...)
+	gen := g.consumeUntil("alice", "/v1/topics/nt/consume?group=ng&ack_mode=records&auto_offset_reset=earliest&timeout_ms=200", 1)
+	nack := fmt.Sprintf(`{"group": "ng", "generation": %d, "partition": 0, "offset": 0, "reason": "bad"}`, gen)
+	var res struct {
+		Action   string `json:"action"`
+		Attempts int32  `json:"attempts"`
+		Error    string `json:"error"`
+		Message  string `json:"message"`
+	}
+	if st := g.do("alice", "POST", "/v1/topics/nt/nack", nack, &res); st != 403 || !strings.Contains(res.Message, `WRITE topic "nt-dead"`) {
+		t.Fatalf("alice dead-lettering without WRITE on nt-dead: %d %+v, want 403", st, res)
+	}
+	if end := e.endOffset("nt-dead", 0); end != 0 {
+		t.Fatalf("nt-dead has %d records after a refused nack", end)
+	}
+	g.grant(append(readers("ng", "nt", "alice"), binding(acl.PatternLiteral, acl.ResourceTopic, "nt-dead", acl.OperationWrite))...)
+	if st := g.do("alice", "POST", "/v1/topics/nt/nack", nack, &res); st != 200 || res.Action != "dead_lettered" || res.Attempts != 1 {
+		t.Fatalf("alice dead-lettering with WRITE on nt-dead: %d %+v, want dead_lettered at attempt 1", st, res)
+	}
+	if end := e.endOffset("nt-dead", 0); end != 1 {
+		t.Fatalf("nt-dead has %d records, want 1", end)
+	}
+}
+
+// Idempotency keys are their principal's: alice and bob producing with
+// the same key write two records (not one answered twice, nor a 422 for
+// a key "reused"), and each one's retry answers that one's record.
+func TestIdempotencyKeysArePrincipals(t *testing.T) {
+	g := newSecuredGateway(t)
+	e := g.e
+	e.createTopic("it", 1)
+	var grants []acl.Binding
+	for _, u := range []string{"alice", "bob"} {
+		grants = append(grants, bindingFor("User:"+u, acl.PatternLiteral, acl.ResourceTopic, "it", acl.OperationWrite))
+	}
+	g.grant(grants...)
+	produce := func(user, value string) result {
+		t.Helper()
+		var r result
+		body := fmt.Sprintf(`{"value": %q, "idempotency_key": "k"}`, b64(value))
+		testutil.Eventually(t, 30*time.Second, func() error { // the index loads in the background
+			if st := g.do(user, "POST", "/v1/topics/it/produce", body, &r); st != 200 {
+				return fmt.Errorf("%s producing: %d %+v", user, st, r)
+			}
+			return nil
+		})
+		return r
+	}
+	alice := produce("alice", "from alice")
+	bob := produce("bob", "from bob")
+	if alice.Offset == bob.Offset {
+		t.Fatalf("alice and bob with the same key: both answered offset %d", alice.Offset)
+	}
+	if again := produce("alice", "from alice"); again.Offset != alice.Offset {
+		t.Errorf("alice's retry: offset %d, want %d", again.Offset, alice.Offset)
+	}
+	if again := produce("bob", "from bob"); again.Offset != bob.Offset {
+		t.Errorf("bob's retry: offset %d, want %d", again.Offset, bob.Offset)
+	}
+	if end := e.endOffset("it", 0); end != 2 {
+		t.Errorf("log end %d, want 2: one record each", end)
 	}
 }

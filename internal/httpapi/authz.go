@@ -23,6 +23,7 @@ import (
 
 	"github.com/fjordmq/fjord/internal/acl"
 	"github.com/fjordmq/fjord/internal/audit"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // need is one check: op on the resource of type rt called name.
@@ -66,18 +67,51 @@ func (c *caller) decide(n need) (acl.Decision, error) {
 	return c.authorizer.Decide(c.principal, c.host, n.op, n.rt, n.name), nil
 }
 
+// withGates is needs with, after each need on the poison-policy topic,
+// the cluster right it also needs (systemTopicGate).
+func withGates(needs []need) []need {
+	out := make([]need, 0, len(needs)+1)
+	for _, n := range needs {
+		out = append(out, n)
+		if gate, ok := systemTopicGate(n); ok {
+			out = append(out, gate)
+		}
+	}
+	return out
+}
+
+// systemTopicGate is the cluster right a need on the poison-policy
+// topic also needs, as on the Kafka listeners
+// (kafkaserver/authz_system.go): ALTER to change it, DESCRIBE_CONFIGS to
+// read it. The topic holds every group's policies, and the gateway
+// writes and reads it as the node, so the check is made here.
+func systemTopicGate(n need) (need, bool) {
+	if n.rt != acl.ResourceTopic || n.name != metadata.ConsumerPoliciesTopic {
+		return need{}, false
+	}
+	switch n.op {
+	case acl.OperationRead, acl.OperationDescribe, acl.OperationDescribeConfigs:
+		return onCluster(acl.OperationDescribeConfigs), true
+	}
+	return onCluster(acl.OperationAlter), true
+}
+
 // mayQuietly reports whether c may do n, for a check that filters an
 // answer: a denial is neither answered nor audited.
 func (c *caller) mayQuietly(n need) (bool, error) {
-	d, err := c.decide(n)
-	return d.Allowed, err
+	for _, n := range withGates([]need{n}) {
+		if d, err := c.decide(n); err != nil || !d.Allowed {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // authorize checks every need in order and answers the first denial
 // (403, audited) or errAuthorizerNotReady; nil when all are allowed.
 func (a *API) authorize(r *http.Request, needs ...need) error {
 	c := callerOf(r)
-	for _, n := range needs {
+	for _, n := range withGates(needs) {
 		d, err := c.decide(n)
 		if err != nil {
 			return err
@@ -100,14 +134,15 @@ func (a *API) allowed(w http.ResponseWriter, r *http.Request, needs ...need) boo
 
 // allowedEither is allowed for a check Kafka makes in two steps: broad,
 // asked quietly (CLUSTER CREATE, which most principals are not meant to
-// have), else narrow (TOPIC CREATE), whose denial is the one answered.
-func (a *API) allowedEither(w http.ResponseWriter, r *http.Request, broad, narrow need) bool {
+// have), else every narrow one in order (TOPIC CREATE; DeleteTopics'
+// TOPIC DESCRIBE and DELETE), whose first denial is the one answered.
+func (a *API) allowedEither(w http.ResponseWriter, r *http.Request, broad need, narrow ...need) bool {
 	ok, err := callerOf(r).mayQuietly(broad)
 	if err != nil {
 		writeError(w, err)
 		return false
 	}
-	return ok || a.allowed(w, r, narrow)
+	return ok || a.allowed(w, r, narrow...)
 }
 
 // denied audits a denial and is its answer.
@@ -122,7 +157,8 @@ func (a *API) denied(c *caller, n need, d acl.Decision) *apiError {
 }
 
 // Protect wraps one of the node's own endpoints on the API's listener
-// (/metrics, /healthz, /readyz, which are open by default) so that it
+// (/metrics, /readyz, which are open by default; /healthz has
+// ProtectLiveness) so that it
 // needs credentials, whether or not the node requires them of the API,
 // and DESCRIBE on the cluster: what a monitoring principal is granted
 // to read a Kafka cluster's state. The answers to a refusal are the
@@ -136,6 +172,19 @@ func (a *API) Protect(route string, h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 		}
 	})
+}
+
+// ProtectLiveness wraps the node's liveness endpoint (/healthz) as
+// Protect does, but needs a valid login only, no ACL: a liveness probe
+// that Protect answered 503 while the node's authorizer catches up with
+// the cluster's ACLs (after a restart) would have the node restarted
+// again, and the answer ("the process serves HTTP") tells a logged-in
+// principal nothing the API's own 401s and 503s do not.
+func (a *API) ProtectLiveness(route string, h http.Handler) http.Handler {
+	if a.guard == nil {
+		return h
+	}
+	return a.authenticated(route, true, h.ServeHTTP)
 }
 
 // allowedToEnsure checks what making sure topic exists needs (a

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fjordmq/fjord/internal/acl"
+	"github.com/fjordmq/fjord/internal/metadata"
 )
 
 // routeAuthz is one route's row of AUTHZ.md, as a test: a request, the
@@ -82,7 +83,7 @@ var routeAuthzCases = []routeAuthz{
 	{"PUT /v1/groups/{group}/poison/{topic}", "PUT", "/v1/groups/g/poison/t", `{"policy": "pause", "max_attempts": 3}`,
 		[]acl.Binding{groupGrant(acl.OperationAlterConfigs, "g"), topicGrant(acl.OperationDescribe, "t")}, nil},
 	{"PUT /v1/groups/{group}/poison/{topic}", "PUT", "/v1/groups/g/poison/t", `{"policy": "dlq", "max_attempts": 3, "dlq_topic": "t-dead"}`,
-		[]acl.Binding{groupGrant(acl.OperationAlterConfigs, "g"), topicGrant(acl.OperationDescribe, "t"), topicGrant(acl.OperationWrite, "t-dead")}, nil},
+		[]acl.Binding{groupGrant(acl.OperationAlterConfigs, "g"), topicGrant(acl.OperationRead, "t"), topicGrant(acl.OperationWrite, "t-dead")}, nil},
 	{"DELETE /v1/groups/{group}/poison/{topic}", "DELETE", "/v1/groups/g/poison/t", "",
 		[]acl.Binding{groupGrant(acl.OperationAlterConfigs, "g")}, nil},
 	{"POST /v1/groups/{group}/resume", "POST", "/v1/groups/g/resume", `{"topic": "t", "partition": 0}`,
@@ -271,5 +272,129 @@ func TestAuthzTableCoversEveryRoute(t *testing.T) {
 		if row := "| `" + rt.method + " " + rt.path + "` |"; !strings.Contains(string(raw), row) {
 			t.Errorf("AUTHZ.md has no row %s", row)
 		}
+	}
+}
+
+// DELETE of a topic needs DESCRIBE on it as well as DELETE, as Kafka's
+// DeleteTopics: DELETE implies an allowed DESCRIBE, but a DENY of
+// DESCRIBE refuses the delete (403 naming DESCRIBE); DELETE on the
+// cluster passes whatever the topic's bindings.
+func TestDeleteTopicNeedsDescribe(t *testing.T) {
+	e := newAuthEnv(t, true)
+	alice := basicAuth("alice", "alice-pw")
+	denyDescribe := topicGrant(acl.OperationDescribe, "t")
+	denyDescribe.Entry.Permission = acl.PermissionDeny
+	e.grant(topicGrant(acl.OperationDelete, "t"), denyDescribe)
+	if a := e.serve("DELETE", "/v1/topics/t", "", alice); a.status != http.StatusForbidden || !strings.Contains(a.body.Message, `DESCRIBE topic "t"`) {
+		t.Errorf("ALLOW DELETE, DENY DESCRIBE: %d %s, want 403 naming DESCRIBE", a.status, a.raw)
+	}
+	e.grant(topicGrant(acl.OperationDelete, "t"))
+	if a := e.serve("DELETE", "/v1/topics/t", "", alice); a.status == http.StatusForbidden || a.status == http.StatusUnauthorized {
+		t.Errorf("ALLOW DELETE (implying DESCRIBE): %d %s", a.status, a.raw)
+	}
+	e.grant(clusterGrant(acl.OperationDelete), denyDescribe)
+	if a := e.serve("DELETE", "/v1/topics/t", "", alice); a.status == http.StatusForbidden || a.status == http.StatusUnauthorized {
+		t.Errorf("DELETE on the cluster: %d %s", a.status, a.raw)
+	}
+}
+
+// A dlq policy copies records out of its topic: setting one needs READ
+// on it, where a pause policy needs DESCRIBE.
+func TestDeadLetterPolicyNeedsRead(t *testing.T) {
+	e := newAuthEnv(t, true)
+	alice := basicAuth("alice", "alice-pw")
+	e.grant(groupGrant(acl.OperationAlterConfigs, "g"), topicGrant(acl.OperationDescribe, "t"), topicGrant(acl.OperationWrite, "t-dead"))
+	a := e.serve("PUT", "/v1/groups/g/poison/t", `{"policy": "dlq", "max_attempts": 3, "dlq_topic": "t-dead"}`, alice)
+	if a.status != http.StatusForbidden || !strings.Contains(a.body.Message, `READ topic "t"`) {
+		t.Errorf("a dlq policy with DESCRIBE on the topic: %d %s, want 403 naming READ", a.status, a.raw)
+	}
+	if a := e.serve("PUT", "/v1/groups/g/poison/t", `{"policy": "pause", "max_attempts": 3}`, alice); a.status == http.StatusForbidden {
+		t.Errorf("a pause policy with DESCRIBE on the topic: %d %s", a.status, a.raw)
+	}
+}
+
+// HEAD on the reads that long-poll is 405, with Allow, and runs nothing:
+// a GET pattern would serve it, consuming records for a body thrown
+// away. Other GETs keep HEAD.
+func TestHeadOnReadsNotAllowed(t *testing.T) {
+	e := newAuthEnv(t, true)
+	alice := basicAuth("alice", "alice-pw")
+	e.grant(groupGrant(acl.OperationRead, "g"), topicGrant(acl.OperationRead, "t"))
+	for _, path := range []string{"/v1/topics/t/consume?group=g", "/v1/topics/t/partitions/0/records?offset=0"} {
+		a := e.serve("HEAD", path, "", alice)
+		if a.status != http.StatusMethodNotAllowed || !strings.Contains(a.header.Get("Allow"), "GET") {
+			t.Errorf("HEAD %s: %d (Allow %q), want 405 allowing GET", path, a.status, a.header.Get("Allow"))
+		}
+		if a := e.serve("HEAD", path, ""); a.status != http.StatusUnauthorized {
+			t.Errorf("HEAD %s without credentials: %d, want 401", path, a.status)
+		}
+	}
+	e.api.consumers.mu.Lock()
+	n := len(e.api.consumers.m)
+	e.api.consumers.mu.Unlock()
+	if n != 0 {
+		t.Errorf("a HEAD started %d consumer instances", n)
+	}
+	if a := e.serve("GET", "/v1/topics/t/consume?group=g", "", alice); a.status == http.StatusMethodNotAllowed {
+		t.Errorf("GET consume: %d %s", a.status, a.raw)
+	}
+}
+
+// ProtectLiveness (the node's /healthz) needs a login only: no ACL, and
+// not a ready authorizer, so a liveness probe is not answered 503 while
+// the node catches up with the cluster's ACLs.
+func TestProtectLiveness(t *testing.T) {
+	e := newAuthEnv(t, false)
+	e.notReady.Store(true)
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", e.api.ProtectLiveness("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})))
+	e.mux = mux
+	for _, tc := range []struct {
+		who, auth string
+		want      int
+	}{
+		{"nobody", "", http.StatusUnauthorized},
+		{"a wrong password", basicAuth("bob", "nope"), http.StatusUnauthorized},
+		{"bob (no binding, authorizer not ready)", basicAuth("bob", "bob-pw"), http.StatusOK},
+		{"admin", basicAuth("admin", "admin-pw"), http.StatusOK},
+	} {
+		var auth []string
+		if tc.auth != "" {
+			auth = []string{tc.auth}
+		}
+		if a := e.serve("GET", "/healthz", "", auth...); a.status != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.who, a.status, a.raw, tc.want)
+		}
+	}
+}
+
+// The poison-policy topic holds every group's policies: over HTTP as
+// over Kafka, a topic grant on it is not enough; changing it needs ALTER
+// on the cluster, reading it DESCRIBE_CONFIGS.
+func TestPolicyTopicNeedsTheCluster(t *testing.T) {
+	e := newAuthEnv(t, true)
+	alice := basicAuth("alice", "alice-pw")
+	policies := metadata.ConsumerPoliciesTopic
+	wildcard := func(op acl.Operation) acl.Binding { return topicGrant(op, "*") }
+	e.grant(wildcard(acl.OperationWrite), wildcard(acl.OperationRead))
+	produce := `{"value": "eA=="}`
+	if a := e.serve("POST", "/v1/topics/"+policies+"/produce", produce, alice); a.status != http.StatusForbidden || !strings.Contains(a.body.Message, "cluster") {
+		t.Errorf("produce to the policy topic with WRITE on *: %d %s, want 403 naming the cluster", a.status, a.raw)
+	}
+	if a := e.serve("GET", "/v1/topics/"+policies+"/partitions/0/records", "", alice); a.status != http.StatusForbidden {
+		t.Errorf("read the policy topic with READ on *: %d %s, want 403", a.status, a.raw)
+	}
+	// Any other topic is the wildcard's.
+	if a := e.serve("POST", "/v1/topics/other/produce", produce, alice); a.status == http.StatusForbidden || a.status == http.StatusUnauthorized {
+		t.Errorf("produce to another topic with WRITE on *: %d %s", a.status, a.raw)
+	}
+	e.grant(wildcard(acl.OperationWrite), wildcard(acl.OperationRead), clusterGrant(acl.OperationAlter), clusterGrant(acl.OperationDescribeConfigs))
+	if a := e.serve("POST", "/v1/topics/"+policies+"/produce", produce, alice); a.status == http.StatusForbidden || a.status == http.StatusUnauthorized {
+		t.Errorf("produce to the policy topic with ALTER on the cluster: %d %s", a.status, a.raw)
+	}
+	if a := e.serve("GET", "/v1/topics/"+policies+"/partitions/0/records", "", alice); a.status == http.StatusForbidden || a.status == http.StatusUnauthorized {
+		t.Errorf("read the policy topic with DESCRIBE_CONFIGS on the cluster: %d %s", a.status, a.raw)
 	}
 }

@@ -31,7 +31,25 @@ import (
 // cooperative-sticky), which shares the partitions with the group's other
 // members, HTTP or Kafka. Without consumer, one default instance per
 // group and topic. An instance unused for ConsumerIdleTimeout leaves the
-// group. Delivery is at-least-once: the instance commits only what a
+// group.
+//
+// Instances are the caller's own: the principal that sent the request
+// (auth.go) is part of an instance's key, so the same group, topic and
+// consumer id (the default "" included) sent by two principals are two
+// instances, two members of the group. Every request that uses an
+// instance (consume, commit, ack, nack, seek, close) finds only its
+// principal's: another principal's is as absent to it as one on another
+// node (unknown_consumer, or the fallback a commit or seek takes when
+// none runs here), so no one can drain, acknowledge, move or close an
+// instance another principal started, or learn that it exists.
+// Rejected: one table keyed without the principal, with the owner
+// stored and checked; a principal would then collide with another's
+// default instance and have to invent an id. A principal may run at most
+// a quarter of MaxConsumers (at least one; perPrincipalMax), so that
+// one cannot take the whole node's: past it a new instance is 429.
+// User:ANONYMOUS is not capped: on a node that does not require
+// credentials it is every unauthenticated client at once, and a cap on
+// it would be a cap on the node. Delivery is at-least-once: the instance commits only what a
 // commit request names (offsets are the next to read, Kafka's
 // convention; a consume's next_offsets can be committed as they are), so
 // records handed out and not committed come again after the instance
@@ -86,7 +104,9 @@ const (
 	defaultConsumeWait            = time.Second
 )
 
-type instanceKey struct{ group, topic, consumer string }
+// instanceKey names an instance: the principal that started it and the
+// group, topic and consumer id its requests name.
+type instanceKey struct{ principal, group, topic, consumer string }
 
 // instance is one HTTP consumer: a group member and the records it
 // fetched but has not handed out yet (a consume's max_bytes can stop
@@ -251,6 +271,11 @@ func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error)
 		return nil, &apiError{status: http.StatusTooManyRequests, code: "too_many_consumers",
 			msg: fmt.Sprintf("this node runs %d consumer instances, its limit; let some expire or reuse them", c.max)}
 	}
+	if limit := perPrincipalMax(c.max); key.principal != anonymous && c.countLocked(key.principal) >= limit {
+		return nil, &apiError{status: http.StatusTooManyRequests, code: "too_many_consumers",
+			msg: fmt.Sprintf("%s runs %d consumer instances on this node, the limit per principal (a quarter of the node's %d); let some expire, close them, or reuse them",
+				clip(key.principal, 256), limit, c.max)}
+	}
 	in := &instance{key: key, isolation: start.isolation, ackMode: start.ackMode, lastUsed: time.Now(), owned: map[int32]bool{},
 		positions: map[int32]int64{}, gaps: map[int32]string{}, moved: map[int32]bool{},
 		deliveries: map[int32]*delivery{}, deliveredGen: -1, toCommit: map[int32]int64{}, attempts: map[int32]map[int64]int32{},
@@ -287,6 +312,22 @@ func (c *consumers) get(key instanceKey, start instanceStart) (*instance, error)
 	in.cl = cl
 	c.m[key] = in
 	return in, nil
+}
+
+// perPrincipalMax is how many instances one principal may run on a node
+// that runs at most limit: a quarter, at least one.
+func perPrincipalMax(limit int) int { return max(1, limit/4) }
+
+// countLocked is the number of principal's instances.
+// REQUIRES: c.mu held.
+func (c *consumers) countLocked(principal string) int {
+	n := 0
+	for k := range c.m {
+		if k.principal == principal {
+			n++
+		}
+	}
+	return n
 }
 
 // startOffset is where an instance starts reading a partition its group
@@ -446,7 +487,7 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, err := a.consumers.get(instanceKey{group: group, topic: topic, consumer: q.Get("consumer")}, start)
+	in, err := a.consumers.get(instanceKey{principal: callerOf(r).principal, group: group, topic: topic, consumer: q.Get("consumer")}, start)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -557,10 +598,11 @@ func (a *API) handleConsume(w http.ResponseWriter, r *http.Request) {
 // reset or the group deleted) without waiting for the idle timeout.
 // Records it had fetched and not handed out are dropped; what was not
 // committed comes again to the next owner. Instances live on the node
-// that started them: another node's is unknown_consumer here.
+// that started them, and are the caller's own: another node's, or
+// another principal's, is unknown_consumer here.
 func (a *API) handleCloseConsumer(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	key := instanceKey{group: q.Get("group"), topic: r.PathValue("topic"), consumer: q.Get("consumer")}
+	key := instanceKey{principal: callerOf(r).principal, group: q.Get("group"), topic: r.PathValue("topic"), consumer: q.Get("consumer")}
 	if key.group == "" {
 		writeError(w, badRequest("bad_group", "group is required: the group of the consumer instance to close"))
 		return
@@ -571,7 +613,7 @@ func (a *API) handleCloseConsumer(w http.ResponseWriter, r *http.Request) {
 	}
 	if !a.consumers.remove(key) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: "unknown_consumer",
-			msg: fmt.Sprintf("no consumer instance of group %q on topic %q with consumer %q runs on this node (it expired, was closed, or runs on another node)",
+			msg: fmt.Sprintf("no consumer instance of group %q on topic %q with consumer %q runs on this node for this principal (it expired, was closed, runs on another node, or another principal started it)",
 				key.group, key.topic, key.consumer)})
 		return
 	}
@@ -599,8 +641,8 @@ type commitRequest struct {
 	Offsets  map[string]int64 `json:"offsets"`
 }
 
-// POST /v1/topics/{topic}/commit commits through the group's instance
-// on this node, as a member (so a rebalance that moved a partition
+// POST /v1/topics/{topic}/commit commits through the caller's instance
+// of the group on this node, as a member (so a rebalance that moved a partition
 // refuses it), or, with none running here, as a simple commit, which
 // the coordinator takes only while the group has no members (409).
 func (a *API) handleCommit(w http.ResponseWriter, r *http.Request) {
@@ -650,7 +692,7 @@ func (a *API) handleCommit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if in := a.consumers.lockLive(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
+	if in := a.consumers.lockLive(instanceKey{principal: callerOf(r).principal, group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
 		var commitErr error
 		in.cl.CommitOffsetsSync(r.Context(), map[string]map[int32]kgo.EpochOffset{topic: offsets},
 			func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -865,7 +907,7 @@ func (a *API) handleSeek(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if in := a.consumers.lockLive(instanceKey{group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
+	if in := a.consumers.lockLive(instanceKey{principal: callerOf(r).principal, group: req.Group, topic: topic, consumer: req.Consumer}); in != nil {
 		owned := in.owns(p)
 		if owned {
 			// Records handed out before the seek are not acknowledged

@@ -69,6 +69,14 @@ import (
 // record (recordDigest: topic, explicit partition, key, value, headers),
 // so the rule holds after a restart; entries written before digests
 // existed have none and answer any record with their key, as they did.
+//
+// A key is the producer's own: the index is keyed by topic, principal
+// and idempotency key (dedupKey), so two principals that happen to send
+// the same key, or one that guesses another's, neither see nor claim the
+// other's entry (a 422 or a first result would tell that the key was
+// used, and by what). The search after a lapsed pending entry matches
+// the record's digest as well as its header, so it cannot take another
+// principal's record with the same key for its own.
 
 const (
 	dedupTopic                     = metadata.HTTPIdempotencyTopic
@@ -143,6 +151,26 @@ func recordDigest(topic string, explicit *int32, rec *kgo.Record) string {
 		field(hd.Value != nil, hd.Value)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// dedupKey is idemKey's key in the index and in dedupTopic, for a
+// produce to topic by principal:
+//
+//	topic 0x00 0xFF principal 0xFF idemKey
+//
+// A topic name has no 0x00, and a principal and an idempotency key are
+// UTF-8 (JSON strings; Basic user names are checked; a bearer token's
+// subject is JSON), in which 0xFF never appears: so the principal ends
+// at the first 0xFF and no two (topic, principal, key) share a key.
+// Entries written before principals were part of it are "topic 0x00
+// idemKey", which never has 0xFF after the 0x00, so they match no new
+// key: a retry, after an upgrade, of a produce answered before it is
+// written again (once more). That is accepted: it can only happen
+// within one idempotency window of the upgrade, and guessing the old
+// entry's principal to keep it would let the first principal to retry
+// claim another's key.
+func dedupKey(topic, principal, idemKey string) string {
+	return topic + "\x00\xff" + principal + "\xff" + idemKey
 }
 
 // keyInProgress is the answer to idemKey while a pending entry's writer
@@ -533,7 +561,7 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 	if d.loadErr != nil {
 		return produceResult{}, unavailable(fmt.Errorf("idempotency keys are unavailable: %w", d.loadErr))
 	}
-	key := topic + "\x00" + idemKey
+	key := dedupKey(topic, principalOf(ctx), idemKey)
 	digest := recordDigest(topic, explicit, rec)
 	if err := d.acquire(ctx, key); err != nil {
 		return produceResult{}, err
@@ -566,7 +594,7 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 			return produceResult{}, keyInProgress(topic, idemKey, wait)
 		}
 		// Past them: the record may have landed before its writer died.
-		if res, found, err := a.findByHeader(ctx, topic, e.Partition, e.At, idemKey); err != nil {
+		if res, found, err := a.findByHeader(ctx, topic, e.Partition, e.At, idemKey, explicit, e.Digest); err != nil {
 			return produceResult{}, unavailable(err)
 		} else if found {
 			_ = d.put(ctx, key, dedupEntry{State: dedupStateDone, Partition: res.Partition, Offset: res.Offset, Timestamp: res.Timestamp, Digest: e.Digest})
@@ -613,8 +641,11 @@ func (a *API) produceIdempotent(ctx context.Context, cl *kgo.Client, topic strin
 }
 
 // findByHeader looks through partition p of topic, from the time a
-// pending entry was written, for the record carrying idemKey.
-func (a *API) findByHeader(ctx context.Context, topic string, p int32, fromMs int64, idemKey string) (produceResult, bool, error) {
+// pending entry was written, for the record carrying idemKey and, when
+// digest is given (the pending entry's; "" in entries from before
+// digests), whose recordDigest is digest: the header alone could be
+// another principal's record under the same key (dedupKey).
+func (a *API) findByHeader(ctx context.Context, topic string, p int32, fromMs int64, idemKey string, explicit *int32, digest string) (produceResult, bool, error) {
 	listed, err := a.adm.ListOffsetsAfterMilli(ctx, fromMs-1000, topic)
 	if err != nil {
 		return produceResult{}, false, err
@@ -643,10 +674,8 @@ func (a *API) findByHeader(ctx context.Context, topic string, p int32, fromMs in
 		var found *kgo.Record
 		fs.EachRecord(func(r *kgo.Record) {
 			next = r.Offset + 1
-			for _, h := range r.Headers {
-				if found == nil && h.Key == idempotencyHeader && string(h.Value) == idemKey {
-					found = r
-				}
+			if found == nil && carriesKey(r, idemKey) && (digest == "" || writtenDigest(topic, explicit, r) == digest) {
+				found = r
 			}
 		})
 		if found != nil {
@@ -654,4 +683,20 @@ func (a *API) findByHeader(ctx context.Context, topic string, p int32, fromMs in
 		}
 	}
 	return produceResult{}, false, nil
+}
+
+// carriesKey reports whether r carries the idempotency header of
+// idemKey, the one the gateway adds after the client's (the last).
+func carriesKey(r *kgo.Record, idemKey string) bool {
+	n := len(r.Headers)
+	return n > 0 && r.Headers[n-1].Key == idempotencyHeader && string(r.Headers[n-1].Value) == idemKey
+}
+
+// writtenDigest is recordDigest of a record the gateway wrote, as it was
+// computed before the idempotency header was added: without that header
+// (the last), with the produce's explicit partition.
+func writtenDigest(topic string, explicit *int32, r *kgo.Record) string {
+	c := *r
+	c.Headers = r.Headers[:len(r.Headers)-1]
+	return recordDigest(topic, explicit, &c)
 }

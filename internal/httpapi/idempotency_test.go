@@ -106,7 +106,7 @@ func TestIdempotencyKeyPendingIsFound(t *testing.T) {
 	e.createTopic("pay", 2)
 	// What a crash between the two writes leaves: the record with its
 	// header, and only the pending entry.
-	manual := e.putIndexEntry("pay\x00crashed", map[string]any{"state": "pending", "partition": 1, "at": time.Now().Add(-time.Second).UnixMilli()})
+	manual := e.putIndexEntry(anonymousKey("pay", "crashed"), map[string]any{"state": "pending", "partition": 1, "at": time.Now().Add(-time.Second).UnixMilli()})
 	rec := &kgo.Record{Topic: "pay", Partition: 1, Value: []byte("landed"),
 		Headers: []kgo.RecordHeader{{Key: "fjord-idempotency-key", Value: []byte("crashed")}}}
 	if err := manual.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
@@ -264,13 +264,23 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 	check(e2, "after-restart")
 }
 
+// anonymousKey is the index key of idemKey produced to topic by
+// User:ANONYMOUS (httpapi's dedupKey: topic 0x00 0xFF principal 0xFF key).
+func anonymousKey(topic, idemKey string) string {
+	return topic + "\x00\xffUser:ANONYMOUS\xff" + idemKey
+}
+
 // An index entry written before entries carried a digest of their
 // record is kept: a produce with its key is a retry, whatever its body.
+// One written before entries were keyed by principal ("topic 0x00 key",
+// with no principal) matches no produce: its key is written anew, as
+// idempotency.go's dedupKey accepts.
 func TestIdempotencyEntryWithoutDigest(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnvIn(t, dir)
 	e.createTopic("pay", 1)
-	e.putIndexEntry("pay\x00old", map[string]any{"state": "done", "partition": 0, "offset": 0, "timestamp": 7, "at": time.Now().UnixMilli()})
+	e.putIndexEntry(anonymousKey("pay", "old"), map[string]any{"state": "done", "partition": 0, "offset": 0, "timestamp": 7, "at": time.Now().UnixMilli()})
+	e.putIndexEntry("pay\x00older", map[string]any{"state": "done", "partition": 0, "offset": 0, "timestamp": 7, "at": time.Now().UnixMilli()})
 	e.n.Close()
 	e2 := newEnvIn(t, dir)
 	var res result
@@ -282,6 +292,13 @@ func TestIdempotencyEntryWithoutDigest(t *testing.T) {
 	})
 	if res.Offset != 0 || res.Timestamp != 7 {
 		t.Fatalf("old entry: %+v, want offset 0 timestamp 7", res)
+	}
+	end := e2.endOffset("pay", 0)
+	if st := e2.do("POST", "/v1/topics/pay/produce", `{"value": "Yg==", "idempotency_key": "older"}`, &res); st != 200 || res.Timestamp == 7 {
+		t.Fatalf("an entry from before principals: %d %+v, want the record written anew", st, res)
+	}
+	if got := e2.endOffset("pay", 0); got != end+1 {
+		t.Fatalf("log end %d, want %d: the record written once", got, end+1)
 	}
 }
 
@@ -414,8 +431,8 @@ func TestIdempotencyKeyPendingElsewhere(t *testing.T) {
 	clock.Store(time.Now().UnixMilli())
 	url := e.gateway(func() time.Time { return time.UnixMilli(clock.Load()) })
 	lease := time.Now().Add(10 * time.Second).UnixMilli()
-	manual := e.putIndexEntry("pay\x00elsewhere", map[string]any{"state": "pending", "partition": 1, "at": time.Now().UnixMilli(), "until": lease, "gateway": "another"})
-	e.putIndexEntry("pay\x00landed", map[string]any{"state": "pending", "partition": 0, "at": time.Now().UnixMilli(), "until": lease, "gateway": "another"})
+	manual := e.putIndexEntry(anonymousKey("pay", "elsewhere"), map[string]any{"state": "pending", "partition": 1, "at": time.Now().UnixMilli(), "until": lease, "gateway": "another"})
+	e.putIndexEntry(anonymousKey("pay", "landed"), map[string]any{"state": "pending", "partition": 0, "at": time.Now().UnixMilli(), "until": lease, "gateway": "another"})
 	landed := &kgo.Record{Topic: "pay", Partition: 0, Value: []byte("YQ=="),
 		Headers: []kgo.RecordHeader{{Key: "fjord-idempotency-key", Value: []byte("landed")}}}
 	if err := manual.ProduceSync(context.Background(), landed).FirstErr(); err != nil {

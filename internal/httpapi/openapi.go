@@ -172,7 +172,7 @@ var opsRoutes = []struct {
 	{"/healthz", "Liveness: 200 while the process serves HTTP at all", "text/plain", `"ok"`, nil},
 	{"/readyz", "Readiness: 200 once the node serves its partitions, else 503 with the reason", "text/plain", `"ready"`, []int{503}},
 	{"/metrics", "Prometheus metrics: Kafka and HTTP requests, per-topic bytes and records, partitions, fsync latency, group lag, the Go runtime. " +
-		"Like /healthz and /readyz, open unless the node runs with --http-protect-metrics-and-health (then credentials and DESCRIBE on the cluster)",
+		"Like /healthz and /readyz, open unless the node runs with --http-protect-metrics-and-health (then credentials and DESCRIBE on the cluster; /healthz credentials alone)",
 		"text/plain", "Prometheus text exposition format", nil},
 }
 

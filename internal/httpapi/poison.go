@@ -93,7 +93,8 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 	}
 	// A member's request. A dead-letter it causes is written under the
 	// group's policy, whose setter was checked for WRITE on the
-	// dead-letter topic (AUTHZ.md).
+	// dead-letter topic, and is checked again below, for this caller,
+	// when it comes to that (AUTHZ.md).
 	if !a.allowed(w, r, consumerNeeds(req.Group, topic)...) {
 		return
 	}
@@ -114,7 +115,7 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	in, err := a.ackingInstance(req.key(topic), *req.Generation)
+	in, err := a.ackingInstance(req.key(r, topic), *req.Generation)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -153,6 +154,16 @@ func (a *API) handleNack(w http.ResponseWriter, r *http.Request) {
 			slog.Int64("offset", offset), slog.Int("attempts", int(attempts)), slog.String("reason", clip(req.Reason, 256)))
 		out["action"] = "paused"
 	default:
+		// The gateway writes as the node: the nacking principal must be
+		// one that may write the dead-letter topic now, so that a WRITE
+		// revoked after the policy was set stops taking effect (as a
+		// Kafka client copying the record itself would be refused). The
+		// attempt does not count: refused, the record is not skipped.
+		if err := a.authorize(r, onTopic(acl.OperationWrite, pol.DeadLetterTopic())); err != nil {
+			in.attempts[p][offset]--
+			writeError(w, err)
+			return
+		}
 		dlq, err := a.deadLetter(r.Context(), poison.DeadLetter(rec, pol.DeadLetterTopic(), req.Group, req.Reason, attempts))
 		if err != nil {
 			in.attempts[p][offset]--
@@ -324,10 +335,17 @@ func (a *API) handleSetPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A policy is the group's configuration (ALTER_CONFIGS on the
-	// group); setting one looks the topic up (DESCRIBE), and a dlq
-	// policy sends the group's failed records to its dead-letter topic,
-	// which only a principal who may write there may ask for.
-	needs := []need{onGroup(acl.OperationAlterConfigs, group), onTopic(acl.OperationDescribe, topic)}
+	// group); setting one looks the topic up (DESCRIBE). A dlq policy
+	// copies the group's failed records out of the topic into its
+	// dead-letter topic, which only a principal who may read the one
+	// (READ, which implies DESCRIBE) and write the other may ask for:
+	// otherwise DESCRIBE alone would let a principal have another's
+	// records copied where it can read them.
+	source := onTopic(acl.OperationDescribe, topic)
+	if pol.Action == poison.ActionDLQ {
+		source = onTopic(acl.OperationRead, topic)
+	}
+	needs := []need{onGroup(acl.OperationAlterConfigs, group), source}
 	if pol.Action == poison.ActionDLQ {
 		needs = append(needs, onTopic(acl.OperationWrite, pol.DeadLetterTopic()))
 	}

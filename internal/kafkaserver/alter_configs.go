@@ -22,7 +22,8 @@ package kafkaserver
 // topic (TOPIC_AUTHORIZATION_FAILED, whether or not it exists), on the
 // group for a group (GROUP_AUTHORIZATION_FAILED); ValidateOnly alike. A
 // denied resource's configs are not looked at and the controller is not
-// asked. A type Kafka does not know is INVALID_REQUEST unchecked.
+// asked. A type Kafka does not know is INVALID_REQUEST unchecked. A
+// system topic also needs ALTER on the cluster (authz_system.go).
 
 import (
 	"context"
@@ -93,6 +94,7 @@ func (s *Server) alterConfigResources(ctx context.Context, req *request, resourc
 	counts := countResources(keys)
 	img := s.image()
 	alterable := s.configAuthz(req, acl.OperationAlterConfigs)
+	system := s.systemTopicWrites(req) // and ALTER on the cluster for a system topic (authz_system.go)
 	errs = make([]error, len(resources))
 	for i := range resources {
 		res := &resources[i]
@@ -102,6 +104,9 @@ func (s *Server) alterConfigResources(ctx context.Context, req *request, resourc
 			}
 			if err := alterable.check(res.key.typ, res.key.name); err != nil {
 				return err
+			}
+			if res.key.typ == kmsg.ConfigResourceTypeTopic && !system.allowed(res.key.name) {
+				return authzError(acl.ResourceTopic)
 			}
 			broker, err := checkAlterResource(img, res.key, !replaceAll)
 			if err != nil {

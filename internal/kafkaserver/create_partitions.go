@@ -63,6 +63,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 	img := s.image()
 	mq := s.mutationQuotaFor(req, 3, r.ValidateOnly)
 	alterable := s.authzByName(req, acl.OperationAlter, acl.ResourceTopic)
+	system := s.systemTopicWrites(req) // and ALTER on the cluster for a system topic (authz_system.go)
 	for i := range r.Topics {
 		t := &r.Topics[i]
 		refusedKeyed := false
@@ -74,7 +75,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, req *request) (kmsg.
 			if counts[t.Topic] > 1 {
 				return invalidRequest("topic %q appears %d times in the request", t.Topic, counts[t.Topic])
 			}
-			if !alterable.allowed(t.Topic) {
+			if !alterable.allowed(t.Topic) || !system.allowed(t.Topic) {
 				return authzError(acl.ResourceTopic)
 			}
 			assignments, err := checkCreatePartitions(img, t)

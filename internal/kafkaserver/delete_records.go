@@ -40,6 +40,7 @@ func handleDeleteRecords(ctx context.Context, s *Server, req *request) (kmsg.Res
 	defer cancel()
 	img := s.image()
 	deletable := s.authzByName(req, acl.OperationDelete, acl.ResourceTopic)
+	system := s.systemTopicWrites(req) // and ALTER on the cluster for a system topic (authz_system.go)
 	for _, t := range r.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
@@ -48,7 +49,7 @@ func handleDeleteRecords(ctx context.Context, s *Server, req *request) (kmsg.Res
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
 			err := func() error {
-				if !deletable.allowed(t.Topic) {
+				if !deletable.allowed(t.Topic) || !system.allowed(t.Topic) {
 					return authzError(acl.ResourceTopic)
 				}
 				if metadata.IsInternalTopic(t.Topic) {

@@ -106,6 +106,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 	deletable := s.authzByName(req, acl.OperationDelete, acl.ResourceTopic).orCluster(acl.OperationDelete)
 	describable := s.authzFilterByName(req, acl.OperationDescribe, acl.ResourceTopic)
 	describable.all = deletable.all
+	system := s.systemTopicWrites(req) // and ALTER on the cluster for a system topic, even with DELETE on the cluster (authz_system.go)
 	for i := range entries {
 		e := &entries[i]
 		switch {
@@ -126,6 +127,8 @@ func handleDeleteTopics(ctx context.Context, s *Server, req *request) (kmsg.Resp
 					e.err = fmt.Errorf("%w: unknown topic %q", kerr.UnknownTopicOrPartition, e.topic)
 				}
 			}
+		case !system.allowed(e.topic):
+			e.err = authzError(acl.ResourceTopic)
 		}
 	}
 

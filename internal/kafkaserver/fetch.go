@@ -198,12 +198,13 @@ func handleFetch(ctx context.Context, s *Server, req *request) (kmsg.Response, f
 	// answer is kept rather than a map per fetch.
 	consumer := replicaID < 0 && s.authzBase != nil
 	lastName, lastAllowed := "", false
+	system := s.systemTopicReads(req) // and DESCRIBE_CONFIGS on the cluster for a system topic (authz_system.go)
 	mayRead := func(name string) bool {
 		if !consumer {
 			return true
 		}
 		if name != lastName || lastName == "" {
-			lastName, lastAllowed = name, s.allowedTopic(req, acl.OperationRead, name)
+			lastName, lastAllowed = name, s.allowedTopic(req, acl.OperationRead, name) && system.allowed(name)
 		}
 		return lastAllowed
 	}

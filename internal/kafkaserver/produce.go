@@ -131,9 +131,10 @@ func handleProduce(ctx context.Context, s *Server, req *request) (kmsg.Response,
 	// nor appended to.
 	denied := make(map[string]bool)
 	if refuseAll == nil {
+		system := s.systemTopicWrites(req) // and ALTER on the cluster for a system topic (authz_system.go)
 		for _, rt := range body.Topics {
 			if _, seen := denied[rt.Topic]; !seen {
-				denied[rt.Topic] = !s.allowedTopic(req, acl.OperationWrite, rt.Topic)
+				denied[rt.Topic] = !s.allowedTopic(req, acl.OperationWrite, rt.Topic) || !system.allowed(rt.Topic)
 			}
 		}
 	}

@@ -43,6 +43,20 @@ const (
 	HTTPIdempotencyTopic = "__fjord_http_idempotency"
 )
 
+// ConsumerPoliciesTopic holds the consumer groups' poison policies and
+// pauses (internal/poison). It is not an internal topic: Fjord's clients
+// (the HTTP gateway, and the CLI as its user) produce to it through the
+// Kafka listeners as any client does, so it is not in the list above.
+// But its records steer every group's delivery (a dead-letter policy
+// copies a group's records to another topic, a skip moves its committed
+// offset past records), so the Kafka listeners treat it as a system
+// topic: writing it needs ALTER on the cluster and reading it
+// DESCRIBE_CONFIGS on the cluster, besides the topic's own ACLs
+// (internal/kafkaserver, authz_system.go). Defined here, beside the
+// internal topics, so that kafkaserver knows the name without importing
+// internal/poison.
+const ConsumerPoliciesTopic = "__fjord_consumer_policies"
+
 // InternalTopics returns the names of the internal topics.
 func InternalTopics() []string {
 	return []string{ConsumerOffsetsTopic, TransactionStateTopic, ShareGroupStateTopic, HTTPIdempotencyTopic}

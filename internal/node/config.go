@@ -212,9 +212,11 @@ type HTTPConfig struct {
 	MaxConsumers int
 	// MaxBodyBytes bounds a request body (http-max-body-bytes).
 	MaxBodyBytes int64
-	// ProtectMetricsAndHealth makes /metrics, /healthz and /readyz need
-	// credentials and DESCRIBE on the cluster
-	// (http-protect-metrics-and-health); they are open by default.
+	// ProtectMetricsAndHealth makes /metrics and /readyz need
+	// credentials and DESCRIBE on the cluster, and /healthz credentials
+	// alone, so a liveness probe does not fail while the node catches up
+	// with the ACLs (http-protect-metrics-and-health); they are open by
+	// default.
 	ProtectMetricsAndHealth bool
 }
 

@@ -15,20 +15,24 @@ import (
 //
 // The HTTP/JSON API (internal/httpapi) is mounted beside them. The three
 // are open unless HTTPConfig.ProtectMetricsAndHealth, which has the API
-// guard them (credentials and DESCRIBE on the cluster).
+// guard them: /metrics and /readyz need credentials and DESCRIBE on the
+// cluster; /healthz credentials only (httpapi.API.ProtectLiveness), so
+// that a liveness probe is not answered 503 while the authorizer catches
+// up after a restart, which would have the node restarted again.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
-	handle := mux.Handle
+	handle, handleLiveness := mux.Handle, mux.Handle
 	if n.api != nil {
 		n.api.Register(mux)
 		if n.cfg.HTTP.ProtectMetricsAndHealth {
 			handle = func(pattern string, h http.Handler) { mux.Handle(pattern, n.api.Protect(pattern, h)) }
+			handleLiveness = func(pattern string, h http.Handler) { mux.Handle(pattern, n.api.ProtectLiveness(pattern, h)) }
 		}
 	}
 	if n.metrics != nil {
 		handle("GET /metrics", metricsHandler(n.metrics, &n.metricsText))
 	}
-	handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	handleLiveness("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	}))

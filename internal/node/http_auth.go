@@ -13,6 +13,11 @@ package node
 //   - Credentials are required of every HTTP request exactly when some
 //     listener authenticates its clients (Config.authenticates): an API
 //     that let anonymous callers through would be a way around it.
+//   - Then, when the HTTP listener is plain HTTP (no --http-tls), Basic
+//     sends the SCRAM users' passwords in cleartext, where SCRAM on the
+//     Kafka listeners never sends one: the node says so at start
+//     (cleartextHTTPWarning) and serves all the same, since a TLS proxy
+//     in front, or a loopback-only listener, may be the operator's plan.
 
 import (
 	"errors"
@@ -23,8 +28,23 @@ import (
 	"github.com/fjordmq/fjord/internal/sasl"
 )
 
+// cleartextHTTPWarning is the warning logged at start when the HTTP API
+// takes passwords (Basic) over plain HTTP from a node whose Kafka
+// listeners authenticate their clients; "" when there is none to give.
+func cleartextHTTPWarning(cfg *Config) string {
+	if !cfg.authenticates() || cfg.TLS.HTTP {
+		return ""
+	}
+	return "the HTTP API is plain HTTP (no --http-tls) while the Kafka listeners authenticate their clients: " +
+		"HTTP clients' Basic credentials (SCRAM users' passwords) and bearer tokens cross the network in cleartext; " +
+		"enable --http-tls, or keep the HTTP listener behind a TLS proxy or on loopback"
+}
+
 // httpSecurity is the HTTP API's Security. REQUIRES: n.kafka built.
 func (n *Node) httpSecurity() *httpapi.Security {
+	if msg := cleartextHTTPWarning(&n.cfg); msg != "" {
+		n.log.Warn(msg, "http_addr", n.cfg.HTTPAddr)
+	}
 	sec := &httpapi.Security{
 		Required:    n.cfg.authenticates(),
 		Credentials: imageCredentials{n.ctrl},

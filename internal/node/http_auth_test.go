@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,8 +33,10 @@ import (
 // credentials of a user created in the metadata log
 // (AlterUserScramCredentials) and bearer tokens of the listeners' JWKS,
 // refuses requests without credentials, and applies a binding created
-// with CreateAcls; /metrics and health need credentials and DESCRIBE on
-// the cluster; /v1/openapi.json stays open.
+// with CreateAcls; /metrics and /readyz need credentials and DESCRIBE on
+// the cluster, /healthz credentials only; /v1/openapi.json stays open;
+// and the node warns at start that Basic passwords cross its plain HTTP
+// listener in cleartext.
 func TestHTTPAuthOnASASLNode(t *testing.T) {
 	dir := t.TempDir()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -65,7 +68,12 @@ func TestHTTPAuthOnASASLNode(t *testing.T) {
 		BootstrapUsers: []ScramUser{{Mechanism: sasl.ScramSHA512, Name: "broker", Password: "broker-secret"}},
 	}
 	cfg.HTTP.ProtectMetricsAndHealth = true
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	n := startNode(t, cfg)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "plain HTTP (no --http-tls)") {
+		t.Errorf("no warning of cleartext credentials over plain HTTP in the start's log:\n%.2000s", logs.String())
+	}
 	base := "http://" + n.HTTPAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -164,9 +172,18 @@ func TestHTTPAuthOnASASLNode(t *testing.T) {
 		if a := do("GET", path, "", ""); a.status != http.StatusUnauthorized {
 			t.Errorf("%s without credentials: %d %s", path, a.status, a.body)
 		}
+		if a := do("GET", path, basic("alice", "wrong"), ""); a.status != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong password: %d %s", path, a.status, a.body)
+		}
+	}
+	for _, path := range []string{"/metrics", "/readyz"} {
 		if a := do("GET", path, alice, ""); a.status != http.StatusForbidden {
 			t.Errorf("%s as alice (no DESCRIBE on the cluster): %d %s", path, a.status, a.body)
 		}
+	}
+	// Liveness needs a login, no ACL (nor a ready authorizer).
+	if a := do("GET", "/healthz", alice, ""); a.status != http.StatusOK {
+		t.Errorf("/healthz as alice (logged in, no binding): %d %s", a.status, a.body)
 	}
 	if a := do("GET", "/metrics", broker, ""); a.status != http.StatusOK || !strings.Contains(a.body, "fjord_http_requests_total") {
 		t.Errorf("/metrics as the super user broker: %d %.200s", a.status, a.body)
@@ -176,5 +193,30 @@ func TestHTTPAuthOnASASLNode(t *testing.T) {
 	}
 	if a := do("GET", "/v1/openapi.json", "", ""); a.status != http.StatusOK {
 		t.Errorf("/v1/openapi.json without credentials: %d", a.status)
+	}
+}
+
+// The cleartext warning is given exactly when a listener authenticates
+// its clients and the HTTP listener has no TLS.
+func TestCleartextHTTPWarning(t *testing.T) {
+	saslListeners := []listener.Listener{{Name: "SASL_PLAINTEXT", Bind: "127.0.0.1:0", Protocol: listener.SASLPlaintext}}
+	for _, tc := range []struct {
+		name      string
+		listeners []listener.Listener
+		httpTLS   bool
+		warn      bool
+	}{
+		{"plaintext listener, plain HTTP", nil, false, false},
+		{"SASL listener, plain HTTP", saslListeners, false, true},
+		{"SASL listener, HTTP TLS", saslListeners, true, false},
+	} {
+		cfg := Config{KafkaAddr: "127.0.0.1:0", Listeners: tc.listeners}
+		if tc.listeners != nil {
+			cfg.KafkaAddr = ""
+		}
+		cfg.TLS.HTTP = tc.httpTLS
+		if got := cleartextHTTPWarning(&cfg) != ""; got != tc.warn {
+			t.Errorf("%s: warning %v, want %v", tc.name, got, tc.warn)
+		}
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"github.com/fjordmq/fjord/internal/metadata"
 )
 
-// Topic holds the policies and pauses (see the package doc).
-const Topic = "__fjord_consumer_policies"
+// Topic holds the policies and pauses (see the package doc). Its name
+// is metadata's, where the Kafka listeners find it to require cluster
+// rights of whoever writes or reads it (metadata.ConsumerPoliciesTopic).
+const Topic = metadata.ConsumerPoliciesTopic
 
 // Expected conditions. Callers test them with errors.Is; the message
 // after the sentinel's says what was wrong, in the user's terms, so the
