@@ -102,6 +102,8 @@ type serveOptions struct {
 	superUsers, allowEveryone string
 	// auditLog is the audit log (node.AuditConfig).
 	auditLog node.AuditConfig
+	// controllerSecurityProtocol is node.Config.ControllerSecurityProtocol.
+	controllerSecurityProtocol string
 }
 
 func newServeCommand() *cobra.Command { return newServeCommandWith(runServe) }
@@ -218,6 +220,8 @@ closes; a second signal exits at once.`,
 	f.Var(newIntFlag[int64](&o.auditLog.MaxBytes, audit.DefaultMaxBytes, audit.MinMaxBytes, maxAuditLogBytes, ""), "audit-log-max-bytes",
 		"size at which the audit log is renamed to <audit-log>.1 (replacing the last) and begun again, so the two hold at most twice it")
 	f.StringVar(&o.controllerAddr, "controller-addr", node.DefaultControllerAddr, "Raft controller bind address (host:port; with --controller-quorum-voters the default is this node's entry)")
+	f.Var(newEnumFlag(&o.controllerSecurityProtocol, node.ControllerPlaintext, node.ControllerPlaintext, node.ControllerSSL), "controller-security-protocol",
+		"the controller port's protocol: PLAINTEXT, or SSL (mutual TLS with --ssl-cert-file, verified against --ssl-ca-file, admitting --super-users' certificates only: name the nodes' principals there, e.g. User:CN=node-1). Kafka names the controller listener's protocol in listener.security.protocol.map; Fjord's controller port is one")
 	f.Var(&votersFlag{&o.voters}, "controller-quorum-voters",
 		"the controller quorum, id@host:port,... (Kafka's controller.quorum.voters), each the address the other voters dial (default: this node alone, a cluster of one)")
 	f.Var(&processRolesFlag{&o.brokerOnly}, "process-roles",
@@ -426,6 +430,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer) error {
 		Authz:                              o.authz,
 		AuditLog:                           o.auditLog,
 		ControllerAddr:                     o.controllerAddr,
+		ControllerSecurityProtocol:         o.controllerSecurityProtocol,
 		Voters:                             o.voters,
 		BrokerOnly:                         o.brokerOnly,
 		Rack:                               o.rack,

@@ -297,6 +297,7 @@ func TestServePrecedence(t *testing.T) {
 		logDirFreeSpaceRefuse:               "2%",  // file
 		tls:                                 node.TLSConfig{ClientAuth: "none"},
 		sasl:                                node.SASLConfig{InterBrokerMechanism: "SCRAM-SHA-512", OAuth: sasl.OAuthConfig{SubClaimName: "sub"}},
+		controllerSecurityProtocol:          "PLAINTEXT", // default
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
@@ -500,6 +501,10 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"inter-broker listener unknown", []string{"serve", "--listeners", "PLAINTEXT://127.0.0.1:0", "--inter-broker-listener-name", "SSL"}, nil, "inter-broker-listener-name SSL is not one of the listeners"},
 		{"SSL without a certificate", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SSL://127.0.0.1:0"}, nil, "ssl-cert-file and ssl-key-file are needed"},
 		{"certificate without TLS", []string{"serve", "--data-dir", t.TempDir(), "--ssl-cert-file", file, "--ssl-key-file", file}, nil, "no listener serves TLS"},
+		{"controller SSL without a CA", []string{"serve", "--data-dir", t.TempDir(), "--controller-security-protocol", "SSL", "--ssl-cert-file", file, "--ssl-key-file", file, "--super-users", "User:CN=node-1"}, nil,
+			"controller-security-protocol SSL: the other nodes' certificates are verified against ssl-ca-file, which is not set"},
+		{"controller protocol unknown", []string{"serve", "--controller-security-protocol", "SASL_SSL"}, nil,
+			`invalid argument "SASL_SSL" for "--controller-security-protocol" flag: allowed: PLAINTEXT, SSL`},
 		{"client auth not known", []string{"serve", "--ssl-client-auth", "maybe"}, nil, `invalid argument "maybe" for "--ssl-client-auth" flag: allowed: none, requested, required`},
 		{"client auth without a CA", []string{"serve", "--data-dir", t.TempDir(), "--listeners", "SSL://127.0.0.1:0", "--ssl-cert-file", file, "--ssl-key-file", file, "--ssl-client-auth", "required"}, nil,
 			"ssl-client-auth required: client certificates are verified against ssl-ca-file, which is not set"},

@@ -60,6 +60,10 @@ type Config struct {
 	// be a concrete address (it is also what the node advertises to other
 	// voters); port 0 picks a free port.
 	Addr string
+	// TLS secures the controller port (Raft and join requests) with
+	// mutual TLS, both accepting and dialing (transport_tls.go). Nil:
+	// plaintext TCP. Every voter and observer of a quorum must agree.
+	TLS *TransportTLS
 	// NumPartitions is num.partitions, the partition count of a topic
 	// created with -1 (and by auto-create); <= 0 means 1.
 	NumPartitions int32
@@ -239,7 +243,7 @@ func Open(ctx context.Context, cfg Config) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: snapshot store in %s: %w", cfg.Dir, err)
 	}
-	c.mux, c.trans, err = newTransport(cfg.Addr, log, rlog)
+	c.mux, c.trans, err = newTransport(cfg.Addr, cfg.TLS, log, rlog)
 	if err != nil {
 		return nil, fmt.Errorf("controller: raft transport on %s (needs a concrete host, e.g. 127.0.0.1:9093): %w", cfg.Addr, err)
 	}
@@ -734,10 +738,11 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 	}
 }
 
-// newTransport is the quorum's TCP transport on addr: log receives the
-// stream layer's refusals, rlog raft's own messages.
-func newTransport(addr string, log *slog.Logger, rlog *raftLogger) (*muxLayer, *raft.NetworkTransport, error) {
-	mux, err := newMuxLayer(addr, log)
+// newTransport is the quorum's TCP transport on addr, mutual TLS when
+// sec is set: log receives the stream layer's refusals, rlog raft's own
+// messages.
+func newTransport(addr string, sec *TransportTLS, log *slog.Logger, rlog *raftLogger) (*muxLayer, *raft.NetworkTransport, error) {
+	mux, err := newMuxLayer(addr, log, sec)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -77,6 +77,11 @@ import (
 // then once a minute (refusalLog), since the other leader redials at
 // every heartbeat. Anything else on the port (an unknown first byte, a
 // hello cut short) is closed without an answer.
+//
+// With TransportTLS (transport_tls.go) all of the above runs inside a
+// mutual TLS connection whose peer Admit accepted; a connection that
+// fails the handshake or Admit is closed before its first byte is read,
+// and logged like the refusals above.
 
 // joinRequestByte opens a join request on the controller port.
 const joinRequestByte = 0xF1
@@ -123,6 +128,8 @@ type muxLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 	log       *slog.Logger
+	// tls, when set, secures every connection (transport_tls.go).
+	tls       *TransportTLS
 	raftConns chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -144,7 +151,12 @@ type muxLayer struct {
 	}
 }
 
-func newMuxLayer(addr string, log *slog.Logger) (*muxLayer, error) {
+func newMuxLayer(addr string, log *slog.Logger, sec *TransportTLS) (*muxLayer, error) {
+	if sec != nil {
+		if err := sec.check(); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -154,7 +166,7 @@ func newMuxLayer(addr string, log *slog.Logger) (*muxLayer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("%s is not an address other voters can dial", ln.Addr())
 	}
-	m := &muxLayer{ln: ln, advertise: tcp, log: log, raftConns: make(chan net.Conn),
+	m := &muxLayer{ln: ln, advertise: tcp, log: log, tls: sec, raftConns: make(chan net.Conn),
 		closed: make(chan struct{}), settled: make(chan struct{})}
 	go m.serve()
 	return m, nil
@@ -172,8 +184,18 @@ func (m *muxLayer) serve() {
 }
 
 // route reads a connection's first byte (and the handshake, if it opens
-// with one) and hands it on, or closes it.
+// with one) and hands it on, or closes it. With TLS, the TLS handshake
+// and Admit come first.
 func (m *muxLayer) route(c net.Conn) {
+	if m.tls != nil {
+		tc, kind, err := m.tls.serverHandshake(c, joinReadTimeout)
+		if err != nil {
+			m.refuseTLS(c, kind, err)
+			c.Close()
+			return
+		}
+		c = tc
+	}
 	c.SetReadDeadline(time.Now().Add(joinReadTimeout))
 	var first [1]byte
 	if _, err := io.ReadFull(c, first[:]); err != nil {
@@ -270,6 +292,28 @@ func (m *muxLayer) admit(c net.Conn, hello bool, remote quorumID) bool {
 	return false
 }
 
+// refuseTLS logs, rate-limited, a connection refused by the TLS
+// handshake or Admit (kind says which).
+func (m *muxLayer) refuseTLS(c net.Conn, kind string, err error) {
+	host := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	m.mu.Lock()
+	log, suppressed := m.mu.refusals.note(host+" "+kind, time.Now())
+	m.mu.Unlock()
+	if !log {
+		return
+	}
+	if kind == "tls-admit" {
+		m.log.Warn("refused a controller connection: its certificate verified but may not speak to the controller quorum",
+			"remote_addr", c.RemoteAddr(), "err", err, "refused_unlogged", suppressed)
+		return
+	}
+	m.log.Warn("refused a controller connection: no TLS handshake with a certificate this node trusts",
+		"remote_addr", c.RemoteAddr(), "err", err, "refused_unlogged", suppressed)
+}
+
 func (m *muxLayer) setJoin(f func(net.Conn)) {
 	m.mu.Lock()
 	m.mu.join = f
@@ -312,10 +356,11 @@ func (m *muxLayer) Close() error {
 
 func (m *muxLayer) Addr() net.Addr { return m.advertise }
 
-// Dial implements raft.StreamLayer: it opens the connection with the
-// quorum handshake, which hashicorp/raft's bytes follow.
+// Dial implements raft.StreamLayer: it opens the connection (TLS first,
+// when set) with the quorum handshake, which hashicorp/raft's bytes
+// follow.
 func (m *muxLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	c, err := m.tls.dial(string(addr), timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -411,9 +456,9 @@ func (c *Controller) join(req joinRequest) joinResponse {
 	return joinResponse{}
 }
 
-// askToJoin sends one join request to addr.
-func askToJoin(addr string, req joinRequest) (joinResponse, error) {
-	conn, err := net.DialTimeout("tcp", addr, joinReadTimeout)
+// askToJoin sends one join request to addr, over TLS when sec is set.
+func askToJoin(addr string, req joinRequest, sec *TransportTLS) (joinResponse, error) {
+	conn, err := sec.dial(addr, joinReadTimeout)
 	if err != nil {
 		return joinResponse{}, err
 	}
@@ -468,7 +513,7 @@ func (c *Controller) joinQuorum() {
 		}
 	ask:
 		for i := 0; i < len(targets); i++ {
-			resp, err := askToJoin(targets[i], req)
+			resp, err := askToJoin(targets[i], req, c.mux.tls)
 			switch {
 			case err != nil:
 				last = fmt.Errorf("voter at %s: %w", targets[i], err)

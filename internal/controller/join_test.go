@@ -98,11 +98,11 @@ func TestJoinRequests(t *testing.T) {
 		t.Fatalf("observers %v after refused requests, want none", obs)
 	}
 	for range 2 { // the second is a no-op
-		resp, err := askToJoin(c.Addr(), joinRequest{NodeID: 7, Addr: "127.0.0.1:1"})
+		resp, err := askToJoin(c.Addr(), joinRequest{NodeID: 7, Addr: "127.0.0.1:1"}, nil)
 		for err == nil && resp.Error == "not the leader" {
 			t.Logf("join of node 7: %+v; asking again once the node leads", resp)
 			leading(t, c)
-			resp, err = askToJoin(c.Addr(), joinRequest{NodeID: 7, Addr: "127.0.0.1:1"})
+			resp, err = askToJoin(c.Addr(), joinRequest{NodeID: 7, Addr: "127.0.0.1:1"}, nil)
 		}
 		if err != nil || resp.Error != "" {
 			t.Fatalf("join of node 7: %+v, %v", resp, err)

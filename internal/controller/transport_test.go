@@ -14,7 +14,7 @@ import (
 // Shutdown (see newTransport). With pipelining refused, raft replicates
 // synchronously.
 func TestTransportDoesNotPipeline(t *testing.T) {
-	_, trans, err := newTransport("127.0.0.1:0", slog.New(slog.DiscardHandler), newRaftLogger(slog.New(slog.DiscardHandler)))
+	_, trans, err := newTransport("127.0.0.1:0", nil, slog.New(slog.DiscardHandler), newRaftLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

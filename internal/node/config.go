@@ -80,6 +80,11 @@ type Config struct {
 	AuditLog AuditConfig
 	// ControllerAddr is the Raft transport's bind address.
 	ControllerAddr string
+	// ControllerSecurityProtocol is the controller port's protocol:
+	// PLAINTEXT (or empty, the default) or SSL, mutual TLS with TLS's
+	// files, admitting super users' certificates only
+	// (controller_tls.go). Every node of a cluster must agree.
+	ControllerSecurityProtocol string
 	// Voters is controller.quorum.voters: the quorum a new metadata log
 	// is bootstrapped with, each voter with the address the others dial.
 	// It must name this node. Empty: this node alone, a cluster of one.
@@ -259,6 +264,9 @@ func (c Config) validate() error {
 		if err := checkBindAddr("kafka-addr", c.KafkaAddr); err != nil {
 			return err
 		}
+	}
+	if err := c.checkControllerSecurity(); err != nil {
+		return err
 	}
 	if err := c.checkListeners(); err != nil {
 		return err

@@ -109,7 +109,7 @@ func (c Config) checkListeners() error {
 		return fmt.Errorf("%w: inter-broker-listener-name %s is not one of the listeners", ErrInvalidConfig, c.InterBrokerListener)
 	}
 	ls, _ := c.kafkaListeners()
-	needTLS := c.TLS.HTTP
+	needTLS := c.TLS.HTTP || c.controllerSSL()
 	for _, l := range ls {
 		needTLS = needTLS || l.Protocol.TLS()
 	}

@@ -294,6 +294,7 @@ func (n *Node) start(ctx context.Context) error {
 		BootstrapRecords:                   bootstrap,
 		Dir:                                filepath.Join(cfg.DataDir, metadataDir),
 		Addr:                               cfg.ControllerAddr,
+		TLS:                                n.controllerTLS(),
 		Voters:                             controllerVoters(cfg.Voters),
 		Observer:                           cfg.BrokerOnly,
 		NumPartitions:                      cfg.NumPartitions,
