@@ -16,9 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fjordmq/fjord/internal/clock"
 	"github.com/fjordmq/fjord/internal/history"
 	"github.com/fjordmq/fjord/internal/timeline"
 )
@@ -525,6 +527,12 @@ func runVerify(ctx context.Context, progress io.Writer, cl *kgo.Client, brokers 
 		// earlier run would be a history this run did not make.
 		fctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		offsets, err := adm.FetchOffsets(fctx, v.topic)
+		// Nodes that have just started have no __consumer_offsets
+		// leaders yet, and franz-go gives up on the coordinator after a
+		// few tries: retry the retriable answers while the deadline lasts.
+		for err != nil && kerr.IsRetriable(err) && clock.Sleep(fctx, 100*time.Millisecond) {
+			offsets, err = adm.FetchOffsets(fctx, v.topic)
+		}
 		cancel()
 		if err == nil && len(offsets) > 0 {
 			err = fmt.Errorf("the group %s has committed offsets from an earlier run: delete it first (fjord group delete %s)", v.topic, v.topic)
