@@ -21,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fjordmq/fjord/internal/clock"
+	"github.com/fjordmq/fjord/internal/testutil"
 )
 
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 890_123_456, time.UTC)
@@ -677,16 +678,15 @@ func TestLogWriteFailure(t *testing.T) {
 	}
 }
 
-// eventually waits (at most 5 s) for cond.
+// eventually waits (at most 5 s) for cond (testutil.Eventually).
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Open refuses what it cannot write and settings it cannot honour.

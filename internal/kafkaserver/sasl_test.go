@@ -235,30 +235,8 @@ func TestSASLReauthentication(t *testing.T) {
 // franz-go's client session.
 func scramAuthenticate(t *testing.T, c *rawConn, user, pass string) {
 	t.Helper()
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, sasl.ScramSHA512
-	if resp := c.roundTrip(hs).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != 0 {
-		t.Fatalf("handshake: error %d", resp.ErrorCode)
-	}
-	session, msg, err := kscram.Auth{User: user, Pass: pass}.AsSha512Mechanism().Authenticate(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		auth := kmsg.NewPtrSASLAuthenticateRequest()
-		auth.Version, auth.SASLAuthBytes = 2, msg
-		resp := c.roundTrip(auth).(*kmsg.SASLAuthenticateResponse)
-		if resp.ErrorCode != 0 {
-			t.Fatalf("SaslAuthenticate: error %d %v", resp.ErrorCode, resp.ErrorMessage)
-		}
-		done, next, err := session.Challenge(resp.SASLAuthBytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if done {
-			return
-		}
-		msg = next
+	if code := scramAttempt(t, c, user, pass); code != 0 {
+		t.Fatalf("SCRAM-SHA-512 as %s: error %d", user, code)
 	}
 }
 
